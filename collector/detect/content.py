@@ -1,0 +1,119 @@
+"""Where each convention keeps a tool call's name, arguments and result.
+
+``tool_call`` reads a span through the key tables of ``patterns`` and returns the call as
+evidence; the skill detectors then only look at evidence, never at conventions.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from collector.detect import patterns
+from collector.spans import SpanView, as_text, value_of
+from evaluators.evidence import ToolCall
+
+
+def has_marker(view: SpanView, markers: tuple[tuple[str, str | None], ...]) -> bool:
+    for key, expected in markers:
+        if key in view.attrs and (expected is None or view.attrs.text(key) == expected):
+            return True
+    return False
+
+
+def first_text(view: SpanView, keys: tuple[str, ...]) -> str | None:
+    for key in keys:
+        if key in view.attrs:
+            return view.attrs.text(key)
+    return None
+
+
+def event_text(view: SpanView, events: tuple[tuple[str, str], ...]) -> str | None:
+    for event in view.span.events:
+        for name, key in events:
+            if event.name == name:
+                for kv in event.attributes:
+                    if kv.key == key:
+                        return as_text(value_of(kv.value))
+    return None
+
+
+def tool_call(view: SpanView) -> ToolCall | None:
+    """The tool call a span records, or None if it is not a tool span."""
+    if not has_marker(view, patterns.TOOL_SPAN_MARKERS):
+        return None
+    name = first_text(view, patterns.TOOL_NAME_KEYS)
+    if not name and view.name.startswith("execute_tool "):
+        name = view.name.split(" ", 2)[1]
+    if not name:
+        return None
+    arguments = first_text(view, patterns.TOOL_ARGUMENT_KEYS)
+    if arguments is None:
+        arguments = event_text(view, patterns.TOOL_ARGUMENT_EVENTS)
+    result = first_text(view, patterns.TOOL_RESULT_KEYS)
+    if result is None:
+        result = event_text(view, patterns.TOOL_RESULT_EVENTS)
+    return ToolCall(
+        name=name,
+        span_id=view.span_id,
+        trace_id=view.trace_id,
+        start_unix_nano=view.span.start_time_unix_nano,
+        call_id=first_text(view, patterns.TOOL_CALL_ID_KEYS),
+        arguments=arguments,
+        result=result,
+        error=_error(view),
+    )
+
+
+def _error(view: SpanView) -> str | None:
+    if view.is_error:
+        return view.status_message or view.attrs.text("error.type") or "span status ERROR"
+    if "error.type" in view.attrs:
+        return view.attrs.text("error.type")
+    status = first_text(view, patterns.TOOL_STATUS_KEYS)
+    if status is not None and status.lower() not in patterns.TOOL_SUCCESS_VALUES:
+        return f"tool status {status}"
+    return None
+
+
+def parse_json(text: str | None) -> Any:
+    """JSON if the text is JSON, else None (a bare string argument stays a string)."""
+    if not text or text[0] not in "{[\"":
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def arguments_of(call: ToolCall) -> dict[str, Any] | str | None:
+    """A call's arguments as a dict, or the bare string a single-argument tool recorded."""
+    parsed = parse_json(call.arguments)
+    if isinstance(parsed, dict):
+        # OpenInference may wrap keyword arguments: {"args": [...], "kwargs": {...}}.
+        inner = parsed.get("kwargs") or parsed.get("input")
+        return inner if isinstance(inner, dict) else parsed
+    if isinstance(parsed, str):
+        return parsed
+    return call.arguments
+
+
+def flatten_text(value: Any) -> str:
+    """The human-readable text of a recorded message or result."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(t for t in (flatten_text(v) for v in value) if t)
+    if isinstance(value, dict):
+        for key in ("text", "content", "output", "result", "instructions", "response", "parts"):
+            if key in value:
+                return flatten_text(value[key])
+        return ""
+    return str(value)
+
+
+def result_text(call: ToolCall) -> str:
+    parsed = parse_json(call.result)
+    return flatten_text(parsed) if parsed is not None else (call.result or "")

@@ -1,0 +1,44 @@
+"""Signal: a read tool whose path ends in SKILL.md and whose result is a SKILL.md."""
+
+from __future__ import annotations
+
+import posixpath
+
+from collector.detect import patterns
+from collector.detect.content import arguments_of, result_text
+from collector.detect.outcome import outcome
+from evaluators import skill_md
+from evaluators.evidence import SkillLoad, ToolCall
+
+
+def skill_path(call: ToolCall) -> str | None:
+    if call.name not in patterns.READ_TOOLS:
+        return None
+    arguments = arguments_of(call)
+    if isinstance(arguments, dict):
+        for key in patterns.PATH_ARGUMENTS:
+            value = arguments.get(key)
+            if isinstance(value, str):
+                return value if value.replace("\\", "/").endswith("/SKILL.md") or value == "SKILL.md" else None
+        return None
+    if isinstance(arguments, str) and arguments.strip().endswith("SKILL.md"):
+        return arguments.strip()
+    return None
+
+
+def detect(call: ToolCall) -> SkillLoad | None:
+    path = skill_path(call)
+    if path is None:
+        return None
+    folder = posixpath.basename(posixpath.dirname(path.replace("\\", "/")))
+    status, message = outcome(call)
+    document = skill_md.try_parse(result_text(call)) if status == "loaded" else None
+    if status == "loaded" and document is None:
+        # Read succeeded but what came back is not a SKILL.md: not a load.
+        status, message = "failed", "file read did not return a valid SKILL.md"
+    return SkillLoad(
+        skill=document.name if document else folder, status=status, signal="file_read",
+        span_id=call.span_id, trace_id=call.trace_id, time_unix_nano=call.start_unix_nano,
+        body=document.body if document else None, path=path, message=message,
+        tool_call_id=call.call_id,
+    )

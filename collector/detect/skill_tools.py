@@ -1,0 +1,52 @@
+"""Signal: a framework's native skill tool (``skills``, ``Skill``, ``load_skill``, ...)."""
+
+from __future__ import annotations
+
+from collector.detect import patterns
+from collector.detect.content import arguments_of, result_text
+from collector.detect.outcome import outcome
+from evaluators import skill_md
+from evaluators.evidence import SkillLoad, ToolCall
+
+
+def argument_key(tool: str) -> str | None:
+    key = patterns.SKILL_TOOLS.get(tool)
+    if key is None:
+        for suffix, suffix_key in patterns.SKILL_TOOL_SUFFIXES.items():
+            if tool.endswith(suffix):
+                return suffix_key
+    return key
+
+
+def detect(call: ToolCall) -> SkillLoad | None:
+    key = argument_key(call.name)
+    if key is None:
+        return None
+    arguments = arguments_of(call)
+    if isinstance(arguments, dict):
+        skill = arguments.get(key)
+    else:
+        skill = arguments  # a single-argument tool recorded as a bare string
+    skill = skill if isinstance(skill, str) else ""
+    status, message = outcome(call)
+    if not skill.strip() and status == "loaded":
+        status, message = "failed", "no skill name given"
+    body = None
+    if status == "loaded":
+        text = result_text(call)
+        document = skill_md.try_parse(text)
+        body = document.body if document else _body_without_ack(text)
+    return SkillLoad(
+        skill=skill.strip(), status=status, signal="skill_tool", span_id=call.span_id,
+        trace_id=call.trace_id, time_unix_nano=call.start_unix_nano, body=body,
+        message=message, tool_call_id=call.call_id,
+    )
+
+
+def _body_without_ack(text: str) -> str | None:
+    # "Launching skill: x" / "Skill 'x' activated (no instructions available)." are loads
+    # without a body; anything longer is the instructions themselves.
+    stripped = text.strip()
+    if len(stripped) < 80 and ("\n" not in stripped):
+        return None
+    return stripped or None

@@ -1,0 +1,132 @@
+"""OTLP request bodies (protobuf or JSON, maybe gzip) to protobuf request messages.
+
+OTLP/JSON differs from protobuf's canonical JSON in one dangerous way: trace and span ids
+are hex, not base64.  Stock ``json_format.Parse`` would read them as base64 and silently
+corrupt them, so ids are rewritten to base64 before parsing.  An id that is not valid hex
+becomes empty, and the span or record carrying it is rejected on its own later (partial
+success) instead of failing the whole request.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import zlib
+from typing import Any, Literal, TypeVar
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError, Message
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from collector.receiver.errors import InvalidRequest, TooLarge, UnsupportedMedia
+
+Signal = Literal["traces", "logs"]
+Encoding = Literal["protobuf", "json"]
+M = TypeVar("M", bound=Message)
+
+REQUEST_TYPES: dict[Signal, type[Message]] = {
+    "traces": ExportTraceServiceRequest,
+    "logs": ExportLogsServiceRequest,
+}
+
+# Where ids live in each signal's JSON: (list path to the records, id keys in a record).
+_ID_KEYS = ("traceId", "spanId", "parentSpanId")
+
+
+def media_encoding(content_type: str | None) -> Encoding:
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media == "application/x-protobuf":
+        return "protobuf"
+    if media == "application/json":
+        return "json"
+    raise UnsupportedMedia(
+        f"unsupported Content-Type {media or '(none)'!r}: send application/x-protobuf or application/json"
+    )
+
+
+def gunzip(body: bytes, limit: int) -> bytes:
+    """Inflate a gzip body, refusing to produce more than ``limit`` bytes (zip bombs)."""
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error as err:
+        raise InvalidRequest(f"body is not valid gzip: {err}") from None
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise TooLarge(f"request exceeds {limit} bytes after decompression")
+    if not inflater.eof:
+        raise InvalidRequest("gzip body is truncated")
+    return out
+
+
+def decode(signal: Signal, body: bytes, encoding: Encoding) -> Message:
+    if encoding == "protobuf":
+        return parse_protobuf(REQUEST_TYPES[signal], body)
+    return parse_json(REQUEST_TYPES[signal], body)
+
+
+def parse_protobuf(message_type: type[M], body: bytes) -> M:
+    message = message_type()
+    try:
+        message.ParseFromString(body)
+    except (DecodeError, RuntimeWarning) as err:
+        raise InvalidRequest(f"body is not a valid {message_type.__name__} protobuf: {err}") from None
+    return message
+
+
+def parse_json(message_type: type[M], body: bytes) -> M:
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InvalidRequest(f"body is not valid JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise InvalidRequest(f"body must be a JSON object holding {message_type.__name__} fields")
+    _hex_ids_to_base64(data)
+    message = message_type()
+    try:
+        json_format.ParseDict(data, message, ignore_unknown_fields=True)
+    except (json_format.ParseError, ValueError, TypeError) as err:
+        raise InvalidRequest(f"body is not a valid OTLP/JSON {message_type.__name__}: {err}") from None
+    return message
+
+
+def _hex_ids_to_base64(data: dict[str, Any]) -> None:
+    for resource in _list(data, "resourceSpans", "resource_spans"):
+        for scope in _list(resource, "scopeSpans", "scope_spans"):
+            for span in _list(scope, "spans"):
+                _fix_ids(span)
+                for link in _list(span, "links"):
+                    _fix_ids(link)
+    for resource in _list(data, "resourceLogs", "resource_logs"):
+        for scope in _list(resource, "scopeLogs", "scope_logs"):
+            for record in _list(scope, "logRecords", "log_records"):
+                _fix_ids(record)
+
+
+def _list(node: Any, *keys: str) -> list[Any]:
+    if not isinstance(node, dict):
+        return []
+    for key in keys:
+        value = node.get(key)
+        if isinstance(value, list):
+            return value
+    return []
+
+
+def _fix_ids(node: Any) -> None:
+    if not isinstance(node, dict):
+        return
+    for key in _ID_KEYS:
+        snake = {"traceId": "trace_id", "spanId": "span_id", "parentSpanId": "parent_span_id"}[key]
+        for name in (key, snake):
+            value = node.get(name)
+            if isinstance(value, str):
+                node[name] = _hex_to_base64(value)
+
+
+def _hex_to_base64(value: str) -> str:
+    try:
+        return base64.b64encode(bytes.fromhex(value)).decode("ascii")
+    except (ValueError, binascii.Error):
+        return ""  # rejected later as an invalid id, with the rest of the request kept

@@ -1,0 +1,141 @@
+"""The vocabulary detectors produce and evaluators read.
+
+Everything here is plain data: no protobuf, no I/O.  Detectors in ``collector.detect`` turn
+spans and log records into these objects as they arrive; evaluators only ever see them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+# A load's outcome.  "unresolved" is a call with no recorded outcome: different from a
+# failure (which the harness reported) and never a success.
+LoadStatus = Literal["loaded", "failed", "denied", "unresolved"]
+LOAD_STATUSES: tuple[LoadStatus, ...] = ("loaded", "failed", "denied", "unresolved")
+
+# Where a load was seen.  One value per signal family in collector/detect/.
+Signal = Literal[
+    "skill_tool",  # a framework's native skill tool: skills(), Skill(), load_skill(), ...
+    "file_read",  # a read tool whose path ends in SKILL.md and whose result is a SKILL.md
+    "shell_read",  # cat/head/tail/sed of a SKILL.md in a shell tool
+    "injected",  # a body injected without a tool call (Deep Agents pinned, Claude follow-up)
+    "skill_attribute",  # gen_ai.skill.name / skill_name span attributes
+    "log_event",  # Claude Code skill_activated / tool_result log records
+    "chat_message",  # a call visible only in chat/cycle span messages (e.g. a denial)
+]
+
+# Whether a catalog of skills was shown to the model, and what it held.
+CatalogState = Literal["advertised", "empty", "not_recorded"]
+
+# Whether tool spans carried their arguments and results: a file-read load is invisible
+# when they do not, and the coverage must say so rather than report "no skill used".
+ContentCapture = Literal["present", "missing", "no_tools"]
+
+
+def fold_skill_name(name: str) -> str:
+    """Skill names compare case-insensitively with ``_`` equal to ``-`` (as Strands Evals)."""
+    return name.strip().lower().replace("_", "-")
+
+
+@dataclass(slots=True)
+class SkillLoad:
+    """One attempt to load a skill, anchored to the span that made it."""
+
+    skill: str
+    status: LoadStatus
+    signal: Signal
+    span_id: str  # hex; the span to parent evaluation results to
+    trace_id: str
+    time_unix_nano: int = 0
+    body: str | None = None  # the SKILL.md body as the trace recorded it
+    path: str | None = None
+    message: str | None = None  # the harness's words on failure / denial
+    tool_call_id: str | None = None
+
+    @property
+    def has_body(self) -> bool:
+        return bool(self.body)
+
+    @property
+    def key(self) -> str:
+        return fold_skill_name(self.skill)
+
+
+@dataclass(slots=True)
+class CatalogEntry:
+    name: str
+    description: str = ""
+    location: str | None = None
+
+
+@dataclass(slots=True)
+class Catalog:
+    """The skills advertised to the model, merged over every place a session showed them."""
+
+    state: CatalogState = "not_recorded"
+    skills: dict[str, CatalogEntry] = field(default_factory=dict)  # folded name -> entry
+    source: str | None = None  # which shape it was read from, e.g. "available_skills_xml"
+
+    def advertise(self, entries: list[CatalogEntry], source: str) -> None:
+        for entry in entries:
+            self.skills.setdefault(fold_skill_name(entry.name), entry)
+        if entries:
+            self.state = "advertised"
+        elif self.state == "not_recorded":
+            self.state = "empty"
+        self.source = self.source or source
+
+    def merge(self, other: Catalog) -> None:
+        if other.state == "not_recorded":
+            return
+        self.advertise(list(other.skills.values()), other.source or "")
+        if other.state == "empty" and self.state == "not_recorded":
+            self.state = "empty"
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """One tool execution as the trace recorded it."""
+
+    name: str
+    span_id: str
+    trace_id: str
+    start_unix_nano: int
+    call_id: str | None = None
+    arguments: str | None = None  # as recorded (usually JSON text)
+    result: str | None = None
+    error: str | None = None  # None when the tool reported success
+
+
+@dataclass(slots=True)
+class Turn:
+    """One user request and what the agent answered to it."""
+
+    user_message: str
+    span_id: str
+    trace_id: str
+    start_unix_nano: int
+    response: str | None = None
+
+
+@dataclass(slots=True)
+class Session:
+    """Everything known about one session when it closed."""
+
+    session_id: str
+    revision: int = 1
+    framework: str = "unknown"
+    turns: list[Turn] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    skill_loads: list[SkillLoad] = field(default_factory=list)
+    catalog: Catalog = field(default_factory=Catalog)
+    expected_skills: list[str] = field(default_factory=list)
+    content_capture: ContentCapture = "no_tools"
+    first_agent_span: tuple[str, str] | None = None  # (trace_id, span_id) hex
+    span_count: int = 0
+    close_reason: str = ""
+
+    def loads_of(self, skill: str) -> list[SkillLoad]:
+        key = fold_skill_name(skill)
+        return [load for load in self.skill_loads if load.key == key]

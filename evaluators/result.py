@@ -1,0 +1,130 @@
+"""Evaluation results and the per-session coverage summary.
+
+The one rule this module enforces: only a ``judged`` result carries a score, a label and a
+``passed`` flag.  Anything not judged (not applicable, skipped, error) has ``passed=None``;
+a missing verdict can never be read as a pass.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from evaluators.evidence import LOAD_STATUSES, Session
+
+Status = Literal["judged", "not_applicable", "skipped", "error"]
+STATUSES: tuple[Status, ...] = ("judged", "not_applicable", "skipped", "error")
+BodySource = Literal["trace", "registry", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeUsage:
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    latency_ms: float = 0.0
+    cost_usd: float = 0.0
+    context_truncated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluationResult:
+    evaluation: str
+    status: Status
+    reason: str
+    session_id: str
+    revision: int
+    trace_id: str | None = None
+    span_id: str | None = None
+    skill: str | None = None
+    framework: str | None = None
+    signal: str | None = None
+    score: float | None = None
+    label: str | None = None
+    passed: bool | None = None
+    explanation: str = ""
+    body_source: BodySource | None = None
+    catalog_source: BodySource | None = None
+    judge: JudgeUsage | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+        verdict = (self.score, self.label, self.passed)
+        if self.status == "judged":
+            if self.score is None or self.passed is None:
+                raise ValueError("a judged result needs a score and passed")
+        elif verdict != (None, None, None):
+            raise ValueError(f"a {self.status} result carries no score, label or passed")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def judged(
+    evaluation: str, session: Session, *, score: float, passed: bool, label: str, reason: str,
+    explanation: str = "", **where: Any,
+) -> EvaluationResult:
+    return EvaluationResult(
+        evaluation=evaluation, status="judged", reason=reason, score=score, passed=passed,
+        label=label, explanation=explanation, session_id=session.session_id,
+        revision=session.revision, framework=session.framework, **where,
+    )
+
+
+def unjudged(
+    evaluation: str, session: Session, status: Status, reason: str, explanation: str,
+    **where: Any,
+) -> EvaluationResult:
+    return EvaluationResult(
+        evaluation=evaluation, status=status, reason=reason, explanation=explanation,
+        session_id=session.session_id, revision=session.revision,
+        framework=session.framework, **where,
+    )
+
+
+@dataclass(slots=True)
+class Coverage:
+    """What a session's evaluation did and did not cover.  It must add up."""
+
+    session: Session
+    results: list[EvaluationResult] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.session
+        by_status = Counter(r.status for r in self.results)
+        loads_by_status = Counter(load.status for load in s.skill_loads)
+        met = [r.skill for r in self.results if r.evaluation == "skill_invoked" and r.passed]
+        missed = [
+            r.skill for r in self.results if r.evaluation == "skill_invoked" and r.passed is False
+        ]
+        return {
+            "session_id": s.session_id,
+            "revision": s.revision,
+            "framework": s.framework,
+            "close_reason": s.close_reason,
+            "spans": s.span_count,
+            "content_capture": s.content_capture,
+            "catalog": {
+                "state": s.catalog.state,
+                "skills": sorted(e.name for e in s.catalog.skills.values()),
+            },
+            "skill_loads": [
+                {
+                    "skill": load.skill, "status": load.status, "signal": load.signal,
+                    "has_body": load.has_body, "span_id": load.span_id,
+                }
+                for load in s.skill_loads
+            ],
+            "loads_by_status": {k: loads_by_status.get(k, 0) for k in LOAD_STATUSES},
+            "expectations": {
+                "expected": list(s.expected_skills),
+                "met": met,
+                "missed": missed,
+                "state": "declared" if s.expected_skills else "none",
+            },
+            "results_by_status": {k: by_status.get(k, 0) for k in ("judged", "not_applicable", "skipped", "error")},
+        }
