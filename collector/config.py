@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
     AfterValidator,
+    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -27,8 +27,14 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 _SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$")
 _UNIT_BYTES = {
-    None: 1, "B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3,
-    "KB": 1000, "MB": 1000**2, "GB": 1000**3,
+    None: 1,
+    "B": 1,
+    "KiB": 1024,
+    "MiB": 1024**2,
+    "GiB": 1024**3,
+    "KB": 1000,
+    "MB": 1000**2,
+    "GB": 1000**3,
 }
 _ENV = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -62,7 +68,7 @@ Bytes = Annotated[int, BeforeValidator(_bytes), Field(gt=0)]
 
 
 def _endpoint(value: str) -> str:
-    host, sep, port = value.rpartition(":")
+    _host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"{value!r} is not host:port, e.g. 0.0.0.0:4317 or 127.0.0.1:9464")
     return value
@@ -123,7 +129,9 @@ class Sessions(_Strict):
     def _keys(cls, keys: tuple[str, ...]) -> tuple[str, ...]:
         for key in keys:
             if not _KEY.match(key):
-                raise ValueError(f"{key!r} must be 'span:<attribute>' or 'resource:<attribute>', e.g. span:session.id")
+                raise ValueError(
+                    f"{key!r} must be 'span:<attribute>' or 'resource:<attribute>', e.g. span:session.id"
+                )
         if not keys:
             raise ValueError("list at least one key, e.g. [span:session.id]")
         return keys
@@ -185,7 +193,7 @@ class Config(_Strict):
     receivers: Receivers = Receivers()
     status: Status = Status()
     storage: Storage = Storage()
-    sessions: Sessions = Sessions()
+    sessions: Sessions = Sessions.model_validate({})
     judge: Judge = Judge()
     export: Export = Export()
     skills: Skills = Skills()
@@ -195,11 +203,15 @@ class Config(_Strict):
 
 def _expand(node: Any, where: str) -> Any:
     if isinstance(node, str):
+
         def repl(match: re.Match[str]) -> str:
             value = os.environ.get(match.group(1), match.group(2))
             if value is None:
-                raise ConfigError(f"{where}: environment variable {match.group(1)} is not set - export it or write ${{env:{match.group(1)}:-default}}")
+                raise ConfigError(
+                    f"{where}: environment variable {match.group(1)} is not set - export it or write ${{env:{match.group(1)}:-default}}"
+                )
             return value
+
         return _ENV.sub(repl, node)
     if isinstance(node, dict):
         return {k: _expand(v, f"{where}.{k}" if where else str(k)) for k, v in node.items()}
@@ -220,7 +232,9 @@ def _explain(err: ValidationError) -> str:
     for problem in err.errors():
         field = ".".join(str(p) for p in problem["loc"]) or "(top level)"
         if problem["type"] == "extra_forbidden":
-            lines.append(f"{field}: unknown key - check its spelling against the config reference in README.md")
+            lines.append(
+                f"{field}: unknown key - check its spelling against the config reference in README.md"
+            )
         else:
             msg = problem["msg"].removeprefix("Value error, ")
             lines.append(f"{field}: {msg}")
@@ -232,7 +246,9 @@ def parse(data: Any, source: str = "config") -> Config:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: the top level must be a mapping of keys such as receivers, sessions, judge")
+        raise ConfigError(
+            f"{source}: the top level must be a mapping of keys such as receivers, sessions, judge"
+        )
     data = _drop_empty(_expand(data, ""))
     judge = data.setdefault("judge", {}) if isinstance(data.get("judge", {}), dict) else data["judge"]
     if isinstance(judge, dict):

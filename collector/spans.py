@@ -43,7 +43,7 @@ def as_text(value: Any) -> str | None:
 class Attributes:
     """Lazy key lookup over a repeated KeyValue field."""
 
-    __slots__ = ("_kvs", "_index")
+    __slots__ = ("_index", "_kvs")
 
     def __init__(self, kvs: Any) -> None:
         self._kvs = kvs
@@ -85,7 +85,7 @@ class ResourceView:
 
 
 class SpanView:
-    __slots__ = ("span", "scope", "resource", "attrs")
+    __slots__ = ("attrs", "resource", "scope", "span")
 
     def __init__(self, span: Span, scope: str, resource: ResourceView) -> None:
         self.span = span
@@ -115,7 +115,7 @@ class SpanView:
 
 
 class LogView:
-    __slots__ = ("record", "scope", "resource", "attrs")
+    __slots__ = ("attrs", "record", "resource", "scope")
 
     def __init__(self, record: LogRecord, scope: str, resource: ResourceView) -> None:
         self.record = record

@@ -65,24 +65,48 @@ class EvaluationResult:
 
 
 def judged(
-    evaluation: str, session: Session, *, score: float, passed: bool, label: str, reason: str,
-    explanation: str = "", **where: Any,
+    evaluation: str,
+    session: Session,
+    *,
+    score: float,
+    passed: bool,
+    label: str,
+    reason: str,
+    explanation: str = "",
+    **where: Any,
 ) -> EvaluationResult:
     return EvaluationResult(
-        evaluation=evaluation, status="judged", reason=reason, score=score, passed=passed,
-        label=label, explanation=explanation, session_id=session.session_id,
-        revision=session.revision, framework=session.framework, **where,
+        evaluation=evaluation,
+        status="judged",
+        reason=reason,
+        score=score,
+        passed=passed,
+        label=label,
+        explanation=explanation,
+        session_id=session.session_id,
+        revision=session.revision,
+        framework=session.framework,
+        **where,
     )
 
 
 def unjudged(
-    evaluation: str, session: Session, status: Status, reason: str, explanation: str,
+    evaluation: str,
+    session: Session,
+    status: Status,
+    reason: str,
+    explanation: str,
     **where: Any,
 ) -> EvaluationResult:
     return EvaluationResult(
-        evaluation=evaluation, status=status, reason=reason, explanation=explanation,
-        session_id=session.session_id, revision=session.revision,
-        framework=session.framework, **where,
+        evaluation=evaluation,
+        status=status,
+        reason=reason,
+        explanation=explanation,
+        session_id=session.session_id,
+        revision=session.revision,
+        framework=session.framework,
+        **where,
     )
 
 
@@ -98,9 +122,7 @@ class Coverage:
         by_status = Counter(r.status for r in self.results)
         loads_by_status = Counter(load.status for load in s.skill_loads)
         met = [r.skill for r in self.results if r.evaluation == "skill_invoked" and r.passed]
-        missed = [
-            r.skill for r in self.results if r.evaluation == "skill_invoked" and r.passed is False
-        ]
+        missed = [r.skill for r in self.results if r.evaluation == "skill_invoked" and r.passed is False]
         return {
             "session_id": s.session_id,
             "revision": s.revision,
@@ -114,8 +136,11 @@ class Coverage:
             },
             "skill_loads": [
                 {
-                    "skill": load.skill, "status": load.status, "signal": load.signal,
-                    "has_body": load.has_body, "span_id": load.span_id,
+                    "skill": load.skill,
+                    "status": load.status,
+                    "signal": load.signal,
+                    "has_body": load.has_body,
+                    "span_id": load.span_id,
                 }
                 for load in s.skill_loads
             ],
@@ -126,5 +151,7 @@ class Coverage:
                 "missed": missed,
                 "state": "declared" if s.expected_skills else "none",
             },
-            "results_by_status": {k: by_status.get(k, 0) for k in ("judged", "not_applicable", "skipped", "error")},
+            "results_by_status": {
+                k: by_status.get(k, 0) for k in ("judged", "not_applicable", "skipped", "error")
+            },
         }

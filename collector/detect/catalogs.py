@@ -24,11 +24,13 @@ def available_skills_xml(text: str) -> list[CatalogEntry] | None:
     match = _XML_BLOCK.search(text)
     if match is None:
         return None
-    entries = []
+    entries: list[CatalogEntry] = []
     for skill in _XML_SKILL.finditer(match.group(1)):
         fields = {k: html.unescape(v.strip()) for k, v in _XML_FIELD.findall(skill.group(1))}
         if fields.get("name"):
-            entries.append(CatalogEntry(fields["name"], fields.get("description", ""), fields.get("location")))
+            entries.append(
+                CatalogEntry(fields["name"], fields.get("description", ""), fields.get("location"))
+            )
     return entries
 
 
@@ -36,7 +38,7 @@ def available_skills_markdown(text: str) -> list[CatalogEntry] | None:
     heading = _MD_HEADING.search(text)
     if heading is None:
         return None
-    entries = []
+    entries: list[CatalogEntry] = []
     for line in text[heading.end() :].lstrip("\n").splitlines():
         if not line.strip():
             if entries:

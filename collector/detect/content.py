@@ -78,7 +78,7 @@ def _error(view: SpanView) -> str | None:
 
 def parse_json(text: str | None) -> Any:
     """JSON if the text is JSON, else None (a bare string argument stays a string)."""
-    if not text or text[0] not in "{[\"":
+    if not text or text[0] not in '{["':
         return None
     try:
         return json.loads(text)

@@ -19,7 +19,9 @@ def skill_path(call: ToolCall) -> str | None:
         for key in patterns.PATH_ARGUMENTS:
             value = arguments.get(key)
             if isinstance(value, str):
-                return value if value.replace("\\", "/").endswith("/SKILL.md") or value == "SKILL.md" else None
+                return (
+                    value if value.replace("\\", "/").endswith("/SKILL.md") or value == "SKILL.md" else None
+                )
         return None
     if isinstance(arguments, str) and arguments.strip().endswith("SKILL.md"):
         return arguments.strip()
@@ -37,8 +39,14 @@ def detect(call: ToolCall) -> SkillLoad | None:
         # Read succeeded but what came back is not a SKILL.md: not a load.
         status, message = "failed", "file read did not return a valid SKILL.md"
     return SkillLoad(
-        skill=document.name if document else folder, status=status, signal="file_read",
-        span_id=call.span_id, trace_id=call.trace_id, time_unix_nano=call.start_unix_nano,
-        body=document.body if document else None, path=path, message=message,
+        skill=document.name if document else folder,
+        status=status,
+        signal="file_read",
+        span_id=call.span_id,
+        trace_id=call.trace_id,
+        time_unix_nano=call.start_unix_nano,
+        body=document.body if document else None,
+        path=path,
+        message=message,
         tool_call_id=call.call_id,
     )

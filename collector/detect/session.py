@@ -13,7 +13,7 @@ from collector.detect import catalogs, file_reads, messages, patterns, skill_too
 from collector.detect.content import has_marker, tool_call
 from collector.detect.expectations import NO_RULES, Rules
 from collector.spans import LogView, SpanView
-from evaluators.evidence import Catalog, Session, SkillLoad, ToolCall, Turn, fold_skill_name
+from evaluators.evidence import Catalog, ContentCapture, Session, SkillLoad, ToolCall, Turn, fold_skill_name
 
 # Each signal family: tool call -> a skill load or None.  A call matches at most one.
 DETECTORS: tuple[Callable[[ToolCall], SkillLoad | None], ...] = (
@@ -35,8 +35,17 @@ def framework_of(scope: str) -> str:
 
 class SessionEvidence:
     __slots__ = (
-        "_expected", "_rules", "_tool_spans_with_content", "agent_spans", "catalog", "framework",
-        "skill_loads", "span_count", "tool_calls", "tool_spans", "turns",
+        "_expected",
+        "_rules",
+        "_tool_spans_with_content",
+        "agent_spans",
+        "catalog",
+        "framework",
+        "skill_loads",
+        "span_count",
+        "tool_calls",
+        "tool_spans",
+        "turns",
     )
 
     def __init__(self, rules: Rules = NO_RULES) -> None:
@@ -67,8 +76,13 @@ class SessionEvidence:
             user = messages.user_message(view)
             if user:
                 self.turns.append(
-                    Turn(user, view.span_id, view.trace_id, view.span.start_time_unix_nano,
-                         messages.response(view))
+                    Turn(
+                        user,
+                        view.span_id,
+                        view.trace_id,
+                        view.span.start_time_unix_nano,
+                        messages.response(view),
+                    )
                 )
         for text in messages.catalog_candidates(view, catalogs.MARKERS):
             found = catalogs.find(text)
@@ -114,6 +128,7 @@ class SessionEvidence:
         expected = dict(self._expected)
         for skill in self._rules.from_messages([t.user_message for t in self.turns]):
             expected.setdefault(fold_skill_name(skill), skill)
+        capture: ContentCapture
         if self.tool_spans == 0:
             capture = "no_tools"
         elif self._tool_spans_with_content:

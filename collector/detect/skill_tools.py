@@ -23,10 +23,8 @@ def detect(call: ToolCall) -> SkillLoad | None:
     if key is None:
         return None
     arguments = arguments_of(call)
-    if isinstance(arguments, dict):
-        skill = arguments.get(key)
-    else:
-        skill = arguments  # a single-argument tool recorded as a bare string
+    # A single-argument tool may record its argument as a bare string.
+    skill = arguments.get(key) if isinstance(arguments, dict) else arguments
     skill = skill if isinstance(skill, str) else ""
     status, message = outcome(call)
     if not skill.strip() and status == "loaded":
@@ -37,9 +35,15 @@ def detect(call: ToolCall) -> SkillLoad | None:
         document = skill_md.try_parse(text)
         body = document.body if document else _body_without_ack(text)
     return SkillLoad(
-        skill=skill.strip(), status=status, signal="skill_tool", span_id=call.span_id,
-        trace_id=call.trace_id, time_unix_nano=call.start_unix_nano, body=body,
-        message=message, tool_call_id=call.call_id,
+        skill=skill.strip(),
+        status=status,
+        signal="skill_tool",
+        span_id=call.span_id,
+        trace_id=call.trace_id,
+        time_unix_nano=call.start_unix_nano,
+        body=body,
+        message=message,
+        tool_call_id=call.call_id,
     )
 
 

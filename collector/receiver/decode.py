@@ -72,7 +72,7 @@ def parse_protobuf(message_type: type[M], body: bytes) -> M:
         message.ParseFromString(body)
     except (DecodeError, RuntimeWarning) as err:
         raise InvalidRequest(f"body is not a valid {message_type.__name__} protobuf: {err}") from None
-    return message
+    return message  # type: ignore[no-any-return]  # protobuf stubs type messages loosely
 
 
 def parse_json(message_type: type[M], body: bytes) -> M:
@@ -88,7 +88,7 @@ def parse_json(message_type: type[M], body: bytes) -> M:
         json_format.ParseDict(data, message, ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError) as err:
         raise InvalidRequest(f"body is not a valid OTLP/JSON {message_type.__name__}: {err}") from None
-    return message
+    return message  # type: ignore[no-any-return]
 
 
 def _hex_ids_to_base64(data: dict[str, Any]) -> None:

@@ -65,7 +65,7 @@ class Answer:
 
     @property
     def message(self) -> str:
-        return self.status.message
+        return str(self.status.message)
 
     def grpc_trailers(self) -> tuple[tuple[str, bytes], ...]:
         # RetryInfo both in the standard details trailer (Go clients, the Collector) and

@@ -1,0 +1,162 @@
+"""Prometheus metrics: every number an operator needs, with low-cardinality labels.
+
+Labels never carry a session id, a score or free text.  Skill names are capped to the
+skills seen in catalogs (and the operator's registry); anything else is ``other``, and
+the cap itself is bounded, so a misbehaving agent cannot explode the series count.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from evaluators.evidence import Session, fold_skill_name
+from evaluators.result import EvaluationResult
+
+MAX_SKILL_LABELS = 200
+OTHER = "other"
+
+
+class SkillLabels:
+    """Maps a skill name to a bounded label value."""
+
+    def __init__(self, limit: int = MAX_SKILL_LABELS) -> None:
+        self._known: set[str] = set()
+        self._limit = limit
+
+    def learn(self, names: list[str]) -> None:
+        for name in names:
+            if len(self._known) >= self._limit:
+                return
+            self._known.add(fold_skill_name(name))
+
+    def __call__(self, name: str | None) -> str:
+        folded = fold_skill_name(name or "")
+        return folded if folded in self._known else OTHER
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.skill_labels = SkillLabels()
+        self.received = Counter(
+            "skillgauge_received_items",
+            "Spans and log records received, by signal and protocol.",
+            ["signal", "protocol"],
+            registry=r,
+        )
+        self.rejected = Counter(
+            "skillgauge_rejected_items",
+            "Spans and log records not accepted, by signal and reason.",
+            ["signal", "reason"],
+            registry=r,
+        )
+        self.requests = Counter(
+            "skillgauge_requests",
+            "OTLP export requests answered, by protocol, signal and outcome.",
+            ["protocol", "signal", "outcome"],
+            registry=r,
+        )
+        self.rejected_requests = Counter(
+            "skillgauge_rejected_requests",
+            "OTLP requests refused whole, by protocol, signal and reason "
+            "(invalid, unsupported_media_type, too_large, backpressure).",
+            ["protocol", "signal", "reason"],
+            registry=r,
+        )
+        self.sessions_open = Gauge("skillgauge_sessions_open", "Sessions currently open.", registry=r)
+        self.sessions_closed = Counter(
+            "skillgauge_sessions_closed", "Sessions closed, by reason.", ["reason"], registry=r
+        )
+        self.sessions_reopened = Counter(
+            "skillgauge_sessions_reopened", "Sessions reopened by late spans (a new revision).", registry=r
+        )
+        self.skill_loads = Counter(
+            "skillgauge_skill_loads",
+            "Skill loads detected, by framework, signal, status and skill.",
+            ["framework", "signal", "status", "skill"],
+            registry=r,
+        )
+        self.sessions_without_load = Counter(
+            "skillgauge_sessions_without_skill_load",
+            "Closed sessions with no skill load, by catalog state.",
+            ["catalog_state"],
+            registry=r,
+        )
+        self.sessions_evaluated = Counter(
+            "skillgauge_sessions_evaluated",
+            "Closed sessions evaluated, by framework, catalog state and content capture.",
+            ["framework", "catalog_state", "content_capture"],
+            registry=r,
+        )
+        self.sessions_with_expectations = Counter(
+            "skillgauge_sessions_with_expectations",
+            "Closed sessions with at least one expected skill.",
+            registry=r,
+        )
+        self.expected_checks = Counter(
+            "skillgauge_expected_skill_checks", "Expected-skill checks, by skill.", ["skill"], registry=r
+        )
+        self.expected_misses = Counter(
+            "skillgauge_expected_skill_misses",
+            "Expected skills not loaded, by skill and reason.",
+            ["skill", "reason"],
+            registry=r,
+        )
+        self.evaluations = Counter(
+            "skillgauge_evaluations",
+            "Evaluation results, by evaluation, status and reason.",
+            ["evaluation", "status", "reason"],
+            registry=r,
+        )
+        self.scores = Histogram(
+            "skillgauge_evaluation_score",
+            "Scores of judged results, by evaluation.",
+            ["evaluation"],
+            buckets=(0.0, 0.25, 0.5, 0.75, 1.0),
+            registry=r,
+        )
+        self.last_success = Gauge(
+            "skillgauge_last_evaluation_timestamp_seconds",
+            "Unix time of the last judged result, by evaluation (a dead man's switch).",
+            ["evaluation"],
+            registry=r,
+        )
+        self.evaluation_lag = Histogram(
+            "skillgauge_evaluation_lag_seconds",
+            "Seconds from session close to its results being recorded.",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+            registry=r,
+        )
+        self.spool_bytes = Gauge("skillgauge_spool_bytes", "Size of the spool on disk.", registry=r)
+        self.judge_configured = Gauge(
+            "skillgauge_judge_configured", "1 when a judge (API key or base URL) is configured.", registry=r
+        )
+
+    def session_evaluated(self, session: Session, results: list[EvaluationResult], lag: float) -> None:
+        self.skill_labels.learn([e.name for e in session.catalog.skills.values()])
+        self.sessions_evaluated.labels(
+            session.framework, session.catalog.state, session.content_capture
+        ).inc()
+        for load in session.skill_loads:
+            self.skill_loads.labels(
+                session.framework, load.signal, load.status, self.skill_labels(load.skill)
+            ).inc()
+        if not session.skill_loads:
+            self.sessions_without_load.labels(session.catalog.state).inc()
+        if session.expected_skills:
+            self.sessions_with_expectations.inc()
+        now = time.time()
+        for result in results:
+            self.evaluations.labels(result.evaluation, result.status, result.reason).inc()
+            if result.status == "judged" and result.score is not None:
+                self.scores.labels(result.evaluation).observe(result.score)
+                self.last_success.labels(result.evaluation).set(now)
+            if result.evaluation == "skill_invoked":
+                skill = self.skill_labels(result.skill)
+                self.expected_checks.labels(skill).inc()
+                if result.passed is False:
+                    self.expected_misses.labels(skill, result.reason).inc()
+        self.evaluation_lag.observe(lag)

@@ -1,0 +1,59 @@
+"""The status API: /metrics, /healthz, /readyz and GET /v1/sessions/{id}."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from collector.export.store import replay_records
+from collector.pipeline import Pipeline
+
+
+def app(pipeline: Pipeline, ready: Callable[[], bool]) -> web.Application:
+    async def metrics(_: web.Request) -> web.Response:
+        pipeline.tick_gauges()
+        return web.Response(
+            body=generate_latest(pipeline.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(_: web.Request) -> web.Response:
+        if pipeline.draining:
+            return web.json_response({"status": "draining"}, status=503)
+        if not ready():
+            return web.json_response({"status": "starting"}, status=503)
+        return web.json_response({"status": "ready", "open_sessions": pipeline.assembler.open_count})
+
+    async def session(request: web.Request) -> web.Response:
+        session_id = request.match_info["session_id"]
+        revisions = pipeline.store.get(session_id)
+        live = pipeline.assembler.get(session_id)
+        body: dict[str, object] = {"session_id": session_id}
+        if live is not None:
+            body["open"] = {
+                "revision": live.revision,
+                "spans": live.evidence.span_count,
+                "skill_loads": len(live.evidence.skill_loads),
+                "why_no_results": "the session is still open; it is evaluated when it closes "
+                f"(idle {pipeline.config.sessions.idle_timeout:g}s, max duration, end attribute or limits)",
+            }
+        if revisions:
+            body["revisions"] = [{"records": replay_records(coverage)} for coverage in revisions]
+        if live is None and not revisions:
+            body["why_no_results"] = (
+                "unknown session: no span has carried this id since start-up, or its results were "
+                f"evicted (the status API keeps the last {pipeline.store.capacity} sessions)"
+            )
+            return web.json_response(body, status=404)
+        return web.json_response(body)
+
+    application = web.Application()
+    application.router.add_get("/metrics", metrics)
+    application.router.add_get("/healthz", healthz)
+    application.router.add_get("/readyz", readyz)
+    application.router.add_get("/v1/sessions/{session_id}", session)
+    return application

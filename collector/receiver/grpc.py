@@ -1,0 +1,60 @@
+"""OTLP/gRPC receiver: TraceService/Export and LogsService/Export.
+
+Requests arrive as raw bytes and are parsed here, so a body that is not valid protobuf
+gets OTLP's INVALID_ARGUMENT instead of gRPC's generic INTERNAL.  gRPC enforces the size
+limit itself (``grpc.max_receive_message_length`` applies after decompression and answers
+RESOURCE_EXHAUSTED without RetryInfo) and handles gzip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import grpc
+from google.protobuf.message import Message
+
+from collector.config import Listener
+from collector.pipeline import Received
+from collector.receiver import decode
+from collector.receiver.errors import ReceiveError, answer
+from collector.receiver.responses import response_for
+from collector.sessions.assembler import Accepted
+
+Consume = Callable[[Received], Awaitable[Accepted]]
+OnAnswer = Callable[[str, str, str], None]  # (signal, outcome, reason)
+
+SERVICES: dict[decode.Signal, str] = {
+    "traces": "opentelemetry.proto.collector.trace.v1.TraceService",
+    "logs": "opentelemetry.proto.collector.logs.v1.LogsService",
+}
+
+
+def _export(signal: decode.Signal, consume: Consume, on_answer: OnAnswer) -> grpc.RpcMethodHandler:
+    async def export(body: bytes, context: grpc.aio.ServicerContext) -> Message:
+        try:
+            request = decode.decode(signal, body, "protobuf")
+            result = await consume(Received(signal, request, "grpc"))
+        except ReceiveError as error:
+            on_answer(signal, "error", error.reason)
+            reply = answer(error)
+            await context.abort(reply.grpc_code, reply.message, trailing_metadata=reply.grpc_trailers())
+        on_answer(signal, "partial" if result.rejected else "ok", "")
+        return response_for(signal, result)
+
+    return grpc.unary_unary_rpc_method_handler(
+        export, request_deserializer=None, response_serializer=lambda m: m.SerializeToString()
+    )
+
+
+async def start(listener: Listener, consume: Consume, on_answer: OnAnswer) -> tuple[grpc.aio.Server, int]:
+    """Start the server; returns it and the bound port (useful with port 0)."""
+    server = grpc.aio.server(options=[("grpc.max_receive_message_length", listener.max_request_bytes)])
+    for signal, service in SERVICES.items():
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(service, {"Export": _export(signal, consume, on_answer)}),)
+        )
+    port = server.add_insecure_port(listener.endpoint)
+    if port == 0:
+        raise OSError(f"receivers.otlp.grpc.endpoint: cannot listen on {listener.endpoint}")
+    await server.start()
+    return server, port

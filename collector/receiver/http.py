@@ -1,0 +1,90 @@
+"""OTLP/HTTP receiver: POST /v1/traces and /v1/logs, protobuf or JSON, optionally gzip.
+
+Answers in the request's content type.  Errors carry a ``google.rpc.Status`` body; the
+mapping from failure to status code lives in ``errors``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from collector.config import Listener
+from collector.pipeline import Received
+from collector.receiver import decode
+from collector.receiver.errors import InvalidRequest, ReceiveError, TooLarge, answer
+from collector.receiver.responses import response_for
+from collector.sessions.assembler import Accepted
+
+Consume = Callable[[Received], Awaitable[Accepted]]
+OnAnswer = Callable[[str, str, str], None]
+
+_MEDIA = {"protobuf": "application/x-protobuf", "json": "application/json"}
+
+
+def _encode(message: Message, encoding: decode.Encoding) -> bytes:
+    if encoding == "json":
+        return bytes(json_format.MessageToJson(message, indent=None).encode())
+    return bytes(message.SerializeToString())
+
+
+def _error_response(error: ReceiveError, encoding: decode.Encoding) -> web.Response:
+    reply = answer(error)
+    headers = {}
+    if reply.retry_after is not None:
+        headers["Retry-After"] = str(max(1, round(reply.retry_after)))
+    return web.Response(
+        status=reply.http_status,
+        body=_encode(reply.status, encoding),
+        content_type=_MEDIA[encoding],
+        headers=headers,
+    )
+
+
+def make_handler(
+    signal: decode.Signal, listener: Listener, consume: Consume, on_answer: OnAnswer
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    limit = listener.max_request_bytes
+
+    async def handle(request: web.Request) -> web.Response:
+        encoding: decode.Encoding = "protobuf"
+        try:
+            encoding = decode.media_encoding(request.content_type)
+            body = await _read_body(request, limit)
+            message = decode.decode(signal, body, encoding)
+            result = await consume(Received(signal, message, "http"))
+        except ReceiveError as error:
+            on_answer(signal, "error", error.reason)
+            return _error_response(error, encoding)
+        on_answer(signal, "partial" if result.rejected else "ok", "")
+        return web.Response(
+            body=_encode(response_for(signal, result), encoding), content_type=_MEDIA[encoding]
+        )
+
+    return handle
+
+
+async def _read_body(request: web.Request, limit: int) -> bytes:
+    coding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if coding not in ("identity", "gzip", ""):
+        raise InvalidRequest(f"unsupported Content-Encoding {coding!r}: send gzip or no encoding")
+    if request.content_length is not None and request.content_length > limit:
+        raise TooLarge(f"request of {request.content_length} bytes exceeds the {limit}-byte limit")
+    body = bytearray()
+    async for chunk in request.content.iter_chunked(65536):
+        body += chunk
+        if len(body) > limit:
+            raise TooLarge(f"request exceeds the {limit}-byte limit")
+    if coding == "gzip":
+        return decode.gunzip(bytes(body), limit)
+    return bytes(body)
+
+
+def app(listener: Listener, consume: Consume, on_answer: OnAnswer) -> web.Application:
+    application = web.Application(client_max_size=listener.max_request_bytes + 1)
+    application.router.add_post("/v1/traces", make_handler("traces", listener, consume, on_answer))
+    application.router.add_post("/v1/logs", make_handler("logs", listener, consume, on_answer))
+    return application

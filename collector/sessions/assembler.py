@@ -1,0 +1,281 @@
+"""Group spans and log records into sessions, and decide when a session is closed.
+
+Session key: the first present of a configured list (span or resource attributes).  A span
+without a key belongs to whatever session its trace is bound to; a trace seen with no key
+at all becomes a provisional session of its own, which is folded into the keyed session as
+soon as a sibling span names one (ADK puts the conversation id on agent spans but not on
+tool spans, and children are exported before their parents).
+
+Closing: idle timeout, an explicit end attribute, max duration, max spans or bytes, and
+shutdown.  The assembler never waits: closed sessions go to ``on_close`` at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from collector.config import Sessions as SessionsConfig
+from collector.detect import SessionEvidence
+from collector.detect.expectations import NO_RULES, Rules
+from collector.receiver.errors import Backpressure
+from collector.spans import Attributes, LogView, ResourceView, SpanView
+from evaluators.evidence import Session
+
+CLOSE_REASONS = (
+    "idle_timeout",
+    "end_attribute",
+    "max_duration",
+    "max_spans",
+    "max_bytes",
+    "shutdown",
+    "end_of_input",
+)
+_ZERO_TRACE = bytes(16)
+_ZERO_SPAN = bytes(8)
+
+
+@dataclass(slots=True)
+class Accepted:
+    """What became of one request's items: how many were taken, why the rest were not."""
+
+    accepted: int = 0
+    rejected: int = 0
+    message: str = ""
+
+    def reject(self, why: str) -> None:
+        self.rejected += 1
+        if why not in self.message:
+            self.message = f"{self.message}; {why}" if self.message else why
+
+
+class OpenSession:
+    __slots__ = (
+        "bytes",
+        "ending",
+        "evidence",
+        "key",
+        "last_seen",
+        "opened_at",
+        "provisional",
+        "revision",
+        "traces",
+    )
+
+    def __init__(self, key: str, revision: int, now: float, rules: Rules, provisional: bool) -> None:
+        self.key = key
+        self.revision = revision
+        self.opened_at = now
+        self.last_seen = now
+        self.bytes = 0
+        self.ending = False
+        self.provisional = provisional
+        self.traces: set[bytes] = set()
+        self.evidence = SessionEvidence(rules)
+
+
+OnClose = Callable[[Session, str], None]
+
+
+class Assembler:
+    def __init__(
+        self,
+        config: SessionsConfig,
+        on_close: OnClose,
+        rules: Rules = NO_RULES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._config = config
+        self._on_close = on_close
+        self._rules = rules
+        self._clock = clock
+        self._span_keys = tuple(k.split(":", 1)[1] for k in config.keys if k.startswith("span:"))
+        self._keys = tuple(k.split(":", 1) for k in config.keys)
+        # Ordered by last activity, so the idle scan stops at the first live session.
+        self._open: OrderedDict[str, OpenSession] = OrderedDict()
+        self._opened_order: deque[tuple[float, str, int]] = deque()
+        self._trace_owner: dict[bytes, str] = {}
+        self._revisions: OrderedDict[str, int] = OrderedDict()  # closed sessions' last revision
+        self.closed_by_reason: dict[str, int] = dict.fromkeys(CLOSE_REASONS, 0)
+        self.reopened = 0
+
+    @property
+    def open_count(self) -> int:
+        return len(self._open)
+
+    def get(self, key: str) -> OpenSession | None:
+        return self._open.get(key)
+
+    # -- intake ---------------------------------------------------------------------------
+
+    def add_spans(self, request: ExportTraceServiceRequest) -> Accepted:
+        self.admit()
+        now = self._clock()
+        result = Accepted()
+        touched: dict[str, OpenSession] = {}
+        end_key = self._config.end_attribute
+        for resource_spans in request.resource_spans:
+            resource = ResourceView(resource_spans.resource)
+            for scope_spans in resource_spans.scope_spans:
+                scope = scope_spans.scope.name
+                for span in scope_spans.spans:
+                    if len(span.trace_id) != 16 or span.trace_id == _ZERO_TRACE:
+                        result.reject("span with an invalid trace_id (need 16 non-zero bytes)")
+                        continue
+                    if len(span.span_id) != 8 or span.span_id == _ZERO_SPAN:
+                        result.reject("span with an invalid span_id (need 8 non-zero bytes)")
+                        continue
+                    view = SpanView(span, scope, resource)
+                    session = self._session_for(self._key_of(view.attrs, resource.attrs), span.trace_id, now)
+                    session.evidence.observe_span(view)
+                    session.bytes += span.ByteSize()
+                    session.last_seen = now
+                    if end_key in view.attrs and view.attrs.get(end_key) in (True, "true", "True", 1):
+                        session.ending = True
+                    touched[session.key] = session
+                    result.accepted += 1
+                    if self._over_limits(session):
+                        touched.pop(session.key, None)
+        for session in touched.values():
+            if session.ending:
+                self._close(session, "end_attribute")
+        return result
+
+    def add_logs(self, request: ExportLogsServiceRequest) -> Accepted:
+        self.admit()
+        now = self._clock()
+        result = Accepted()
+        for resource_logs in request.resource_logs:
+            resource = ResourceView(resource_logs.resource)
+            for scope_logs in resource_logs.scope_logs:
+                scope = scope_logs.scope.name
+                for record in scope_logs.log_records:
+                    view = LogView(record, scope, resource)
+                    key = self._key_of(view.attrs, resource.attrs)
+                    trace_id = (
+                        record.trace_id
+                        if len(record.trace_id) == 16 and record.trace_id != _ZERO_TRACE
+                        else b""
+                    )
+                    if key is None and not trace_id:
+                        result.reject("log record with no session key and no trace_id to correlate it")
+                        continue
+                    session = self._session_for(key, trace_id, now)
+                    session.evidence.observe_log(view)
+                    session.bytes += record.ByteSize()
+                    session.last_seen = now
+                    result.accepted += 1
+                    self._over_limits(session)
+        return result
+
+    def admit(self) -> None:
+        if len(self._open) >= self._config.max_open:
+            raise Backpressure(
+                f"{len(self._open)} sessions open (sessions.max_open); retry later", retry_after=5.0
+            )
+
+    def _key_of(self, attrs: Attributes, resource: Attributes) -> str | None:
+        for where, key in self._keys:
+            source = attrs if where == "span" else resource
+            if key in source:
+                value = source.text(key)
+                if value:
+                    return value
+        return None
+
+    def _session_for(self, key: str | None, trace_id: bytes, now: float) -> OpenSession:
+        owner = self._trace_owner.get(trace_id) if trace_id else None
+        if key is None:
+            if owner is not None and owner in self._open:
+                return self._touch(self._open[owner])
+            key = trace_id.hex()  # the trace is its own session until a sibling names one
+            session = self._open.get(key) or self._start(key, now, provisional=True)
+        else:
+            session = self._open.get(key) or self._start(key, now, provisional=False)
+            if owner is not None and owner != key:
+                provisional = self._open.get(owner)
+                if provisional is not None and provisional.provisional:
+                    self._fold(provisional, into=session)
+        if trace_id and trace_id not in session.traces:
+            session.traces.add(trace_id)
+            self._trace_owner[trace_id] = session.key
+        return self._touch(session)
+
+    def _touch(self, session: OpenSession) -> OpenSession:
+        self._open.move_to_end(session.key)
+        return session
+
+    def _start(self, key: str, now: float, provisional: bool) -> OpenSession:
+        revision = self._revisions.pop(key, 0) + 1
+        if revision > 1:
+            self.reopened += 1
+        session = OpenSession(key, revision, now, self._rules, provisional)
+        self._open[key] = session
+        self._opened_order.append((now, key, revision))
+        return session
+
+    def _fold(self, provisional: OpenSession, into: OpenSession) -> None:
+        del self._open[provisional.key]
+        into.evidence.absorb(provisional.evidence)
+        into.bytes += provisional.bytes
+        into.opened_at = min(into.opened_at, provisional.opened_at)
+        for trace_id in provisional.traces:
+            into.traces.add(trace_id)
+            self._trace_owner[trace_id] = into.key
+
+    def _over_limits(self, session: OpenSession) -> bool:
+        if session.evidence.span_count >= self._config.max_spans:
+            self._close(session, "max_spans")
+            return True
+        if session.bytes >= self._config.max_bytes:
+            self._close(session, "max_bytes")
+            return True
+        return False
+
+    # -- closing --------------------------------------------------------------------------
+
+    def close_due(self) -> int:
+        """Close sessions that were idle too long or open too long.  Returns how many."""
+        now = self._clock()
+        closed = 0
+        idle_before = now - self._config.idle_timeout
+        while self._open:
+            session = next(iter(self._open.values()))
+            if session.last_seen > idle_before:
+                break
+            self._close(session, "idle_timeout")
+            closed += 1
+        born_before = now - self._config.max_duration
+        while self._opened_order and self._opened_order[0][0] <= born_before:
+            _, key, revision = self._opened_order.popleft()
+            expired = self._open.get(key)
+            if expired is not None and expired.revision == revision:
+                self._close(expired, "max_duration")
+                closed += 1
+        return closed
+
+    def close_all(self, reason: str = "shutdown") -> int:
+        sessions = list(self._open.values())
+        for session in sessions:
+            self._close(session, reason)
+        return len(sessions)
+
+    def _close(self, session: OpenSession, reason: str) -> None:
+        if self._open.pop(session.key, None) is None:
+            return
+        for trace_id in session.traces:
+            if self._trace_owner.get(trace_id) == session.key:
+                del self._trace_owner[trace_id]
+        self._revisions[session.key] = session.revision
+        if len(self._revisions) > 100_000:
+            self._revisions.popitem(last=False)
+        self.closed_by_reason[reason] = self.closed_by_reason.get(reason, 0) + 1
+        self._on_close(session.evidence.finish(session.key, session.revision, reason), reason)
+
+    def open_sessions(self) -> Iterable[OpenSession]:
+        return self._open.values()

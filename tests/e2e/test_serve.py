@@ -1,0 +1,123 @@
+"""End to end: real OpenTelemetry SDK exporters -> a running ``skillgauge serve`` -> results."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace.export import SpanExportResult
+from support import FRAMEWORKS, Server, metric_value, readable_spans, trace_requests, wait_for
+
+sys.path.insert(0, str(FRAMEWORKS))
+from capture import otlp_json  # noqa: E402
+
+SESSION = "strands-right_skill-0001"
+EXPECT = {"expectations": [{"when": {"user_message": "release notes"}, "expect": ["release-notes"]}]}
+
+
+def _split_request(request: ExportTraceServiceRequest, start: int, stop: int) -> ExportTraceServiceRequest:
+    part = ExportTraceServiceRequest()
+    part.CopyFrom(request)
+    spans = part.resource_spans[0].scope_spans[0].spans
+    kept = list(spans)[start:stop]
+    del spans[:]
+    spans.extend(kept)
+    return part
+
+
+@pytest.fixture
+def expecting_server(tmp_path: Path):  # type: ignore[no-untyped-def]
+    srv = Server(tmp_path, EXPECT)
+    yield srv
+    srv.stop()
+
+
+def test_strands_session_over_grpc_http_and_json_is_evaluated(expecting_server: Server) -> None:
+    srv = expecting_server
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
+    spans = readable_spans(request)
+    assert len(spans) == 6
+
+    grpc = GrpcSpanExporter(endpoint=f"127.0.0.1:{srv.grpc_port}", insecure=True)
+    assert grpc.export(spans[:2]) == SpanExportResult.SUCCESS
+    http = HttpSpanExporter(endpoint=f"{srv.http_url}/v1/traces")
+    assert http.export(spans[2:4]) == SpanExportResult.SUCCESS
+    body = otlp_json(_split_request(request, 4, 6)).encode()
+    post = urllib.request.Request(f"{srv.http_url}/v1/traces", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(post, timeout=5) as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"].startswith("application/json")
+        assert json.loads(resp.read()) == {}
+
+    status, open_view = srv.get_json(f"/v1/sessions/{SESSION}")
+    assert status == 200 and open_view["open"]["spans"] == 6
+
+    def closed() -> dict | None:  # type: ignore[type-arg]
+        code, body = srv.get_json(f"/v1/sessions/{SESSION}")
+        return body if code == 200 and "revisions" in body else None
+
+    body = wait_for(closed, timeout=10)
+    records = body["revisions"][0]["records"]
+    coverage = records[-1]["coverage"]
+    assert coverage["close_reason"] == "idle_timeout"
+    assert coverage["spans"] == 6
+    assert coverage["framework"] == "strands"
+    assert coverage["catalog"]["state"] == "advertised"
+    assert coverage["skill_loads"] == [{
+        "skill": "release-notes", "status": "loaded", "signal": "skill_tool", "has_body": True,
+        "span_id": request.resource_spans[0].scope_spans[0].spans[
+            [s.name for s in request.resource_spans[0].scope_spans[0].spans].index("execute_tool skills")
+        ].span_id.hex(),
+    }]
+    (result,) = records[:-1]
+    assert result["evaluation"] == "skill_invoked"
+    assert (result["status"], result["passed"], result["score"], result["reason"]) == ("judged", True, 1.0, "loaded")
+    assert result["span_id"] == coverage["skill_loads"][0]["span_id"]
+
+    metrics = srv.metrics()
+    assert metric_value(metrics, "skillgauge_received_items_total", protocol="grpc", signal="traces") == 2
+    assert metric_value(metrics, "skillgauge_received_items_total", protocol="http", signal="traces") == 4
+    assert metric_value(metrics, "skillgauge_sessions_closed_total", reason="idle_timeout") == 1
+    assert metric_value(metrics, "skillgauge_skill_loads_total", framework="strands", signal="skill_tool",
+                        status="loaded", skill="release-notes") == 1
+    assert metric_value(metrics, "skillgauge_evaluations_total", evaluation="skill_invoked",
+                        status="judged", reason="loaded") == 1
+    assert metric_value(metrics, "skillgauge_sessions_open") == 0
+
+
+def test_startup_log_names_every_listener(server: Server) -> None:
+    log = server.log()
+    for port in (server.grpc_port, server.http_port, server.status_port):
+        assert f"127.0.0.1:{port}" in log
+    assert "judge: NOT configured" in log
+
+
+def test_sigterm_closes_and_evaluates_open_sessions(tmp_path: Path) -> None:
+    srv = Server(tmp_path, {"sessions": {"idle_timeout": "1h"}})
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "no_skill.traces.jsonl")
+    exporter = GrpcSpanExporter(endpoint=f"127.0.0.1:{srv.grpc_port}", insecure=True)
+    assert exporter.export(readable_spans(request)) == SpanExportResult.SUCCESS
+    srv.proc.send_signal(signal.SIGTERM)
+    assert srv.stop() == 0
+    log = srv.log()
+    assert "closed and evaluated 1 open sessions" in log
+    assert "skillgauge stopped" in log
+
+
+def test_unknown_session_says_why(server: Server) -> None:
+    status, body = server.get_json("/v1/sessions/nope")
+    assert status == 404
+    assert "unknown session" in body["why_no_results"]
+
+
+def test_health_endpoints(server: Server) -> None:
+    assert server.get_json("/healthz") == (200, {"status": "ok"})
+    code, body = server.get_json("/readyz")
+    assert code == 200 and body["status"] == "ready"

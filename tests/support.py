@@ -1,0 +1,173 @@
+"""Test helpers: recorded OTLP files as requests or as SDK spans, and a running server."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from collector.receiver.decode import parse_json
+from collector.spans import value_of
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FRAMEWORKS = FIXTURES / "frameworks"
+
+
+def trace_requests(path: Path) -> list[ExportTraceServiceRequest]:
+    return [parse_json(ExportTraceServiceRequest, line.encode()) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _attrs(kvs: Any) -> dict[str, Any]:
+    return {kv.key: value_of(kv.value) for kv in kvs}
+
+
+def readable_spans(request: ExportTraceServiceRequest) -> list[ReadableSpan]:
+    """Recorded spans as SDK spans, so the real SDK exporters can send them again."""
+    spans = []
+    for rs in request.resource_spans:
+        resource = Resource(_attrs(rs.resource.attributes))
+        for ss in rs.scope_spans:
+            scope = InstrumentationScope(ss.scope.name, ss.scope.version or None)
+            for s in ss.spans:
+                ctx = SpanContext(int.from_bytes(s.trace_id, "big"), int.from_bytes(s.span_id, "big"),
+                                  is_remote=False, trace_flags=TraceFlags(1))
+                parent = (SpanContext(int.from_bytes(s.trace_id, "big"), int.from_bytes(s.parent_span_id, "big"),
+                                      is_remote=False, trace_flags=TraceFlags(1)) if s.parent_span_id else None)
+                spans.append(ReadableSpan(
+                    name=s.name, context=ctx, parent=parent, resource=resource,
+                    attributes=_attrs(s.attributes),
+                    events=[Event(e.name, _attrs(e.attributes), e.time_unix_nano) for e in s.events],
+                    kind=SpanKind(max(s.kind - 1, 0)),
+                    status=Status(StatusCode(s.status.code), s.status.message or None),
+                    start_time=s.start_time_unix_nano, end_time=s.end_time_unix_nano,
+                    instrumentation_scope=scope,
+                ))
+    return spans
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    """``skillgauge serve`` in a subprocess, on free loopback ports."""
+
+    def __init__(self, tmp: Path, extra: dict[str, Any] | None = None) -> None:
+        self.grpc_port, self.http_port, self.status_port = free_port(), free_port(), free_port()
+        config: dict[str, Any] = {
+            "receivers": {"otlp": {
+                "grpc": {"endpoint": f"127.0.0.1:{self.grpc_port}"},
+                "http": {"endpoint": f"127.0.0.1:{self.http_port}"},
+            }},
+            "status": {"endpoint": f"127.0.0.1:{self.status_port}"},
+            "storage": {"path": str(tmp / "data")},
+            "sessions": {"idle_timeout": "1s", "check_interval": "0.1s"},
+        }
+        for key, value in (extra or {}).items():
+            if isinstance(value, dict) and isinstance(config.get(key), dict):
+                config[key] = {**config[key], **value}
+            else:
+                config[key] = value
+        self.config_path = tmp / "skillgauge.yaml"
+        self.config_path.write_text(yaml.safe_dump(config))
+        self.log_path = tmp / "serve.log"
+        self._log = self.log_path.open("wb")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "collector", "serve", "--config", str(self.config_path)],
+            stdout=self._log, stderr=subprocess.STDOUT, env=env,
+        )
+        self.wait_ready()
+
+    @property
+    def status_url(self) -> str:
+        return f"http://127.0.0.1:{self.status_port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def wait_ready(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"skillgauge serve exited: {self.log()}")
+            try:
+                with urllib.request.urlopen(f"{self.status_url}/readyz", timeout=1) as resp:
+                    if resp.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.1)
+        raise TimeoutError(f"not ready after {timeout}s: {self.log()}")
+
+    def get_json(self, path: str) -> tuple[int, Any]:
+        try:
+            with urllib.request.urlopen(f"{self.status_url}{path}", timeout=5) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read())
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"{self.status_url}/metrics", timeout=5) as resp:
+            return resp.read().decode()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+
+def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met in time")
+        time.sleep(interval)
+
+
+def metric_value(text: str, name: str, **labels: str) -> float:
+    """The value of one sample in Prometheus text format (0.0 when absent)."""
+    for line in text.splitlines():
+        if not line.startswith(name):
+            continue
+        head, _, value = line.rpartition(" ")
+        series = head[len(name):]
+        if series and not series.startswith("{"):
+            continue
+        if all(f'{k}="{v}"' in series for k, v in labels.items()):
+            return float(value)
+    return 0.0
+
+
+def iter_json_lines(text: str) -> Iterator[dict[str, Any]]:
+    for line in text.splitlines():
+        if line.strip():
+            yield json.loads(line)
