@@ -44,7 +44,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from collector.replay import replay
 
     config = _config(args.config)
-    outcome = replay(args.paths, config)
+    outcome = asyncio.run(replay(args.paths, config))
     for problem in outcome.problems:
         print(f"skillgauge replay: {problem}", file=sys.stderr)
     if args.format == "json":

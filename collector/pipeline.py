@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -21,9 +20,9 @@ from collector.config import Config
 from collector.detect.expectations import Rules
 from collector.export.metrics import Metrics
 from collector.export.store import ResultStore
+from collector.runner import Runner
 from collector.sessions.assembler import Accepted, Assembler
 from collector.sessions.spool import Spool, open_spool
-from evaluators import suite
 from evaluators.evidence import Session
 from evaluators.result import Coverage
 
@@ -39,6 +38,14 @@ class Received:
     protocol: str  # grpc | http | replay
 
 
+class ResultSink(Protocol):
+    """Receives every finished session account.  Must not block the event loop."""
+
+    def consume(self, coverage: Coverage) -> None: ...
+
+    async def shutdown(self, timeout: float = 10.0) -> None: ...
+
+
 class Pipeline:
     def __init__(self, config: Config, spool: Spool | None = None, metrics: Metrics | None = None) -> None:
         self.config = config
@@ -46,6 +53,8 @@ class Pipeline:
         self.spool = spool if spool is not None else open_spool(config.storage.path)
         self.store = ResultStore()
         self.assembler = Assembler(config.sessions, self._on_close, rules=Rules.compile(config.expectations))
+        self.runner = Runner(self._deliver)
+        self.sinks: list[ResultSink] = []  # exporters; each gets every finished Coverage
         self.closed: list[Coverage] = []  # kept only when ``keep_closed`` (replay)
         self.keep_closed = False
         self.draining = False
@@ -77,14 +86,18 @@ class Pipeline:
     # -- closing and evaluating -----------------------------------------------------------
 
     def _on_close(self, session: Session, reason: str) -> None:
-        closed_at = time.monotonic()
         self.metrics.sessions_closed.labels(reason).inc()
-        coverage = suite.evaluate(session)
+        self.runner.submit(session)
+
+    def _deliver(self, coverage: Coverage, lag: float) -> None:
+        """A session's evaluation is complete: record it and pass it to every sink."""
         self.store.add(coverage)
         if self.keep_closed:
             self.closed.append(coverage)
-        self.metrics.session_evaluated(session, coverage.results, time.monotonic() - closed_at)
-        log.debug("session %r closed (%s): %d results", session.session_id, reason, len(coverage.results))
+        self.metrics.session_evaluated(coverage.session, coverage.results, lag)
+        for sink in self.sinks:
+            sink.consume(coverage)
+        log.debug("session %r evaluated: %d results", coverage.session.session_id, len(coverage.results))
 
     def tick(self) -> None:
         self.assembler.close_due()
@@ -115,5 +128,8 @@ class Pipeline:
             self._ticker.cancel()
         closed = self.assembler.close_all("shutdown")
         self.metrics.sessions_open.set(0)
+        await self.runner.drain(timeout)
         log.info("shutdown: closed and evaluated %d open sessions", closed)
+        for sink in self.sinks:
+            await sink.shutdown(timeout)
         await self.spool.shutdown(timeout)

@@ -72,7 +72,7 @@ def _json_request(chunk: bytes) -> tuple[decode.Signal, Message]:
     return signal, decode.decode(signal, chunk, "json")
 
 
-def replay(paths: list[str], config: Config) -> ReplayOutcome:
+async def replay(paths: list[str], config: Config) -> ReplayOutcome:
     pipeline = Pipeline(config, spool=MemorySpool())
     pipeline.keep_closed = True
     outcome = ReplayOutcome()
@@ -94,5 +94,6 @@ def replay(paths: list[str], config: Config) -> ReplayOutcome:
         except OSError as err:
             outcome.problems.append(f"{path}: cannot read ({err.strerror})")
     pipeline.assembler.close_all("end_of_input")
+    await pipeline.runner.drain()
     outcome.coverages = pipeline.closed
     return outcome
