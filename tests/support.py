@@ -59,6 +59,14 @@ def readable_spans(request: ExportTraceServiceRequest) -> list[ReadableSpan]:
     return spans
 
 
+def _deep_merge(into: dict[str, Any], extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _deep_merge(into[key], value)
+        else:
+            into[key] = value
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -79,11 +87,7 @@ class Server:
             "storage": {"path": str(tmp / "data")},
             "sessions": {"idle_timeout": "1s", "check_interval": "0.1s"},
         }
-        for key, value in (extra or {}).items():
-            if isinstance(value, dict) and isinstance(config.get(key), dict):
-                config[key] = {**config[key], **value}
-            else:
-                config[key] = value
+        _deep_merge(config, extra or {})
         self.config_path = tmp / "skillgauge.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
         self.log_path = tmp / "serve.log"

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from collector.receiver import decode
+from collector.receiver.errors import InvalidRequest, TooLarge, UnsupportedMedia
+
+
+def test_hex_ids_survive_where_stock_json_format_would_corrupt_them() -> None:
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174",
+        "parentSpanId": "eee19b7ec3c1b173", "name": "n", "kind": 3, "status": {"code": 2},
+        "links": [{"traceId": "5b8efff798038103d269b633813fc60d", "spanId": "eee19b7ec3c1b175"}],
+        "startTimeUnixNano": "1544712660000000000", "endTimeUnixNano": 1544712661000000000,
+        "droppedFutureField": [1, 2, 3],
+    }]}]}]}
+    req = decode.decode("traces", json.dumps(body).encode(), "json")
+    assert isinstance(req, ExportTraceServiceRequest)
+    span = req.resource_spans[0].scope_spans[0].spans[0]
+    assert span.trace_id.hex() == "5b8efff798038103d269b633813fc60c"
+    assert span.span_id.hex() == "eee19b7ec3c1b174"
+    assert span.parent_span_id.hex() == "eee19b7ec3c1b173"
+    assert span.links[0].span_id.hex() == "eee19b7ec3c1b175"
+    assert span.kind == 3 and span.status.code == 2
+    assert span.end_time_unix_nano == 1544712661000000000
+
+
+def test_log_record_ids_are_hex_too() -> None:
+    body = {"resourceLogs": [{"scopeLogs": [{"logRecords": [{
+        "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "eventName": "x"}]}]}]}
+    req = decode.decode("logs", json.dumps(body).encode(), "json")
+    assert isinstance(req, ExportLogsServiceRequest)
+    assert req.resource_logs[0].scope_logs[0].log_records[0].span_id.hex() == "eee19b7ec3c1b174"
+
+
+def test_bad_hex_empties_the_id_instead_of_failing_the_request() -> None:
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz", "spanId": "eee19b7ec3c1b174"}]}]}]}
+    req = decode.decode("traces", json.dumps(body).encode(), "json")
+    assert req.resource_spans[0].scope_spans[0].spans[0].trace_id == b""
+
+
+@pytest.mark.parametrize("body", [b"", b"null", b"[]", b"{", b'{"resourceSpans": 5}', "\u00e9".encode("latin-1")])
+def test_json_garbage_is_invalid(body: bytes) -> None:
+    with pytest.raises(InvalidRequest):
+        decode.decode("traces", body, "json")
+
+
+def test_media_types() -> None:
+    assert decode.media_encoding("application/x-protobuf") == "protobuf"
+    assert decode.media_encoding("application/json; charset=utf-8") == "json"
+    with pytest.raises(UnsupportedMedia):
+        decode.media_encoding("text/plain")
+
+
+def test_gunzip_limits_output_not_input() -> None:
+    assert decode.gunzip(gzip.compress(b"abc"), 10) == b"abc"
+    with pytest.raises(TooLarge):
+        decode.gunzip(gzip.compress(b"\0" * 1000), 999)
+    with pytest.raises(InvalidRequest):
+        decode.gunzip(b"not gzip", 100)
+    with pytest.raises(InvalidRequest):
+        decode.gunzip(gzip.compress(b"abcdef" * 100)[:-12], 10_000)

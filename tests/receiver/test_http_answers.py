@@ -1,0 +1,147 @@
+"""OTLP/HTTP answers for every kind of input, sent to a running ``skillgauge serve``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf.json_format import Parse
+from google.rpc import error_details_pb2, status_pb2
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.sdk.trace.export import SpanExportResult
+from support import FRAMEWORKS, Server, metric_value, readable_spans, trace_requests, wait_for
+
+
+def span(session: str, trace: str, span_id: str, name: str = "chat", **extra: Any) -> dict[str, Any]:
+    return {
+        "traceId": trace, "spanId": span_id, "name": name, "kind": 1,
+        "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": 1700000000100000000,
+        "attributes": [{"key": "session.id", "value": {"stringValue": session}}],
+        "someFieldFromTheFuture": {"x": 1}, **extra,
+    }
+
+
+def request(*spans: dict[str, Any]) -> bytes:
+    return json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {"name": "t"}, "spans": list(spans)}]}]}).encode()
+
+
+def post(srv: Server, body: bytes, content_type: str = "application/json", path: str = "/v1/traces",
+         **headers: str) -> tuple[int, dict[str, str], bytes]:
+    req = urllib.request.Request(f"{srv.http_url}{path}", body, {"Content-Type": content_type, **headers})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), err.read()
+
+
+T1, T2 = "0af7651916cd43dd8448eb211c80319c", "1bf7651916cd43dd8448eb211c80319d"
+
+
+def test_json_with_hex_ids_and_unknown_fields_is_accepted_exactly(server: Server) -> None:
+    code, _, body = post(server, request(span("s1", T1, "b7ad6b7169203331"), span("s1", T1, "c7ad6b7169203332")))
+    assert (code, json.loads(body)) == (200, {})
+    status, view = server.get_json("/v1/sessions/s1")
+    assert status == 200 and view["open"]["spans"] == 2
+
+
+def test_bad_spans_are_rejected_alone_with_partial_success(server: Server) -> None:
+    post(server, request(span("other", T2, "d7ad6b7169203333")))
+    code, _, body = post(server, request(
+        span("s1", T1, "b7ad6b7169203331"),
+        span("s1", "not-hex", "c7ad6b7169203332"),
+        span("s1", T1, "0000000000000000"),
+        span("s1", T1, "e7ad6b7169203334"),
+    ))
+    assert code == 200
+    partial = json.loads(body)["partialSuccess"]
+    assert int(partial["rejectedSpans"]) == 2
+    assert "trace_id" in partial["errorMessage"] and "span_id" in partial["errorMessage"]
+    assert server.get_json("/v1/sessions/s1")[1]["open"]["spans"] == 2
+    assert server.get_json("/v1/sessions/other")[1]["open"]["spans"] == 1
+    assert metric_value(server.metrics(), "skillgauge_rejected_items_total", signal="traces") == 2
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "code"),
+    [
+        ("application/json", b"{not json", 400),
+        ("application/json", b"[1, 2]", 400),
+        ("application/json", b'{"resourceSpans": "nope"}', 400),
+        ("application/x-protobuf", b"\xff\xff\xff\xff garbage", 400),
+        ("text/plain", b"hello", 415),
+    ],
+)
+def test_garbage_gets_a_status_body_and_changes_nothing(server: Server, content_type: str, body: bytes, code: int) -> None:
+    post(server, request(span("kept", T1, "b7ad6b7169203331")))
+    got, headers, reply = post(server, body, content_type)
+    assert got == code
+    status = status_pb2.Status()
+    if headers["Content-Type"].startswith("application/json"):
+        Parse(reply, status)
+    else:
+        status.ParseFromString(reply)
+    assert status.code == 3  # INVALID_ARGUMENT
+    assert status.message
+    assert server.get_json("/v1/sessions/kept")[1]["open"]["spans"] == 1
+
+
+def test_unsupported_content_encoding_is_400(server: Server) -> None:
+    code, _, _ = post(server, request(span("s", T1, "b7ad6b7169203331")), **{"Content-Encoding": "br"})
+    assert code == 400
+
+
+def test_oversized_and_zip_bomb_requests_get_413_without_retry_after(tmp_path: Path) -> None:
+    srv = Server(tmp_path, {"receivers": {"otlp": {"http": {"max_request_bytes": "64KiB"}}}})
+    try:
+        big = request(*[span("s", T1, f"{i + 1:016x}", attributes_pad="x" * 200) for i in range(400)])
+        assert len(big) > 64 * 1024
+        code, headers, _ = post(srv, big)
+        assert code == 413 and "Retry-After" not in headers
+        bomb = gzip.compress(b"\0" * (10 * 1024 * 1024))
+        code, headers, _ = post(srv, bomb, "application/x-protobuf", **{"Content-Encoding": "gzip"})
+        assert code == 413 and "Retry-After" not in headers
+        small = gzip.compress(request(span("zipped", T1, "b7ad6b7169203331")))
+        code, _, _ = post(srv, small, **{"Content-Encoding": "gzip"})
+        assert code == 200
+        assert srv.get_json("/v1/sessions/zipped")[1]["open"]["spans"] == 1
+    finally:
+        srv.stop()
+
+
+def test_backpressure_is_503_with_retry_after_and_retry_info(tmp_path: Path) -> None:
+    srv = Server(tmp_path, {"sessions": {"max_open": 1, "idle_timeout": "1h"}})
+    try:
+        assert post(srv, request(span("first", T1, "b7ad6b7169203331")))[0] == 200
+        code, headers, body = post(srv, request(span("second", T2, "c7ad6b7169203332")))
+        assert code == 503
+        assert int(headers["Retry-After"]) >= 1
+        status = status_pb2.Status()
+        Parse(body, status)
+        info = error_details_pb2.RetryInfo()
+        assert status.details[0].Unpack(info) and info.retry_delay.seconds >= 1
+        assert srv.get_json("/v1/sessions/second")[0] == 404
+        assert metric_value(srv.metrics(), "skillgauge_rejected_requests_total", protocol="http",
+                            signal="traces", reason="backpressure") == 1
+    finally:
+        srv.stop()
+
+
+def test_empty_request_succeeds(server: Server) -> None:
+    assert post(server, b"{}")[0] == 200
+    assert post(server, b"", "application/x-protobuf")[0] == 200
+
+
+def test_sdk_http_exporter_with_gzip_and_protobuf_answer(server: Server) -> None:
+    (req,) = trace_requests(FRAMEWORKS / "strands" / "file_read.traces.jsonl")
+    exporter = OTLPSpanExporter(endpoint=f"{server.http_url}/v1/traces", compression=Compression.Gzip)
+    assert exporter.export(readable_spans(req)) == SpanExportResult.SUCCESS
+    assert wait_for(lambda: server.get_json("/v1/sessions/strands-file_read-0001")[0] == 200)
+    code, _, body = post(server, b"", "application/x-protobuf")
+    ExportTraceServiceResponse().ParseFromString(body)

@@ -1,0 +1,170 @@
+"""Session assembly: keys, trace binding, close rules, revisions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from support import FRAMEWORKS, trace_requests
+
+from collector.config import Config, parse
+from collector.receiver.errors import Backpressure
+from collector.sessions.assembler import Assembler
+from evaluators.evidence import Session
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(config: Config | None = None, **sessions: object) -> tuple[Assembler, list[tuple[Session, str]], Clock]:
+    cfg = config or parse({"sessions": sessions})
+    closed: list[tuple[Session, str]] = []
+    clock = Clock()
+    return Assembler(cfg.sessions, lambda s, r: closed.append((s, r)), clock=clock), closed, clock
+
+
+def one_span(trace: int, span: int, attrs: dict[str, object] | None = None,
+             resource: dict[str, str] | None = None) -> ExportTraceServiceRequest:
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    for k, v in (resource or {}).items():
+        rs.resource.attributes.add(key=k).value.string_value = v
+    s = rs.scope_spans.add().spans.add(trace_id=trace.to_bytes(16, "big"), span_id=span.to_bytes(8, "big"), name="x")
+    for k, v in (attrs or {}).items():
+        if isinstance(v, bool):
+            s.attributes.add(key=k).value.bool_value = v
+        else:
+            s.attributes.add(key=k).value.string_value = str(v)
+    return req
+
+
+def each_span(request: ExportTraceServiceRequest) -> list[ExportTraceServiceRequest]:
+    """Split a request into one request per span, keeping resource and scope."""
+    out = []
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            for s in ss.spans:
+                single = ExportTraceServiceRequest()
+                r = single.resource_spans.add()
+                r.resource.CopyFrom(rs.resource)
+                sc = r.scope_spans.add()
+                sc.scope.CopyFrom(ss.scope)
+                sc.spans.add().CopyFrom(s)
+                out.append(single)
+    return out
+
+
+def test_key_precedence_span_then_conversation_then_resource() -> None:
+    asm, closed, _ = make()
+    asm.add_spans(one_span(1, 1, {"session.id": "A", "gen_ai.conversation.id": "B"}, {"session.id": "C"}))
+    asm.add_spans(one_span(2, 2, {"gen_ai.conversation.id": "B"}, {"session.id": "C"}))
+    asm.add_spans(one_span(3, 3, {}, {"session.id": "C"}))
+    assert sorted(s.key for s in asm.open_sessions()) == ["A", "B", "C"]
+
+
+def test_configured_keys_replace_the_defaults() -> None:
+    asm, _, _ = make(keys=["span:langsmith.metadata.session_id"])
+    asm.add_spans(one_span(1, 1, {"langsmith.metadata.session_id": "L", "session.id": "ignored"}))
+    assert [s.key for s in asm.open_sessions()] == ["L"]
+
+
+def test_adk_tool_spans_without_a_key_join_their_agents_session_even_when_exported_first() -> None:
+    # ADK puts gen_ai.conversation.id on agent/LLM spans, not on execute_tool spans;
+    # children end (and are exported) before parents.  Feed the real recording backwards.
+    (request,) = trace_requests(FRAMEWORKS / "adk" / "right_skill_content.traces.jsonl")
+    asm, closed, _ = make()
+    singles = each_span(request)
+    for single in reversed(singles):
+        asm.add_spans(single)
+    assert [s.key for s in asm.open_sessions()] == ["adk-right_skill-content"]
+    asm.close_all()
+    (session, reason), = closed
+    assert session.span_count == len(singles)
+    assert [load.skill for load in session.skill_loads if load.status == "loaded"] == ["release-notes"]
+
+
+def test_a_trace_that_never_names_a_session_is_its_own_session() -> None:
+    asm, closed, _ = make()
+    asm.add_spans(one_span(7, 1))
+    asm.add_spans(one_span(7, 2))
+    asm.close_all()
+    assert [(s.session_id, s.span_count) for s, _ in closed] == [(f"{7:032x}", 2)]
+
+
+def test_idle_timeout_closes_only_idle_sessions() -> None:
+    asm, closed, clock = make(idle_timeout="10s")
+    asm.add_spans(one_span(1, 1, {"session.id": "old"}))
+    clock.now += 6
+    asm.add_spans(one_span(2, 1, {"session.id": "young"}))
+    clock.now += 5
+    assert asm.close_due() == 1
+    assert [(s.session_id, r) for s, r in closed] == [("old", "idle_timeout")]
+    clock.now += 5
+    asm.close_due()
+    assert [s.session_id for s, _ in closed] == ["old", "young"]
+
+
+def test_end_attribute_closes_at_once() -> None:
+    asm, closed, _ = make()
+    asm.add_spans(one_span(1, 1, {"session.id": "s"}))
+    asm.add_spans(one_span(1, 2, {"session.id": "s", "skillgauge.session.end": True}))
+    assert [(s.session_id, s.span_count, r) for s, r in closed] == [("s", 2, "end_attribute")]
+
+
+def test_max_duration_closes_busy_sessions() -> None:
+    asm, closed, clock = make(idle_timeout="1h", max_duration="60s")
+    for _ in range(7):
+        asm.add_spans(one_span(1, clock.now.__int__(), {"session.id": "busy"}))
+        clock.now += 10
+        asm.close_due()
+    assert [(s.session_id, r) for s, r in closed] == [("busy", "max_duration")]
+
+
+def test_max_spans_closes_and_later_spans_open_a_new_revision() -> None:
+    asm, closed, _ = make(max_spans=3)
+    for i in range(5):
+        asm.add_spans(one_span(1, i + 1, {"session.id": "s"}))
+    assert [(s.revision, s.span_count, r) for s, r in closed] == [(1, 3, "max_spans")]
+    asm.close_all()
+    assert [(s.revision, s.span_count) for s, _ in closed][1] == (2, 2)
+    assert asm.reopened == 1
+    assert asm.closed_by_reason["max_spans"] == 1 and asm.closed_by_reason["shutdown"] == 1
+
+
+def test_max_bytes_closes() -> None:
+    asm, closed, _ = make(max_bytes=200)
+    for i in range(10):
+        asm.add_spans(one_span(1, i + 1, {"session.id": "s", "pad": "x" * 50}))
+        if closed:
+            break
+    assert closed[0][1] == "max_bytes"
+
+
+def test_max_open_answers_backpressure_before_touching_anything() -> None:
+    asm, _, _ = make(max_open=1)
+    asm.add_spans(one_span(1, 1, {"session.id": "a"}))
+    with pytest.raises(Backpressure):
+        asm.admit()
+    with pytest.raises(Backpressure):
+        asm.add_spans(one_span(2, 1, {"session.id": "b"}))
+    assert [s.key for s in asm.open_sessions()] == ["a"]
+
+
+def test_every_close_is_counted_by_reason(tmp_path: Path) -> None:
+    asm, closed, clock = make(idle_timeout="5s")
+    asm.add_spans(one_span(1, 1, {"session.id": "a"}))
+    asm.add_spans(one_span(2, 1, {"session.id": "b", "skillgauge.session.end": True}))
+    clock.now += 10
+    asm.close_due()
+    asm.add_spans(one_span(3, 1, {"session.id": "c"}))
+    asm.close_all()
+    counts = {k: v for k, v in asm.closed_by_reason.items() if v}
+    assert counts == {"end_attribute": 1, "idle_timeout": 1, "shutdown": 1}
+    assert json.dumps(counts)  # plain data, ready for /metrics
