@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from support import Server  # noqa: E402
+from support import Server
 
 
 @pytest.fixture

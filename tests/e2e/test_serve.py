@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from support import FRAMEWORKS, Server, metric_value, readable_spans, trace_requests, wait_for
 
 sys.path.insert(0, str(FRAMEWORKS))
-from capture import otlp_json  # noqa: E402
+from capture import otlp_json
 
 SESSION = "strands-right_skill-0001"
 EXPECT = {"expectations": [{"when": {"user_message": "release notes"}, "expect": ["release-notes"]}]}

@@ -143,5 +143,8 @@ def test_sdk_http_exporter_with_gzip_and_protobuf_answer(server: Server) -> None
     exporter = OTLPSpanExporter(endpoint=f"{server.http_url}/v1/traces", compression=Compression.Gzip)
     assert exporter.export(readable_spans(req)) == SpanExportResult.SUCCESS
     assert wait_for(lambda: server.get_json("/v1/sessions/strands-file_read-0001")[0] == 200)
-    code, _, body = post(server, b"", "application/x-protobuf")
-    ExportTraceServiceResponse().ParseFromString(body)
+    code, headers, body = post(server, b"", "application/x-protobuf")
+    assert code == 200 and headers["Content-Type"] == "application/x-protobuf"
+    reply = ExportTraceServiceResponse()
+    reply.ParseFromString(body)
+    assert not reply.HasField("partial_success")

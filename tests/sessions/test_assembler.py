@@ -62,7 +62,7 @@ def each_span(request: ExportTraceServiceRequest) -> list[ExportTraceServiceRequ
 
 
 def test_key_precedence_span_then_conversation_then_resource() -> None:
-    asm, closed, _ = make()
+    asm, _closed, _ = make()
     asm.add_spans(one_span(1, 1, {"session.id": "A", "gen_ai.conversation.id": "B"}, {"session.id": "C"}))
     asm.add_spans(one_span(2, 2, {"gen_ai.conversation.id": "B"}, {"session.id": "C"}))
     asm.add_spans(one_span(3, 3, {}, {"session.id": "C"}))
@@ -85,7 +85,7 @@ def test_adk_tool_spans_without_a_key_join_their_agents_session_even_when_export
         asm.add_spans(single)
     assert [s.key for s in asm.open_sessions()] == ["adk-right_skill-content"]
     asm.close_all()
-    (session, reason), = closed
+    (session, _reason), = closed
     assert session.span_count == len(singles)
     assert [load.skill for load in session.skill_loads if load.status == "loaded"] == ["release-notes"]
 
@@ -158,7 +158,7 @@ def test_max_open_answers_backpressure_before_touching_anything() -> None:
 
 
 def test_every_close_is_counted_by_reason(tmp_path: Path) -> None:
-    asm, closed, clock = make(idle_timeout="5s")
+    asm, _closed, clock = make(idle_timeout="5s")
     asm.add_spans(one_span(1, 1, {"session.id": "a"}))
     asm.add_spans(one_span(2, 1, {"session.id": "b", "skillgauge.session.end": True}))
     clock.now += 10
