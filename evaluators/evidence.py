@@ -106,6 +106,8 @@ class ToolCall:
     arguments: str | None = None  # as recorded (usually JSON text)
     result: str | None = None
     error: str | None = None  # None when the tool reported success
+    skill_attribute: str | None = None  # a skill named by span attributes (gen_ai.skill.name)
+    skill_resolved: bool = False  # the harness said where the skill came from: it exists
 
 
 @dataclass(slots=True)

@@ -15,12 +15,13 @@ from evaluators.evidence import CatalogEntry
 _XML_BLOCK = re.compile(r"<available_skills>(.*?)</available_skills>", re.DOTALL)
 _XML_SKILL = re.compile(r"<skill>(.*?)</skill>", re.DOTALL)
 _XML_FIELD = re.compile(r"<(name|description|location)>(.*?)</\1>", re.DOTALL)
-_MD_HEADING = re.compile(r"^#{2,4}\s*Available skills\s*$", re.IGNORECASE | re.MULTILINE)
-_MD_ITEM = re.compile(r"^\s*[-*]\s+\**`?([A-Za-z0-9][\w.-]*)`?\**\s*[:\u2014-]\s*(.+)$")
+_MD_ITEM = re.compile(r"^[-*]\s+\**`?([A-Za-z0-9][\w.-]*)`?\**\s*:\s*(.*)$")
+_FILE_SUFFIX = re.compile(r"\s*\((?:file|path|location):[^)]*\)\s*$")
 _EMPTY = re.compile(r"no skills (?:are )?(?:currently )?available", re.IGNORECASE)
 
 
 def available_skills_xml(text: str) -> list[CatalogEntry] | None:
+    """Strands, ADK, Claude API: ``<available_skills><skill><name>..`` (XML-escaped)."""
     match = _XML_BLOCK.search(text)
     if match is None:
         return None
@@ -34,31 +35,57 @@ def available_skills_xml(text: str) -> list[CatalogEntry] | None:
     return entries
 
 
-def available_skills_markdown(text: str) -> list[CatalogEntry] | None:
-    heading = _MD_HEADING.search(text)
-    if heading is None:
-        return None
-    entries: list[CatalogEntry] = []
-    for line in text[heading.end() :].lstrip("\n").splitlines():
-        if not line.strip():
-            if entries:
-                break
-            continue
-        item = _MD_ITEM.match(line)
-        if item is None:
-            if line.lstrip().startswith("#") or entries:
-                break
-            if _EMPTY.search(line):
-                return []
-            continue
-        entries.append(CatalogEntry(item.group(1), item.group(2).strip()))
-    return entries
+def markdown_list(lead: re.Pattern[str]) -> Callable[[str], list[CatalogEntry] | None]:
+    """A ``- name: description`` list under a lead line (heading or sentence)."""
+
+    def parse(text: str) -> list[CatalogEntry] | None:
+        found = lead.search(text)
+        if found is None:
+            return None
+        entries: list[CatalogEntry] = []
+        for line in text[found.end() :].split("\n"):
+            stripped = line.strip()
+            if not stripped:
+                if entries:
+                    break  # a blank line after the items ends the list
+                continue
+            item = _MD_ITEM.match(stripped) if line[:1] in "-*" else None
+            if item is not None:
+                entries.append(CatalogEntry(item.group(1), _FILE_SUFFIX.sub("", item.group(2)).strip()))
+            elif not entries:
+                if _EMPTY.search(stripped):
+                    return []
+                if stripped.startswith("#"):
+                    break
+            elif stripped.startswith(("#", "**")):
+                break  # the next heading ends the list
+            # else: a description running over several lines, or "  -> Read `...`"
+        return entries
+
+    return parse
 
 
 # (shape name, cheap substring that must be present, parser)
 SHAPES: tuple[tuple[str, str, Callable[[str], list[CatalogEntry] | None]], ...] = (
     ("available_skills_xml", "<available_skills>", available_skills_xml),
-    ("available_skills_markdown", "vailable skills", available_skills_markdown),
+    # OpenAI Agents sandbox, Strands Evals' markdown shape
+    (
+        "available_skills_markdown",
+        "vailable skills",
+        markdown_list(re.compile(r"^#{2,4}\s*Available skills\s*$", re.IGNORECASE | re.MULTILINE)),
+    ),
+    # Deep Agents "## Skills System" ... "**Available Skills:**"
+    (
+        "deepagents_skills_system",
+        "**Available Skills:**",
+        markdown_list(re.compile(r"^\*\*Available Skills:\*\*\s*$", re.MULTILINE)),
+    ),
+    # Claude Code's system reminder
+    (
+        "claude_skill_tool_list",
+        "available for use with the Skill tool",
+        markdown_list(re.compile(r"The following skills are available for use with the Skill tool:?")),
+    ),
 )
 MARKERS: tuple[str, ...] = tuple(marker for _, marker, _ in SHAPES)
 

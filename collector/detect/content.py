@@ -7,6 +7,7 @@ evidence; the skill detectors then only look at evidence, never at conventions.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from collector.detect import patterns
@@ -50,6 +51,8 @@ def tool_call(view: SpanView) -> ToolCall | None:
     arguments = first_text(view, patterns.TOOL_ARGUMENT_KEYS)
     if arguments is None:
         arguments = event_text(view, patterns.TOOL_ARGUMENT_EVENTS)
+    if arguments is None:
+        arguments = _argument_attributes(view)
     result = first_text(view, patterns.TOOL_RESULT_KEYS)
     if result is None:
         result = event_text(view, patterns.TOOL_RESULT_EVENTS)
@@ -62,7 +65,14 @@ def tool_call(view: SpanView) -> ToolCall | None:
         arguments=arguments,
         result=result,
         error=_error(view),
+        skill_attribute=first_text(view, patterns.SKILL_NAME_ATTRIBUTES),
+        skill_resolved=any(key in view.attrs for key in patterns.SKILL_RESOLVED_ATTRIBUTES),
     )
+
+
+def _argument_attributes(view: SpanView) -> str | None:
+    found = {arg: view.attrs.text(key) for key, arg in patterns.ARGUMENT_ATTRIBUTES if key in view.attrs}
+    return json.dumps(found) if found else None
 
 
 def _error(view: SpanView) -> str | None:
@@ -107,11 +117,27 @@ def flatten_text(value: Any) -> str:
     if isinstance(value, list):
         return "\n".join(t for t in (flatten_text(v) for v in value) if t)
     if isinstance(value, dict):
-        for key in ("text", "content", "output", "result", "instructions", "response", "parts"):
+        for key in ("text", "content", "output", "result", "instructions", "response", "parts", "data"):
             if key in value:
                 return flatten_text(value[key])
         return ""
     return str(value)
+
+
+def all_strings(value: Any) -> Iterator[str]:
+    """Every string inside a decoded JSON value, decoding JSON text found along the way."""
+    if isinstance(value, str):
+        nested = parse_json(value) if len(value) > 1 else None
+        if isinstance(nested, dict | list):
+            yield from all_strings(nested)
+        else:
+            yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from all_strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from all_strings(item)
 
 
 def result_text(call: ToolCall) -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import posixpath
-
 from collector.detect import patterns
 from collector.detect.content import arguments_of, result_text
 from collector.detect.outcome import outcome
@@ -32,7 +30,9 @@ def detect(call: ToolCall) -> SkillLoad | None:
     path = skill_path(call)
     if path is None:
         return None
-    folder = posixpath.basename(posixpath.dirname(path.replace("\\", "/")))
+    # The segment before SKILL.md, unnormalised: "/skills//SKILL.md" names no skill at all.
+    parts = path.replace("\\", "/").split("/")
+    folder = parts[-2] if len(parts) > 1 else ""
     status, message = outcome(call)
     document = skill_md.try_parse(result_text(call)) if status == "loaded" else None
     if status == "loaded" and document is None:

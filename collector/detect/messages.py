@@ -12,13 +12,20 @@ from collector.spans import SpanView, as_text, value_of
 PROMPT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("gen_ai.system.message", "content", "system"),  # Strands legacy
     ("gen_ai.user.message", "content", "user"),
+    ("gen_ai.assistant.message", "content", "assistant"),
+    ("gen_ai.tool.message", "content", "tool"),  # on chat spans: results fed back to the model
+    ("gen_ai.choice", "message", "assistant"),
     ("gen_ai.client.inference.operation.details", "gen_ai.system_instructions", "system"),
     ("gen_ai.client.inference.operation.details", "gen_ai.input.messages", "messages"),
     ("", "gen_ai.system_instructions", "system"),  # GenAI semconv
     ("", "gen_ai.input.messages", "messages"),
     ("", "input.value", "messages"),  # OpenInference
     ("", "gen_ai.prompt", "messages"),  # LangSmith OTel mode
+    ("", "gcp.vertex.agent.llm_request", "messages"),  # ADK legacy schema
 )
+# OpenInference flattens messages: llm.input_messages.<i>.message.content / ...contents.<j>.message_content.text
+FLATTENED_PREFIX = "llm.input_messages."
+FLATTENED_SUFFIXES = (".message.content", ".message_content.text")
 RESPONSE_FIELDS: tuple[tuple[str, str], ...] = (
     ("gen_ai.choice", "message"),
     ("gen_ai.client.inference.operation.details", "gen_ai.output.messages"),
@@ -49,6 +56,11 @@ def prompt_texts(view: SpanView) -> Iterator[tuple[str, str]]:
     for event_name, key, role in PROMPT_FIELDS:
         for text in _values(view, ((event_name, key),)):
             yield role, text
+    for key in view.attrs.keys():
+        if key.startswith(FLATTENED_PREFIX) and key.endswith(FLATTENED_SUFFIXES):
+            text = view.attrs.text(key)
+            if text:
+                yield "flattened", text
 
 
 def user_message(view: SpanView) -> str | None:
@@ -80,21 +92,3 @@ def _messages(raw: str) -> list[dict[str, Any]]:
     if isinstance(parsed, list):
         return [m for m in parsed if isinstance(m, dict)]
     return []
-
-
-def catalog_candidates(view: SpanView, markers: tuple[str, ...]) -> Iterator[str]:
-    """Prompt text that may hold a catalog, decoded from JSON when it is JSON."""
-    for _, raw in prompt_texts(view):
-        if any(marker in raw for marker in markers):
-            parsed = parse_json(raw)
-            yield raw if parsed is None else _all_text(parsed)
-
-
-def _all_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "\n".join(_all_text(v) for v in value)
-    if isinstance(value, dict):
-        return "\n".join(_all_text(v) for v in value.values())
-    return ""

@@ -32,23 +32,62 @@ TOOL_ARGUMENT_KEYS: tuple[str, ...] = (
     "gen_ai.tool.call.arguments",  # GenAI semconv, Strands latest
     "input.value",  # OpenInference
     "gen_ai.prompt",  # LangSmith OTel mode
+    "gcp.vertex.agent.tool_call_args",  # ADK legacy schema
     "tool_input",
+)
+# Harnesses that record each argument as its own span attribute: attribute -> argument.
+ARGUMENT_ATTRIBUTES: tuple[tuple[str, str], ...] = (
+    ("file_path", "file_path"),  # Claude Code Read
+    ("full_command", "command"),  # Claude Code Bash
+    ("skill_name", "skill"),  # Claude Code Skill
 )
 TOOL_RESULT_KEYS: tuple[str, ...] = (
     "gen_ai.tool.call.result",
     "output.value",
     "gen_ai.completion",
+    "gcp.vertex.agent.tool_response",
     "tool_output",
 )
 # Span events that carry arguments / results: (event name, attribute).
 TOOL_ARGUMENT_EVENTS: tuple[tuple[str, str], ...] = (("gen_ai.tool.message", "content"),)  # Strands legacy
 TOOL_RESULT_EVENTS: tuple[tuple[str, str], ...] = (
     ("gen_ai.choice", "message"),  # Strands legacy
-    ("tool.output", "output"),  # Claude Code
+    ("tool.output", "content"),  # Claude Code Read
+    ("tool.output", "output"),  # Claude Code Bash
 )
 # Attributes whose value other than these means the tool failed.
 TOOL_STATUS_KEYS: tuple[str, ...] = ("gen_ai.tool.status", "tool.status")
 TOOL_SUCCESS_VALUES: frozenset[str] = frozenset({"success", "ok", "completed"})
+
+# Span attributes naming the skill a tool call loads, when its arguments are not recorded.
+SKILL_NAME_ATTRIBUTES: tuple[str, ...] = (
+    "gen_ai.skill.name",  # proposed GenAI semconv; ADK sets it even for unknown skills
+    "skill_name",  # Claude Code
+)
+# Present only when the harness resolved the skill (ADK: absent for an unknown skill).
+SKILL_RESOLVED_ATTRIBUTES: tuple[str, ...] = ("gen_ai.skill.source.uri",)
+
+# Tools whose result lists the catalog.
+CATALOG_TOOLS: frozenset[str] = frozenset({"list_skills", "search_skills"})
+
+# Shell tools: tool name -> arguments that may hold the command line.
+SHELL_TOOLS: frozenset[str] = frozenset(
+    {"bash", "Bash", "shell", "command", "exec_command", "execute", "run_shell_command", "terminal", "sh"}
+)
+COMMAND_ARGUMENTS: tuple[str, ...] = ("command", "cmd", "full_command", "script")
+# Verbs that print a file; each maps to flags that make it write instead (sed -i).
+READ_VERBS: dict[str, frozenset[str]] = {
+    "cat": frozenset(),
+    "head": frozenset(),
+    "tail": frozenset(),
+    "less": frozenset(),
+    "more": frozenset(),
+    "bat": frozenset(),
+    "nl": frozenset(),
+    "sed": frozenset({"-i", "--in-place"}),
+}
+# Exit codes that still mean the read worked: 141 is SIGPIPE from a paged read (cat | head).
+OK_EXIT_CODES: frozenset[int] = frozenset({0, 141})
 
 # A tool span: one of these says so.
 TOOL_SPAN_MARKERS: tuple[tuple[str, str | None], ...] = (
@@ -79,6 +118,34 @@ REFUSALS: re.Pattern[str] = re.compile(
 
 # Result fields that mark a failure in a JSON tool result.
 ERROR_FIELDS: tuple[str, ...] = ("is_error", "error", "error_code")
+# Result fields whose value says how the call went.
+STATUS_FIELDS: tuple[str, ...] = ("status",)
+FAILED_STATUS_VALUES: frozenset[str] = frozenset({"error", "failed", "failure"})
+
+# A harness's words when a call was not allowed to run (hooks, approvals).
+DENIALS: re.Pattern[str] = re.compile(
+    r"\b(?:denied|not granted|not approved|rejected by (?:the )?user|cancel+ed by (?:a )?hook)\b",
+    re.IGNORECASE,
+)
+
+# Skill bodies a harness injects into the conversation without a tool call.
+INJECTED_SKILL_TAG: re.Pattern[str] = re.compile(  # Deep Agents pinned skills
+    r'<skill\s+name="([^"]*)"(?:\s+path="([^"]*)")?\s*>(.*?)(?:</skill>|\Z)', re.DOTALL
+)
+BASE_DIRECTORY: re.Pattern[str] = re.compile(  # Claude's follow-up user message
+    r"^Base directory for this skill:\s*(\S[^\n]*)\n(.*)", re.DOTALL
+)
+
+# Log records (OTLP logs, by event name) that carry skill evidence.
+LOG_SKILL_ACTIVATED: dict[str, str] = {"skill_activated": "skill.name"}  # Claude Code
+LOG_TOOL_RESULTS: dict[str, tuple[str, str]] = {"tool_result": ("tool_use_id", "success")}  # Claude Code
+# Log record attributes that hold whole API requests / responses or prompts.
+LOG_CONTENT_ATTRIBUTES: tuple[str, ...] = (
+    "body",
+    "prompt",
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+)
 
 # Instrumentation scope -> framework, by prefix.
 FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (

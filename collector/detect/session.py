@@ -1,24 +1,52 @@
 """Per-session evidence, built incrementally as each span or log record arrives.
 
-``SessionEvidence.observe_span`` runs once per span on the hot path: it classifies the span
-with cheap attribute checks and hands tool calls to the signal detectors in ``DETECTORS``.
-``finish`` orders what was seen and returns the ``Session`` evaluators read.
+``observe_span`` and ``observe_log`` run once per item on the hot path: they classify it
+with cheap attribute checks, hand tool calls to the signal detectors in ``DETECTORS``, and
+scan prompt text only when a marker says it may hold something.  ``finish`` reconciles what
+only makes sense together (a Claude ``Skill`` span and its ``tool_result`` log; a call seen
+only in messages; a body injected after a call) and returns the ``Session`` evaluators read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
-from collector.detect import catalogs, file_reads, messages, patterns, skill_tools
-from collector.detect.content import has_marker, tool_call
+from collector.detect import catalogs, file_reads, messages, patterns, shell_reads, skill_tools
+from collector.detect.content import all_strings, has_marker, parse_json, result_text, tool_call
 from collector.detect.expectations import NO_RULES, Rules
+from collector.detect.outcome import text_outcome
+from collector.detect.transcript import Injection, MessageCall, MessageResult, blocks, injections
 from collector.spans import LogView, SpanView
-from evaluators.evidence import Catalog, ContentCapture, Session, SkillLoad, ToolCall, Turn, fold_skill_name
+from evaluators.evidence import (
+    Catalog,
+    ContentCapture,
+    Session,
+    SkillLoad,
+    ToolCall,
+    Turn,
+    fold_skill_name,
+)
 
-# Each signal family: tool call -> a skill load or None.  A call matches at most one.
+# Each signal family: tool call -> a skill load or None.  A call matches at most one: each
+# detector is gated on its own tool names (skill tools, read tools, shell tools).
 DETECTORS: tuple[Callable[[ToolCall], SkillLoad | None], ...] = (
     skill_tools.detect,
     file_reads.detect,
+    shell_reads.detect,
+)
+
+# Substrings that make prompt text worth decoding.
+_SCAN_MARKERS: tuple[str, ...] = (
+    *catalogs.MARKERS,
+    "<skill ",
+    "Base directory for this skill",
+    *patterns.SKILL_TOOLS,
+    *patterns.SKILL_TOOL_SUFFIXES,
+    "toolResult",
+    "tool_result",
+    "tool_call_response",
+    "tool_call_id",  # results of such calls
 )
 
 _framework_cache: dict[str, str] = {}
@@ -33,10 +61,26 @@ def framework_of(scope: str) -> str:
     return found
 
 
+@dataclass(slots=True)
+class _Seen:
+    """Where a message-level signal was first seen."""
+
+    trace_id: str
+    span_id: str
+    time_unix_nano: int
+
+
 class SessionEvidence:
     __slots__ = (
+        "_activated",
+        "_content_seen",
         "_expected",
+        "_injected",
+        "_log_results",
+        "_message_calls",
+        "_message_results",
         "_rules",
+        "_scanned",
         "_tool_spans_with_content",
         "agent_spans",
         "catalog",
@@ -59,14 +103,22 @@ class SessionEvidence:
         self.agent_spans: list[tuple[int, str, str]] = []  # (start, trace_id, span_id)
         self.tool_spans = 0
         self._tool_spans_with_content = 0
+        self._content_seen = False
         self._expected: dict[str, str] = {}  # folded -> as written
+        self._scanned: set[int] = set()  # hashes of prompt text already scanned
+        self._message_calls: dict[str, tuple[MessageCall, _Seen]] = {}
+        self._message_results: dict[str, MessageResult] = {}
+        self._injected: dict[str, tuple[Injection, _Seen]] = {}
+        self._log_results: dict[str, tuple[bool, _Seen]] = {}  # tool call id -> success
+        self._activated: dict[str, _Seen] = {}  # folded skill -> first activation
+
+    # -- intake ---------------------------------------------------------------------------
 
     def observe_span(self, view: SpanView) -> None:
         self.span_count += 1
         if not self.framework:
             self.framework = framework_of(view.scope)
-        for skill in self._rules.from_attributes(view.attrs, view.resource.attrs):
-            self._expected.setdefault(fold_skill_name(skill), skill)
+        self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs))
         call = tool_call(view)
         if call is not None:
             self._observe_tool(call)
@@ -84,16 +136,41 @@ class SessionEvidence:
                         messages.response(view),
                     )
                 )
-        for text in messages.catalog_candidates(view, catalogs.MARKERS):
-            found = catalogs.find(text)
-            if found is not None:
-                shape, entries = found
-                self.catalog.advertise(entries, shape)
+        seen = None
+        for _, raw in messages.prompt_texts(view):
+            self._content_seen = True
+            seen = seen or _Seen(view.trace_id, view.span_id, view.span.start_time_unix_nano)
+            self._scan(raw, seen)
 
     def observe_log(self, view: LogView) -> None:
         if not self.framework:
             self.framework = framework_of(view.scope)
-        for skill in self._rules.from_attributes(view.attrs, view.resource.attrs):
+        self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs))
+        record = view.record
+        seen = _Seen(
+            record.trace_id.hex(),
+            record.span_id.hex(),
+            record.time_unix_nano or record.observed_time_unix_nano,
+        )
+        event = view.event_name.removeprefix("claude_code.")
+        if event in patterns.LOG_SKILL_ACTIVATED:
+            skill = view.attrs.text(patterns.LOG_SKILL_ACTIVATED[event])
+            if skill:
+                self._activated.setdefault(fold_skill_name(skill), seen)
+        elif event in patterns.LOG_TOOL_RESULTS:
+            id_key, success_key = patterns.LOG_TOOL_RESULTS[event]
+            call_id = view.attrs.text(id_key)
+            if call_id:
+                self._log_results[call_id] = (str(view.attrs.get(success_key)).lower() == "true", seen)
+        for key in patterns.LOG_CONTENT_ATTRIBUTES:
+            if key in view.attrs:
+                raw = view.attrs.text(key)
+                if raw:
+                    self._content_seen = True
+                    self._scan(raw, seen)
+
+    def _expect(self, skills: Iterable[str]) -> None:
+        for skill in skills:
             self._expected.setdefault(fold_skill_name(skill), skill)
 
     def _observe_tool(self, call: ToolCall) -> None:
@@ -105,7 +182,33 @@ class SessionEvidence:
             load = detect(call)
             if load is not None:
                 self.skill_loads.append(load)
-                break
+                return
+        if call.name in patterns.CATALOG_TOOLS and call.result:
+            self._scan(call.result, _Seen(call.trace_id, call.span_id, call.start_unix_nano))
+
+    def _scan(self, raw: str, seen: _Seen) -> None:
+        """Catalogs, message-level calls and injected bodies in one piece of prompt text."""
+        if not any(marker in raw for marker in _SCAN_MARKERS):
+            return
+        digest = hash(raw)
+        if digest in self._scanned:
+            return  # the same history, repeated on the next chat span
+        self._scanned.add(digest)
+        value = parse_json(raw)
+        value = raw if value is None else value
+        for text in all_strings(value):
+            if any(marker in text for marker in catalogs.MARKERS):
+                found = catalogs.find(text)
+                if found is not None:
+                    self.catalog.advertise(found[1], found[0])
+        for block in blocks(value):
+            if isinstance(block, MessageCall):
+                if skill_tools.argument_key(block.name) is not None:
+                    self._message_calls.setdefault(block.call_id, (block, seen))
+            else:
+                self._message_results.setdefault(block.call_id, block)
+        for injection in injections(value):
+            self._injected.setdefault(fold_skill_name(injection.skill), (injection, seen))
 
     def absorb(self, other: SessionEvidence) -> None:
         """Take in the evidence of a provisional session that turned out to be part of this one."""
@@ -117,24 +220,33 @@ class SessionEvidence:
         self.agent_spans += other.agent_spans
         self.tool_spans += other.tool_spans
         self._tool_spans_with_content += other._tool_spans_with_content
+        self._content_seen = self._content_seen or other._content_seen
         self.catalog.merge(other.catalog)
+        self._scanned |= other._scanned
         for key, skill in other._expected.items():
             self._expected.setdefault(key, skill)
+        for mine, theirs in (
+            (self._message_calls, other._message_calls),
+            (self._message_results, other._message_results),
+            (self._injected, other._injected),
+            (self._log_results, other._log_results),
+            (self._activated, other._activated),
+        ):
+            for k, v in theirs.items():
+                mine.setdefault(k, v)  # type: ignore[attr-defined]
+
+    # -- closing --------------------------------------------------------------------------
 
     def finish(self, session_id: str, revision: int, close_reason: str) -> Session:
+        self._resolve_from_logs()
+        self._attach_injections()
+        self._add_message_calls()
         self.turns.sort(key=lambda t: t.start_unix_nano)
         self.tool_calls.sort(key=lambda c: c.start_unix_nano)
         self.skill_loads.sort(key=lambda s: s.time_unix_nano)
         expected = dict(self._expected)
         for skill in self._rules.from_messages([t.user_message for t in self.turns]):
             expected.setdefault(fold_skill_name(skill), skill)
-        capture: ContentCapture
-        if self.tool_spans == 0:
-            capture = "no_tools"
-        elif self._tool_spans_with_content:
-            capture = "present"
-        else:
-            capture = "missing"
         first_agent = min(self.agent_spans) if self.agent_spans else None
         return Session(
             session_id=session_id,
@@ -145,8 +257,86 @@ class SessionEvidence:
             skill_loads=self.skill_loads,
             catalog=self.catalog,
             expected_skills=list(expected.values()),
-            content_capture=capture,
+            content_capture=self._content_capture(),
             first_agent_span=(first_agent[1], first_agent[2]) if first_agent else None,
             span_count=self.span_count,
             close_reason=close_reason,
         )
+
+    def _content_capture(self) -> ContentCapture:
+        if self.tool_spans:
+            return "present" if self._tool_spans_with_content else "missing"
+        # No tool ran.  With no prompt content either, silence proves nothing.
+        return "no_tools" if self._content_seen or self.turns else "missing"
+
+    def _resolve_from_logs(self) -> None:
+        """A tool span with no recorded result, settled by the harness's log records."""
+        for load in self.skill_loads:
+            if load.status != "unresolved":
+                continue
+            logged = self._log_results.get(load.tool_call_id or "")
+            if logged is not None:
+                load.status = "loaded" if logged[0] else "failed"
+            elif load.key in self._activated:
+                load.status = "loaded"
+
+    def _attach_injections(self) -> None:
+        for key, (injection, seen) in self._injected.items():
+            after_call = [
+                load
+                for load in self.skill_loads
+                if load.key == key and load.signal == "skill_tool" and load.status in ("loaded", "unresolved")
+            ]
+            if injection.follows_tool and after_call:
+                for load in after_call:
+                    load.status = "loaded"
+                    load.body = load.body or injection.body or None
+                continue
+            self.skill_loads.append(
+                SkillLoad(
+                    skill=injection.skill,
+                    status="loaded",
+                    signal="injected",
+                    span_id=seen.span_id,
+                    trace_id=seen.trace_id,
+                    time_unix_nano=seen.time_unix_nano,
+                    body=injection.body or None,
+                    path=injection.path,
+                )
+            )
+
+    def _add_message_calls(self) -> None:
+        """Skill calls seen only in messages: the harness never ran them as tools."""
+        span_call_ids = {c.call_id for c in self.tool_calls if c.call_id}
+        span_skills = {load.key for load in self.skill_loads if load.signal == "skill_tool"}
+        for call_id, (call, seen) in self._message_calls.items():
+            if call_id in span_call_ids:
+                continue
+            key = skill_tools.argument_key(call.name) or ""
+            arguments = call.arguments
+            skill = arguments.get(key) if isinstance(arguments, dict) else arguments
+            skill = skill.strip() if isinstance(skill, str) else ""
+            if fold_skill_name(skill) in span_skills and skill:
+                continue  # a tool span recorded it; this harness just puts no call id on spans
+            result = self._message_results.get(call_id)
+            if result is None:
+                status, message = "unresolved", None
+            else:
+                status, message = text_outcome(result.text, None, result.is_error)
+                if status == "loaded" and patterns.DENIALS.search(result.text):
+                    status, message = "denied", result.text[:500]
+            self.skill_loads.append(
+                SkillLoad(
+                    skill=skill,
+                    status=status,
+                    signal="chat_message",
+                    span_id=seen.span_id,
+                    trace_id=seen.trace_id,
+                    time_unix_nano=seen.time_unix_nano,
+                    message=message,
+                    tool_call_id=call_id,
+                )
+            )
+
+
+__all__ = ["SessionEvidence", "framework_of", "result_text"]

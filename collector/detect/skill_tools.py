@@ -25,7 +25,8 @@ def detect(call: ToolCall) -> SkillLoad | None:
     arguments = arguments_of(call)
     # A single-argument tool may record its argument as a bare string.
     skill = arguments.get(key) if isinstance(arguments, dict) else arguments
-    skill = skill if isinstance(skill, str) else ""
+    if not isinstance(skill, str):
+        skill = call.skill_attribute or ""
     status, message = outcome(call)
     if not skill.strip() and status == "loaded":
         status, message = "failed", "no skill name given"

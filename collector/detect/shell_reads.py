@@ -1,0 +1,95 @@
+"""Signal: a shell command that prints a SKILL.md (``cat``, ``head``, ``tail``, ``sed`` ...).
+
+Only reads count: ``sed -i``, redirections and pipes into writers are not loads.  The
+command is split with ``shlex``; nothing here ever runs it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+
+from collector.detect import patterns
+from collector.detect.content import arguments_of, result_text
+from collector.detect.outcome import outcome
+from evaluators import skill_md
+from evaluators.evidence import SkillLoad, ToolCall
+
+_SEPARATORS = frozenset({"&&", "||", ";", "|"})
+
+
+def command_of(call: ToolCall) -> str | None:
+    if call.name not in patterns.SHELL_TOOLS:
+        return None
+    arguments = arguments_of(call)
+    if isinstance(arguments, str):
+        return arguments
+    if isinstance(arguments, dict):
+        for key in patterns.COMMAND_ARGUMENTS:
+            value = arguments.get(key)
+            if isinstance(value, str):
+                return value
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                return shlex.join(value)
+    return None
+
+
+def skill_paths(command: str) -> list[str]:
+    """SKILL.md paths that a read verb in ``command`` prints to stdout."""
+    if ">" in command:
+        return []  # a redirection writes; never a load
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+    except ValueError:
+        return []
+    paths: list[str] = []
+    words: list[str] = []
+    for token in [*tokens, ";"]:
+        if token not in _SEPARATORS:
+            words.append(token)
+            continue
+        if words:
+            verb = posixpath.basename(words[0])
+            writes = patterns.READ_VERBS.get(verb)
+            if writes is not None and not any(
+                w in writes or (w.startswith("-i") and verb == "sed") for w in words[1:]
+            ):
+                paths += [w for w in words[1:] if w.endswith("SKILL.md") and not w.startswith("-")]
+        words = []
+    return paths
+
+
+def detect(call: ToolCall) -> SkillLoad | None:
+    command = command_of(call)
+    if command is None or "SKILL.md" not in command:
+        return None
+    paths = skill_paths(command)
+    if not paths:
+        return None
+    path = paths[0]
+    status, message = outcome(call)
+    text = result_text(call)
+    document = skill_md.try_parse(_from_frontmatter(text)) if status == "loaded" else None
+    if status == "loaded" and document is None:
+        status, message = "failed", "the command did not print a valid SKILL.md"
+    parts = path.replace("\\", "/").split("/")
+    return SkillLoad(
+        skill=document.name if document else (parts[-2] if len(parts) > 1 else ""),
+        status=status,
+        signal="shell_read",
+        span_id=call.span_id,
+        trace_id=call.trace_id,
+        time_unix_nano=call.start_unix_nano,
+        body=document.body if document else None,
+        path=path,
+        message=message,
+        tool_call_id=call.call_id,
+    )
+
+
+def _from_frontmatter(text: str) -> str:
+    # Shell tools prefix their own header (exit code, wall time): start at the frontmatter.
+    start = text.find("---\n")
+    return text[start:] if start > 0 else text

@@ -1,0 +1,134 @@
+"""Signals inside recorded conversations, whatever the message format.
+
+Two things hide in message lists that no tool span shows: tool calls a harness never ran
+(a Strands call cancelled by a hook, a Claude ``Skill`` call naming an unknown skill), and
+SKILL.md bodies injected without any call (Deep Agents pinned skills, Claude's follow-up
+"Base directory for this skill:" message).  Each block shape below is one convention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from collector.detect import patterns
+from collector.detect.content import all_strings, flatten_text, parse_json
+
+
+@dataclass(frozen=True, slots=True)
+class MessageCall:
+    call_id: str
+    name: str
+    arguments: Any
+
+
+@dataclass(frozen=True, slots=True)
+class MessageResult:
+    call_id: str
+    text: str
+    is_error: bool | None  # None: the format does not say
+
+
+@dataclass(frozen=True, slots=True)
+class Injection:
+    skill: str
+    body: str
+    path: str | None
+    follows_tool: bool  # Claude's follow-up to a Skill call, rather than a standalone pin
+
+
+Block = MessageCall | MessageResult | None
+
+
+def _strands_use(d: dict[str, Any]) -> Block:
+    use = d.get("toolUse")
+    return (
+        MessageCall(str(use.get("toolUseId", "")), str(use.get("name", "")), use.get("input"))
+        if isinstance(use, dict)
+        else None
+    )
+
+
+def _strands_result(d: dict[str, Any]) -> Block:
+    res = d.get("toolResult")
+    if not isinstance(res, dict):
+        return None
+    return MessageResult(
+        str(res.get("toolUseId", "")), flatten_text(res.get("content")), res.get("status") == "error"
+    )
+
+
+def _anthropic(d: dict[str, Any]) -> Block:
+    kind = d.get("type")
+    if kind == "tool_use":
+        return MessageCall(str(d.get("id", "")), str(d.get("name", "")), d.get("input"))
+    if kind == "tool_result":
+        return MessageResult(
+            str(d.get("tool_use_id", "")), flatten_text(d.get("content")), bool(d.get("is_error"))
+        )
+    return None
+
+
+def _genai_parts(d: dict[str, Any]) -> Block:
+    kind = d.get("type")
+    if kind == "tool_call":
+        return MessageCall(str(d.get("id", "")), str(d.get("name", "")), d.get("arguments"))
+    if kind == "tool_call_response":
+        return MessageResult(str(d.get("id", "")), flatten_text(d.get("response")), None)
+    return None
+
+
+def _openai_tool_message(d: dict[str, Any]) -> Block:
+    if d.get("role") == "tool" and "tool_call_id" in d:
+        return MessageResult(str(d["tool_call_id"]), flatten_text(d.get("content")), None)
+    function = d.get("function")
+    if isinstance(function, dict) and "id" in d:
+        return MessageCall(
+            str(d["id"]),
+            str(function.get("name", "")),
+            parse_json(function.get("arguments")) or function.get("arguments"),
+        )
+    return None
+
+
+# One function per message convention; each recognises its own blocks or returns None.
+BLOCK_SHAPES: tuple[Callable[[dict[str, Any]], Block], ...] = (
+    _strands_use,  # Strands: {"toolUse": {...}}
+    _strands_result,  # Strands: {"toolResult": {...}}
+    _anthropic,  # Anthropic Messages API: tool_use / tool_result blocks
+    _genai_parts,  # GenAI semconv parts: tool_call / tool_call_response
+    _openai_tool_message,  # OpenAI chat: tool_calls[].function / role "tool"
+)
+
+
+def blocks(value: Any) -> Iterator[MessageCall | MessageResult]:
+    if isinstance(value, str):
+        nested = parse_json(value)
+        if isinstance(nested, dict | list):
+            yield from blocks(nested)
+    elif isinstance(value, list):
+        for item in value:
+            yield from blocks(item)
+    elif isinstance(value, dict):
+        for shape in BLOCK_SHAPES:
+            found = shape(value)
+            if found is not None:
+                yield found
+                return
+        for item in value.values():
+            yield from blocks(item)
+
+
+def injections(value: Any) -> Iterator[Injection]:
+    for text in all_strings(value):
+        if "<skill " in text:
+            for match in patterns.INJECTED_SKILL_TAG.finditer(text):
+                yield Injection(match.group(1), match.group(3).strip(), match.group(2), follows_tool=False)
+        if text.startswith("Base directory for this skill:"):
+            match = patterns.BASE_DIRECTORY.match(text)
+            if match is not None:
+                directory = match.group(1).strip().rstrip("/")
+                yield Injection(
+                    directory.rsplit("/", 1)[-1], match.group(2).strip(), directory, follows_tool=True
+                )
