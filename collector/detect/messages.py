@@ -56,11 +56,11 @@ def prompt_texts(view: SpanView) -> Iterator[tuple[str, str]]:
     for event_name, key, role in PROMPT_FIELDS:
         for text in _values(view, ((event_name, key),)):
             yield role, text
-    for key in view.attrs.keys():
+    for key in view.attrs.keys():  # noqa: SIM118 - Attributes is not a dict
         if key.startswith(FLATTENED_PREFIX) and key.endswith(FLATTENED_SUFFIXES):
-            text = view.attrs.text(key)
-            if text:
-                yield "flattened", text
+            flattened = view.attrs.text(key)
+            if flattened:
+                yield "flattened", flattened
 
 
 def user_message(view: SpanView) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from collector.detect import catalogs, file_reads, messages, patterns, shell_reads, skill_tools
 from collector.detect.content import all_strings, has_marker, parse_json, result_text, tool_call
@@ -21,6 +22,7 @@ from collector.spans import LogView, SpanView
 from evaluators.evidence import (
     Catalog,
     ContentCapture,
+    LoadStatus,
     Session,
     SkillLoad,
     ToolCall,
@@ -48,6 +50,9 @@ _SCAN_MARKERS: tuple[str, ...] = (
     "tool_call_response",
     "tool_call_id",  # results of such calls
 )
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 _framework_cache: dict[str, str] = {}
 
@@ -319,6 +324,8 @@ class SessionEvidence:
             if fold_skill_name(skill) in span_skills and skill:
                 continue  # a tool span recorded it; this harness just puts no call id on spans
             result = self._message_results.get(call_id)
+            status: LoadStatus
+            message: str | None
             if result is None:
                 status, message = "unresolved", None
             else:
@@ -337,6 +344,11 @@ class SessionEvidence:
                     tool_call_id=call_id,
                 )
             )
+
+
+def _keep_first(mine: dict[K, V], theirs: dict[K, V]) -> None:
+    for key, value in theirs.items():
+        mine.setdefault(key, value)
 
 
 __all__ = ["SessionEvidence", "framework_of", "result_text"]
