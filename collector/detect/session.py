@@ -230,15 +230,11 @@ class SessionEvidence:
         self._scanned |= other._scanned
         for key, skill in other._expected.items():
             self._expected.setdefault(key, skill)
-        for mine, theirs in (
-            (self._message_calls, other._message_calls),
-            (self._message_results, other._message_results),
-            (self._injected, other._injected),
-            (self._log_results, other._log_results),
-            (self._activated, other._activated),
-        ):
-            for k, v in theirs.items():
-                mine.setdefault(k, v)  # type: ignore[attr-defined]
+        _keep_first(self._message_calls, other._message_calls)
+        _keep_first(self._message_results, other._message_results)
+        _keep_first(self._injected, other._injected)
+        _keep_first(self._log_results, other._log_results)
+        _keep_first(self._activated, other._activated)
 
     # -- closing --------------------------------------------------------------------------
 

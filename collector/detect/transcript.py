@@ -126,9 +126,9 @@ def injections(value: Any) -> Iterator[Injection]:
             for match in patterns.INJECTED_SKILL_TAG.finditer(text):
                 yield Injection(match.group(1), match.group(3).strip(), match.group(2), follows_tool=False)
         if text.startswith("Base directory for this skill:"):
-            match = patterns.BASE_DIRECTORY.match(text)
-            if match is not None:
-                directory = match.group(1).strip().rstrip("/")
+            base = patterns.BASE_DIRECTORY.match(text)
+            if base is not None:
+                directory = base.group(1).strip().rstrip("/")
                 yield Injection(
-                    directory.rsplit("/", 1)[-1], match.group(2).strip(), directory, follows_tool=True
+                    directory.rsplit("/", 1)[-1], base.group(2).strip(), directory, follows_tool=True
                 )
