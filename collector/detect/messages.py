@@ -22,6 +22,7 @@ PROMPT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("", "input.value", "messages"),  # OpenInference
     ("", "gen_ai.prompt", "messages"),  # LangSmith OTel mode
     ("", "gcp.vertex.agent.llm_request", "messages"),  # ADK legacy schema
+    ("", "user_prompt", "user"),  # Claude Code interaction span (OTEL_LOG_USER_PROMPTS=1)
 )
 # OpenInference flattens messages: llm.input_messages.<i>.message.content / ...contents.<j>.message_content.text
 FLATTENED_PREFIX = "llm.input_messages."

@@ -115,7 +115,7 @@ class SessionEvidence:
         self._message_results: dict[str, MessageResult] = {}
         self._injected: dict[str, tuple[Injection, _Seen]] = {}
         self._log_results: dict[str, tuple[bool, _Seen]] = {}  # tool call id -> success
-        self._activated: dict[str, _Seen] = {}  # folded skill -> first activation
+        self._activated: dict[str, tuple[str, _Seen]] = {}  # folded skill -> first activation
 
     # -- intake ---------------------------------------------------------------------------
 
@@ -161,7 +161,7 @@ class SessionEvidence:
         if event in patterns.LOG_SKILL_ACTIVATED:
             skill = view.attrs.text(patterns.LOG_SKILL_ACTIVATED[event])
             if skill:
-                self._activated.setdefault(fold_skill_name(skill), seen)
+                self._activated.setdefault(fold_skill_name(skill), (skill, seen))
         elif event in patterns.LOG_TOOL_RESULTS:
             id_key, success_key = patterns.LOG_TOOL_RESULTS[event]
             call_id = view.attrs.text(id_key)
@@ -280,6 +280,20 @@ class SessionEvidence:
                 load.status = "loaded" if logged[0] else "failed"
             elif load.key in self._activated:
                 load.status = "loaded"
+        # An activation logged with no tool span at all (traces not exported, or sampled out).
+        spanned = {load.key for load in self.skill_loads}
+        for key, (skill, seen) in self._activated.items():
+            if key not in spanned:
+                self.skill_loads.append(
+                    SkillLoad(
+                        skill=skill,
+                        status="loaded",
+                        signal="log_event",
+                        span_id=seen.span_id,
+                        trace_id=seen.trace_id,
+                        time_unix_nano=seen.time_unix_nano,
+                    )
+                )
 
     def _attach_injections(self) -> None:
         for key, (injection, seen) in self._injected.items():

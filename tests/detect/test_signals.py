@@ -1,0 +1,151 @@
+"""Detector behaviour beyond the recordings: the Strands Evals gaps, parsers, edge cases."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import pytest
+from support import FRAMEWORKS, trace_requests
+
+from collector.config import parse
+from collector.detect import catalogs, shell_reads
+from collector.detect.content import tool_call
+from collector.replay import replay
+from collector.spans import ResourceView, SpanView
+from evaluators import skill_md
+from evaluators.evidence import Session, ToolCall
+
+
+def session_of(*files: str) -> Session:
+    outcome = asyncio.run(replay([str(FRAMEWORKS / f) for f in files], parse({})))
+    (coverage,) = outcome.coverages
+    return coverage.session
+
+
+# -- the three Strands Evals gaps (REFERENCE.md section 4), on real Strands 1.62 spans ---------
+
+
+def test_gap1_catalog_is_read_from_chat_spans_when_invoke_agent_lacks_it() -> None:
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "no_skill.traces.jsonl")
+    spans = request.resource_spans[0].scope_spans[0].spans
+    agent = next(s for s in spans if s.name.startswith("invoke_agent"))
+    assert "<available_skills>" not in str(agent)  # the gap: turn 1's agent span has no catalog
+    session = session_of("strands/no_skill.traces.jsonl")
+    assert session.catalog.state == "advertised"
+    assert sorted(session.catalog.skills) == ["csv-cleanup", "incident-report", "release-notes"]
+
+
+@pytest.mark.parametrize("file", ["strands/denied.traces.jsonl", "strands/denied_latest.traces.jsonl"])
+def test_gap2_a_denied_call_with_no_tool_span_is_reported_denied(file: str) -> None:
+    (request,) = trace_requests(FRAMEWORKS / file)
+    names = [s.name for s in request.resource_spans[0].scope_spans[0].spans]
+    assert not any(n.startswith("execute_tool") for n in names)  # the gap: nothing but messages
+    (load,) = session_of(file).skill_loads
+    assert (load.skill, load.status, load.signal) == ("incident-report", "denied", "chat_message")
+    assert load.message and "approval was not granted" in load.message
+
+
+@pytest.mark.parametrize("file", ["strands/missing_skill.traces.jsonl", "strands/missing_skill_latest.traces.jsonl"])
+def test_gap3_a_refusal_under_success_status_is_a_failure(file: str) -> None:
+    (request,) = trace_requests(FRAMEWORKS / file)
+    tool = next(s for s in request.resource_spans[0].scope_spans[0].spans if s.name == "execute_tool skills")
+    assert any(kv.key == "gen_ai.tool.status" and kv.value.string_value == "success" for kv in tool.attributes)
+    (load,) = session_of(file).skill_loads
+    assert (load.status, load.skill) == ("failed", "relese-notes")
+    assert load.message and load.message.startswith("Skill 'relese-notes' not found")
+
+
+def test_claude_code_unknown_skill_leaves_no_load_and_nothing_is_inferred_from_the_prompt() -> None:
+    session = session_of("claude_code/missing_skill.traces.jsonl", "claude_code/missing_skill.logs.jsonl")
+    assert session.skill_loads == []
+    assert session.turns and "release notes" in session.turns[0].user_message.lower()  # named, yet not inferred
+
+
+def test_claude_code_skill_activated_log_alone_is_a_load() -> None:
+    (load,) = session_of("claude_code/right_skill.logs.jsonl").skill_loads
+    assert (load.skill, load.status, load.signal, load.has_body) == ("release-notes", "loaded", "log_event", False)
+
+
+def test_adk_default_mode_reports_content_capture_missing() -> None:
+    session = session_of("adk/file_read.traces.jsonl", "adk/file_read.logs.jsonl")
+    assert session.content_capture == "missing"
+    assert session.skill_loads == []  # a file read is invisible without content; coverage says so
+
+
+# -- parsers ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "paths"),
+    [
+        ("cat /s/pdf/SKILL.md", ["/s/pdf/SKILL.md"]),
+        ("head -n 50 /s/pdf/SKILL.md", ["/s/pdf/SKILL.md"]),
+        ("cd /s && cat pdf/SKILL.md | head -20", ["pdf/SKILL.md"]),
+        ("sed -n '1,40p' /s/pdf/SKILL.md", ["/s/pdf/SKILL.md"]),
+        ("/usr/bin/tail /s/pdf/SKILL.md", ["/s/pdf/SKILL.md"]),
+        ("sed -i 's/a/b/' /s/pdf/SKILL.md", []),
+        ("sed -i.bak 's/a/b/' /s/pdf/SKILL.md", []),
+        ("cat /s/pdf/SKILL.md > /tmp/copy", []),
+        ("echo x >> /s/pdf/SKILL.md", []),
+        ("vim /s/pdf/SKILL.md", []),
+        ("cp /s/pdf/SKILL.md /tmp/", []),
+        ("cat 'unterminated", []),
+    ],
+)
+def test_shell_reads_only_count_reads(command: str, paths: list[str]) -> None:
+    assert shell_reads.skill_paths(command) == paths
+
+
+def _call(name: str, arguments: object, result: str | None, error: str | None = None) -> ToolCall:
+    return ToolCall(name, "ab" * 8, "cd" * 16, 1, arguments=json.dumps(arguments), result=result, error=error)
+
+
+def test_a_shell_read_that_failed_is_not_a_load() -> None:
+    load = shell_reads.detect(_call("bash", {"command": "cat /s/pdf/SKILL.md"}, "cat: /s/pdf/SKILL.md: No such file\nexit code 1"))
+    assert load is not None and load.status == "failed" and load.skill == "pdf"
+
+
+def test_line_numbered_skill_md_parses() -> None:
+    text = "@@ lines 1-6 of 6 @@\n1\t---\n2\tname: pdf\n3\tdescription: Make PDFs.\n4\t---\n5\t\n6\tStep one."
+    doc = skill_md.parse(text)
+    assert (doc.name, doc.description, doc.body) == ("pdf", "Make PDFs.", "Step one.")
+
+
+@pytest.mark.parametrize("text", ["", "no frontmatter", "---\nname: x\n", "---\n: [\n---\nbody", "---\nname: x\n---\nbody"])
+def test_invalid_skill_md_is_rejected(text: str) -> None:
+    assert skill_md.try_parse(text) is None
+
+
+def test_catalog_shapes_keep_empty_apart_from_not_recorded() -> None:
+    assert catalogs.find("<available_skills>\n</available_skills>") == ("available_skills_xml", [])
+    assert catalogs.find("### Available skills\nNo skills are currently available.\n") == ("available_skills_markdown", [])
+    assert catalogs.find("just a system prompt") is None
+
+
+def test_a_span_that_is_not_a_tool_yields_no_tool_call() -> None:
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
+    rs = request.resource_spans[0]
+    views = [SpanView(s, rs.scope_spans[0].scope.name, ResourceView(rs.resource)) for s in rs.scope_spans[0].spans]
+    calls = [tool_call(v) for v in views]
+    assert [c.name for c in calls if c] == ["skills"]
+
+
+def test_replay_over_every_recording_prints_the_expected_coverage() -> None:
+    run = subprocess.run([sys.executable, "-m", "collector", "replay", str(FRAMEWORKS), "--format", "json"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    coverage = {c["session_id"]: c for c in (json.loads(x).get("coverage") for x in run.stdout.splitlines()) if c}
+    checked = 0
+    for expected_file in FRAMEWORKS.glob("*/expected.json"):
+        spec = json.loads(expected_file.read_text())
+        for scenario in spec["scenarios"].values():
+            got = coverage[scenario["session_id"]]
+            assert got["framework"] == spec["framework"]
+            assert got["catalog"]["state"] == scenario["catalog"]["state"]
+            assert sorted((x["skill"].lower(), x["status"], x["signal"], x["has_body"]) for x in got["skill_loads"]) == sorted(
+                (x["skill"].lower(), x["status"], x["signal"], x["has_body"]) for x in scenario["loads"])
+            checked += 1
+    assert checked >= 60
