@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 import yaml
 
 NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _HEADER = re.compile(r"^\s*@@[^\n]*@@[ \t]*\n")
+# libyaml's loader when present: the pure-Python one dominates detection time otherwise.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _LINE_NUMBER = re.compile(r"^[ \t]*\d+(?:\t|→|\|[ \t]?|:[ \t])", re.MULTILINE)
 
 
@@ -49,7 +52,7 @@ def parse(text: str) -> SkillDocument:
         raise SkillFormatError("frontmatter has no closing '---' line")
     raw, body = text[3 : 3 + end.start()], text[3 + end.end() :]
     try:
-        meta = yaml.safe_load(raw)
+        meta = yaml.load(raw, Loader=_LOADER)  # noqa: S506 - a safe loader, C or Python
     except yaml.YAMLError as err:
         raise SkillFormatError(f"frontmatter is not valid YAML: {err}") from None
     if not isinstance(meta, dict):
@@ -65,6 +68,12 @@ def parse(text: str) -> SkillDocument:
 def try_parse(text: str | None) -> SkillDocument | None:
     if not text or "---" not in text:
         return None
+    return _cached(text)
+
+
+@lru_cache(maxsize=512)
+def _cached(text: str) -> SkillDocument | None:
+    # The same few SKILL.md files are read in thousands of sessions.
     try:
         return parse(text)
     except SkillFormatError:

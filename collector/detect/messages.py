@@ -36,27 +36,44 @@ RESPONSE_FIELDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _values(view: SpanView, fields: tuple[tuple[str, str], ...]) -> Iterator[str]:
-    for event_name, key in fields:
-        if not event_name:
-            text = view.attrs.text(key) if key in view.attrs else None
+def _index(fields: tuple[tuple[str, str, str], ...]) -> dict[str, tuple[tuple[str, str], ...]]:
+    events: dict[str, list[tuple[str, str]]] = {}
+    for event_name, key, role in fields:
+        if event_name:
+            events.setdefault(event_name, []).append((key, role))
+    return {name: tuple(keys) for name, keys in events.items()}
+
+
+_PROMPT_ATTRIBUTES = tuple((key, role) for event, key, role in PROMPT_FIELDS if not event)
+_PROMPT_EVENTS = _index(PROMPT_FIELDS)
+_RESPONSE_ATTRIBUTES = tuple(key for event, key in RESPONSE_FIELDS if not event)
+_RESPONSE_EVENTS = _index(tuple((event, key, "") for event, key in RESPONSE_FIELDS))
+
+
+def _field_texts(
+    view: SpanView, attributes: tuple[tuple[str, str], ...], events: dict[str, tuple[tuple[str, str], ...]]
+) -> Iterator[tuple[str, str]]:
+    """(role, text) of the listed span attributes, then of the listed event attributes."""
+    for key, role in attributes:
+        if key in view.attrs:
+            text = view.attrs.text(key)
             if text:
-                yield text
+                yield role, text
+    for event in view.span.events:  # one pass over events, whatever the number of fields
+        wanted = events.get(event.name)
+        if wanted is None:
             continue
-        for event in view.span.events:
-            if event.name == event_name:
-                for kv in event.attributes:
-                    if kv.key == key:
-                        text = as_text(value_of(kv.value))
-                        if text:
-                            yield text
+        for kv in event.attributes:
+            for key, role in wanted:
+                if kv.key == key:
+                    text = as_text(value_of(kv.value))
+                    if text:
+                        yield role, text
 
 
 def prompt_texts(view: SpanView) -> Iterator[tuple[str, str]]:
     """(role, raw text) of every prompt-like field on the span."""
-    for event_name, key, role in PROMPT_FIELDS:
-        for text in _values(view, ((event_name, key),)):
-            yield role, text
+    yield from _field_texts(view, _PROMPT_ATTRIBUTES, _PROMPT_EVENTS)
     for key in view.attrs.keys():  # noqa: SIM118 - Attributes is not a dict
         if key.startswith(FLATTENED_PREFIX) and key.endswith(FLATTENED_SUFFIXES):
             flattened = view.attrs.text(key)
@@ -78,7 +95,7 @@ def user_message(view: SpanView) -> str | None:
 
 
 def response(view: SpanView) -> str | None:
-    for raw in _values(view, RESPONSE_FIELDS):
+    for _, raw in _field_texts(view, tuple((k, "") for k in _RESPONSE_ATTRIBUTES), _RESPONSE_EVENTS):
         parsed = parse_json(raw)
         if isinstance(parsed, list) and parsed and isinstance(parsed[0], dict) and "role" in parsed[0]:
             return flatten_text(parsed[-1].get("parts") or parsed[-1].get("content")) or None
