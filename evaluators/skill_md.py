@@ -52,7 +52,7 @@ def parse(text: str) -> SkillDocument:
         raise SkillFormatError("frontmatter has no closing '---' line")
     raw, body = text[3 : 3 + end.start()], text[3 + end.end() :]
     try:
-        meta = yaml.load(raw, Loader=_LOADER)  # noqa: S506 - a safe loader, C or Python
+        meta = yaml.load(raw, Loader=_LOADER)  # a safe loader, C or Python
     except yaml.YAMLError as err:
         raise SkillFormatError(f"frontmatter is not valid YAML: {err}") from None
     if not isinstance(meta, dict):
