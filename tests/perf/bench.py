@@ -1,0 +1,318 @@
+"""skillgauge benchmark: one command, figures on stdout, one JSON object as the last line.
+
+    python tests/perf/bench.py            # full run (a few minutes on 2 cores)
+    python tests/perf/bench.py --short    # seconds; CI runs this so the benchmark cannot rot
+
+Traffic is real: the recorded framework sessions in tests/fixtures/frameworks, re-keyed to
+many sessions (new session ids and trace ids), packed into 512-span requests.  The server
+is a real ``skillgauge serve`` subprocess with its default durable SQLite spool; clients are
+separate processes sending pre-encoded requests over OTLP/gRPC and OTLP/HTTP.
+
+Figures:
+  decode_limit_spans_per_s   parse + every attribute to a Python value, same requests, one core
+  ingest_spans_per_s         acknowledged spans/s at saturation (gRPC + HTTP clients)
+  ratio                      ingest / decode limit
+  export_p99_ms              Export call latency at 50 % of the ingest rate
+  rss_bytes_per_open_session RSS growth per open session (10,000 sessions x 50 spans), with the
+                             raw span bytes per session beside it
+  detect_us_per_span         assembler + detectors per span, in process, one core
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from support import FRAMEWORKS, Server, trace_requests  # noqa: E402
+
+from collector.config import parse  # noqa: E402
+from collector.sessions.assembler import Assembler  # noqa: E402
+from collector.spans import value_of  # noqa: E402
+
+SESSION_KEYS = frozenset({"session.id", "gen_ai.conversation.id", "langsmith.metadata.session_id"})
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+
+# -- traffic -----------------------------------------------------------------------------------
+
+
+Template = list[tuple[bytes, bytes, bytes]]  # (resource, scope, span), serialized
+
+
+def templates() -> list[Template]:
+    """Recorded sessions whose spans carry content and average 1-2.5 KB (agent spans with
+    tool arguments and results): Strands, ADK with content capture, Deep Agents, ..."""
+    out = []
+    for path in sorted(FRAMEWORKS.glob("*/*.traces.jsonl")):
+        spans: Template = []
+        for request in trace_requests(path):
+            for rs in request.resource_spans:
+                for ss in rs.scope_spans:
+                    spans += [(rs.resource.SerializeToString(), ss.scope.SerializeToString(), s.SerializeToString())
+                              for s in ss.spans]
+        mean = sum(len(s) for _, _, s in spans) / max(1, len(spans))
+        if 1000 <= mean <= 2500:
+            out.append(spans)
+    return out
+
+
+def rekey(span: Span, session: str, salt: int) -> None:
+    span.trace_id = (int.from_bytes(span.trace_id, "big") ^ salt).to_bytes(16, "big")
+    for kv in span.attributes:
+        if kv.key in SESSION_KEYS:
+            kv.value.string_value = session
+
+
+def requests_for(sessions: int, spans_per_request: int = 512, spans_per_session: int | None = None) -> tuple[list[bytes], int]:
+    """Pre-encoded Export requests carrying ``sessions`` re-keyed recorded sessions (new
+    session ids, new trace ids); optionally padded or cut to ``spans_per_session``."""
+    pool = templates()
+    bodies: list[bytes] = []
+    request = ExportTraceServiceRequest()
+    in_request = total = 0
+    for n in range(sessions):
+        template = pool[n % len(pool)]
+        if spans_per_session is not None:
+            template = [template[i % len(template)] for i in range(spans_per_session)]
+        name, salt = f"bench-{n:07d}", (n + 1) << 64
+        last: tuple[bytes, bytes] | None = None
+        for i, (resource, scope, raw) in enumerate(template):
+            if last != (resource, scope) or not request.resource_spans:
+                # Exporters batch spans under one resource and scope; so do we.
+                rs = request.resource_spans.add()
+                rs.resource.ParseFromString(resource)
+                for kv in rs.resource.attributes:
+                    if kv.key in SESSION_KEYS:
+                        kv.value.string_value = name
+                ss = rs.scope_spans.add()
+                ss.scope.ParseFromString(scope)
+                last = (resource, scope)
+            span = ss.spans.add()
+            span.ParseFromString(raw)
+            rekey(span, name, salt)
+            if spans_per_session is not None:
+                span.span_id = (i + 1).to_bytes(8, "big")
+            in_request += 1
+            total += 1
+            if in_request >= spans_per_request:
+                bodies.append(request.SerializeToString())
+                request = ExportTraceServiceRequest()
+                in_request = 0
+                last = None
+    if in_request:
+        bodies.append(request.SerializeToString())
+    return bodies, total
+
+
+def span_count(body: bytes) -> int:
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(body)
+    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+
+
+# -- in-process figures --------------------------------------------------------------------------
+
+
+def decode_limit(bodies: list[bytes], seconds: float) -> float:
+    """Parse plus turning every attribute into a Python value: nothing else."""
+    done = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for body in bodies:
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            for rs in request.resource_spans:
+                for kv in rs.resource.attributes:
+                    value_of(kv.value)
+                for ss in rs.scope_spans:
+                    for span in ss.spans:
+                        for kv in span.attributes:
+                            value_of(kv.value)
+                        for event in span.events:
+                            for kv in event.attributes:
+                                value_of(kv.value)
+                        done += 1
+    return done / (time.perf_counter() - start)
+
+
+def detect_cost(bodies: list[bytes]) -> float:
+    """Microseconds per span for parse + assemble + detect, in process."""
+    assembler = Assembler(parse({}).sessions, lambda session, reason: None)
+    spans = 0
+    start = time.perf_counter()
+    for body in bodies:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        spans += assembler.add_spans(request).accepted
+    return (time.perf_counter() - start) / spans * 1e6
+
+
+# -- clients (separate processes) ----------------------------------------------------------------
+
+
+def _grpc_client(port: int, bodies: list[bytes], seconds: float, interval: float, out: Any) -> None:
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 64 << 20)])
+    export = channel.unary_unary(EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    _drive(lambda body: export(body, timeout=30), bodies, seconds, interval, out)
+
+
+def _http_client(port: int, bodies: list[bytes], seconds: float, interval: float, out: Any) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
+    def send(body: bytes) -> None:
+        conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
+        response = conn.getresponse()
+        response.read()
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}")
+
+    _drive(send, bodies, seconds, interval, out)
+
+
+def _drive(send: Any, bodies: list[bytes], seconds: float, interval: float, out: Any) -> None:
+    counts = [span_count(b) for b in bodies]
+    latencies: list[float] = []
+    spans = errors = 0
+    start = time.perf_counter()
+    i = 0
+    next_at = start
+    while time.perf_counter() - start < seconds:
+        if interval:
+            pause = next_at - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+            next_at += interval
+        t0 = time.perf_counter()
+        try:
+            send(bodies[i % len(bodies)])
+            spans += counts[i % len(bodies)]
+        except Exception:
+            errors += 1
+        latencies.append(time.perf_counter() - t0)
+        i += 1
+    out.put({"spans": spans, "errors": errors, "latencies": latencies, "elapsed": time.perf_counter() - start})
+
+
+def drive(server: Server, bodies: list[bytes], seconds: float, clients: int, rate: float = 0.0) -> dict[str, Any]:
+    """Run gRPC and HTTP clients in separate processes; ``rate`` (requests/s in all) 0 = flat out."""
+    queue: Any = mp.Queue()
+    interval = clients / rate if rate else 0.0
+    procs = []
+    for n in range(clients):
+        share = bodies[n::clients] or bodies
+        target, port = (_grpc_client, server.grpc_port) if n % 2 == 0 else (_http_client, server.http_port)
+        procs.append(mp.Process(target=target, args=(port, share, seconds, interval, queue)))
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=seconds + 120) for _ in procs]
+    for p in procs:
+        p.join()
+    latencies = sorted(x for r in results for x in r["latencies"])
+    elapsed = max(r["elapsed"] for r in results)
+    return {
+        "spans_per_s": sum(r["spans"] for r in results) / elapsed,
+        "requests_per_s": len(latencies) / elapsed,
+        "errors": sum(r["errors"] for r in results),
+        "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else 0.0,
+        "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else 0.0,
+    }
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def open_session_memory(tmp: Path, sessions: int, spans_per_session: int) -> tuple[float, float]:
+    """(RSS bytes per open session, raw span bytes per session)."""
+    bodies, _ = requests_for(sessions, spans_per_session=spans_per_session)
+    raw = sum(len(b) for b in bodies) / sessions
+    server = Server(tmp, {"sessions": {"idle_timeout": "1h"}})
+    try:
+        time.sleep(0.5)
+        before = rss_bytes(server.proc.pid)
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}", options=[("grpc.max_send_message_length", 64 << 20)])
+        export = channel.unary_unary(EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        for body in bodies:
+            export(body, timeout=60)
+        _, status = server.get_json("/readyz")
+        assert status.get("open_sessions", 0) >= sessions * 0.99, status
+        after = rss_bytes(server.proc.pid)
+    finally:
+        server.stop()
+    return (after - before) / sessions, raw
+
+
+# -- main ------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    args.add_argument("--short", action="store_true", help="a quick run (CI): small traffic, short phases")
+    opts = args.parse_args(argv)
+    short = opts.short
+    seconds = 3.0 if short else 20.0
+    clients = 2 if short else 4
+    open_sessions = 500 if short else 10_000
+
+    print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}, pid {os.getpid()}")
+    bodies, spans = requests_for(200 if short else 2000)
+    mean_span = sum(len(b) for b in bodies) / spans
+    print(f"traffic: {len(bodies)} requests, {spans} spans, {mean_span:.0f} bytes/span on the wire")
+
+    limit = decode_limit(bodies, 1.0 if short else 5.0)
+    print(f"decode limit (parse + attribute values, 1 core): {limit:,.0f} spans/s")
+    detect_us = detect_cost(bodies)
+    print(f"parse + assemble + detect in process: {detect_us:.1f} us/span ({1e6 / detect_us:,.0f} spans/s)")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "ingest").mkdir()
+        server = Server(Path(tmp) / "ingest", {"sessions": {"idle_timeout": "2s"}})
+        try:
+            flat = drive(server, bodies, seconds, clients)
+            print(f"ingest, {clients} clients (gRPC + HTTP), durable spool: {flat['spans_per_s']:,.0f} spans/s, "
+                  f"{flat['requests_per_s']:.1f} req/s, p50 {flat['p50_ms']:.1f} ms, p99 {flat['p99_ms']:.1f} ms, "
+                  f"errors {flat['errors']}")
+            half = drive(server, bodies, seconds, clients, rate=flat["requests_per_s"] / 2)
+            print(f"at 50% load ({flat['requests_per_s'] / 2:.1f} req/s): p50 {half['p50_ms']:.1f} ms, "
+                  f"p99 {half['p99_ms']:.1f} ms")
+        finally:
+            server.stop()
+        (Path(tmp) / "memory").mkdir()
+        per_session, raw = open_session_memory(Path(tmp) / "memory", open_sessions, 50)
+        print(f"open sessions: {open_sessions} x 50 spans: {per_session:,.0f} RSS bytes/session "
+              f"(raw spans {raw:,.0f} bytes; target <= {1.5 * raw + 4096:,.0f})")
+
+    figures = {
+        "ingest_spans_per_s": round(flat["spans_per_s"]),
+        "decode_limit_spans_per_s": round(limit),
+        "ratio": round(flat["spans_per_s"] / limit, 3),
+        "export_p99_ms": round(half["p99_ms"], 1),
+        "rss_bytes_per_open_session": round(per_session),
+        "raw_bytes_per_open_session": round(raw),
+        "detect_us_per_span": round(detect_us, 2),
+        "short": short,
+    }
+    print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
