@@ -20,7 +20,9 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -115,7 +117,12 @@ _KEY = re.compile(r"^(span|resource):\S+$")
 
 
 class Sessions(_Strict):
-    keys: tuple[str, ...] = ("span:session.id", "span:gen_ai.conversation.id", "resource:session.id")
+    keys: tuple[str, ...] = (
+        "span:session.id",
+        "span:gen_ai.conversation.id",
+        "span:langsmith.metadata.session_id",  # LangSmith OTel mode flattens run metadata
+        "resource:session.id",
+    )
     idle_timeout: Seconds = 300.0
     max_duration: Seconds = 6 * 3600.0
     max_spans: int = Field(20_000, gt=0)
@@ -137,23 +144,113 @@ class Sessions(_Strict):
         return keys
 
 
+class Price(_Strict):
+    """US dollars per million tokens.  Cache prices default to the API's multipliers of ``input``."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0)  # default 0.1 x input
+    cache_write: float | None = Field(default=None, ge=0)  # default 1.25 x input (5-minute cache)
+
+
+# List prices of the default model's class; override or extend them under judge.prices.
+DEFAULT_PRICES: dict[str, Price] = {
+    "claude-sonnet-5-5": Price(input=3.0, output=15.0),
+}
+
+
+class Budget(_Strict):
+    """Hard ceilings on judge spend.  Windows are calendar hours and days (UTC)."""
+
+    tokens_per_hour: int | None = Field(default=None, gt=0)
+    tokens_per_day: int | None = Field(default=None, gt=0)
+    usd_per_hour: float | None = Field(default=None, gt=0)
+    usd_per_day: float | None = Field(default=None, gt=0)
+
+    @property
+    def uses_usd(self) -> bool:
+        return self.usd_per_hour is not None or self.usd_per_day is not None
+
+
 class Judge(_Strict):
     api_key: str | None = None
     base_url: str | None = None
     model: str = "claude-sonnet-5-5"
-    timeout: Seconds = 60.0
+    timeout: Seconds = 60.0  # per API call
+    max_retries: int = Field(default=3, ge=0, le=10)  # on 429, 529, 5xx, timeouts and connection errors
+    backoff: Seconds = 1.0  # first retry delay without retry-after; doubles each retry
+    max_backoff: Seconds = 30.0
+    max_retry_after: Seconds = 120.0  # a longer retry-after ends the call as rate limited
+    max_concurrency: int = Field(default=4, gt=0)
+    max_queue: int = Field(
+        default=1000, gt=0
+    )  # judge evaluations waiting or in flight; beyond: skipped/queue_full
+    max_tokens: int = Field(default=1024, gt=0)  # output tokens per verdict
+    max_input_tokens: int = Field(default=200_000, ge=2_000)  # AgentCore's per-evaluation input quota
+    budget: Budget = Budget()
+    prices: dict[str, Price] = {}
 
     @property
     def configured(self) -> bool:
         return bool(self.api_key or self.base_url)
 
+    def price(self, model: str) -> Price | None:
+        return self.prices.get(model) or DEFAULT_PRICES.get(model)
+
     def __repr__(self) -> str:  # never print the key
         return f"Judge(model={self.model!r}, base_url={self.base_url!r}, api_key={'***' if self.api_key else None})"
 
 
+class Retry(_Strict):
+    """Backoff between failed export attempts.  There is no give-up time: a result leaves
+    only when the downstream acknowledges it (or refuses it as malformed)."""
+
+    initial_interval: Seconds = 1.0
+    max_interval: Seconds = 30.0
+    multiplier: float = Field(default=2.0, ge=1.0)
+
+    @field_validator("max_interval")
+    @classmethod
+    def _ordered(cls, value: float, info: ValidationInfo) -> float:
+        if value < info.data.get("initial_interval", 0.0):
+            raise ValueError("must be at least initial_interval")
+        return value
+
+
 class OtlpExport(_Strict):
-    endpoint: str
+    """Evaluation spans (and optionally ``gen_ai.evaluation.result`` log records) downstream."""
+
+    endpoint: str  # http://host:4317 plaintext, https://host:4317 TLS; for http, the base URL
     protocol: Literal["grpc", "http"] = "grpc"
+    headers: dict[str, str] = {}
+    timeout: Seconds = 10.0
+    compression: Literal["gzip", "none"] = "gzip"
+    logs: bool = False  # also send each result as a gen_ai.evaluation.result log record
+    batch_size: int = Field(default=512, gt=0)
+    queue_size: int = Field(default=100_000, gt=0)  # results held while the downstream is away
+    retry: Retry = Retry()
+
+    @field_validator("endpoint")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        scheme, sep, rest = value.partition("://")
+        if not sep or scheme not in ("http", "https") or not rest.strip("/"):
+            raise ValueError(
+                f"{value!r} is not a URL: write http://host:4317 (plaintext) or https://host:4317 (TLS)"
+            )
+        return value.rstrip("/")
+
+    @property
+    def tls(self) -> bool:
+        return self.endpoint.startswith("https://")
+
+    @property
+    def authority(self) -> str:
+        """host:port for gRPC (default port 4317 for grpc, 4318 for http)."""
+        rest = self.endpoint.partition("://")[2].partition("/")[0]
+        if rest.rpartition(":")[2].isdigit() and not rest.endswith("]"):
+            return rest
+        return f"{rest}:{4317 if self.protocol == 'grpc' else 4318}"
 
 
 class Export(_Strict):
@@ -161,7 +258,110 @@ class Export(_Strict):
 
 
 class Skills(_Strict):
+    """The operator's skill folders (``<name>/SKILL.md``), validated per the spec at load time."""
+
     paths: tuple[str, ...] = ()
+
+    @field_validator("paths")
+    @classmethod
+    def _valid_skills(cls, paths: tuple[str, ...]) -> tuple[str, ...]:
+        from evaluators.registry import RegistryError, load_registry
+
+        try:
+            load_registry(paths)
+        except RegistryError as err:
+            raise ValueError(str(err)) from None
+        return paths
+
+
+_CUSTOM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_]+)\}")
+PLACEHOLDERS = (
+    "invoked_skill",
+    "skill_content",
+    "available_skills",
+    "user_message",
+    "context",
+    "available_tools",
+    "tool_turn",
+)
+
+
+class Evaluator(_Strict):
+    enabled: bool = True
+    sampling: float = Field(default=100.0, gt=0, le=100)  # percent of sessions, chosen by session hash
+    model: str | None = None  # overrides judge.model
+    budget: Budget = Budget()  # on top of judge.budget
+
+
+class ScaleEntry(_Strict):
+    label: str = Field(min_length=1, max_length=64)
+    value: float
+    definition: str = Field(min_length=1)
+
+
+class CustomEvaluator(Evaluator):
+    name: str
+    level: Literal["tool_call", "session"] = "session"
+    instructions: str = Field(min_length=1)
+    rating_scale: tuple[ScaleEntry, ...] = Field(min_length=2)
+    scale_kind: Literal["categorical", "numerical"] = "categorical"
+    pass_threshold: float | None = None  # default: the highest value on the scale
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        if not _CUSTOM_NAME.match(name):
+            raise ValueError(
+                f"{name!r} must be 1-63 chars of a-z, 0-9, '_' and '-' (it becomes custom.<name>)"
+            )
+        return name
+
+    @field_validator("instructions")
+    @classmethod
+    def _placeholders(cls, text: str) -> str:
+        unknown = sorted({p for p in _PLACEHOLDER.findall(text) if p not in PLACEHOLDERS})
+        if unknown:
+            raise ValueError(
+                f"unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)} - use {', '.join(PLACEHOLDERS)}"
+            )
+        return text
+
+    @field_validator("rating_scale")
+    @classmethod
+    def _scale(cls, scale: tuple[ScaleEntry, ...]) -> tuple[ScaleEntry, ...]:
+        labels = [e.label for e in scale]
+        values = [e.value for e in scale]
+        if len(set(labels)) != len(labels) or len(set(values)) != len(values):
+            raise ValueError("every rating_scale entry needs a distinct label and a distinct value")
+        return scale
+
+
+class Evaluators(_Strict):
+    skill_invoked: Evaluator = Evaluator()
+    skill_selection_accuracy: Evaluator = Evaluator()
+    skill_instruction_following: Evaluator = Evaluator()
+    skill_omission: Evaluator = Evaluator(sampling=10.0)  # runs on many sessions: sampled on its own
+    custom: tuple[CustomEvaluator, ...] = ()
+
+    @field_validator("custom")
+    @classmethod
+    def _distinct(cls, custom: tuple[CustomEvaluator, ...]) -> tuple[CustomEvaluator, ...]:
+        names = [c.name for c in custom]
+        if len(set(names)) != len(names):
+            raise ValueError("custom evaluator names must be distinct")
+        if len(custom) > 25:
+            raise ValueError("at most 25 custom evaluators (AgentCore's limit)")
+        return custom
+
+    def judged(self) -> list[tuple[str, Evaluator]]:
+        """The judge evaluators with their settings, custom ones as ``custom.<name>``."""
+        return [
+            ("skill_selection_accuracy", self.skill_selection_accuracy),
+            ("skill_instruction_following", self.skill_instruction_following),
+            ("skill_omission", self.skill_omission),
+            *((f"custom.{c.name}", c) for c in self.custom),
+        ]
 
 
 class When(_Strict):
@@ -197,8 +397,24 @@ class Config(_Strict):
     judge: Judge = Judge()
     export: Export = Export()
     skills: Skills = Skills()
+    evaluators: Evaluators = Evaluators()
     expectations: tuple[Expectation, ...] = ()
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @model_validator(mode="after")
+    def _priced(self) -> Config:
+        # Every judged row carries its cost, and a USD ceiling that ignores an unpriced model
+        # is no ceiling: a model the judge may use must have a price.
+        if not self.judge.configured:
+            return self
+        models = {self.judge.model} | {e.model for _, e in self.evaluators.judged() if e.model}
+        for model in sorted(models):
+            if self.judge.price(model) is None:
+                raise ValueError(
+                    f"judge.prices: no price for model {model!r} - add "
+                    f"judge.prices.{model}: {{input: <USD per Mtok>, output: <USD per Mtok>}}"
+                )
+        return self
 
 
 def _expand(node: Any, where: str) -> Any:

@@ -53,7 +53,7 @@ class Pipeline:
         self.spool = spool if spool is not None else open_spool(config.storage.path)
         self.store = ResultStore()
         self.assembler = Assembler(config.sessions, self._on_close, rules=Rules.compile(config.expectations))
-        self.runner = Runner(self._deliver)
+        self.runner = Runner(self._deliver, config, self.metrics)
         self.sinks: list[ResultSink] = []  # exporters; each gets every finished Coverage
         self.closed: list[Coverage] = []  # kept only when ``keep_closed`` (replay)
         self.keep_closed = False
@@ -129,6 +129,7 @@ class Pipeline:
         closed = self.assembler.close_all("shutdown")
         self.metrics.sessions_open.set(0)
         await self.runner.drain(timeout)
+        await self.runner.close()
         log.info("shutdown: closed and evaluated %d open sessions", closed)
         for sink in self.sinks:
             await sink.shutdown(timeout)

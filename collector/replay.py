@@ -95,5 +95,6 @@ async def replay(paths: list[str], config: Config) -> ReplayOutcome:
             outcome.problems.append(f"{path}: cannot read ({err.strerror})")
     pipeline.assembler.close_all("end_of_input")
     await pipeline.runner.drain()
+    await pipeline.runner.close()
     outcome.coverages = pipeline.closed
     return outcome

@@ -1,36 +1,279 @@
 """Evaluate closed sessions and hand each finished account (``Coverage``) onwards.
 
-``submit`` is called from the assembler's close callback and must not block: deterministic
-evaluators run at once; evaluators that need a judge run as tasks, bounded, and ``drain``
-waits for the ones in flight (shutdown, end of replay).
+``submit`` is called from the assembler's close callback and must not block: the
+evaluators plan the session at once (deterministic rows, not-applicable and skipped rows
+are final), and the judge work runs as tasks, at most ``judge.max_concurrency`` at a time.
+A session's ``Coverage`` is delivered once, when all of its rows are in.  The judge queue
+is bounded (``judge.max_queue``): beyond it a judge evaluation becomes ``skipped /
+queue_full``, never dropped.  ``drain`` waits for the work in flight (shutdown, end of
+replay); what is still running at its deadline is recorded as ``skipped / shutdown``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 
+from collector.config import Budget as BudgetConfig
+from collector.config import Config, parse
+from collector.export.metrics import Metrics
 from evaluators import suite
 from evaluators.evidence import Session
-from evaluators.result import Coverage
+from evaluators.judge.base import Judge
+from evaluators.judge.budget import Budget, Budgets, Limits
+from evaluators.judge.execute import JudgeEnv, execute
+from evaluators.judge.pricing import Prices
+from evaluators.judge.retry import RetryPolicy
+from evaluators.judge.verdicts import Level, Scale
+from evaluators.plan import CustomSpec, JudgeTask, Policy, Settings
+from evaluators.registry import SkillRegistry, load_registry
+from evaluators.result import Coverage, EvaluationResult, unjudged
+
+log = logging.getLogger("skillgauge")
 
 Deliver = Callable[[Coverage, float], None]  # (coverage, seconds since the session closed)
 
 
+def settings_from(config: Config, registry: SkillRegistry, judge_available: bool) -> Settings:
+    ev = config.evaluators
+    policies = {
+        name: Policy(e.enabled, e.sampling, e.model)
+        for name, e in (
+            ("skill_invoked", ev.skill_invoked),
+            ("skill_selection_accuracy", ev.skill_selection_accuracy),
+            ("skill_instruction_following", ev.skill_instruction_following),
+            ("skill_omission", ev.skill_omission),
+        )
+    }
+    custom = tuple(
+        CustomSpec(
+            c.name,
+            c.level,
+            c.instructions,
+            Scale(
+                tuple(Level(s.label, s.value, s.definition) for s in c.rating_scale),
+                pass_threshold=c.pass_threshold
+                if c.pass_threshold is not None
+                else max(s.value for s in c.rating_scale),
+                kind=c.scale_kind,
+            ),
+            Policy(c.enabled, c.sampling, c.model),
+        )
+        for c in ev.custom
+    )
+    return Settings(
+        judge_configured=judge_available,
+        model=config.judge.model,
+        policies=policies,
+        custom=custom,
+        registry=registry,
+        max_input_tokens=config.judge.max_input_tokens,
+        max_tokens=config.judge.max_tokens,
+    )
+
+
+def _limits(budget: BudgetConfig) -> Limits:
+    return Limits(budget.tokens_per_hour, budget.tokens_per_day, budget.usd_per_hour, budget.usd_per_day)
+
+
+class _MetricsObserver:
+    def __init__(self, metrics: Metrics) -> None:
+        self._m = metrics
+
+    def request(self, model: str, outcome: str, latency_s: float) -> None:
+        self._m.judge_requests.labels(model, outcome).inc()
+        self._m.judge_latency.labels(model).observe(latency_s)
+
+    def billed(self, model: str, kind: str, tokens: int) -> None:
+        if tokens:
+            self._m.judge_tokens.labels(model, kind).inc(tokens)
+
+    def spent(self, model: str, usd: float) -> None:
+        if usd:
+            self._m.judge_cost.labels(model).inc(usd)
+
+
+def build_judge(config: Config, metrics: Metrics) -> Judge | None:
+    if not config.judge.configured:
+        return None
+    from evaluators.judge.anthropic import AnthropicJudge
+
+    j = config.judge
+    return AnthropicJudge(
+        api_key=j.api_key,
+        base_url=j.base_url,
+        timeout=j.timeout,
+        retry=RetryPolicy(j.max_retries, j.backoff, j.max_backoff, j.max_retry_after),
+        observer=_MetricsObserver(metrics),
+    )
+
+
 class Runner:
-    def __init__(self, deliver: Deliver) -> None:
+    def __init__(
+        self,
+        deliver: Deliver,
+        config: Config | None = None,
+        metrics: Metrics | None = None,
+        judge: Judge | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._deliver = deliver
+        self.config = config or parse({})
+        self.metrics = metrics or Metrics()
+        self.registry = load_registry(self.config.skills.paths)  # validated with the config
+        self.judge = judge if judge is not None else build_judge(self.config, self.metrics)
+        self.settings = settings_from(self.config, self.registry, self.judge is not None)
+        self.metrics.skill_labels.learn([s.name for s in self.registry.skills.values()])
         self._in_flight: set[asyncio.Task[None]] = set()
+        self._calls: set[asyncio.Task[EvaluationResult]] = set()
+        self._semaphore = asyncio.Semaphore(self.config.judge.max_concurrency)
+        self._queued = 0
+        judge_budget = Budget("judge", _limits(self.config.judge.budget), clock)
+        per_evaluation = {
+            name: Budgets([judge_budget, Budget(name, _limits(e.budget), clock)])
+            for name, e in self.config.evaluators.judged()
+        }
+        fallback = Budgets([judge_budget])
+        self._env = (
+            JudgeEnv(
+                judge=self.judge,
+                prices=self._prices,
+                budgets=lambda name: per_evaluation.get(name, fallback),
+                observer=_MetricsObserver(self.metrics),
+            )
+            if self.judge is not None
+            else None
+        )
+        if len(self.registry):
+            log.info(
+                "skills registry: %d skills from %s (%s)",
+                len(self.registry),
+                ", ".join(self.config.skills.paths),
+                ", ".join(sorted(s.name for s in self.registry.skills.values())),
+            )
+
+    def _prices(self, model: str) -> Prices | None:
+        price = self.config.judge.price(model)
+        return (
+            None
+            if price is None
+            else Prices.of(price.input, price.output, price.cache_read, price.cache_write)
+        )
+
+    @property
+    def enabled(self) -> tuple[str, ...]:
+        return tuple(name for name in suite.JUDGE_EVALUATIONS if self.settings.policy(name).enabled)
 
     def submit(self, session: Session) -> None:
         closed_at = time.monotonic()
-        self._deliver(suite.evaluate(session), time.monotonic() - closed_at)
+        plan = suite.plan(session, self.settings)
+        for skill in plan.body_mismatches:
+            self.metrics.registry_body_mismatch.labels(self.metrics.skill_labels(skill)).inc()
+        slots: list[EvaluationResult | JudgeTask] = list(plan.slots)
+        pending: list[tuple[int, JudgeTask]] = []
+        for i, slot in enumerate(slots):
+            if not isinstance(slot, JudgeTask):
+                continue
+            if self._env is None:  # planned with a judge that is gone: cannot happen, but never drop
+                slots[i] = _skipped(slot, "no_judge_configured", "no judge is configured")
+            elif self._queued >= self.config.judge.max_queue:
+                slots[i] = _skipped(
+                    slot,
+                    "queue_full",
+                    f"the judge queue is full ({self.config.judge.max_queue} evaluations waiting or in flight)",
+                )
+            else:
+                self._queued += 1
+                pending.append((i, slot))
+        self.metrics.judge_queue.set(self._queued)
+        if not pending:
+            self._finish_now(session, slots, closed_at)
+            return
+        calls = []
+        for _, judge_task in pending:
+            call = asyncio.create_task(self._judge(judge_task), name=f"judge {judge_task.evaluation}")
+            self._calls.add(call)
+            call.add_done_callback(self._calls.discard)
+            calls.append(call)
+        finish = asyncio.create_task(self._gather(session, slots, pending, calls, closed_at))
+        self._in_flight.add(finish)
+        finish.add_done_callback(self._in_flight.discard)
+
+    def _finish_now(
+        self, session: Session, slots: list[EvaluationResult | JudgeTask], closed_at: float
+    ) -> None:
+        results = [s for s in slots if isinstance(s, EvaluationResult)]
+        self._deliver(Coverage(session, results, self.enabled), time.monotonic() - closed_at)
+
+    async def _judge(self, task: JudgeTask) -> EvaluationResult:
+        assert self._env is not None
+        try:
+            async with self._semaphore:
+                return await execute(task, self._env)
+        except asyncio.CancelledError:
+            return _skipped(task, "shutdown", "still waiting for the judge when the collector shut down")
+        except Exception as err:  # a bug must cost one row, not the session's account
+            log.exception("judge evaluation %s failed", task.evaluation)
+            return unjudged(
+                task.evaluation,
+                task.session,
+                "error",
+                "judge_error",
+                f"internal error: {err!r}",
+                **task.where,
+            )
+        finally:
+            self._queued -= 1
+            self.metrics.judge_queue.set(self._queued)
+
+    async def _gather(
+        self,
+        session: Session,
+        slots: list[EvaluationResult | JudgeTask],
+        pending: list[tuple[int, JudgeTask]],
+        calls: list[asyncio.Task[EvaluationResult]],
+        closed_at: float,
+    ) -> None:
+        done = await asyncio.gather(*calls, return_exceptions=True)
+        for (i, judge_task), outcome in zip(pending, done, strict=True):
+            slots[i] = (
+                outcome
+                if isinstance(outcome, EvaluationResult)
+                else _skipped(
+                    judge_task, "shutdown", "still waiting for the judge when the collector shut down"
+                )
+            )
+        self._finish_now(session, slots, closed_at)
 
     @property
     def in_flight(self) -> int:
         return len(self._in_flight)
 
+    @property
+    def queued(self) -> int:
+        return self._queued
+
     async def drain(self, timeout: float = 30.0) -> None:
-        if self._in_flight:
-            await asyncio.wait(self._in_flight, timeout=timeout)
+        """Wait for every session in flight; at the deadline, stop its judge calls (rows say so)."""
+        if not self._in_flight:
+            return
+        _, late = await asyncio.wait(set(self._in_flight), timeout=timeout)
+        if late:
+            log.warning(
+                "drain: %d sessions still waiting for the judge after %gs; recording them as skipped",
+                len(late),
+                timeout,
+            )
+            for call in list(self._calls):
+                call.cancel()
+            await asyncio.wait(late, timeout=5.0)
+
+    async def close(self) -> None:
+        if self.judge is not None:
+            await self.judge.close()
+
+
+def _skipped(task: JudgeTask, reason: str, explanation: str) -> EvaluationResult:
+    return unjudged(task.evaluation, task.session, "skipped", reason, explanation, **task.where)

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from evaluators.evidence import LOAD_STATUSES, Session
+from evaluators.evidence import LOAD_STATUSES, Session, fold_skill_name
 
 Status = Literal["judged", "not_applicable", "skipped", "error"]
 STATUSES: tuple[Status, ...] = ("judged", "not_applicable", "skipped", "error")
@@ -110,12 +110,48 @@ def unjudged(
     )
 
 
+# The evaluations whose row counts are fixed by the evidence (see ``Coverage.accounting``).
+SELECTION, FOLLOWING, OMISSION = "skill_selection_accuracy", "skill_instruction_following", "skill_omission"
+
+
 @dataclass(slots=True)
 class Coverage:
     """What a session's evaluation did and did not cover.  It must add up."""
 
     session: Session
     results: list[EvaluationResult] = field(default_factory=list)
+    enabled: tuple[str, ...] = (SELECTION, FOLLOWING, OMISSION)  # evaluations that were configured on
+
+    def accounting(self) -> dict[str, Any]:
+        """Rows each evaluation owes the session, and rows it produced.
+
+        Every skill load has one selection row, every distinct skill loaded one following
+        row, every session one omission decision, whatever their status.
+        """
+        loads = self.session.skill_loads
+        owed = {
+            SELECTION: len(loads),
+            FOLLOWING: len({fold_skill_name(load.skill) for load in loads}),
+            OMISSION: 1,
+        }
+        counts = Counter(r.evaluation for r in self.results)
+        rows = {
+            name: {"owed": owed[name] if name in self.enabled else 0, "rows": counts.get(name, 0)}
+            for name in (SELECTION, FOLLOWING, OMISSION)
+        }
+        return {**rows, "adds_up": all(v["owed"] == v["rows"] for v in rows.values())}
+
+    def judge_totals(self) -> dict[str, Any]:
+        used = [r.judge for r in self.results if r.judge is not None]
+        return {
+            "rows": len(used),
+            "input_tokens": sum(u.input_tokens for u in used),
+            "output_tokens": sum(u.output_tokens for u in used),
+            "cache_read_tokens": sum(u.cache_read_tokens for u in used),
+            "cache_write_tokens": sum(u.cache_write_tokens for u in used),
+            "cost_usd": round(sum(u.cost_usd for u in used), 8),
+            "context_truncated": sum(1 for u in used if u.context_truncated),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         s = self.session
@@ -154,4 +190,16 @@ class Coverage:
             "results_by_status": {
                 k: by_status.get(k, 0) for k in ("judged", "not_applicable", "skipped", "error")
             },
+            "evaluations": _by_evaluation(self.results),
+            "accounting": self.accounting(),
+            "judge": self.judge_totals(),
         }
+
+
+def _by_evaluation(results: list[EvaluationResult]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for r in results:
+        by_reason = out.setdefault(r.evaluation, {})
+        key = f"{r.status}/{r.reason}"
+        by_reason[key] = by_reason.get(key, 0) + 1
+    return out

@@ -1,13 +1,42 @@
-"""Run the evaluators over one closed session and account for what they covered."""
+"""Run the evaluators over one closed session and account for what they covered.
+
+``plan`` is what the collector's runner uses: deterministic rows at once, judge work as
+tasks.  ``evaluate`` is the synchronous form for callers without a judge: every judge
+evaluation becomes a visible ``skipped / no_judge_configured`` row.
+"""
 
 from __future__ import annotations
 
-from evaluators import skill_invoked
+from dataclasses import replace
+
+from evaluators import custom, instruction_following, skill_invoked, skill_omission, skill_selection
+from evaluators.bodies import skill_uses
 from evaluators.evidence import Session
+from evaluators.plan import Plan, Settings
 from evaluators.result import Coverage, EvaluationResult
 
+JUDGE_EVALUATIONS = (skill_selection.NAME, instruction_following.NAME, skill_omission.NAME)
 
-def evaluate(session: Session) -> Coverage:
-    results: list[EvaluationResult] = []
-    results += skill_invoked.evaluate(session)
+
+def plan(session: Session, settings: Settings) -> Plan:
+    result = Plan(session)
+    if settings.policy(skill_invoked.NAME).enabled:
+        result.slots += skill_invoked.evaluate(session)
+    uses = skill_uses(session, settings.registry)
+    result.body_mismatches = [use.name for use in uses if use.mismatch]
+    if settings.policy(skill_selection.NAME).enabled:
+        result.slots += skill_selection.plan(session, settings)
+    if settings.policy(instruction_following.NAME).enabled:
+        result.slots += instruction_following.plan(session, settings, uses)
+    if settings.policy(skill_omission.NAME).enabled:
+        result.slots += skill_omission.plan(session, settings)
+    for spec in settings.custom:
+        if spec.policy.enabled:
+            result.slots += custom.plan(session, settings, spec)
+    return result
+
+
+def evaluate(session: Session, settings: Settings | None = None) -> Coverage:
+    settings = replace(settings or Settings(), judge_configured=False)
+    results = [slot for slot in plan(session, settings).slots if isinstance(slot, EvaluationResult)]
     return Coverage(session, results)

@@ -15,7 +15,9 @@ def test_defaults_match_the_design() -> None:
     assert cfg.receivers.otlp.http is not None and cfg.receivers.otlp.http.endpoint == "0.0.0.0:4318"
     assert cfg.status.endpoint == "0.0.0.0:9464"
     assert cfg.storage.path == "./skillgauge-data"
-    assert cfg.sessions.keys == ("span:session.id", "span:gen_ai.conversation.id", "resource:session.id")
+    assert cfg.sessions.keys == (
+        "span:session.id", "span:gen_ai.conversation.id", "span:langsmith.metadata.session_id", "resource:session.id"
+    )
     assert (cfg.sessions.idle_timeout, cfg.sessions.max_duration, cfg.sessions.max_spans) == (300, 21600, 20000)
 
 

@@ -81,17 +81,53 @@ def prompt_texts(view: SpanView) -> Iterator[tuple[str, str]]:
                 yield "flattened", flattened
 
 
-def user_message(view: SpanView) -> str | None:
-    """The last user request an agent span records."""
-    found = None
-    for role, raw in prompt_texts(view):
+def user_texts(view: SpanView) -> list[str]:
+    """Every user request the span's recorded input holds, oldest first (histories repeat)."""
+    found: list[str] = []
+    for role, raw in _field_texts(view, _PROMPT_ATTRIBUTES, _PROMPT_EVENTS):
         if role == "user":
-            found = flatten_text(parse_json(raw) if parse_json(raw) is not None else raw)
+            parsed = parse_json(raw)
+            found.append(_text_only(parsed if parsed is not None else raw))
         elif role == "messages":
-            for message in _messages(raw):
-                if message.get("role") in ("user", "human"):
-                    found = flatten_text(message.get("parts") or message.get("content"))
-    return found or None
+            found += [
+                _text_only(m.get("parts") if "parts" in m else m.get("content"))
+                for m in _messages(raw)
+                if m.get("role") in ("user", "human")
+            ]
+    found += _flattened_user_texts(view)
+    return [text.strip() for text in found if text and text.strip()]
+
+
+def _text_only(value: Any) -> str:
+    """The text parts of a message body, leaving out tool calls and tool results."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        if value.get("type") not in (None, "text") or "toolResult" in value or "toolUse" in value:
+            return ""
+        text = value.get("text", value.get("content"))
+        return text if isinstance(text, str) else ""
+    if isinstance(value, list):
+        return "\n".join(t for t in (_text_only(v) for v in value) if t)
+    return ""
+
+
+def _flattened_user_texts(view: SpanView) -> list[str]:
+    roles: dict[str, str] = {}
+    texts: dict[str, list[str]] = {}
+    for key in view.attrs.keys():  # noqa: SIM118 - Attributes is not a dict
+        if not key.startswith(FLATTENED_PREFIX):
+            continue
+        index = key[len(FLATTENED_PREFIX) :].split(".", 1)[0]
+        if key.endswith(".message.role"):
+            roles[index] = view.attrs.text(key) or ""
+        elif key.endswith(FLATTENED_SUFFIXES):
+            texts.setdefault(index, []).append(view.attrs.text(key) or "")
+    return [
+        "\n".join(texts.get(i, []))
+        for i in sorted(roles, key=lambda i: int(i) if i.isdigit() else 0)
+        if roles[i] in ("user", "human")
+    ]
 
 
 def response(view: SpanView) -> str | None:

@@ -78,6 +78,7 @@ class _Seen:
 class SessionEvidence:
     __slots__ = (
         "_activated",
+        "_answers",
         "_content_seen",
         "_expected",
         "_injected",
@@ -87,6 +88,7 @@ class SessionEvidence:
         "_rules",
         "_scanned",
         "_tool_spans_with_content",
+        "_turn_texts",
         "agent_spans",
         "catalog",
         "framework",
@@ -109,6 +111,8 @@ class SessionEvidence:
         self.tool_spans = 0
         self._tool_spans_with_content = 0
         self._content_seen = False
+        self._turn_texts: set[str] = set()
+        self._answers: list[tuple[int, str]] = []  # (end time, text) of recorded answers
         self._expected: dict[str, str] = {}  # folded -> as written
         self._scanned: set[int] = set()  # hashes of prompt text already scanned
         self._message_calls: dict[str, tuple[MessageCall, _Seen]] = {}
@@ -128,19 +132,16 @@ class SessionEvidence:
         if call is not None:
             self._observe_tool(call)
             return
+        start = view.span.start_time_unix_nano
         if has_marker(view, patterns.AGENT_SPAN_MARKERS):
-            self.agent_spans.append((view.span.start_time_unix_nano, view.trace_id, view.span_id))
-            user = messages.user_message(view)
-            if user:
-                self.turns.append(
-                    Turn(
-                        user,
-                        view.span_id,
-                        view.trace_id,
-                        view.span.start_time_unix_nano,
-                        messages.response(view),
-                    )
-                )
+            self.agent_spans.append((start, view.trace_id, view.span_id))
+        for text in messages.user_texts(view):
+            if text not in self._turn_texts:  # each request once, though every later span repeats it
+                self._turn_texts.add(text)
+                self.turns.append(Turn(text, view.span_id, view.trace_id, start))
+        answer = messages.response(view)
+        if answer:
+            self._answers.append((view.span.end_time_unix_nano, answer))
         seen = None
         for _, raw in messages.prompt_texts(view):
             self._content_seen = True
@@ -221,7 +222,9 @@ class SessionEvidence:
         self.framework = self.framework or other.framework
         self.tool_calls += other.tool_calls
         self.skill_loads += other.skill_loads
-        self.turns += other.turns
+        self.turns += [t for t in other.turns if t.user_message not in self._turn_texts]
+        self._turn_texts |= other._turn_texts
+        self._answers += other._answers
         self.agent_spans += other.agent_spans
         self.tool_spans += other.tool_spans
         self._tool_spans_with_content += other._tool_spans_with_content
@@ -243,6 +246,7 @@ class SessionEvidence:
         self._attach_injections()
         self._add_message_calls()
         self.turns.sort(key=lambda t: t.start_unix_nano)
+        self._answer_turns()
         self.tool_calls.sort(key=lambda c: c.start_unix_nano)
         self.skill_loads.sort(key=lambda s: s.time_unix_nano)
         expected = dict(self._expected)
@@ -263,6 +267,18 @@ class SessionEvidence:
             span_count=self.span_count,
             close_reason=close_reason,
         )
+
+    def _answer_turns(self) -> None:
+        """Each turn's answer: the latest recorded answer before the next turn began."""
+        answers = sorted(self._answers)
+        for i, turn in enumerate(self.turns):
+            until = self.turns[i + 1].start_unix_nano if i + 1 < len(self.turns) else None
+            before = [
+                text
+                for end, text in answers
+                if end >= turn.start_unix_nano and (until is None or end < until)
+            ]
+            turn.response = before[-1] if before else turn.response
 
     def _content_capture(self) -> ContentCapture:
         if self.tool_spans:

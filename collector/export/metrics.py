@@ -113,9 +113,20 @@ class Metrics:
         )
         self.scores = Histogram(
             "skillgauge_evaluation_score",
-            "Scores of judged results, by evaluation.",
-            ["evaluation"],
+            "Scores of judged results, by evaluation, skill (capped) and framework.",
+            ["evaluation", "skill", "framework"],
             buckets=(0.0, 0.25, 0.5, 0.75, 1.0),
+            registry=r,
+        )
+        self.verdicts = Counter(
+            "skillgauge_evaluation_verdicts",
+            "Judged results by verdict (pass / fail), evaluation, skill (capped) and framework.",
+            ["evaluation", "skill", "framework", "verdict"],
+            registry=r,
+        )
+        self.sessions_with_missed_expectations = Counter(
+            "skillgauge_sessions_with_missed_expectations",
+            "Closed sessions in which at least one expected skill was not loaded.",
             registry=r,
         )
         self.last_success = Gauge(
@@ -157,6 +168,14 @@ class Metrics:
         self.export_backlog = Gauge(
             "skillgauge_export_backlog", "Results waiting to be exported, by exporter.", ["exporter"],
             registry=r)
+        self.export_dropped = Counter(
+            "skillgauge_export_dropped", "Results given up on, by exporter and reason (queue_full, "
+            "rejected: the downstream refused them for good, partially_rejected).", ["exporter", "reason"],
+            registry=r)
+        self.export_lag = Histogram(
+            "skillgauge_export_lag_seconds", "Seconds from a result being recorded to its downstream "
+            "acknowledgement, by exporter.", ["exporter"],
+            buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 1800, 3600), registry=r)
         self.spool_bytes = Gauge("skillgauge_spool_bytes", "Size of the spool on disk.", registry=r)
         self.judge_configured = Gauge(
             "skillgauge_judge_configured", "1 when a judge (API key or base URL) is configured.", registry=r
@@ -179,11 +198,17 @@ class Metrics:
         for result in results:
             self.evaluations.labels(result.evaluation, result.status, result.reason).inc()
             if result.status == "judged" and result.score is not None:
-                self.scores.labels(result.evaluation).observe(result.score)
+                skill = self.skill_labels(result.skill) if result.skill else "none"
+                framework = result.framework or session.framework
+                self.scores.labels(result.evaluation, skill, framework).observe(result.score)
+                verdict = "pass" if result.passed else "fail"
+                self.verdicts.labels(result.evaluation, skill, framework, verdict).inc()
                 self.last_success.labels(result.evaluation).set(now)
             if result.evaluation == "skill_invoked":
                 skill = self.skill_labels(result.skill)
                 self.expected_checks.labels(skill).inc()
                 if result.passed is False:
                     self.expected_misses.labels(skill, result.reason).inc()
+        if any(r.evaluation == "skill_invoked" and r.passed is False for r in results):
+            self.sessions_with_missed_expectations.inc()
         self.evaluation_lag.observe(lag)

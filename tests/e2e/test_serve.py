@@ -76,8 +76,7 @@ def test_strands_session_over_grpc_http_and_json_is_evaluated(expecting_server: 
             [s.name for s in request.resource_spans[0].scope_spans[0].spans].index("execute_tool skills")
         ].span_id.hex(),
     }]
-    (result,) = records[:-1]
-    assert result["evaluation"] == "skill_invoked"
+    (result,) = [r for r in records[:-1] if r["evaluation"] == "skill_invoked"]
     assert (result["status"], result["passed"], result["score"], result["reason"]) == ("judged", True, 1.0, "loaded")
     assert result["span_id"] == coverage["skill_loads"][0]["span_id"]
 
@@ -90,6 +89,10 @@ def test_strands_session_over_grpc_http_and_json_is_evaluated(expecting_server: 
     assert metric_value(metrics, "skillgauge_evaluations_total", evaluation="skill_invoked",
                         status="judged", reason="loaded") == 1
     assert metric_value(metrics, "skillgauge_sessions_open") == 0
+    # No judge configured: every judge evaluation is reported as skipped, never as a pass.
+    judge_rows = [r for r in records[:-1] if r["evaluation"] != "skill_invoked"]
+    assert all(r["passed"] is None and r["status"] in ("skipped", "not_applicable") for r in judge_rows)
+    assert {r["reason"] for r in judge_rows if r["status"] == "skipped"} == {"no_judge_configured"}
 
 
 def test_startup_log_names_every_listener(server: Server) -> None:

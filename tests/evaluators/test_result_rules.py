@@ -27,7 +27,14 @@ def _load(skill: str, status: str, message: str | None = None) -> SkillLoad:
     [
         ([], "not_invoked", False),
         ([_load("Release_Notes", "loaded")], "loaded", True),
-        ([_load("release-notes", "failed", "boom"), _load("release-notes", "failed", "Skill 'x' not found")], "load_failed", False),
+        (
+            [
+                _load("release-notes", "failed", "boom"),
+                _load("release-notes", "failed", "Skill 'x' not found"),
+            ],
+            "load_failed",
+            False,
+        ),
         ([_load("release-notes", "failed"), _load("release-notes", "loaded")], "loaded", True),
         ([_load("release-notes", "denied")], "load_denied", False),
         ([_load("release-notes", "unresolved")], "unresolved", False),
@@ -35,7 +42,9 @@ def _load(skill: str, status: str, message: str | None = None) -> SkillLoad:
     ],
 )
 def test_skill_invoked_reasons(loads: list[SkillLoad], reason: str, passed: bool) -> None:
-    session = Session("s", skill_loads=loads, expected_skills=["release-notes"], first_agent_span=("a" * 32, "b" * 16))
+    session = Session(
+        "s", skill_loads=loads, expected_skills=["release-notes"], first_agent_span=("a" * 32, "b" * 16)
+    )
     (row,) = skill_invoked.evaluate(session)
     assert (row.reason, row.passed, row.status) == (reason, passed, "judged")
     if reason == "load_failed":

@@ -1,0 +1,115 @@
+"""The judge seam: a request in, a tool-call reply (or a classified failure) out.
+
+``Judge`` is a one-method protocol so that tests and other providers can stand in for
+Anthropic (``evaluators.judge.testing.FakeJudge``; ``evaluators.judge.anthropic`` is the
+real one).  Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol
+
+# Why a judge call produced no reply.  Each maps to an ``error`` result reason and to a
+# ``skillgauge_judge_requests`` outcome.
+FailureKind = Literal["timeout", "rate_limited", "overloaded", "error"]
+FAILURE_REASONS: dict[FailureKind, str] = {
+    "timeout": "judge_timeout",
+    "rate_limited": "judge_rate_limited",
+    "overloaded": "judge_overloaded",
+    "error": "judge_error",
+}
+
+VERDICT_TOOL = "record_verdict"
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One text block of the prompt.  ``cache`` marks the end of a cacheable prefix."""
+
+    text: str
+    cache: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeRequest:
+    evaluation: str
+    model: str
+    system: tuple[Block, ...]
+    content: tuple[Block, ...]  # the one user message
+    tool_schema: dict[str, Any]
+    tool_description: str
+    max_tokens: int
+    context_truncated: bool = False
+    nonces: tuple[str, ...] = ()  # the fence delimiters used in this request
+
+    def with_note(self, note: str) -> JudgeRequest:
+        """The same request with a trusted note appended (used to retry an invalid verdict)."""
+        return replace(self, content=(*self.content, Block(note)))
+
+    def chars(self) -> int:
+        return sum(len(b.text) for b in (*self.system, *self.content)) + len(str(self.tool_schema))
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeReply:
+    model: str
+    tool_input: dict[str, Any] | None  # None: the model did not call the verdict tool
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    latency_s: float = 0.0
+    stop_reason: str | None = None
+    text: str = ""
+
+
+@dataclass
+class JudgeFailure(Exception):
+    """A call that produced no reply after the retries the policy allows."""
+
+    kind: FailureKind
+    message: str
+    attempts: int = 1
+    latency_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.kind}: {self.message} (after {self.attempts} attempt{'s' if self.attempts != 1 else ''})"
+        )
+
+    @property
+    def reason(self) -> str:
+        return FAILURE_REASONS[self.kind]
+
+
+class Judge(Protocol):
+    """Sends one request; retries transient failures itself; raises ``JudgeFailure``."""
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply: ...
+
+    async def close(self) -> None: ...
+
+
+class JudgeObserver(Protocol):
+    """Where judge accounting goes (the collector points it at Prometheus)."""
+
+    def request(self, model: str, outcome: str, latency_s: float) -> None:
+        """One API call finished: ok | unparseable | timeout | rate_limited | overloaded | error."""
+
+    def billed(self, model: str, kind: str, tokens: int) -> None:
+        """Tokens billed, by kind: input | output | cache_read | cache_write."""
+
+    def spent(self, model: str, usd: float) -> None: ...
+
+
+class NullObserver:
+    def request(self, model: str, outcome: str, latency_s: float) -> None:
+        pass
+
+    def billed(self, model: str, kind: str, tokens: int) -> None:
+        pass
+
+    def spent(self, model: str, usd: float) -> None:
+        pass

@@ -1,0 +1,75 @@
+"""skill_omission: the session had a catalog and used no skill; should it have?  (judge)
+
+Ours: no peer scores this.  Exactly one decision per session: judged (1.0 when declining
+was right, 0.0 when a skill was skipped, naming the skill), or not applicable with the
+reason (a skill was loaded, the catalog was empty or not recorded, tool content was not
+captured so a file-read load could be invisible, nothing recorded), or skipped with the
+reason.  It runs on many sessions, so it has its own sampling rate.
+"""
+
+from __future__ import annotations
+
+from evaluators import context
+from evaluators.evidence import Session
+from evaluators.judge import prompt
+from evaluators.judge.verdicts import OmissionScale
+from evaluators.plan import Settings, Slot, gate, not_applicable, resolve_catalog, task
+
+NAME = "skill_omission"
+
+
+def plan(session: Session, settings: Settings) -> list[Slot]:
+    catalog = resolve_catalog(session, settings.registry)
+    where = {
+        "trace_id": session.first_agent_span[0] if session.first_agent_span else None,
+        "span_id": session.first_agent_span[1] if session.first_agent_span else None,
+        "catalog_source": catalog.source,
+    }
+    if session.skill_loads:
+        n = len(session.skill_loads)
+        return [
+            not_applicable(
+                NAME, session, "skill_loaded", f"the session made {n} skill load{'s' * (n > 1)}", where
+            )
+        ]
+    if catalog.source == "none":
+        return [
+            not_applicable(
+                NAME,
+                session,
+                "no_catalog",
+                "no catalog was recorded and no skills registry is configured",
+                where,
+            )
+        ]
+    if not catalog.entries:
+        return [
+            not_applicable(
+                NAME, session, "empty_catalog", "the agent was shown an empty skill catalog", where
+            )
+        ]
+    if session.content_capture == "missing":
+        return [
+            not_applicable(
+                NAME,
+                session,
+                "content_not_captured",
+                "tool spans carry no arguments or results, so a skill read from a file would be invisible",
+                where,
+            )
+        ]
+    if not context.has_trajectory(session):
+        return [
+            not_applicable(
+                NAME, session, "no_trajectory", "the session recorded no turns or tool calls", where
+            )
+        ]
+    skipped = gate(NAME, session, settings, where)
+    if skipped is not None:
+        return [skipped]
+    data = [
+        prompt.Datum("available_skills", catalog.text(), stable=True, truncatable=False),
+        prompt.Datum("session", context.trajectory(session)),
+    ]
+    rubric = OmissionScale(catalog.names())
+    return [task(NAME, session, settings, prompt.template(NAME), rubric, data, where)]
