@@ -14,6 +14,7 @@ from aiohttp import web
 from collector import __version__
 from collector.config import Config
 from collector.export import status
+from collector.export.otlp import OtlpExporter
 from collector.pipeline import Pipeline
 from collector.receiver import grpc as grpc_receiver
 from collector.receiver import http as http_receiver
@@ -48,6 +49,10 @@ class Service:
             return on_answer
 
         await pipeline.start()
+        if self.config.export.otlp is not None:
+            exporter = OtlpExporter(self.config.export.otlp, metrics)
+            pipeline.sinks.append(exporter)
+            await exporter.start()
         if receivers.grpc is not None:
             self._grpc, self.ports["grpc"] = await grpc_receiver.start(
                 receivers.grpc, pipeline.consume, answered("grpc")
@@ -124,6 +129,18 @@ class Service:
             s.max_spans,
             s.end_attribute,
         )
+        if cfg.export.otlp is not None:
+            otlp = cfg.export.otlp
+            log.info(
+                "export: evaluation spans%s to %s over OTLP/%s; results wait in an in-memory outbox "
+                "(up to %d) while the downstream is unavailable",
+                " and gen_ai.evaluation.result log records" if otlp.logs else "",
+                otlp.endpoint,
+                "gRPC" if otlp.protocol == "grpc" else "HTTP",
+                otlp.queue_size,
+            )
+        else:
+            log.info("export: no export.otlp endpoint; results are on /metrics and /v1/sessions/{id} only")
         if cfg.judge.configured:
             log.info("judge: %s via %s", cfg.judge.model, cfg.judge.base_url or "api.anthropic.com")
         else:

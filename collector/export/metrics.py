@@ -143,39 +143,70 @@ class Metrics:
         )
         # The judge (filled in by evaluators' runner).
         self.judge_requests = Counter(
-            "skillgauge_judge_requests", "Judge API calls, by model and outcome "
-            "(ok, error, timeout, rate_limited, overloaded, unparseable).", ["model", "outcome"], registry=r)
+            "skillgauge_judge_requests",
+            "Judge API calls, by model and outcome "
+            "(ok, error, timeout, rate_limited, overloaded, unparseable).",
+            ["model", "outcome"],
+            registry=r,
+        )
         self.judge_latency = Histogram(
-            "skillgauge_judge_latency_seconds", "Judge API call latency, by model.", ["model"],
-            buckets=(0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120), registry=r)
+            "skillgauge_judge_latency_seconds",
+            "Judge API call latency, by model.",
+            ["model"],
+            buckets=(0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120),
+            registry=r,
+        )
         self.judge_tokens = Counter(
-            "skillgauge_judge_tokens", "Judge tokens billed, by model and kind "
-            "(input, output, cache_read, cache_write).", ["model", "kind"], registry=r)
+            "skillgauge_judge_tokens",
+            "Judge tokens billed, by model and kind (input, output, cache_read, cache_write).",
+            ["model", "kind"],
+            registry=r,
+        )
         self.judge_cost = Counter(
-            "skillgauge_judge_cost_usd", "Judge spend in US dollars, by model.", ["model"], registry=r)
+            "skillgauge_judge_cost_usd", "Judge spend in US dollars, by model.", ["model"], registry=r
+        )
         self.judge_queue = Gauge(
-            "skillgauge_judge_queue_depth", "Judge evaluations waiting or in flight.", registry=r)
+            "skillgauge_judge_queue_depth", "Judge evaluations waiting or in flight.", registry=r
+        )
         self.registry_body_mismatch = Counter(
-            "skillgauge_skill_body_mismatch", "Loads whose traced body differs from the operator's "
-            "registry copy (the trace wins), by skill.", ["skill"], registry=r)
+            "skillgauge_skill_body_mismatch",
+            "Loads whose traced body differs from the operator's registry copy (the trace wins), by skill.",
+            ["skill"],
+            registry=r,
+        )
         # Exports (evaluation spans / log records downstream).
         self.exported = Counter(
-            "skillgauge_exported_results", "Results acknowledged by a downstream exporter.", ["exporter"],
-            registry=r)
+            "skillgauge_exported_results",
+            "Results acknowledged by a downstream exporter.",
+            ["exporter"],
+            registry=r,
+        )
         self.export_failures = Counter(
-            "skillgauge_export_failures", "Failed export attempts, by exporter and reason.",
-            ["exporter", "reason"], registry=r)
+            "skillgauge_export_failures",
+            "Failed export attempts, by exporter and reason.",
+            ["exporter", "reason"],
+            registry=r,
+        )
         self.export_backlog = Gauge(
-            "skillgauge_export_backlog", "Results waiting to be exported, by exporter.", ["exporter"],
-            registry=r)
+            "skillgauge_export_backlog",
+            "Results waiting to be exported, by exporter.",
+            ["exporter"],
+            registry=r,
+        )
         self.export_dropped = Counter(
-            "skillgauge_export_dropped", "Results given up on, by exporter and reason (queue_full, "
-            "rejected: the downstream refused them for good, partially_rejected).", ["exporter", "reason"],
-            registry=r)
+            "skillgauge_export_dropped",
+            "Results given up on, by exporter and reason (queue_full, "
+            "rejected: the downstream refused them for good, partially_rejected).",
+            ["exporter", "reason"],
+            registry=r,
+        )
         self.export_lag = Histogram(
-            "skillgauge_export_lag_seconds", "Seconds from a result being recorded to its downstream "
-            "acknowledgement, by exporter.", ["exporter"],
-            buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 1800, 3600), registry=r)
+            "skillgauge_export_lag_seconds",
+            "Seconds from a result being recorded to its downstream acknowledgement, by exporter.",
+            ["exporter"],
+            buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 1800, 3600),
+            registry=r,
+        )
         self.spool_bytes = Gauge("skillgauge_spool_bytes", "Size of the spool on disk.", registry=r)
         self.judge_configured = Gauge(
             "skillgauge_judge_configured", "1 when a judge (API key or base URL) is configured.", registry=r

@@ -1,0 +1,113 @@
+"""The OpenTelemetry Collector loadbalancing exporter's routing, re-implemented for tests.
+
+What it does (exporter/loadbalancingexporter in opentelemetry-collector-contrib, as read in
+consistent_hashing.go, trace_exporter.go and attribute_routing.go of its current main):
+
+* With ``routing_key: attributes`` a batch is first split per trace (``batchpersignal.
+  SplitTraces``: one ptrace.Traces per trace id, keeping resource and scope).
+* For each such trace batch and each routing attribute, the value is taken from the
+  resource, else the first scope's attributes, else the **first span** of the trace; the
+  key is the concatenation of ``"<name>=<value>|"`` (``"<name>=|"`` when absent).
+* The key's CRC-32 (IEEE) modulo 36000 is a position on a ring.  Each endpoint owns 100
+  positions: CRC-32 of the endpoint string followed by the point index as a little-endian
+  uint32, modulo 36000; a taken position is probed forward (+1, up to 10 times), else
+  skipped.  Endpoints are placed in the resolver's (sorted) order.
+* The backend is the first ring item at or after the key's position, wrapping to the first.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+import zlib
+from collections import OrderedDict
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
+
+from collector.spans import value_of
+
+MAX_POSITIONS = 36000
+WEIGHT = 100
+PROBE_LIMIT = 10
+
+
+class HashRing:
+    def __init__(self, endpoints: list[str]) -> None:
+        taken: dict[int, str] = {}
+        for endpoint in sorted(endpoints):
+            for i in range(WEIGHT):
+                pos = zlib.crc32(endpoint.encode() + struct.pack("<I", i)) % MAX_POSITIONS
+                probed = 0
+                while pos in taken and probed < PROBE_LIMIT:
+                    pos, probed = (pos + 1) % MAX_POSITIONS, probed + 1
+                if probed >= PROBE_LIMIT:
+                    continue
+                taken[pos] = endpoint
+        self._positions = sorted(taken)
+        self._endpoints = [taken[p] for p in self._positions]
+
+    def endpoint_for(self, key: bytes) -> str:
+        pos = zlib.crc32(key) % MAX_POSITIONS
+        idx = bisect.bisect_left(self._positions, pos)
+        return self._endpoints[idx % len(self._endpoints)]
+
+
+def _string(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def routing_key(rs: ResourceSpans, attributes: list[str]) -> str:
+    resource = {kv.key: value_of(kv.value) for kv in rs.resource.attributes}
+    scope = {kv.key: value_of(kv.value) for kv in rs.scope_spans[0].scope.attributes}
+    first = {kv.key: value_of(kv.value) for kv in rs.scope_spans[0].spans[0].attributes}
+    key = ""
+    for name in attributes:
+        for source in (resource, scope, first):
+            if name in source:
+                key += f"{name}={_string(source[name])}|"
+                break
+        else:
+            key += f"{name}=|"
+    return key
+
+
+def split_traces(request: ExportTraceServiceRequest) -> list[ExportTraceServiceRequest]:
+    """One request per trace id, keeping each span's resource and scope (SplitTraces)."""
+    out: OrderedDict[bytes, ExportTraceServiceRequest] = OrderedDict()
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                part = out.setdefault(span.trace_id, ExportTraceServiceRequest())
+                target = None
+                for existing in part.resource_spans:
+                    if existing.resource == rs.resource:
+                        target = existing
+                if target is None:
+                    target = part.resource_spans.add(resource=rs.resource, schema_url=rs.schema_url)
+                scope = None
+                for existing_scope in target.scope_spans:
+                    if existing_scope.scope == ss.scope:
+                        scope = existing_scope
+                if scope is None:
+                    scope = target.scope_spans.add(scope=ss.scope, schema_url=ss.schema_url)
+                scope.spans.append(span)
+    return list(out.values())
+
+
+def route(
+    request: ExportTraceServiceRequest, ring: HashRing, attributes: list[str]
+) -> list[tuple[str, ExportTraceServiceRequest]]:
+    """(endpoint, per-trace request) pairs, as the exporter would send them."""
+    routed = []
+    for part in split_traces(request):
+        keys = {routing_key(rs, attributes) for rs in part.resource_spans}
+        for key in keys:
+            routed.append((ring.endpoint_for(key.encode()), part))
+    return routed
+
+
+__all__ = ["HashRing", "ScopeSpans", "route", "routing_key", "split_traces"]

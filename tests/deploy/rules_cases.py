@@ -1,0 +1,288 @@
+"""The promtool unit tests for deploy/prometheus/rules.yml, as a table.
+
+``python tests/deploy/rules_cases.py`` rewrites deploy/prometheus/rules_test.yml from this
+table (annotations are copied from rules.yml, so a reworded runbook cannot drift); the test
+suite checks the file is current and runs ``promtool test rules`` on it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+RULES = DEPLOY / "prometheus" / "rules.yml"
+RULES_TEST = DEPLOY / "prometheus" / "rules_test.yml"
+
+# (name, input series, [(eval_time, alert, [(extra labels, summary)])], [promql checks])
+Case = tuple[
+    str,
+    dict[str, str],
+    list[tuple[str, str, list[tuple[dict[str, str], str]]]],
+    list[tuple[str, str, list[tuple[str, float]]]],
+]
+
+CASES: list[Case] = [
+    (
+        "skipped skills: 50% of sessions with expectations miss one",
+        {
+            "skillgauge_sessions_with_expectations_total": "0+10x120",
+            "skillgauge_sessions_with_missed_expectations_total": "0+5x120",
+            'skillgauge_expected_skill_checks_total{skill="release-notes"}': "0+10x120",
+            'skillgauge_expected_skill_misses_total{skill="release-notes",reason="not_invoked"}': "0+5x120",
+            'skillgauge_expected_skill_checks_total{skill="csv-cleanup"}': "0+4x120",
+        },
+        [
+            ("10m", "SkillgaugeSkippedSkillRateHigh", []),  # not yet: for 15m
+            (
+                "30m",
+                "SkillgaugeSkippedSkillRateHigh",
+                [({}, "50% of sessions with an expected skill did not load it")],
+            ),
+        ],
+        [
+            (
+                "30m",
+                "skillgauge:skipped_skill_rate_by_skill:ratio_rate1h",
+                [('{skill="release-notes"}', 0.5), ('{skill="csv-cleanup"}', 0.0)],
+            )
+        ],
+    ),
+    (
+        "skipped skills: 10% is below the threshold",
+        {
+            "skillgauge_sessions_with_expectations_total": "0+10x120",
+            "skillgauge_sessions_with_missed_expectations_total": "0+1x120",
+        },
+        [("60m", "SkillgaugeSkippedSkillRateHigh", [])],
+        [],
+    ),
+    (
+        "omission: 30% of omission verdicts say a skill was omitted",
+        {
+            'skillgauge_evaluation_verdicts_total{evaluation="skill_omission",skill="none",framework="strands",verdict="fail"}': "0+3x120",
+            'skillgauge_evaluation_verdicts_total{evaluation="skill_omission",skill="none",framework="strands",verdict="pass"}': "0+7x120",
+        },
+        [
+            (
+                "45m",
+                "SkillgaugeOmissionRateHigh",
+                [
+                    (
+                        {},
+                        "The judge finds a skill should have been used in 30% of catalog sessions that loaded none",
+                    )
+                ],
+            )
+        ],
+        [],
+    ),
+    (
+        "omission: no failing verdict at all reads as 0, not as no data",
+        {
+            'skillgauge_evaluation_verdicts_total{evaluation="skill_omission",skill="none",framework="adk",verdict="pass"}': "0+7x120",
+        },
+        [("45m", "SkillgaugeOmissionRateHigh", [])],
+        [("45m", "skillgauge:omission_rate:ratio_rate1h", [("{}", 0.0)])],
+    ),
+    (
+        "coverage: no judge configured, selection is skipped",
+        {
+            'skillgauge_evaluations_total{evaluation="skill_selection_accuracy",status="skipped",reason="no_judge_configured"}': "0+8x120",
+            'skillgauge_evaluations_total{evaluation="skill_selection_accuracy",status="judged",reason="ok"}': "0+2x120",
+            'skillgauge_evaluations_total{evaluation="skill_instruction_following",status="not_applicable",reason="body_unavailable"}': "0+5x120",
+            'skillgauge_evaluations_total{evaluation="skill_instruction_following",status="judged",reason="ok"}': "0+5x120",
+            'skillgauge_evaluations_total{evaluation="skill_invoked",status="judged",reason="loaded"}': "0+5x120",
+        },
+        [
+            (
+                "45m",
+                "SkillgaugeCoverageLow",
+                [
+                    (
+                        {"evaluation": "skill_selection_accuracy"},
+                        "Only 20% of skill_selection_accuracy results that could be judged were judged",
+                    )
+                ],
+            )
+        ],
+        [
+            (
+                "45m",
+                "skillgauge:judged_share:ratio_rate1h",
+                [
+                    ('{evaluation="skill_selection_accuracy"}', 0.2),
+                    ('{evaluation="skill_instruction_following"}', 0.5),
+                    ('{evaluation="skill_invoked"}', 1.0),
+                ],
+            )
+        ],
+    ),
+    (
+        "judge errors: 20% of calls time out",
+        {
+            'skillgauge_judge_requests_total{model="claude",outcome="ok"}': "0+8x60",
+            'skillgauge_judge_requests_total{model="claude",outcome="timeout"}': "0+2x60",
+        },
+        [("30m", "SkillgaugeJudgeErrorsHigh", [({}, "20% of judge calls fail")])],
+        [],
+    ),
+    (
+        "budget: some evaluations skipped for budget",
+        {
+            'skillgauge_evaluations_total{evaluation="skill_selection_accuracy",status="skipped",reason="budget_exhausted"}': "0+1x60",
+            'skillgauge_evaluations_total{evaluation="skill_selection_accuracy",status="judged",reason="ok"}': "0+3x60",
+        },
+        [
+            (
+                "20m",
+                "SkillgaugeJudgeBudgetExhausted",
+                [({}, "Judge evaluations are being skipped: the token / USD budget is spent")],
+            )
+        ],
+        [],
+    ),
+    (
+        "dead man: sessions close, nothing judged",
+        {
+            'skillgauge_sessions_closed_total{reason="idle_timeout"}': "0+5x120",
+            'skillgauge_evaluations_total{evaluation="skill_selection_accuracy",status="skipped",reason="no_judge_configured"}': "0+5x120",
+        },
+        [
+            (
+                "60m",
+                "SkillgaugeNoEvaluations",
+                [
+                    (
+                        {},
+                        "Sessions keep closing but nothing has been judged for 30 minutes (dead man's switch)",
+                    )
+                ],
+            )
+        ],
+        [],
+    ),
+    (
+        "dead man: quiet while verdicts keep coming",
+        {
+            'skillgauge_sessions_closed_total{reason="idle_timeout"}': "0+5x120",
+            'skillgauge_evaluations_total{evaluation="skill_invoked",status="judged",reason="loaded"}': "0+5x120",
+        },
+        [("60m", "SkillgaugeNoEvaluations", [])],
+        [],
+    ),
+    (
+        "an evaluator silent for hours while sessions close",
+        {
+            'skillgauge_sessions_closed_total{reason="idle_timeout"}': "0+5x500",
+            # promtool's clock starts at 0: a last verdict at t=600s is stale from 6h10m on.
+            'skillgauge_last_evaluation_timestamp_seconds{evaluation="skill_selection_accuracy"}': "600x500",
+            'skillgauge_last_evaluation_timestamp_seconds{evaluation="skill_invoked"}': "600+60x500",
+        },
+        [
+            ("5h", "SkillgaugeEvaluatorSilent", []),
+            (
+                "7h",
+                "SkillgaugeEvaluatorSilent",
+                [
+                    (
+                        {"evaluation": "skill_selection_accuracy"},
+                        "skill_selection_accuracy has produced no verdict for over 6 hours while sessions close",
+                    )
+                ],
+            ),
+        ],
+        [],
+    ),
+    (
+        "export backlog grows while the downstream is away",
+        {'skillgauge_export_backlog{exporter="otlp_traces"}': "0+20x60"},
+        [
+            (
+                "30m",
+                "SkillgaugeExportBacklogGrowing",
+                [({"exporter": "otlp_traces"}, "600 results wait for otlp_traces and the backlog grows")],
+            )
+        ],
+        [],
+    ),
+    (
+        "export backlog drained: quiet",
+        {'skillgauge_export_backlog{exporter="otlp_traces"}': "500-10x60"},
+        [("30m", "SkillgaugeExportBacklogGrowing", [])],
+        [],
+    ),
+    (
+        "results dropped: the outbox overflowed",
+        {'skillgauge_export_dropped_total{exporter="otlp_traces",reason="queue_full"}': "0+5x30"},
+        [("10m", "SkillgaugeExportDroppingResults", [({}, "Results are being dropped by the exporter")])],
+        [],
+    ),
+    (
+        "ingest: 10% of requests refused",
+        {
+            'skillgauge_requests_total{protocol="grpc",signal="traces",outcome="ok"}': "0+90x60",
+            'skillgauge_requests_total{protocol="grpc",signal="traces",outcome="error"}': "0+10x60",
+        },
+        [("20m", "SkillgaugeIngestRejecting", [({}, "10% of OTLP requests from agents are refused")])],
+        [],
+    ),
+]
+
+
+def _alerts() -> dict[str, dict[str, Any]]:
+    rules = yaml.safe_load(RULES.read_text())
+    return {r["alert"]: r for g in rules["groups"] for r in g["rules"] if "alert" in r}
+
+
+def build() -> dict[str, Any]:
+    alerts = _alerts()
+    tests = []
+    for name, series, alert_checks, expr_checks in CASES:
+        test: dict[str, Any] = {
+            "name": name,
+            "interval": "1m",
+            "input_series": [{"series": s, "values": v} for s, v in series.items()],
+            "alert_rule_test": [
+                {
+                    "eval_time": at,
+                    "alertname": alert,
+                    "exp_alerts": [
+                        {
+                            "exp_labels": {**alerts[alert]["labels"], **labels},
+                            "exp_annotations": {
+                                "summary": summary,
+                                "runbook": alerts[alert]["annotations"]["runbook"],
+                            },
+                        }
+                        for labels, summary in fired
+                    ],
+                }
+                for at, alert, fired in alert_checks
+            ],
+        }
+        if expr_checks:
+            test["promql_expr_test"] = [
+                {
+                    "expr": expr,
+                    "eval_time": at,
+                    "exp_samples": [
+                        {"labels": f"{expr}{labels}" if labels != "{}" else expr, "value": value}
+                        for labels, value in samples
+                    ],
+                }
+                for at, expr, samples in expr_checks
+            ]
+        tests.append(test)
+    return {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": tests}
+
+
+def render() -> str:
+    header = "# Generated by tests/deploy/rules_cases.py from its table; run `promtool test rules rules_test.yml`.\n"
+    return header + yaml.safe_dump(build(), sort_keys=False, width=200)
+
+
+if __name__ == "__main__":
+    RULES_TEST.write_text(render())

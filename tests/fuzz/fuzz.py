@@ -1,0 +1,60 @@
+"""Coverage-guided fuzzing of the decoders, parsers and detectors with atheris.
+
+    python tests/fuzz/fuzz.py otlp_protobuf -atheris_runs=200000     # a longer run
+    python tests/fuzz/fuzz.py all -atheris_runs=3000                  # what CI runs
+
+Seeds come from the real framework recordings, so the fuzzer starts from real spans.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import atheris
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+with atheris.instrument_imports():
+    import inputs
+
+
+def seeds(target: str) -> list[bytes]:
+    from support import FRAMEWORKS, trace_requests
+
+    recordings = sorted(FRAMEWORKS.glob("*/*.traces.jsonl"))[:12]
+    if target == "otlp_json":
+        return [path.read_bytes().splitlines()[0] for path in recordings]
+    if target == "otlp_protobuf":
+        return [trace_requests(path)[0].SerializeToString() for path in recordings]
+    skills = sorted((FRAMEWORKS.parent / "skills").glob("*/SKILL.md"))
+    return [path.read_bytes() for path in skills] + [b"cat /a/SKILL.md | head", b"<available_skills></available_skills>"]
+
+
+def run(target: str, argv: list[str]) -> None:
+    function = inputs.TARGETS[target]
+
+    def one(data: bytes) -> None:
+        function(data)
+
+    corpus = Path(f"/tmp/skillgauge-fuzz-{target}")
+    corpus.mkdir(exist_ok=True)
+    for n, seed in enumerate(seeds(target)):
+        (corpus / f"seed-{n}").write_bytes(seed)
+    atheris.Setup([sys.argv[0], *argv, str(corpus)], one)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    name, rest = sys.argv[1], sys.argv[2:]
+    if name == "all":
+        import subprocess
+
+        for target in inputs.TARGETS:
+            code = subprocess.call([sys.executable, __file__, target, *rest])
+            if code:
+                raise SystemExit(code)
+    else:
+        run(name, rest)
