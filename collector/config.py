@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import ssl
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -19,6 +20,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
+    SecretStr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -83,7 +86,104 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Listener(_Strict):
+def _read_secret(path: str, field: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        why = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
+        raise ValueError(f"{field}: cannot read {path!r} ({why})") from None
+
+
+class BearerAuth(_Strict):
+    """``Authorization: Bearer <token>`` required on every request to a listener.
+
+    The token comes from the environment (``bearer_token: ${env:SKILLGAUGE_TOKEN}``) or a
+    file (``bearer_token_file``, one token per line: several lines let clients move to a new
+    token before the old one is removed).  Tokens are compared in constant time and never
+    printed; a token that expands to nothing is an error, never an open door.
+    """
+
+    bearer_token: SecretStr | None = None
+    bearer_token_file: str | None = None
+    _tokens: tuple[bytes, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="after")
+    def _load(self) -> BearerAuth:
+        if (self.bearer_token is None) == (self.bearer_token_file is None):
+            raise ValueError(
+                "set exactly one of bearer_token (e.g. ${env:SKILLGAUGE_TOKEN}) or bearer_token_file"
+            )
+        if self.bearer_token is not None:
+            lines = [self.bearer_token.get_secret_value()]
+        else:
+            lines = _read_secret(str(self.bearer_token_file), "bearer_token_file").splitlines()
+        tokens = [line.strip() for line in lines if line.strip()]
+        if not tokens:
+            raise ValueError("the bearer token is empty - an empty token would let anyone in")
+        if any(not t.isascii() or not t.isprintable() or " " in t for t in tokens):
+            raise ValueError("a bearer token must be printable ASCII without spaces")
+        self._tokens = tuple(t.encode() for t in tokens)
+        return self
+
+    @property
+    def tokens(self) -> tuple[bytes, ...]:
+        return self._tokens
+
+
+class Tls(_Strict):
+    """TLS for one listener (PEM files); with ``client_ca_file`` it is mutual TLS: every
+    client must present a certificate signed by that CA."""
+
+    cert_file: str
+    key_file: str
+    client_ca_file: str | None = None
+    min_version: Literal["1.2", "1.3"] = "1.2"
+
+    @model_validator(mode="after")
+    def _loadable(self) -> Tls:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        try:
+            context.load_cert_chain(self.cert_file, self.key_file)
+        except (OSError, ssl.SSLError) as err:
+            raise ValueError(
+                f"cannot load cert_file {self.cert_file!r} with key_file {self.key_file!r} "
+                f"({err.strerror or err}) - both must be PEM files, the key matching the certificate"
+            ) from None
+        if self.client_ca_file is not None:
+            try:
+                context.load_verify_locations(cafile=self.client_ca_file)
+            except (OSError, ssl.SSLError) as err:
+                raise ValueError(
+                    f"cannot load client_ca_file {self.client_ca_file!r} ({err.strerror or err}) - "
+                    "it must hold PEM CA certificates"
+                ) from None
+        return self
+
+
+ListenerAuth = BearerAuth | Literal["none"] | None  # None: the top-level ``auth``; "none": open
+
+
+class _Secured(_Strict):
+    tls: Tls | None = None
+    auth: ListenerAuth = None
+
+    @field_validator("auth", mode="before")
+    @classmethod
+    def _one_auth(cls, value: Any) -> Any:
+        # Validated here so that a mistake gets one message, not one per union member.
+        if value is None or value == "none" or isinstance(value, BearerAuth):
+            return value
+        if not isinstance(value, dict):
+            raise ValueError(
+                "write auth: none (open), or auth: {bearer_token: ...} or {bearer_token_file: ...}"
+            )
+        try:
+            return BearerAuth.model_validate(value)
+        except ValidationError as err:
+            raise ValueError(_explain(err).replace("(top level): ", "")) from None
+
+
+class Listener(_Secured):
     endpoint: Endpoint
     max_request_bytes: Bytes = 16 * 1024**2  # after decompression, as OTLP specifies
 
@@ -105,12 +205,38 @@ class Receivers(_Strict):
     otlp: OtlpReceivers = OtlpReceivers()
 
 
-class Status(_Strict):
+class Status(_Secured):
+    """/metrics and /v1/sessions need the token when auth is on; /healthz and /readyz stay
+    open for Kubernetes probes.  ``endpoint: 127.0.0.1:9464`` keeps it on this host."""
+
     endpoint: Endpoint = "0.0.0.0:9464"
+
+
+class Redact(_Strict):
+    """Attribute keys whose values are replaced by ``[REDACTED]`` as requests arrive, so they
+    never reach the spool, the judge, the status API or exported evaluation spans.  A key
+    ending in ``.*`` matches every key under it (``user.*``)."""
+
+    attributes: tuple[str, ...] = ()
+
+    @field_validator("attributes")
+    @classmethod
+    def _keys(cls, keys: tuple[str, ...]) -> tuple[str, ...]:
+        for key in keys:
+            if not key.strip() or key.strip() != key or key in ("*", ".*"):
+                raise ValueError(f"{key!r} is not an attribute key, e.g. user.email or user.*")
+        return keys
+
+    def matches(self, key: str) -> bool:
+        return any(key == k or (k.endswith(".*") and key.startswith(k[:-1])) for k in self.attributes)
 
 
 class Storage(_Strict):
     path: str = "./skillgauge-data"  # ":memory:" turns durability off
+    # Beyond this the receivers answer with backpressure until sessions close and the spool
+    # is trimmed; raise it, or add replicas, if skillgauge_spool_bytes sits near it.
+    max_bytes: Bytes = 4 * 1024**3
+    checkpoint_interval: Seconds = 5.0  # how often spooled requests no session needs are deleted
 
 
 _KEY = re.compile(r"^(span|resource):\S+$")
@@ -129,6 +255,8 @@ class Sessions(_Strict):
     max_bytes: Bytes = 200 * 1000**2
     max_open: int = Field(100_000, gt=0)
     end_attribute: str = "skillgauge.session.end"
+    # Closed sessions kept in memory so late spans reopen them whole (a new revision).
+    reopen_cache: int = Field(2_000, ge=0)
     check_interval: Seconds = 1.0
 
     @field_validator("keys")
@@ -174,6 +302,7 @@ class Budget(_Strict):
 
 class Judge(_Strict):
     api_key: str | None = None
+    api_key_file: str | None = None  # instead of api_key: the key is the file's content
     base_url: str | None = None
     model: str = "claude-sonnet-5-5"
     timeout: Seconds = 60.0  # per API call
@@ -196,6 +325,18 @@ class Judge(_Strict):
 
     def price(self, model: str) -> Price | None:
         return self.prices.get(model) or DEFAULT_PRICES.get(model)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _key_from_file(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("api_key_file"):
+            if data.get("api_key"):
+                raise ValueError("set api_key or api_key_file, not both")
+            key = _read_secret(str(data["api_key_file"]), "api_key_file").strip()
+            if not key:
+                raise ValueError(f"api_key_file: {data['api_key_file']!r} is empty")
+            data = {**data, "api_key": key}
+        return data
 
     def __repr__(self) -> str:  # never print the key
         return f"Judge(model={self.model!r}, base_url={self.base_url!r}, api_key={'***' if self.api_key else None})"
@@ -400,6 +541,25 @@ class Config(_Strict):
     evaluators: Evaluators = Evaluators()
     expectations: tuple[Expectation, ...] = ()
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    auth: BearerAuth | None = None  # every listener without an ``auth`` of its own
+    redact: Redact = Redact()
+
+    def auth_for(self, listener: Listener | Status) -> BearerAuth | None:
+        """The auth a listener enforces: its own, else the top-level one; ``none`` = open."""
+        if listener.auth == "none":
+            return None
+        return listener.auth or self.auth
+
+    @model_validator(mode="after")
+    def _redact_keeps_session_keys(self) -> Config:
+        keys = [k.partition(":")[2] for k in self.sessions.keys] + [self.sessions.end_attribute]
+        for key in keys:
+            if self.redact.matches(key):
+                raise ValueError(
+                    f"redact.attributes: {key!r} groups spans into sessions (sessions.keys / "
+                    "end_attribute) and cannot be redacted - remove it from one of the lists"
+                )
+        return self
 
     @model_validator(mode="after")
     def _priced(self) -> Config:
@@ -469,7 +629,7 @@ def parse(data: Any, source: str = "config") -> Config:
     judge = data.setdefault("judge", {}) if isinstance(data.get("judge", {}), dict) else data["judge"]
     if isinstance(judge, dict):
         for key, env in (("api_key", "ANTHROPIC_API_KEY"), ("base_url", "ANTHROPIC_BASE_URL")):
-            if key not in judge and os.environ.get(env):
+            if key not in judge and f"{key}_file" not in judge and os.environ.get(env):
                 judge[key] = os.environ[env]
     try:
         return Config.model_validate(data)

@@ -1,14 +1,24 @@
-"""Wires receiver -> spool -> assembler -> evaluators -> results store and metrics.
+"""Wires receiver -> spool -> assembler -> runner -> sinks (outbox, exporters) and metrics.
 
-One asyncio loop owns the flow.  Receivers call ``consume``; it admits the request (or
+One asyncio loop owns the flow.  Receivers call ``consume``: it admits the request (or
 answers with backpressure), commits it to the spool, and only then feeds the assembler and
-acknowledges.  Closed sessions are evaluated as they close.
+acknowledges.  Closed sessions are evaluated as they close; a finished evaluation is
+queued durably by every sink, then recorded as done.
+
+Crash safety, in order of events:
+  request spooled -> acknowledged -> session closes (revision, request range recorded)
+  -> each judge verdict committed as it arrives -> sinks' outboxes committed -> coverage
+  committed (the revision is done) -> outbox drained downstream.
+A restart replays the spool from the oldest request an unfinished session needs, skips
+spans of revisions already done, finishes revisions that closed but were not done (reusing
+committed verdicts: no second judge call), and drains what the outboxes still hold.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -20,11 +30,12 @@ from collector.config import Config
 from collector.detect.expectations import Rules
 from collector.export.metrics import Metrics
 from collector.export.store import ResultStore
+from collector.receiver.errors import Backpressure
 from collector.runner import Runner
 from collector.sessions.assembler import Accepted, Assembler
-from collector.sessions.spool import Spool, open_spool
+from collector.sessions.spool import Closed, Recovery, Spool, open_spool
 from evaluators.evidence import Session
-from evaluators.result import Coverage
+from evaluators.result import Coverage, EvaluationResult
 
 log = logging.getLogger("skillgauge")
 
@@ -39,9 +50,11 @@ class Received:
 
 
 class ResultSink(Protocol):
-    """Receives every finished session account.  Must not block the event loop."""
+    """Receives every finished session account."""
 
-    def consume(self, coverage: Coverage) -> None: ...
+    async def consume(self, coverage: Coverage) -> None:
+        """Return once the results are queued durably (or at once, for a sink with no queue)."""
+        ...
 
     async def shutdown(self, timeout: float = 10.0) -> None: ...
 
@@ -50,33 +63,54 @@ class Pipeline:
     def __init__(self, config: Config, spool: Spool | None = None, metrics: Metrics | None = None) -> None:
         self.config = config
         self.metrics = metrics or Metrics()
-        self.spool = spool if spool is not None else open_spool(config.storage.path)
+        outbox_capacity = config.export.otlp.queue_size if config.export.otlp else 100_000
+        self.spool = spool if spool is not None else open_spool(config.storage.path, outbox_capacity)
         self.store = ResultStore()
-        self.assembler = Assembler(config.sessions, self._on_close, rules=Rules.compile(config.expectations))
-        self.runner = Runner(self._deliver, config, self.metrics)
+        self.assembler = Assembler(
+            config.sessions,
+            self._on_close,
+            rules=Rules.compile(config.expectations),
+            on_record=self._on_record,
+        )
+        self.runner = Runner(self._deliver, config, self.metrics, store=self._store_result)
         self.sinks: list[ResultSink] = []  # exporters; each gets every finished Coverage
         self.closed: list[Coverage] = []  # kept only when ``keep_closed`` (replay)
         self.keep_closed = False
         self.draining = False
         self._ticker: asyncio.Task[None] | None = None
+        self._recording: set[asyncio.Task[None]] = set()
+        self._unfinished: dict[tuple[str, int], int] = {}  # closed, not yet recorded -> first request
+        self._last_request = 0
+        self._spool_bytes = 0
+        self._checkpointed_at = 0.0
         self._reopened_seen = 0
         self.metrics.judge_configured.set(1 if config.judge.configured else 0)
 
     # -- intake ---------------------------------------------------------------------------
 
+    def admit(self) -> None:
+        """Raise ``Backpressure`` when a bound is reached; nothing has been taken yet."""
+        self.assembler.admit()
+        if self._spool_bytes > self.config.storage.max_bytes:
+            raise Backpressure(
+                f"the spool holds {self._spool_bytes} bytes (storage.max_bytes); retry later",
+                retry_after=10.0,
+            )
+
     async def consume(self, item: Received) -> Accepted:
         """Admit, spool, assemble.  Raises ``ReceiveError`` subclasses for OTLP answers."""
-        self.assembler.admit()
-        await self.spool.append(item.signal, item.request.SerializeToString())
-        return self.assemble(item)
+        self.admit()
+        request_id = await self.spool.append(item.signal, item.request.SerializeToString())
+        self._last_request = max(self._last_request, request_id)
+        return self.assemble(item, request_id)
 
-    def assemble(self, item: Received) -> Accepted:
+    def assemble(self, item: Received, request_id: int = 0, *, admit: bool = True) -> Accepted:
         if item.signal == "traces":
             assert isinstance(item.request, ExportTraceServiceRequest)
-            result = self.assembler.add_spans(item.request)
+            result = self.assembler.add_spans(item.request, request_id, admit=admit)
         else:
             assert isinstance(item.request, ExportLogsServiceRequest)
-            result = self.assembler.add_logs(item.request)
+            result = self.assembler.add_logs(item.request, request_id, admit=admit)
         self.metrics.received.labels(item.signal, item.protocol).inc(result.accepted)
         if result.rejected:
             self.metrics.rejected.labels(item.signal, "invalid_item").inc(result.rejected)
@@ -85,32 +119,140 @@ class Pipeline:
 
     # -- closing and evaluating -----------------------------------------------------------
 
+    def _on_record(self, closed: Closed) -> None:
+        self.spool.record_closed(closed)
+        self._unfinished[(closed.session, closed.revision)] = closed.first_request
+
     def _on_close(self, session: Session, reason: str) -> None:
         self.metrics.sessions_closed.labels(reason).inc()
         self.runner.submit(session)
 
+    async def _store_result(self, result: EvaluationResult) -> None:
+        await self.spool.save_result(result.key, result.session_id, result.revision, result.to_dict())
+
     def _deliver(self, coverage: Coverage, lag: float) -> None:
-        """A session's evaluation is complete: record it and pass it to every sink."""
+        """A session's evaluation is complete: queue it in every sink, then record it done."""
+        task = asyncio.create_task(self._record(coverage, lag), name="skillgauge-record")
+        self._recording.add(task)
+        task.add_done_callback(self._recording.discard)
+
+    async def _record(self, coverage: Coverage, lag: float) -> None:
+        session = coverage.session
+        try:
+            for sink in self.sinks:
+                await sink.consume(coverage)
+            await self.spool.save_coverage(
+                session.session_id,
+                session.revision,
+                [(r.key, r.to_dict()) for r in coverage.results],
+                coverage.to_dict(),
+            )
+        except Exception:  # the revision stays unfinished: a restart evaluates it again
+            log.exception("recording session %r revision %d failed", session.session_id, session.revision)
+            return
+        self._unfinished.pop((session.session_id, session.revision), None)
         self.store.add(coverage)
         if self.keep_closed:
             self.closed.append(coverage)
-        self.metrics.session_evaluated(coverage.session, coverage.results, lag)
-        for sink in self.sinks:
-            sink.consume(coverage)
-        log.debug("session %r evaluated: %d results", coverage.session.session_id, len(coverage.results))
+        self.metrics.session_evaluated(session, coverage.results, lag)
+        log.debug("session %r evaluated: %d results", session.session_id, len(coverage.results))
+
+    async def drain(self, timeout: float = 30.0) -> None:
+        """Wait for evaluations in flight and for their results to be recorded."""
+        await self.runner.drain(timeout)
+        if self._recording:
+            await asyncio.wait(set(self._recording), timeout=timeout)
+
+    # -- restart ---------------------------------------------------------------------------
+
+    async def recover(self) -> None:
+        """Rebuild what a previous process left: open sessions, unfinished revisions."""
+        if not self.spool.durable:
+            return
+        started = time.monotonic()
+        recovery = self.spool.recovery()
+        self.runner.recovered = dict(recovery.results)
+        unfinished = self._prepare(recovery)
+        requests = spans = 0
+        for request_id, signal, payload in self.spool.requests(recovery.replay_from):
+            while unfinished and unfinished[0].last_request < request_id:
+                done = unfinished.pop(0)
+                self.assembler.close(done.session, done.reason)
+            kind: Signal = "traces" if signal == "traces" else "logs"
+            request = ExportTraceServiceRequest() if kind == "traces" else ExportLogsServiceRequest()
+            request.ParseFromString(payload)
+            spans += self.assemble(Received(kind, request, "spool"), request_id, admit=False).accepted
+            self._last_request = request_id
+            requests += 1
+            if requests % 200 == 0:
+                await asyncio.sleep(0)  # let signals and timers run during a long replay
+        for done in unfinished:
+            self.assembler.close(done.session, done.reason)
+        self.assembler.skip = None
+        log.info(
+            "recovered from the spool in %.1fs: %d requests (%d items) replayed, %d sessions open, "
+            "%d closed revisions re-evaluated, %d judge verdicts reusable",
+            time.monotonic() - started,
+            requests,
+            spans,
+            self.assembler.open_count,
+            len(self._unfinished),
+            len(recovery.results),
+        )
+
+    def _prepare(self, recovery: Recovery) -> list[Closed]:
+        """Set revisions and the skip rule; return revisions to finish, in request order."""
+        done: dict[str, list[Closed]] = {}
+        by_trace: dict[bytes, list[Closed]] = {}
+        unfinished: list[Closed] = []
+        for session, revisions in recovery.closed.items():
+            for closed in revisions:
+                if (session, closed.revision) in recovery.evaluated:
+                    done.setdefault(session, []).append(closed)
+                    for trace in closed.traces:
+                        by_trace.setdefault(bytes.fromhex(trace), []).append(closed)
+                    self.assembler.seed_revision(session, closed.revision)
+                else:
+                    unfinished.append(closed)
+        for closed in unfinished:
+            self.assembler.seed_revision(closed.session, closed.revision - 1)
+
+        def skip(key: str | None, trace_id: bytes, request_id: int) -> bool:
+            revisions = done.get(key, ()) if key is not None else by_trace.get(trace_id, ())
+            return any(c.first_request <= request_id <= c.last_request for c in revisions)
+
+        self.assembler.skip = skip
+        return sorted(unfinished, key=lambda c: c.last_request)
+
+    # -- housekeeping ----------------------------------------------------------------------
 
     def tick(self) -> None:
         self.assembler.close_due()
         self.tick_gauges()
+        now = time.monotonic()
+        if self.spool.durable and now - self._checkpointed_at >= self.config.storage.checkpoint_interval:
+            self._checkpointed_at = now
+            task = asyncio.create_task(
+                self.spool.checkpoint(self.replay_from()), name="skillgauge-checkpoint"
+            )
+            self._recording.add(task)
+            task.add_done_callback(self._recording.discard)
+
+    def replay_from(self) -> int:
+        """The oldest spooled request a restart would still need."""
+        needed = [r for r in (self.assembler.oldest_request(), *self._unfinished.values()) if r]
+        return min(needed) if needed else self._last_request + 1
 
     def tick_gauges(self) -> None:
         self.metrics.sessions_open.set(self.assembler.open_count)
         reopened, self._reopened_seen = self.assembler.reopened - self._reopened_seen, self.assembler.reopened
         if reopened:
             self.metrics.sessions_reopened.inc(reopened)
-        self.metrics.spool_bytes.set(self.spool.size_bytes())
+        self._spool_bytes = self.spool.size_bytes()
+        self.metrics.spool_bytes.set(self._spool_bytes)
 
     async def start(self) -> None:
+        await self.recover()
         self._ticker = asyncio.create_task(self._tick_forever(), name="skillgauge-ticker")
 
     async def _tick_forever(self) -> None:
@@ -122,15 +264,17 @@ class Pipeline:
                 log.exception("session tick failed")
 
     async def shutdown(self, timeout: float = 10.0) -> None:
-        """Close every open session (reason ``shutdown``), evaluate it, flush the spool."""
+        """Close every open session (reason ``shutdown``), evaluate it, flush, stop."""
         self.draining = True
         if self._ticker is not None:
             self._ticker.cancel()
         closed = self.assembler.close_all("shutdown")
         self.metrics.sessions_open.set(0)
-        await self.runner.drain(timeout)
+        await self.drain(timeout)
         await self.runner.close()
         log.info("shutdown: closed and evaluated %d open sessions", closed)
         for sink in self.sinks:
             await sink.shutdown(timeout)
+        if self.spool.durable:
+            await self.spool.checkpoint(self.replay_from())
         await self.spool.shutdown(timeout)

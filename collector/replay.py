@@ -94,7 +94,7 @@ async def replay(paths: list[str], config: Config) -> ReplayOutcome:
         except OSError as err:
             outcome.problems.append(f"{path}: cannot read ({err.strerror})")
     pipeline.assembler.close_all("end_of_input")
-    await pipeline.runner.drain()
+    await pipeline.drain()
     await pipeline.runner.close()
     outcome.coverages = pipeline.closed
     return outcome

@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from collector.config import Budget as BudgetConfig
 from collector.config import Config, parse
@@ -29,11 +30,12 @@ from evaluators.judge.retry import RetryPolicy
 from evaluators.judge.verdicts import Level, Scale
 from evaluators.plan import CustomSpec, JudgeTask, Policy, Settings
 from evaluators.registry import SkillRegistry, load_registry
-from evaluators.result import Coverage, EvaluationResult, unjudged
+from evaluators.result import Coverage, EvaluationResult, result_key, unjudged
 
 log = logging.getLogger("skillgauge")
 
 Deliver = Callable[[Coverage, float], None]  # (coverage, seconds since the session closed)
+StoreResult = Callable[[EvaluationResult], Awaitable[None]]
 
 
 def settings_from(config: Config, registry: SkillRegistry, judge_available: bool) -> Settings:
@@ -118,8 +120,14 @@ class Runner:
         metrics: Metrics | None = None,
         judge: Judge | None = None,
         clock: Callable[[], float] = time.time,
+        store: StoreResult | None = None,
     ) -> None:
         self._deliver = deliver
+        # Exactly once: every judge verdict is committed (``store``) as soon as it arrives, and
+        # verdicts committed before a restart (``recovered``, by idempotency key) are reused
+        # instead of asking the judge again.
+        self._store = store
+        self.recovered: dict[str, dict[str, Any]] = {}
         self.config = config or parse({})
         self.metrics = metrics or Metrics()
         self.registry = load_registry(self.config.skills.paths)  # validated with the config
@@ -176,7 +184,11 @@ class Runner:
         for i, slot in enumerate(slots):
             if not isinstance(slot, JudgeTask):
                 continue
-            if self._env is None:  # planned with a judge that is gone: cannot happen, but never drop
+            earlier = self.recovered.pop(_task_key(slot), None)
+            if earlier is not None:
+                slots[i] = EvaluationResult.from_dict(earlier)
+                self.metrics.judge_reused.inc()
+            elif self._env is None:  # planned with a judge that is gone: cannot happen, but never drop
                 slots[i] = _skipped(slot, "no_judge_configured", "no judge is configured")
             elif self._queued >= self.config.judge.max_queue:
                 slots[i] = _skipped(
@@ -211,7 +223,10 @@ class Runner:
         assert self._env is not None
         try:
             async with self._semaphore:
-                return await execute(task, self._env)
+                result = await execute(task, self._env)
+            if self._store is not None:
+                await self._store(result)
+            return result
         except asyncio.CancelledError:
             return _skipped(task, "shutdown", "still waiting for the judge when the collector shut down")
         except Exception as err:  # a bug must cost one row, not the session's account
@@ -273,6 +288,17 @@ class Runner:
     async def close(self) -> None:
         if self.judge is not None:
             await self.judge.close()
+
+
+def _task_key(task: JudgeTask) -> str:
+    where = task.where
+    return result_key(
+        task.session.session_id,
+        task.session.revision,
+        task.evaluation,
+        where.get("skill"),
+        where.get("span_id"),
+    )
 
 
 def _skipped(task: JudgeTask, reason: str, explanation: str) -> EvaluationResult:

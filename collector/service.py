@@ -5,19 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import signal
+import ssl
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
 
 import grpc
 from aiohttp import web
 
 from collector import __version__
-from collector.config import Config
+from collector.config import Config, Listener, Status
 from collector.export import status
 from collector.export.otlp import OtlpExporter
+from collector.export.outbox import SpoolOutbox
 from collector.pipeline import Pipeline
+from collector.receiver import auth as listener_auth
 from collector.receiver import grpc as grpc_receiver
 from collector.receiver import http as http_receiver
+from collector.receiver.redact import redacting
 from collector.sessions.spool import MemorySpool
 
 log = logging.getLogger("skillgauge")
@@ -48,27 +54,38 @@ class Service:
 
             return on_answer
 
-        await pipeline.start()
         if self.config.export.otlp is not None:
-            exporter = OtlpExporter(self.config.export.otlp, metrics)
+            spool = pipeline.spool
+            exporter = OtlpExporter(
+                self.config.export.otlp, metrics, outbox=lambda signal: SpoolOutbox(spool, f"otlp_{signal}")
+            )
             pipeline.sinks.append(exporter)
             await exporter.start()
+        await pipeline.start()  # after the sinks: a restart re-exports through them
+        consume = redacting(pipeline.consume, self.config.redact)  # before the spool sees a value
         if receivers.grpc is not None:
             self._grpc, self.ports["grpc"] = await grpc_receiver.start(
-                receivers.grpc, pipeline.consume, answered("grpc")
+                receivers.grpc, consume, answered("grpc"), self.config.auth_for(receivers.grpc)
             )
         if receivers.http is not None:
             self.ports["http"] = await self._serve(
-                http_receiver.app(receivers.http, pipeline.consume, answered("http")),
+                http_receiver.app(
+                    receivers.http, consume, answered("http"), self.config.auth_for(receivers.http)
+                ),
                 receivers.http.host,
                 receivers.http.port,
                 "receivers.otlp.http.endpoint",
                 auto_decompress=False,
+                tls=_tls(receivers.http),
             )
         status_cfg = self.config.status
         host, _, port = status_cfg.endpoint.rpartition(":")
         self.ports["status"] = await self._serve(
-            status.app(pipeline, lambda: self._ready), host.strip("[]"), int(port), "status.endpoint"
+            status.app(pipeline, lambda: self._ready, self.config.auth_for(status_cfg)),
+            host.strip("[]"),
+            int(port),
+            "status.endpoint",
+            tls=_tls(status_cfg),
         )
         self._ready = True
         self._log_startup()
@@ -80,18 +97,22 @@ class Service:
         port: int,
         field_name: str,
         auto_decompress: bool = True,
+        tls: ssl.SSLContext | None = None,
     ) -> int:
         # The OTLP receiver inflates gzip itself, to enforce the size limit on the result.
         runner = web.AppRunner(
             application, access_log=None, handle_signals=False, auto_decompress=auto_decompress
         )
         await runner.setup()
-        site = web.TCPSite(runner, host, port, reuse_address=True)
+        site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=tls)
         try:
             await site.start()
         except OSError as err:
             await runner.cleanup()
-            raise OSError(f"{field_name}: cannot listen on {host}:{port} ({err.strerror})") from None
+            raise OSError(
+                f"{field_name}: cannot listen on {host}:{port} ({err.strerror or err}) - use an address "
+                "of this host, e.g. 127.0.0.1 (this host only) or 0.0.0.0 (every interface)"
+            ) from None
         self._runners.append(runner)
         server = site._server
         sockets = getattr(server, "sockets", None) or []
@@ -103,17 +124,24 @@ class Service:
         if "grpc" in self.ports:
             parts.append(
                 f"OTLP/gRPC {_host(cfg.receivers.otlp.grpc.endpoint)}:{self.ports['grpc']}"  # type: ignore[union-attr]
-                " (TraceService, LogsService)"
+                f" (TraceService, LogsService; {self._guard(cfg.receivers.otlp.grpc)})"  # type: ignore[arg-type]
             )
         if "http" in self.ports:
             parts.append(
                 f"OTLP/HTTP {_host(cfg.receivers.otlp.http.endpoint)}:{self.ports['http']}"  # type: ignore[union-attr]
-                " (/v1/traces, /v1/logs)"
+                f" (/v1/traces, /v1/logs; {self._guard(cfg.receivers.otlp.http)})"  # type: ignore[arg-type]
             )
         parts.append(
-            f"status {_host(cfg.status.endpoint)}:{self.ports['status']} (/metrics, /healthz, /readyz, /v1/sessions/{{id}})"
+            f"status {_host(cfg.status.endpoint)}:{self.ports['status']} (/metrics, /healthz, /readyz, "
+            f"/v1/sessions/{{id}}; {self._guard(cfg.status)}"
+            f"{'; /healthz and /readyz open for probes' if cfg.auth_for(cfg.status) else ''})"
         )
-        log.info("skillgauge %s listening: %s", __version__, "; ".join(parts))
+        log.info("skillgauge %s listening: %s", __version__, " | ".join(parts))
+        if cfg.redact.attributes:
+            log.info(
+                "redact: values of %s are replaced by [REDACTED] as requests arrive",
+                ", ".join(cfg.redact.attributes),
+            )
         if isinstance(self.pipeline.spool, MemorySpool):
             log.warning('storage.path is ":memory:": spans are NOT durable; a crash loses open sessions')
         else:
@@ -132,22 +160,40 @@ class Service:
         if cfg.export.otlp is not None:
             otlp = cfg.export.otlp
             log.info(
-                "export: evaluation spans%s to %s over OTLP/%s; results wait in an in-memory outbox "
+                "export: evaluation spans%s to %s over OTLP/%s; results wait in the %s outbox "
                 "(up to %d) while the downstream is unavailable",
                 " and gen_ai.evaluation.result log records" if otlp.logs else "",
-                otlp.endpoint,
+                _safe_url(otlp.endpoint),
                 "gRPC" if otlp.protocol == "grpc" else "HTTP",
+                "spooled" if self.pipeline.spool.durable else "in-memory",
                 otlp.queue_size,
             )
         else:
             log.info("export: no export.otlp endpoint; results are on /metrics and /v1/sessions/{id} only")
         if cfg.judge.configured:
-            log.info("judge: %s via %s", cfg.judge.model, cfg.judge.base_url or "api.anthropic.com")
+            log.info(
+                "judge: %s via %s",
+                cfg.judge.model,
+                _safe_url(cfg.judge.base_url) if cfg.judge.base_url else "api.anthropic.com",
+            )
         else:
             log.warning(
                 "judge: NOT configured (no ANTHROPIC_API_KEY / judge.api_key or judge.base_url): "
                 "judge evaluators will be reported as skipped/no_judge_configured"
             )
+
+    def _guard(self, listener: Listener | Status) -> str:
+        """How a listener is protected, for the startup line (never the secret itself)."""
+        tls = listener.tls
+        parts = [
+            "plaintext"
+            if tls is None
+            else "TLS, client certificate required"
+            if tls.client_ca_file
+            else "TLS"
+        ]
+        parts.append("bearer token required" if self.config.auth_for(listener) else "no auth")
+        return ", ".join(parts)
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop taking requests, close and evaluate every open session, flush, exit."""
@@ -166,7 +212,46 @@ def _host(endpoint: str) -> str:
     return endpoint.rpartition(":")[0]
 
 
+def _tls(listener: Listener | Status) -> ssl.SSLContext | None:
+    return listener_auth.server_context(listener.tls) if listener.tls is not None else None
+
+
+def _safe_url(url: str) -> str:
+    """``url`` without user:password@ (a credential someone may have put in a URL)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
+
+
+# C0 and C1 controls (newlines, ESC for ANSI sequences), line/paragraph separators and
+# bidirectional overrides: what would let logged span text forge lines or hide itself.
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+class EscapeControls(logging.Filter):
+    """Escapes control characters in every log message, whatever put them there.
+
+    Span-derived strings are logged with ``%r`` already; this is the net under that rule, for
+    a message that forgets it.  Tracebacks (added by the formatter) are left as they are."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if _UNSAFE.search(message):
+            record.msg = _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), message)
+            record.args = None
+        return True
+
+
+def escape_logs() -> None:
+    """Install ``EscapeControls`` on every handler of the root logger (once)."""
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, EscapeControls) for f in handler.filters):
+            handler.addFilter(EscapeControls())
+
+
 async def serve(config: Config) -> None:
+    escape_logs()
     service = Service(config)
     await service.start()
     stop = asyncio.Event()

@@ -1,12 +1,19 @@
 """Read-only views over OTLP spans and log records, shared by the assembler and detectors.
 
-A view wraps the protobuf message as received and converts an attribute to a Python value
-only when somebody asks for it: most attributes of most spans are never read.
+A view wraps the protobuf message as received.  Reading a protobuf field from Python costs
+a wrapper object per element (a span's 10-30 attributes cost more than parsing the whole
+span), so a view reads each repeated field at most once, and keeps only what somebody reads:
+
+- attributes: one pass collects the keys declared with ``index`` (the detectors' and the
+  default session keys), already converted to Python values; any other key is found by a
+  full scan the first time it is asked for, so an undeclared key is slower, never missed.
+- span events: one pass collects the declared (event name, attribute) fields, in order.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -15,6 +22,29 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 _ERROR = Status.STATUS_CODE_ERROR
+_EVENT_NAME = "event.name"
+_MISSING: Any = object()
+
+EventField = tuple[int, str, str, Any]  # (event position in the span, event name, key, value)
+
+# What the one pass keeps; declared by ``collector.detect`` when it is imported (``index``).
+_keys: frozenset[str] = frozenset()
+_prefixes: tuple[str, ...] = ()
+_event_fields: dict[str, frozenset[str]] = {}  # event name -> attribute keys
+
+
+def index(
+    keys: Iterable[str], prefixes: Iterable[str] = (), event_fields: Iterable[tuple[str, str]] = ()
+) -> None:
+    """Declare the attribute keys (and key prefixes) and the (event name, attribute) fields
+    that views collect in their single pass.  Adds to what was declared before."""
+    global _keys, _prefixes, _event_fields
+    _keys = _keys | frozenset(keys)
+    _prefixes = tuple(dict.fromkeys((*_prefixes, *prefixes)))
+    fields = {name: set(attrs) for name, attrs in _event_fields.items()}
+    for name, key in event_fields:
+        fields.setdefault(name, set()).add(key)
+    _event_fields = {name: frozenset(attrs) for name, attrs in fields.items()}
 
 
 def value_of(value: AnyValue) -> Any:
@@ -37,38 +67,81 @@ def as_text(value: Any) -> str | None:
         return value
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
-    return json.dumps(value, ensure_ascii=False)
+    # bytes can sit inside arrays and kvlists too: render them as hex, like OTLP/JSON ids.
+    return json.dumps(
+        value, ensure_ascii=False, default=lambda b: b.hex() if isinstance(b, bytes) else str(b)
+    )
+
+
+def _is_indexed(key: str) -> bool:
+    return key in _keys or key.startswith(_prefixes)
 
 
 class Attributes:
-    """Lazy key lookup over a repeated KeyValue field."""
+    """Key lookup over a repeated KeyValue field, read in one pass (see the module doc)."""
 
-    __slots__ = ("_index", "_kvs")
+    __slots__ = ("_all", "_kvs", "_prefixed", "_values")
 
     def __init__(self, kvs: Any) -> None:
         self._kvs = kvs
-        self._index: dict[str, AnyValue] | None = None
+        self._all: dict[str, AnyValue] | None = None
+        keys, prefixes = _keys, _prefixes
+        values: dict[str, Any] = {}
+        prefixed = False
+        for kv in kvs:
+            key = kv.key
+            if key in keys:
+                values[key] = value_of(kv.value)
+            elif key.startswith(prefixes):
+                values[key] = value_of(kv.value)
+                prefixed = True
+        self._values = values
+        self._prefixed = prefixed
 
-    def _map(self) -> dict[str, AnyValue]:
-        if self._index is None:
-            self._index = {kv.key: kv.value for kv in self._kvs}
-        return self._index
+    @property
+    def indexed(self) -> Mapping[str, Any]:
+        """The declared keys present, as Python values: what hot loops read directly."""
+        return self._values
+
+    def _full(self) -> dict[str, AnyValue]:
+        if self._all is None:
+            self._all = {kv.key: kv.value for kv in self._kvs}
+        return self._all
 
     def __contains__(self, key: str) -> bool:
-        return key in self._map()
+        if key in self._values:
+            return True
+        return False if _is_indexed(key) else key in self._full()
 
     def get(self, key: str) -> Any:
-        raw = self._map().get(key)
+        value = self._values.get(key, _MISSING)
+        if value is not _MISSING:
+            return value
+        if _is_indexed(key):
+            return None
+        raw = self._full().get(key)
         return None if raw is None else value_of(raw)
 
     def text(self, key: str) -> str | None:
         return as_text(self.get(key))
 
+    def first_text(self, keys: tuple[str, ...]) -> str | None:
+        """The text of the first of ``keys`` present (which may be empty), or None."""
+        for key in keys:
+            if key in self:
+                return self.text(key)
+        return None
+
     def keys(self) -> Any:
-        return self._map().keys()
+        return self._full().keys()
+
+    def keys_with_prefix(self, prefix: str) -> list[str]:
+        if not prefix.startswith(_prefixes):
+            return [key for key in self._full() if key.startswith(prefix)]
+        return [key for key in self._values if key.startswith(prefix)] if self._prefixed else []
 
     def with_prefix(self, prefix: str) -> dict[str, Any]:
-        return {k: value_of(v) for k, v in self._map().items() if k.startswith(prefix)}
+        return {key: self.get(key) for key in self.keys_with_prefix(prefix)}
 
 
 def attributes_of(kvs: list[KeyValue] | Any) -> Attributes:
@@ -85,13 +158,21 @@ class ResourceView:
 
 
 class SpanView:
-    __slots__ = ("attrs", "resource", "scope", "span")
+    __slots__ = ("_events", "attrs", "resource", "scope", "span")
 
     def __init__(self, span: Span, scope: str, resource: ResourceView) -> None:
         self.span = span
         self.scope = scope
         self.resource = resource
         self.attrs = Attributes(span.attributes)
+        self._events: list[EventField] | None = None
+
+    @property
+    def events(self) -> list[EventField]:
+        """The declared event fields the span holds, in event and attribute order."""
+        if self._events is None:
+            self._events = _event_values(self.span)
+        return self._events
 
     @property
     def name(self) -> str:
@@ -114,6 +195,22 @@ class SpanView:
         return self.span.status.message
 
 
+def _event_values(span: Span) -> list[EventField]:
+    found: list[EventField] = []
+    if not _event_fields:
+        return found
+    for position, event in enumerate(span.events):
+        name = event.name
+        wanted = _event_fields.get(name)
+        if wanted is None:
+            continue
+        for kv in event.attributes:
+            key = kv.key
+            if key in wanted:
+                found.append((position, name, key, value_of(kv.value)))
+    return found
+
+
 class LogView:
     __slots__ = ("attrs", "record", "resource", "scope")
 
@@ -126,7 +223,7 @@ class LogView:
     @property
     def event_name(self) -> str:
         # OTLP 1.5+ has a field; older emitters put it in the `event.name` attribute.
-        return self.record.event_name or self.attrs.text("event.name") or ""
+        return self.record.event_name or self.attrs.text(_EVENT_NAME) or ""
 
     @property
     def body(self) -> Any:

@@ -63,6 +63,27 @@ class EvaluationResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> EvaluationResult:
+        """The inverse of ``to_dict`` (a result read back from storage)."""
+        fields = dict(record)
+        usage = fields.pop("judge", None)
+        return cls(**fields, judge=JudgeUsage(**usage) if usage else None)
+
+    @property
+    def key(self) -> str:
+        return result_key(self.session_id, self.revision, self.evaluation, self.skill, self.span_id)
+
+
+# Bump when a result's meaning changes: it is part of every idempotency key, so results
+# recorded under an older version are never taken for current ones.
+RESULT_VERSION = 1
+
+
+def result_key(session_id: str, revision: int, evaluation: str, skill: str | None, span_id: str | None) -> str:
+    """The idempotency key of a result: session, revision, evaluation, skill, evaluated span, version."""
+    return "\x1f".join((session_id, str(revision), evaluation, skill or "", span_id or "", str(RESULT_VERSION)))
+
 
 def judged(
     evaluation: str,

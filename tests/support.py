@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -74,9 +75,23 @@ def free_port() -> int:
 
 
 class Server:
-    """``skillgauge serve`` in a subprocess, on free loopback ports."""
+    """``skillgauge serve`` in a subprocess, on free loopback ports.
 
-    def __init__(self, tmp: Path, extra: dict[str, Any] | None = None) -> None:
+    ``env`` adds environment variables (for ``${env:VAR}`` in the config); ``status_token``
+    is sent to /metrics and /v1/sessions; ``status_ssl`` is the client context for a status
+    API with ``tls`` (https)."""
+
+    def __init__(
+        self,
+        tmp: Path,
+        extra: dict[str, Any] | None = None,
+        *,
+        env: dict[str, str] | None = None,
+        status_token: str | None = None,
+        status_ssl: ssl.SSLContext | None = None,
+    ) -> None:
+        self.status_token = status_token
+        self.status_ssl = status_ssl
         self.grpc_port, self.http_port, self.status_port = free_port(), free_port(), free_port()
         config: dict[str, Any] = {
             "receivers": {"otlp": {
@@ -92,7 +107,8 @@ class Server:
         self.config_path.write_text(yaml.safe_dump(config))
         self.log_path = tmp / "serve.log"
         self._log = self.log_path.open("wb")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+        self.status_tls = "tls" in config["status"]
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}, **(env or {})}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "collector", "serve", "--config", str(self.config_path)],
             stdout=self._log, stderr=subprocess.STDOUT, env=env,
@@ -101,7 +117,12 @@ class Server:
 
     @property
     def status_url(self) -> str:
-        return f"http://127.0.0.1:{self.status_port}"
+        return f"{'https' if self.status_tls else 'http'}://127.0.0.1:{self.status_port}"
+
+    def _open(self, path: str, timeout: float) -> Any:
+        headers = {"Authorization": f"Bearer {self.status_token}"} if self.status_token else {}
+        request = urllib.request.Request(f"{self.status_url}{path}", headers=headers)
+        return urllib.request.urlopen(request, timeout=timeout, context=self.status_ssl)
 
     @property
     def http_url(self) -> str:
@@ -116,7 +137,7 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"skillgauge serve exited: {self.log()}")
             try:
-                with urllib.request.urlopen(f"{self.status_url}/readyz", timeout=1) as resp:
+                with self._open("/readyz", timeout=1) as resp:
                     if resp.status == 200:
                         return
             except OSError:
@@ -125,13 +146,13 @@ class Server:
 
     def get_json(self, path: str) -> tuple[int, Any]:
         try:
-            with urllib.request.urlopen(f"{self.status_url}{path}", timeout=5) as resp:
+            with self._open(path, timeout=5) as resp:
                 return resp.status, json.loads(resp.read())
         except urllib.error.HTTPError as err:
             return err.code, json.loads(err.read())
 
     def metrics(self) -> str:
-        with urllib.request.urlopen(f"{self.status_url}/metrics", timeout=5) as resp:
+        with self._open("/metrics", timeout=5) as resp:
             return resp.read().decode()
 
     def stop(self) -> int:

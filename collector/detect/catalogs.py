@@ -6,6 +6,7 @@ catalog advertised as empty, or None when the text holds no catalog of that shap
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from collections.abc import Callable
@@ -88,9 +89,15 @@ SHAPES: tuple[tuple[str, str, Callable[[str], list[CatalogEntry] | None]], ...] 
     ),
 )
 MARKERS: tuple[str, ...] = tuple(marker for _, marker, _ in SHAPES)
+# The markers as they survive in JSON text: encoders that escape HTML characters (Go's, for
+# one) write ``<`` as ``\u003c``, so the XML shape is looked for without its brackets.
+RAW_MARKERS: tuple[str, ...] = ("available_skills", *MARKERS[1:])
 
 
+@functools.lru_cache(maxsize=256)
 def find(text: str) -> tuple[str, list[CatalogEntry]] | None:
+    """The first shape that parses, with its entries.  Cached: every session of an agent
+    shows the same catalog (the result is shared and must not be modified)."""
     for shape, marker, parser in SHAPES:
         if marker in text:
             entries = parser(text)

@@ -6,54 +6,57 @@ evidence; the skill detectors then only look at evidence, never at conventions.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterator
 from typing import Any
 
 from collector.detect import patterns
-from collector.spans import SpanView, as_text, value_of
+from collector.spans import SpanView, as_text
 from evaluators.evidence import ToolCall
 
 
 def has_marker(view: SpanView, markers: tuple[tuple[str, str | None], ...]) -> bool:
+    attrs = view.attrs
     for key, expected in markers:
-        if key in view.attrs and (expected is None or view.attrs.text(key) == expected):
+        if key in attrs and (expected is None or attrs.text(key) == expected):
             return True
     return False
 
 
 def first_text(view: SpanView, keys: tuple[str, ...]) -> str | None:
-    for key in keys:
-        if key in view.attrs:
-            return view.attrs.text(key)
-    return None
+    return view.attrs.first_text(keys)
 
 
 def event_text(view: SpanView, events: tuple[tuple[str, str], ...]) -> str | None:
-    for event in view.span.events:
-        for name, key in events:
-            if event.name == name:
-                for kv in event.attributes:
-                    if kv.key == key:
-                        return as_text(value_of(kv.value))
-    return None
+    """The first event holding one of ``events``; within it, the field listed first."""
+    best: tuple[int, int] | None = None
+    found: Any = None
+    for position, name, key, value in view.events:
+        if best is not None and position > best[0]:
+            break
+        if (name, key) in events:
+            rank = (position, events.index((name, key)))
+            if best is None or rank < best:
+                best, found = rank, value
+    return None if best is None else as_text(found)
 
 
 def tool_call(view: SpanView) -> ToolCall | None:
     """The tool call a span records, or None if it is not a tool span."""
     if not has_marker(view, patterns.TOOL_SPAN_MARKERS):
         return None
-    name = first_text(view, patterns.TOOL_NAME_KEYS)
+    attrs = view.attrs
+    name = attrs.first_text(patterns.TOOL_NAME_KEYS)
     if not name and view.name.startswith("execute_tool "):
         name = view.name.split(" ", 2)[1]
     if not name:
         return None
-    arguments = first_text(view, patterns.TOOL_ARGUMENT_KEYS)
+    arguments = attrs.first_text(patterns.TOOL_ARGUMENT_KEYS)
     if arguments is None:
         arguments = event_text(view, patterns.TOOL_ARGUMENT_EVENTS)
     if arguments is None:
         arguments = _argument_attributes(view)
-    result = first_text(view, patterns.TOOL_RESULT_KEYS)
+    result = attrs.first_text(patterns.TOOL_RESULT_KEYS)
     if result is None:
         result = event_text(view, patterns.TOOL_RESULT_EVENTS)
     return ToolCall(
@@ -61,12 +64,12 @@ def tool_call(view: SpanView) -> ToolCall | None:
         span_id=view.span_id,
         trace_id=view.trace_id,
         start_unix_nano=view.span.start_time_unix_nano,
-        call_id=first_text(view, patterns.TOOL_CALL_ID_KEYS),
+        call_id=attrs.first_text(patterns.TOOL_CALL_ID_KEYS),
         arguments=arguments,
         result=result,
         error=_error(view),
-        skill_attribute=first_text(view, patterns.SKILL_NAME_ATTRIBUTES),
-        skill_resolved=any(key in view.attrs for key in patterns.SKILL_RESOLVED_ATTRIBUTES),
+        skill_attribute=attrs.first_text(patterns.SKILL_NAME_ATTRIBUTES),
+        skill_resolved=any(key in attrs for key in patterns.SKILL_RESOLVED_ATTRIBUTES),
     )
 
 
@@ -77,19 +80,29 @@ def _argument_attributes(view: SpanView) -> str | None:
 
 def _error(view: SpanView) -> str | None:
     if view.is_error:
-        return view.status_message or view.attrs.text("error.type") or "span status ERROR"
-    if "error.type" in view.attrs:
-        return view.attrs.text("error.type")
-    status = first_text(view, patterns.TOOL_STATUS_KEYS)
+        return view.status_message or view.attrs.text(patterns.ERROR_TYPE_KEY) or "span status ERROR"
+    if patterns.ERROR_TYPE_KEY in view.attrs:
+        return view.attrs.text(patterns.ERROR_TYPE_KEY)
+    status = view.attrs.first_text(patterns.TOOL_STATUS_KEYS)
     if status is not None and status.lower() not in patterns.TOOL_SUCCESS_VALUES:
         return f"tool status {status}"
     return None
 
 
 def parse_json(text: str | None) -> Any:
-    """JSON if the text is JSON, else None (a bare string argument stays a string)."""
+    """JSON if the text is JSON, else None (a bare string argument stays a string).
+
+    Several detectors read the same text of a span (a history is read for user turns and for
+    tool blocks, a result for its outcome and its body), so recent results are kept: the
+    value returned may be shared and must not be modified.
+    """
     if not text or text[0] not in '{["':
         return None
+    return _loads(text)
+
+
+@functools.lru_cache(maxsize=64)
+def _loads(text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError:
@@ -124,20 +137,27 @@ def flatten_text(value: Any) -> str:
     return str(value)
 
 
-def all_strings(value: Any) -> Iterator[str]:
+def all_strings(value: Any) -> list[str]:
     """Every string inside a decoded JSON value, decoding JSON text found along the way."""
+    found: list[str] = []
+    _collect_strings(value, found)
+    return found
+
+
+def _collect_strings(value: Any, found: list[str]) -> None:
+    # Appending to one list: a generator per nesting level costs more than the work itself.
     if isinstance(value, str):
         nested = parse_json(value) if len(value) > 1 else None
         if isinstance(nested, dict | list):
-            yield from all_strings(nested)
+            _collect_strings(nested, found)
         else:
-            yield value
+            found.append(value)
     elif isinstance(value, dict):
         for item in value.values():
-            yield from all_strings(item)
+            _collect_strings(item, found)
     elif isinstance(value, list):
         for item in value:
-            yield from all_strings(item)
+            _collect_strings(item, found)
 
 
 def result_text(call: ToolCall) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from collector.detect.content import flatten_text, parse_json
-from collector.spans import SpanView, as_text, value_of
+from collector.spans import SpanView, as_text
 
 # (event name or "" for span attributes, attribute key, role the text plays)
 PROMPT_FIELDS: tuple[tuple[str, str, str], ...] = (
@@ -46,45 +46,57 @@ def _index(fields: tuple[tuple[str, str, str], ...]) -> dict[str, tuple[tuple[st
 
 _PROMPT_ATTRIBUTES = tuple((key, role) for event, key, role in PROMPT_FIELDS if not event)
 _PROMPT_EVENTS = _index(PROMPT_FIELDS)
-_RESPONSE_ATTRIBUTES = tuple(key for event, key in RESPONSE_FIELDS if not event)
+_RESPONSE_ATTRIBUTES = tuple((key, "") for event, key in RESPONSE_FIELDS if not event)
 _RESPONSE_EVENTS = _index(tuple((event, key, "") for event, key in RESPONSE_FIELDS))
+
+# What views must collect for the functions here (see ``collector.spans.index``).
+READ_KEYS: frozenset[str] = frozenset(
+    key for event, key, _ in (*PROMPT_FIELDS, *((e, k, "") for e, k in RESPONSE_FIELDS)) if not event
+)
+READ_PREFIXES: tuple[str, ...] = (FLATTENED_PREFIX,)
+READ_EVENT_FIELDS: frozenset[tuple[str, str]] = frozenset(
+    (event, key) for event, key, _ in (*PROMPT_FIELDS, *((e, k, "") for e, k in RESPONSE_FIELDS)) if event
+)
 
 
 def _field_texts(
     view: SpanView, attributes: tuple[tuple[str, str], ...], events: dict[str, tuple[tuple[str, str], ...]]
 ) -> Iterator[tuple[str, str]]:
     """(role, text) of the listed span attributes, then of the listed event attributes."""
+    indexed = view.attrs.indexed  # every key listed here is declared (``READ_KEYS``)
     for key, role in attributes:
-        if key in view.attrs:
-            text = view.attrs.text(key)
+        value = indexed.get(key)
+        if value is not None:
+            text = as_text(value)
             if text:
                 yield role, text
-    for event in view.span.events:  # one pass over events, whatever the number of fields
-        wanted = events.get(event.name)
+    for _, name, key, value in view.events:  # collected once per span, in event order
+        wanted = events.get(name)
         if wanted is None:
             continue
-        for kv in event.attributes:
-            for key, role in wanted:
-                if kv.key == key:
-                    text = as_text(value_of(kv.value))
-                    if text:
-                        yield role, text
+        for wanted_key, role in wanted:
+            if key == wanted_key:
+                text = as_text(value)
+                if text:
+                    yield role, text
 
 
-def prompt_texts(view: SpanView) -> Iterator[tuple[str, str]]:
+def prompt_texts(view: SpanView) -> list[tuple[str, str]]:
     """(role, raw text) of every prompt-like field on the span."""
-    yield from _field_texts(view, _PROMPT_ATTRIBUTES, _PROMPT_EVENTS)
-    for key in view.attrs.keys():  # noqa: SIM118 - Attributes is not a dict
-        if key.startswith(FLATTENED_PREFIX) and key.endswith(FLATTENED_SUFFIXES):
+    found = list(_field_texts(view, _PROMPT_ATTRIBUTES, _PROMPT_EVENTS))
+    for key in view.attrs.keys_with_prefix(FLATTENED_PREFIX):
+        if key.endswith(FLATTENED_SUFFIXES):
             flattened = view.attrs.text(key)
             if flattened:
-                yield "flattened", flattened
+                found.append(("flattened", flattened))
+    return found
 
 
-def user_texts(view: SpanView) -> list[str]:
-    """Every user request the span's recorded input holds, oldest first (histories repeat)."""
+def user_texts(view: SpanView, prompts: list[tuple[str, str]] | None = None) -> list[str]:
+    """Every user request the span's recorded input holds, oldest first (histories repeat).
+    ``prompts``: the span's ``prompt_texts``, when the caller has them already."""
     found: list[str] = []
-    for role, raw in _field_texts(view, _PROMPT_ATTRIBUTES, _PROMPT_EVENTS):
+    for role, raw in _field_texts(view, _PROMPT_ATTRIBUTES, _PROMPT_EVENTS) if prompts is None else prompts:
         if role == "user":
             parsed = parse_json(raw)
             found.append(_text_only(parsed if parsed is not None else raw))
@@ -115,9 +127,7 @@ def _text_only(value: Any) -> str:
 def _flattened_user_texts(view: SpanView) -> list[str]:
     roles: dict[str, str] = {}
     texts: dict[str, list[str]] = {}
-    for key in view.attrs.keys():  # noqa: SIM118 - Attributes is not a dict
-        if not key.startswith(FLATTENED_PREFIX):
-            continue
+    for key in view.attrs.keys_with_prefix(FLATTENED_PREFIX):
         index = key[len(FLATTENED_PREFIX) :].split(".", 1)[0]
         if key.endswith(".message.role"):
             roles[index] = view.attrs.text(key) or ""
@@ -131,7 +141,7 @@ def _flattened_user_texts(view: SpanView) -> list[str]:
 
 
 def response(view: SpanView) -> str | None:
-    for _, raw in _field_texts(view, tuple((k, "") for k in _RESPONSE_ATTRIBUTES), _RESPONSE_EVENTS):
+    for _, raw in _field_texts(view, _RESPONSE_ATTRIBUTES, _RESPONSE_EVENTS):
         parsed = parse_json(raw)
         if isinstance(parsed, list) and parsed and isinstance(parsed[0], dict) and "role" in parsed[0]:
             return flatten_text(parsed[-1].get("parts") or parsed[-1].get("content")) or None

@@ -10,14 +10,14 @@ only in messages; a body injected after a call) and returns the ``Session`` eval
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from collector.detect import catalogs, file_reads, messages, patterns, shell_reads, skill_tools
+from collector.detect import catalogs, file_reads, messages, patterns, shell_reads, skill_tools, transcript
 from collector.detect.content import all_strings, has_marker, parse_json, result_text, tool_call
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.outcome import text_outcome
-from collector.detect.transcript import Injection, MessageCall, MessageResult, blocks, injections
+from collector.detect.transcript import Injection, MessageCall, MessageResult, blocks, injections_in
 from collector.spans import LogView, SpanView
 from evaluators.evidence import (
     Catalog,
@@ -38,18 +38,17 @@ DETECTORS: tuple[Callable[[ToolCall], SkillLoad | None], ...] = (
     shell_reads.detect,
 )
 
-# Substrings that make prompt text worth decoding.
-_SCAN_MARKERS: tuple[str, ...] = (
-    *catalogs.MARKERS,
-    "<skill ",
-    "Base directory for this skill",
-    *patterns.SKILL_TOOLS,
-    *patterns.SKILL_TOOL_SUFFIXES,
-    "toolResult",
-    "tool_result",
-    "tool_call_response",
-    "tool_call_id",  # results of such calls
-)
+# Substrings without which a piece of prompt text holds nothing for each walk of ``_scan``.
+_BLOCK_MARKERS: tuple[str, ...] = transcript.BLOCK_MARKERS
+_INJECTION_MARKERS: tuple[str, ...] = transcript.INJECTION_MARKERS
+
+
+def _has_any(text: str, markers: tuple[str, ...]) -> bool:
+    for marker in markers:  # noqa: SIM110 - a loop makes no generator per call
+        if marker in text:
+            return True
+    return False
+
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -114,7 +113,9 @@ class SessionEvidence:
         self._turn_texts: set[str] = set()
         self._answers: list[tuple[int, str]] = []  # (end time, text) of recorded answers
         self._expected: dict[str, str] = {}  # folded -> as written
-        self._scanned: set[int] = set()  # hashes of prompt text already scanned
+        # Hashes of text already read: raw prompt text scanned, (role, text) prompt fields,
+        # ("catalog", text) catalogs parsed; tuples never hash like the bare text.
+        self._scanned: set[int] = set()
         self._message_calls: dict[str, tuple[MessageCall, _Seen]] = {}
         self._message_results: dict[str, MessageResult] = {}
         self._injected: dict[str, tuple[Injection, _Seen]] = {}
@@ -135,18 +136,23 @@ class SessionEvidence:
         start = view.span.start_time_unix_nano
         if has_marker(view, patterns.AGENT_SPAN_MARKERS):
             self.agent_spans.append((start, view.trace_id, view.span_id))
-        for text in messages.user_texts(view):
+        prompts = messages.prompt_texts(view)
+        if prompts:
+            self._content_seen = True
+        # Chat spans repeat the system prompt and the history so far: a (role, text) pair this
+        # session has read already can add no turn, catalog, call or injection.
+        fresh = [prompt for prompt in prompts if self._first_sight(prompt)]
+        for text in messages.user_texts(view, fresh):
             if text not in self._turn_texts:  # each request once, though every later span repeats it
                 self._turn_texts.add(text)
                 self.turns.append(Turn(text, view.span_id, view.trace_id, start))
         answer = messages.response(view)
         if answer:
             self._answers.append((view.span.end_time_unix_nano, answer))
-        seen = None
-        for _, raw in messages.prompt_texts(view):
-            self._content_seen = True
-            seen = seen or _Seen(view.trace_id, view.span_id, view.span.start_time_unix_nano)
-            self._scan(raw, seen)
+        if fresh:
+            seen = _Seen(view.trace_id, view.span_id, view.span.start_time_unix_nano)
+            for _, raw in fresh:
+                self._scan(raw, seen)
 
     def observe_log(self, view: LogView) -> None:
         if not self.framework:
@@ -192,9 +198,24 @@ class SessionEvidence:
         if call.name in patterns.CATALOG_TOOLS and call.result:
             self._scan(call.result, _Seen(call.trace_id, call.span_id, call.start_unix_nano))
 
+    def _first_sight(self, item: tuple[str, str]) -> bool:
+        """True the first time this session reads ``item`` (tagged text, remembered by hash)."""
+        digest = hash(item)
+        if digest in self._scanned:
+            return False
+        self._scanned.add(digest)
+        return True
+
     def _scan(self, raw: str, seen: _Seen) -> None:
-        """Catalogs, message-level calls and injected bodies in one piece of prompt text."""
-        if not any(marker in raw for marker in _SCAN_MARKERS):
+        """Catalogs, message-level calls and injected bodies in one piece of prompt text.
+
+        Each of the three walks over the decoded text runs only when the raw text holds one
+        of its markers: a marker inside any decoded string is in the raw text too.
+        """
+        wants_catalog = _has_any(raw, catalogs.RAW_MARKERS)
+        wants_blocks = _has_any(raw, _BLOCK_MARKERS)
+        wants_injections = _has_any(raw, _INJECTION_MARKERS)
+        if not (wants_catalog or wants_blocks or wants_injections):
             return
         digest = hash(raw)
         if digest in self._scanned:
@@ -202,19 +223,24 @@ class SessionEvidence:
         self._scanned.add(digest)
         value = parse_json(raw)
         value = raw if value is None else value
-        for text in all_strings(value):
-            if any(marker in text for marker in catalogs.MARKERS):
-                found = catalogs.find(text)
-                if found is not None:
-                    self.catalog.advertise(found[1], found[0])
-        for block in blocks(value):
-            if isinstance(block, MessageCall):
-                if skill_tools.argument_key(block.name) is not None:
-                    self._message_calls.setdefault(block.call_id, (block, seen))
-            else:
-                self._message_results.setdefault(block.call_id, block)
-        for injection in injections(value):
-            self._injected.setdefault(fold_skill_name(injection.skill), (injection, seen))
+        strings = all_strings(value) if wants_catalog or wants_injections else []
+        if wants_catalog:
+            for text in strings:
+                # The same catalog comes back inside every later history: parse it once.
+                if _has_any(text, catalogs.MARKERS) and self._first_sight(("catalog", text)):
+                    found = catalogs.find(text)
+                    if found is not None:
+                        self.catalog.advertise(found[1], found[0])
+        if wants_blocks:
+            for block in blocks(value):
+                if isinstance(block, MessageCall):
+                    if skill_tools.argument_key(block.name) is not None:
+                        self._message_calls.setdefault(block.call_id, (block, seen))
+                else:
+                    self._message_results.setdefault(block.call_id, block)
+        if wants_injections:
+            for injection in injections_in(strings):
+                self._injected.setdefault(fold_skill_name(injection.skill), (injection, seen))
 
     def absorb(self, other: SessionEvidence) -> None:
         """Take in the evidence of a provisional session that turned out to be part of this one."""
@@ -242,6 +268,17 @@ class SessionEvidence:
     # -- closing --------------------------------------------------------------------------
 
     def finish(self, session_id: str, revision: int, close_reason: str) -> Session:
+        """The session as evaluators see it.  Leaves this object as it was, so a session
+        reopened by late spans goes on accumulating and can be finished again."""
+        kept = self.skill_loads, self.turns
+        self.skill_loads = [replace(load) for load in kept[0]]
+        self.turns = [replace(turn) for turn in kept[1]]
+        try:
+            return self._finish(session_id, revision, close_reason)
+        finally:
+            self.skill_loads, self.turns = kept
+
+    def _finish(self, session_id: str, revision: int, close_reason: str) -> Session:
         self._resolve_from_logs()
         self._attach_injections()
         self._add_message_calls()

@@ -8,7 +8,7 @@ SKILL.md bodies injected without any call (Deep Agents pinned skills, Claude's f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +93,9 @@ def _openai_tool_message(d: dict[str, Any]) -> Block:
 
 
 # One function per message convention; each recognises its own blocks or returns None.
+# Every shape needs one of these words in the text (keys or type values), so text without
+# any of them holds no block and is not walked.
+BLOCK_MARKERS: tuple[str, ...] = ("toolUse", "toolResult", "tool_use", "tool_result", "tool_call", "function")
 BLOCK_SHAPES: tuple[Callable[[dict[str, Any]], Block], ...] = (
     _strands_use,  # Strands: {"toolUse": {...}}
     _strands_result,  # Strands: {"toolResult": {...}}
@@ -102,26 +105,43 @@ BLOCK_SHAPES: tuple[Callable[[dict[str, Any]], Block], ...] = (
 )
 
 
-def blocks(value: Any) -> Iterator[MessageCall | MessageResult]:
+def blocks(value: Any) -> list[MessageCall | MessageResult]:
+    """Every tool call and tool result block in a decoded value, in document order."""
+    found: list[MessageCall | MessageResult] = []
+    _collect_blocks(value, found)
+    return found
+
+
+def _collect_blocks(value: Any, found: list[MessageCall | MessageResult]) -> None:
     if isinstance(value, str):
         nested = parse_json(value)
         if isinstance(nested, dict | list):
-            yield from blocks(nested)
+            _collect_blocks(nested, found)
     elif isinstance(value, list):
         for item in value:
-            yield from blocks(item)
+            _collect_blocks(item, found)
     elif isinstance(value, dict):
         for shape in BLOCK_SHAPES:
-            found = shape(value)
-            if found is not None:
-                yield found
+            block = shape(value)
+            if block is not None:
+                found.append(block)
                 return
         for item in value.values():
-            yield from blocks(item)
+            _collect_blocks(item, found)
+
+
+# Text without these holds no injection.  ``u003cskill`` is ``<skill`` as JSON encoders
+# that escape HTML characters (Go's, for one) write it.
+INJECTION_MARKERS: tuple[str, ...] = ("<skill ", "u003cskill ", "Base directory for this skill:")
 
 
 def injections(value: Any) -> Iterator[Injection]:
-    for text in all_strings(value):
+    return injections_in(all_strings(value))
+
+
+def injections_in(strings: Iterable[str]) -> Iterator[Injection]:
+    """Injections in strings already taken out of a value (``all_strings``)."""
+    for text in strings:
         if "<skill " in text:
             for match in patterns.INJECTED_SKILL_TAG.finditer(text):
                 yield Injection(match.group(1), match.group(3).strip(), match.group(2), follows_tool=False)

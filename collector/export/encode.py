@@ -47,17 +47,8 @@ class Encoded:
 
 
 def idempotency_key(result: EvaluationResult) -> str:
-    """session, revision, evaluation, skill, anchor span and schema version."""
-    return "\x1f".join(
-        (
-            result.session_id,
-            str(result.revision),
-            result.evaluation,
-            result.skill or "",
-            result.span_id or "",
-            str(SCHEMA_VERSION),
-        )
-    )
+    """The result's own key (session, revision, evaluation, skill, span) plus the export schema."""
+    return f"{result.key}\x1f{SCHEMA_VERSION}"
 
 
 def coverage_key(coverage: Coverage) -> str:

@@ -62,8 +62,14 @@ class Metrics:
         self.rejected_requests = Counter(
             "skillgauge_rejected_requests",
             "OTLP requests refused whole, by protocol, signal and reason "
-            "(invalid, unsupported_media_type, too_large, backpressure).",
+            "(invalid, unsupported_media_type, too_large, backpressure, unauthenticated).",
             ["protocol", "signal", "reason"],
+            registry=r,
+        )
+        self.status_rejected = Counter(
+            "skillgauge_status_rejected_requests",
+            "Status API requests refused, by endpoint (metrics, sessions) and reason (unauthenticated).",
+            ["endpoint", "reason"],
             registry=r,
         )
         self.sessions_open = Gauge("skillgauge_sessions_open", "Sessions currently open.", registry=r)
@@ -164,6 +170,11 @@ class Metrics:
         )
         self.judge_cost = Counter(
             "skillgauge_judge_cost_usd", "Judge spend in US dollars, by model.", ["model"], registry=r
+        )
+        self.judge_reused = Counter(
+            "skillgauge_judge_verdicts_reused",
+            "Judge verdicts committed before a restart and reused instead of calling the judge again.",
+            registry=r,
         )
         self.judge_queue = Gauge(
             "skillgauge_judge_queue_depth", "Judge evaluations waiting or in flight.", registry=r

@@ -250,7 +250,6 @@ class Channel:
         self._metrics = metrics
         self.outbox = outbox
         self._build = build
-        self._incoming: list[Entry] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -260,27 +259,11 @@ class Channel:
 
     @property
     def backlog(self) -> int:
-        return len(self.outbox) + len(self._incoming)
+        return len(self.outbox)
 
-    def offer(self, entries: list[Entry]) -> None:
-        self._incoming.extend(entries)
-        self._update_backlog()
-        self._wake.set()
-        if self._task is None:
-            self.start()
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"skillgauge-export-{self.signal}")
-
-    def _update_backlog(self) -> None:
-        self._metrics.export_backlog.labels(self.name).set(self.backlog)
-
-    async def _admit(self) -> None:
-        if not self._incoming:
-            return
-        batch, self._incoming = self._incoming, []
-        dropped = await self.outbox.put(batch)
+    async def enqueue(self, entries: list[Entry]) -> None:
+        """Put entries in the outbox (durably, with a durable outbox) and wake the sender."""
+        dropped = await self.outbox.put(entries)
         if dropped:
             self._metrics.export_dropped.labels(self.name, "queue_full").inc(dropped)
             log.error(
@@ -291,11 +274,19 @@ class Channel:
                 dropped,
             )
         self._update_backlog()
+        self._wake.set()
+        self.start()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"skillgauge-export-{self.signal}")
+
+    def _update_backlog(self) -> None:
+        self._metrics.export_backlog.labels(self.name).set(self.backlog)
 
     async def _run(self) -> None:
         while True:
             try:
-                await self._admit()
                 if not len(self.outbox):
                     if self._stopping:
                         return
@@ -375,7 +366,6 @@ class Channel:
             if not done:
                 self._task.cancel()
                 await asyncio.gather(self._task, return_exceptions=True)
-        await self._admit()
         left = len(self.outbox)
         if left:
             durable = getattr(self.outbox, "durable", False)
@@ -429,14 +419,14 @@ class OtlpExporter:
         for channel in self.channels.values():
             channel.start()
 
-    def consume(self, coverage: Coverage) -> None:
+    async def consume(self, coverage: Coverage) -> None:
         now_ns = self._clock()
         now = now_ns / 1e9
         spans = encode.encode_spans(coverage, now_ns)
-        self.channels["traces"].offer([Entry(e.key, e.payload, now) for e in spans])
+        await self.channels["traces"].enqueue([Entry(e.key, e.payload, now) for e in spans])
         if "logs" in self.channels:
             records = encode.encode_logs(coverage, now_ns)
-            self.channels["logs"].offer([Entry(e.key, e.payload, now) for e in records])
+            await self.channels["logs"].enqueue([Entry(e.key, e.payload, now) for e in records])
 
     async def shutdown(self, timeout: float = 10.0) -> None:
         await asyncio.gather(*(c.shutdown(timeout) for c in self.channels.values()))

@@ -9,7 +9,8 @@ a crash or an outage between send and ack re-sends it, and the deterministic spa
 The interface is async and small on purpose, so a durable implementation (SQLite in WAL
 mode, committed in the storage thread before ``put`` returns) can replace ``MemoryOutbox``
 without touching the sender: it keeps the same four methods and the same ordering.
-``MemoryOutbox`` keeps entries only as long as the process lives.
+``MemoryOutbox`` keeps entries only as long as the process lives; ``SpoolOutbox`` keeps them
+in the spool's SQLite database, committed before ``put`` returns, so a restart resends them.
 
 Bounded: when full, the oldest entries are dropped to make room, and ``put`` says how many,
 so the caller can count them (``skillgauge_export_dropped_total{reason="queue_full"}``).
@@ -86,3 +87,43 @@ class MemoryOutbox:
 
     async def close(self) -> None:
         return None
+
+
+class SpoolOutbox:
+    """The outbox of one channel, kept in the spool (durable with the SQLite spool)."""
+
+    def __init__(self, spool: SpoolStore, channel: str) -> None:
+        self._spool = spool
+        self._channel = channel
+        self.durable = spool.durable
+
+    async def put(self, entries: Sequence[Entry]) -> int:
+        return await self._spool.outbox_put(
+            self._channel, [(e.key, e.payload, e.enqueued_at) for e in entries]
+        )
+
+    async def peek(self, limit: int) -> list[Entry]:
+        return [Entry(k, p, t) for k, p, t in await self._spool.outbox_peek(self._channel, limit)]
+
+    async def ack(self, keys: Iterable[str]) -> None:
+        await self._spool.outbox_ack(self._channel, list(keys))
+
+    def __len__(self) -> int:
+        return self._spool.outbox_len(self._channel)
+
+    async def close(self) -> None:
+        return None
+
+
+class SpoolStore(Protocol):
+    """The part of ``collector.sessions.spool.Spool`` an outbox uses."""
+
+    durable: bool
+
+    async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int: ...
+
+    async def outbox_peek(self, channel: str, limit: int) -> list[tuple[str, bytes, float]]: ...
+
+    async def outbox_ack(self, channel: str, keys: list[str]) -> None: ...
+
+    def outbox_len(self, channel: str) -> int: ...

@@ -1,4 +1,9 @@
-"""The status API: /metrics, /healthz, /readyz and GET /v1/sessions/{id}."""
+"""The status API: /metrics, /healthz, /readyz and GET /v1/sessions/{id}.
+
+With auth configured, /metrics and /v1/sessions/{id} need the bearer token (sessions hold
+what agents said); /healthz and /readyz stay open, because Kubernetes probes send no
+credentials and say nothing about any session.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,31 @@ from collections.abc import Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from collector.config import BearerAuth
 from collector.export.store import replay_records
 from collector.pipeline import Pipeline
+from collector.receiver import auth as listener_auth
+
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 
 
-def app(pipeline: Pipeline, ready: Callable[[], bool]) -> web.Application:
+def _guarded(path: str) -> bool:
+    return path not in OPEN_PATHS
+
+
+def _unauthenticated(pipeline: Pipeline) -> listener_auth.Refusal:
+    def refuse(request: web.Request) -> web.Response:
+        path = request.path
+        endpoint = "metrics" if path == "/metrics" else "sessions" if path.startswith("/v1/sessions/") else ""
+        if endpoint:  # other paths would be 404s: not worth a series
+            pipeline.metrics.status_rejected.labels(endpoint, "unauthenticated").inc()
+        # The shape of a google.rpc.Status in JSON, as the OTLP/HTTP receiver answers.
+        return web.json_response({"code": 16, "message": listener_auth.MESSAGE}, status=401)
+
+    return refuse
+
+
+def app(pipeline: Pipeline, ready: Callable[[], bool], auth: BearerAuth | None = None) -> web.Application:
     async def metrics(_: web.Request) -> web.Response:
         pipeline.tick_gauges()
         return web.Response(
@@ -51,7 +76,11 @@ def app(pipeline: Pipeline, ready: Callable[[], bool]) -> web.Application:
             return web.json_response(body, status=404)
         return web.json_response(body)
 
-    application = web.Application()
+    middlewares = []
+    if auth is not None:
+        bearer = listener_auth.Bearer(auth)
+        middlewares.append(listener_auth.middleware(bearer, _unauthenticated(pipeline), _guarded))
+    application = web.Application(middlewares=middlewares)
     application.router.add_get("/metrics", metrics)
     application.router.add_get("/healthz", healthz)
     application.router.add_get("/readyz", readyz)

@@ -2,7 +2,8 @@
 
 Every answer OTLP 1.11 asks for, in one table: bad data is permanent (INVALID_ARGUMENT /
 400), an oversized request is permanent (RESOURCE_EXHAUSTED without RetryInfo / 413),
-backpressure is retryable (UNAVAILABLE with RetryInfo / 503 with Retry-After).
+backpressure is retryable (UNAVAILABLE with RetryInfo / 503 with Retry-After), a missing
+or wrong bearer token is UNAUTHENTICATED / 401.
 """
 
 from __future__ import annotations
@@ -41,6 +42,15 @@ class TooLarge(ReceiveError):
     http_status = 413
     rpc_code = code_pb2.RESOURCE_EXHAUSTED
     reason = "too_large"
+
+
+class Unauthenticated(ReceiveError):
+    """No valid bearer token.  Permanent for this request: the client must fix its headers."""
+
+    grpc_code = grpc.StatusCode.UNAUTHENTICATED
+    http_status = 401
+    rpc_code = code_pb2.UNAUTHENTICATED
+    reason = "unauthenticated"
 
 
 class Backpressure(ReceiveError):

@@ -13,10 +13,11 @@ from collections.abc import Awaitable, Callable
 import grpc
 from google.protobuf.message import Message
 
-from collector.config import Listener
+from collector.config import BearerAuth, Listener
 from collector.pipeline import Received
+from collector.receiver import auth as listener_auth
 from collector.receiver import decode
-from collector.receiver.errors import ReceiveError, answer
+from collector.receiver.errors import ReceiveError, Unauthenticated, answer
 from collector.receiver.responses import response_for
 from collector.sessions.assembler import Accepted
 
@@ -46,14 +47,41 @@ def _export(signal: decode.Signal, consume: Consume, on_answer: OnAnswer) -> grp
     )
 
 
-async def start(listener: Listener, consume: Consume, on_answer: OnAnswer) -> tuple[grpc.aio.Server, int]:
-    """Start the server; returns it and the bound port (useful with port 0)."""
-    server = grpc.aio.server(options=[("grpc.max_receive_message_length", listener.max_request_bytes)])
+def _signal_of(method: str) -> str:
+    service = method.strip("/").partition("/")[0]
+    return next((signal for signal, name in SERVICES.items() if name == service), "unknown")
+
+
+async def start(
+    listener: Listener, consume: Consume, on_answer: OnAnswer, auth: BearerAuth | None = None
+) -> tuple[grpc.aio.Server, int]:
+    """Start the server; returns it and the bound port (useful with port 0).
+
+    With ``listener.tls`` the port speaks TLS (mutual TLS with ``client_ca_file``); with
+    ``auth`` every call needs ``authorization: Bearer <token>`` metadata."""
+    interceptors = []
+    if auth is not None:
+        interceptors.append(
+            listener_auth.BearerInterceptor(
+                listener_auth.Bearer(auth),
+                lambda method: on_answer(_signal_of(method), "error", Unauthenticated.reason),
+            )
+        )
+    server = grpc.aio.server(
+        interceptors=interceptors,
+        options=[("grpc.max_receive_message_length", listener.max_request_bytes)],
+    )
     for signal, service in SERVICES.items():
         server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(service, {"Export": _export(signal, consume, on_answer)}),)
         )
-    port = server.add_insecure_port(listener.endpoint)
+    try:
+        if listener.tls is not None:
+            port = server.add_secure_port(listener.endpoint, listener_auth.grpc_credentials(listener.tls))
+        else:
+            port = server.add_insecure_port(listener.endpoint)
+    except (OSError, RuntimeError) as err:  # grpc raises RuntimeError when it cannot bind
+        raise OSError(f"receivers.otlp.grpc.endpoint: cannot listen on {listener.endpoint} ({err})") from None
     if port == 0:
         raise OSError(f"receivers.otlp.grpc.endpoint: cannot listen on {listener.endpoint}")
     await server.start()

@@ -12,10 +12,11 @@ from aiohttp import web
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from collector.config import Listener
+from collector.config import BearerAuth, Listener
 from collector.pipeline import Received
+from collector.receiver import auth as listener_auth
 from collector.receiver import decode
-from collector.receiver.errors import InvalidRequest, ReceiveError, TooLarge, answer
+from collector.receiver.errors import InvalidRequest, ReceiveError, TooLarge, Unauthenticated, answer
 from collector.receiver.responses import response_for
 from collector.sessions.assembler import Accepted
 
@@ -83,8 +84,27 @@ async def _read_body(request: web.Request, limit: int) -> bytes:
     return bytes(body)
 
 
-def app(listener: Listener, consume: Consume, on_answer: OnAnswer) -> web.Application:
-    application = web.Application(client_max_size=listener.max_request_bytes + 1)
+_SIGNALS: dict[str, decode.Signal] = {"/v1/traces": "traces", "/v1/logs": "logs"}
+
+
+def _unauthenticated(on_answer: OnAnswer) -> listener_auth.Refusal:
+    def refuse(request: web.Request) -> web.Response:
+        # Before the body is read; the answer is in the request's encoding when it names one.
+        encoding: decode.Encoding = "json" if request.content_type == "application/json" else "protobuf"
+        on_answer(_SIGNALS.get(request.path, "unknown"), "error", Unauthenticated.reason)
+        return _error_response(Unauthenticated(listener_auth.MESSAGE), encoding)
+
+    return refuse
+
+
+def app(
+    listener: Listener, consume: Consume, on_answer: OnAnswer, auth: BearerAuth | None = None
+) -> web.Application:
+    """The OTLP/HTTP application; with ``auth``, every request needs the bearer token."""
+    middlewares = []
+    if auth is not None:
+        middlewares.append(listener_auth.middleware(listener_auth.Bearer(auth), _unauthenticated(on_answer)))
+    application = web.Application(client_max_size=listener.max_request_bytes + 1, middlewares=middlewares)
     application.router.add_post("/v1/traces", make_handler("traces", listener, consume, on_answer))
     application.router.add_post("/v1/logs", make_handler("logs", listener, consume, on_answer))
     return application

@@ -8,6 +8,12 @@ tool spans, and children are exported before their parents).
 
 Closing: idle timeout, an explicit end attribute, max duration, max spans or bytes, and
 shutdown.  The assembler never waits: closed sessions go to ``on_close`` at once.
+
+Revisions: spans for a recently closed session reopen it as the next revision, which
+carries the earlier spans' evidence too, so its results can supersede the earlier ones.
+Durability: every span arrives with the id of the spooled request that carried it; a closed
+revision is reported (``on_record``) with its request range and traces, which is what a
+restart needs to rebuild open sessions and skip the spans of revisions already evaluated.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from collector.config import Sessions as SessionsConfig
 from collector.detect import SessionEvidence
 from collector.detect.expectations import NO_RULES, Rules
 from collector.receiver.errors import Backpressure
+from collector.sessions.spool import Closed
 from collector.spans import Attributes, LogView, ResourceView, SpanView
 from evaluators.evidence import Session
 
@@ -36,6 +43,9 @@ CLOSE_REASONS = (
     "shutdown",
     "end_of_input",
 )
+# Closed for these reasons, a session reopened by late spans carries its earlier evidence.
+# Cut for size or age (max_spans, max_bytes, max_duration), the next revision starts afresh.
+_REOPEN_WHOLE = frozenset({"idle_timeout", "end_attribute"})
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
 
@@ -59,7 +69,9 @@ class OpenSession:
         "bytes",
         "ending",
         "evidence",
+        "first_request",
         "key",
+        "last_request",
         "last_seen",
         "opened_at",
         "provisional",
@@ -67,19 +79,37 @@ class OpenSession:
         "traces",
     )
 
-    def __init__(self, key: str, revision: int, now: float, rules: Rules, provisional: bool) -> None:
+    def __init__(
+        self, key: str, revision: int, now: float, evidence: SessionEvidence, provisional: bool
+    ) -> None:
         self.key = key
         self.revision = revision
+        self.first_request = 0
+        self.last_request = 0
         self.opened_at = now
         self.last_seen = now
         self.bytes = 0
         self.ending = False
         self.provisional = provisional
         self.traces: set[bytes] = set()
-        self.evidence = SessionEvidence(rules)
+        self.evidence = evidence
 
 
 OnClose = Callable[[Session, str], None]
+OnRecord = Callable[[Closed], None]
+# (session key or None, hex trace id, request id) -> True when the span belongs to a revision
+# that was already evaluated before a restart.
+Skip = Callable[[str | None, bytes, int], bool]
+
+
+@dataclass(slots=True)
+class _Recent:
+    """A closed session kept for a while, so late spans can reopen it whole."""
+
+    revision: int
+    evidence: SessionEvidence
+    first_request: int
+    traces: set[bytes]
 
 
 class Assembler:
@@ -89,9 +119,11 @@ class Assembler:
         on_close: OnClose,
         rules: Rules = NO_RULES,
         clock: Callable[[], float] = time.monotonic,
+        on_record: OnRecord | None = None,
     ) -> None:
         self._config = config
         self._on_close = on_close
+        self._on_record = on_record
         self._rules = rules
         self._clock = clock
         self._span_keys = tuple(k.split(":", 1)[1] for k in config.keys if k.startswith("span:"))
@@ -101,6 +133,8 @@ class Assembler:
         self._opened_order: deque[tuple[float, str, int]] = deque()
         self._trace_owner: dict[bytes, str] = {}
         self._revisions: OrderedDict[str, int] = OrderedDict()  # closed sessions' last revision
+        self._recent: OrderedDict[str, _Recent] = OrderedDict()  # for reopening, bounded
+        self.skip: Skip | None = None  # set only while a restart replays the spool
         self.closed_by_reason: dict[str, int] = dict.fromkeys(CLOSE_REASONS, 0)
         self.reopened = 0
 
@@ -113,8 +147,11 @@ class Assembler:
 
     # -- intake ---------------------------------------------------------------------------
 
-    def add_spans(self, request: ExportTraceServiceRequest) -> Accepted:
-        self.admit()
+    def add_spans(
+        self, request: ExportTraceServiceRequest, request_id: int = 0, *, admit: bool = True
+    ) -> Accepted:
+        if admit:
+            self.admit()
         now = self._clock()
         result = Accepted()
         touched: dict[str, OpenSession] = {}
@@ -131,7 +168,11 @@ class Assembler:
                         result.reject("span with an invalid span_id (need 8 non-zero bytes)")
                         continue
                     view = SpanView(span, scope, resource)
-                    session = self._session_for(self._key_of(view.attrs, resource.attrs), span.trace_id, now)
+                    key = self._key_of(view.attrs, resource.attrs)
+                    if self.skip is not None and self.skip(key, span.trace_id, request_id):
+                        result.accepted += 1  # evaluated before the restart: accounted for
+                        continue
+                    session = self._session_for(key, span.trace_id, now, request_id)
                     session.evidence.observe_span(view)
                     session.bytes += span.ByteSize()
                     session.last_seen = now
@@ -146,8 +187,11 @@ class Assembler:
                 self._close(session, "end_attribute")
         return result
 
-    def add_logs(self, request: ExportLogsServiceRequest) -> Accepted:
-        self.admit()
+    def add_logs(
+        self, request: ExportLogsServiceRequest, request_id: int = 0, *, admit: bool = True
+    ) -> Accepted:
+        if admit:
+            self.admit()
         now = self._clock()
         result = Accepted()
         for resource_logs in request.resource_logs:
@@ -165,7 +209,10 @@ class Assembler:
                     if key is None and not trace_id:
                         result.reject("log record with no session key and no trace_id to correlate it")
                         continue
-                    session = self._session_for(key, trace_id, now)
+                    if self.skip is not None and self.skip(key, trace_id, request_id):
+                        result.accepted += 1
+                        continue
+                    session = self._session_for(key, trace_id, now, request_id)
                     session.evidence.observe_log(view)
                     session.bytes += record.ByteSize()
                     session.last_seen = now
@@ -188,7 +235,7 @@ class Assembler:
                     return value
         return None
 
-    def _session_for(self, key: str | None, trace_id: bytes, now: float) -> OpenSession:
+    def _session_for(self, key: str | None, trace_id: bytes, now: float, request_id: int) -> OpenSession:
         owner = self._trace_owner.get(trace_id) if trace_id else None
         if key is None:
             if owner is not None and owner in self._open:
@@ -204,6 +251,9 @@ class Assembler:
         if trace_id and trace_id not in session.traces:
             session.traces.add(trace_id)
             self._trace_owner[trace_id] = session.key
+        if request_id:
+            session.first_request = session.first_request or request_id
+            session.last_request = max(session.last_request, request_id)
         return self._touch(session)
 
     def _touch(self, session: OpenSession) -> OpenSession:
@@ -211,10 +261,17 @@ class Assembler:
         return session
 
     def _start(self, key: str, now: float, provisional: bool) -> OpenSession:
-        revision = self._revisions.pop(key, 0) + 1
+        recent = self._recent.pop(key, None)
+        revision = max(self._revisions.pop(key, 0), recent.revision if recent else 0) + 1
         if revision > 1:
             self.reopened += 1
-        session = OpenSession(key, revision, now, self._rules, provisional)
+        evidence = recent.evidence if recent else SessionEvidence(self._rules)
+        session = OpenSession(key, revision, now, evidence, provisional)
+        if recent is not None:  # late spans: the new revision carries the earlier ones too
+            session.first_request = recent.first_request
+            session.traces = recent.traces
+            for trace_id in recent.traces:
+                self._trace_owner.setdefault(trace_id, key)
         self._open[key] = session
         self._opened_order.append((now, key, revision))
         return session
@@ -224,6 +281,9 @@ class Assembler:
         into.evidence.absorb(provisional.evidence)
         into.bytes += provisional.bytes
         into.opened_at = min(into.opened_at, provisional.opened_at)
+        firsts = [r for r in (into.first_request, provisional.first_request) if r]
+        into.first_request = min(firsts) if firsts else 0
+        into.last_request = max(into.last_request, provisional.last_request)
         for trace_id in provisional.traces:
             into.traces.add(trace_id)
             self._trace_owner[trace_id] = into.key
@@ -259,6 +319,17 @@ class Assembler:
                 closed += 1
         return closed
 
+    def close(self, key: str, reason: str) -> bool:
+        """Close one open session now (a restart finishing a revision that closed before it)."""
+        session = self._open.get(key)
+        if session is not None:
+            self._close(session, reason)
+        return session is not None
+
+    def seed_revision(self, key: str, revision: int) -> None:
+        """The next session under ``key`` gets ``revision + 1`` (restored after a restart)."""
+        self._revisions[key] = max(self._revisions.get(key, 0), revision)
+
     def close_all(self, reason: str = "shutdown") -> int:
         sessions = list(self._open.values())
         for session in sessions:
@@ -274,8 +345,30 @@ class Assembler:
         self._revisions[session.key] = session.revision
         if len(self._revisions) > 100_000:
             self._revisions.popitem(last=False)
+        if not session.provisional and reason in _REOPEN_WHOLE:
+            self._recent[session.key] = _Recent(
+                session.revision, session.evidence, session.first_request, session.traces
+            )
+            while len(self._recent) > self._config.reopen_cache:
+                self._recent.popitem(last=False)
         self.closed_by_reason[reason] = self.closed_by_reason.get(reason, 0) + 1
+        if self._on_record is not None:
+            self._on_record(
+                Closed(
+                    session.key,
+                    session.revision,
+                    reason,
+                    session.first_request,
+                    session.last_request,
+                    tuple(sorted(t.hex() for t in session.traces)),
+                )
+            )
         self._on_close(session.evidence.finish(session.key, session.revision, reason), reason)
+
+    def oldest_request(self) -> int | None:
+        """The first spooled request an open session still needs (None: none open)."""
+        firsts = [s.first_request for s in self._open.values() if s.first_request]
+        return min(firsts) if firsts else None
 
     def open_sessions(self) -> Iterable[OpenSession]:
         return self._open.values()

@@ -1,22 +1,32 @@
-"""The spool: every accepted OTLP request is committed to SQLite before it is acknowledged.
+"""The spool: what must survive ``kill -9``, in one SQLite database (WAL).
 
-One writer thread owns the connection and commits in groups: requests that arrive while a
-commit is running share the next one, so the event loop never waits on disk per request
-and disk syncs stay few under load.  ``MemorySpool`` keeps nothing (``storage.path:
-":memory:"``) and says so at startup.
+* every accepted OTLP request, committed before it is acknowledged;
+* which session revisions closed, up to which request, over which traces;
+* every evaluation result under its idempotency key, and each session's coverage line;
+* the export outbox.
+
+One writer thread owns the connection.  Work queued while a commit runs shares the next
+transaction (group commit), so the event loop never waits on disk per request and syncs
+stay few under load.  ``synchronous=NORMAL`` with WAL loses nothing on a process crash.
+
+``MemorySpool`` keeps the same interface in memory (``storage.path: ":memory:"``; replay):
+nothing survives the process, and the service says so at startup.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import queue
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -27,15 +37,103 @@ CREATE TABLE IF NOT EXISTS requests (
     signal TEXT NOT NULL,
     payload BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS closed (
+    session TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    first_request INTEGER NOT NULL,
+    last_request INTEGER NOT NULL,
+    traces TEXT NOT NULL,
+    closed_at REAL NOT NULL,
+    PRIMARY KEY (session, revision)
+);
+CREATE TABLE IF NOT EXISTS results (
+    key TEXT PRIMARY KEY,
+    session TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    record TEXT NOT NULL,
+    superseded INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS results_session ON results (session, revision);
+CREATE TABLE IF NOT EXISTS coverage (
+    session TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    record TEXT NOT NULL,
+    evaluated_at REAL NOT NULL,
+    PRIMARY KEY (session, revision)
+);
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY,
+    channel TEXT NOT NULL,
+    key TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    enqueued_at REAL NOT NULL,
+    UNIQUE (channel, key)
+);
+CREATE TABLE IF NOT EXISTS state (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 _MAX_GROUP = 512
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """A closed session revision: its spans are those of requests first..last on its traces."""
+
+    session: str
+    revision: int
+    reason: str
+    first_request: int
+    last_request: int
+    traces: tuple[str, ...]  # hex trace ids
+
+
+@dataclass
+class Recovery:
+    """What a restart needs: where to replay from, and what was already done."""
+
+    replay_from: int = 1
+    closed: dict[str, list[Closed]] = field(default_factory=dict)  # session -> revisions
+    evaluated: set[tuple[str, int]] = field(default_factory=set)
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)  # idempotency key -> record
 
 
 class Spool(Protocol):
     durable: bool
 
-    async def append(self, signal: str, payload: bytes) -> None:
-        """Return once the request is durable (or at once, for a spool that is not)."""
+    async def append(self, signal: str, payload: bytes) -> int:
+        """Commit one request; return its id once it is durable."""
+        ...
+
+    def record_closed(self, closed: Closed) -> None:
+        """Note a closed revision (queued; committed with the next group)."""
+        ...
+
+    async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
+        """Commit one judged result before anything else can depend on it."""
+        ...
+
+    async def save_coverage(
+        self, session: str, revision: int, results: list[tuple[str, dict[str, Any]]], coverage: dict[str, Any]
+    ) -> None:
+        """Commit a session revision's results and coverage; earlier revisions become superseded."""
+        ...
+
+    async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int: ...
+
+    async def outbox_peek(self, channel: str, limit: int) -> list[tuple[str, bytes, float]]: ...
+
+    async def outbox_ack(self, channel: str, keys: list[str]) -> None: ...
+
+    def outbox_len(self, channel: str) -> int: ...
+
+    async def checkpoint(self, replay_from: int) -> None:
+        """Requests before ``replay_from`` are no longer needed: remember it and delete them."""
+        ...
+
+    def recovery(self) -> Recovery: ...
+
+    def requests(self, from_id: int) -> Iterator[tuple[int, str, bytes]]: ...
 
     def size_bytes(self) -> int: ...
 
@@ -43,10 +141,60 @@ class Spool(Protocol):
 
 
 class MemorySpool:
+    """The spool's interface with nothing kept beyond the process."""
+
     durable = False
 
-    async def append(self, signal: str, payload: bytes) -> None:
+    def __init__(self, outbox_capacity: int = 100_000) -> None:
+        self._next = 0
+        self._outbox: dict[str, dict[str, tuple[str, bytes, float]]] = {}
+        self._capacity = outbox_capacity
+
+    async def append(self, signal: str, payload: bytes) -> int:
+        self._next += 1
+        return self._next
+
+    def record_closed(self, closed: Closed) -> None:
         return None
+
+    async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
+        return None
+
+    async def save_coverage(
+        self, session: str, revision: int, results: list[tuple[str, dict[str, Any]]], coverage: dict[str, Any]
+    ) -> None:
+        return None
+
+    async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
+        box = self._outbox.setdefault(channel, {})
+        dropped = 0
+        for entry in entries:
+            box.pop(entry[0], None)
+            box[entry[0]] = entry
+            if len(box) > self._capacity:
+                del box[next(iter(box))]
+                dropped += 1
+        return dropped
+
+    async def outbox_peek(self, channel: str, limit: int) -> list[tuple[str, bytes, float]]:
+        return list(self._outbox.get(channel, {}).values())[:limit]
+
+    async def outbox_ack(self, channel: str, keys: list[str]) -> None:
+        box = self._outbox.get(channel, {})
+        for key in keys:
+            box.pop(key, None)
+
+    def outbox_len(self, channel: str) -> int:
+        return len(self._outbox.get(channel, {}))
+
+    async def checkpoint(self, replay_from: int) -> None:
+        return None
+
+    def recovery(self) -> Recovery:
+        return Recovery()
+
+    def requests(self, from_id: int) -> Iterator[tuple[int, str, bytes]]:
+        return iter(())
 
     def size_bytes(self) -> int:
         return 0
@@ -55,30 +203,188 @@ class MemorySpool:
         return None
 
 
-_Item = tuple[str, bytes, asyncio.Future[None], asyncio.AbstractEventLoop]
+_Work = tuple[
+    Callable[[sqlite3.Connection], Any], "asyncio.Future[Any] | None", "asyncio.AbstractEventLoop | None"
+]
 
 
 class SqliteSpool:
     durable = True
 
-    def __init__(self, directory: str | Path) -> None:
-        self.path = Path(directory) / "spool.sqlite"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
+    def __init__(self, directory: str | Path, outbox_capacity: int = 100_000) -> None:
+        self.path = Path(directory) / "skillgauge.sqlite"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            setup = sqlite3.connect(self.path)
+            setup.execute("PRAGMA journal_mode=WAL")
+            setup.executescript(_SCHEMA)
+            setup.close()
+        except (OSError, sqlite3.Error) as err:
+            raise RuntimeError(f"storage.path: cannot open the spool at {self.path}: {err}") from None
+        self._capacity = outbox_capacity
+        self._outbox_len: dict[str, int] = {}
+        self._recovery = self._load()
+        self._queue: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="skillgauge-spool", daemon=True)
         self._thread.start()
-        self._ready.wait()
-        if self._error is not None:
-            raise self._error
         self.commits = 0
 
-    async def append(self, signal: str, payload: bytes) -> None:
+    # -- reads at startup (before the writer runs) --------------------------------------------
+
+    def _load(self) -> Recovery:
+        db = sqlite3.connect(self.path)
+        try:
+            recovery = Recovery()
+            row = db.execute("SELECT value FROM state WHERE name = 'replay_from'").fetchone()
+            recovery.replay_from = int(row[0]) if row else 1
+            for session, revision, reason, first, last, traces in db.execute(
+                "SELECT session, revision, reason, first_request, last_request, traces FROM closed ORDER BY revision"
+            ):
+                recovery.closed.setdefault(session, []).append(
+                    Closed(session, revision, reason, first, last, tuple(t for t in traces.split(",") if t))
+                )
+            recovery.evaluated = {(s, r) for s, r in db.execute("SELECT session, revision FROM coverage")}
+            unevaluated = {(s, r) for s, revs in recovery.closed.items() for r in (c.revision for c in revs)}
+            unevaluated -= recovery.evaluated
+            for key, record in db.execute(
+                "SELECT key, record FROM results WHERE superseded = 0 AND (session, revision) NOT IN "
+                "(SELECT session, revision FROM coverage)"
+            ):
+                recovery.results[key] = json.loads(record)
+            for channel, count in db.execute("SELECT channel, COUNT(*) FROM outbox GROUP BY channel"):
+                self._outbox_len[channel] = int(count)
+            return recovery
+        finally:
+            db.close()
+
+    def recovery(self) -> Recovery:
+        return self._recovery
+
+    def requests(self, from_id: int) -> Iterator[tuple[int, str, bytes]]:
+        """Spooled requests from ``from_id`` on, read through a connection of the caller's own."""
+        db = sqlite3.connect(self.path)
+        try:
+            yield from db.execute(
+                "SELECT id, signal, payload FROM requests WHERE id >= ? ORDER BY id", (from_id,)
+            )
+        finally:
+            db.close()
+
+    # -- writes (through the writer thread) ---------------------------------------------------
+
+    def _submit(self, work: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
         loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        self._queue.put((signal, payload, done, loop))
-        await done
+        done: asyncio.Future[T] = loop.create_future()
+        self._queue.put((work, done, loop))
+        return done
+
+    async def append(self, signal: str, payload: bytes) -> int:
+        now = time.time()
+
+        def insert(db: sqlite3.Connection) -> int:
+            cursor = db.execute(
+                "INSERT INTO requests (received_at, signal, payload) VALUES (?, ?, ?)", (now, signal, payload)
+            )
+            return int(cursor.lastrowid or 0)
+
+        return await self._submit(insert)
+
+    def record_closed(self, closed: Closed) -> None:
+        row = (
+            closed.session,
+            closed.revision,
+            closed.reason,
+            closed.first_request,
+            closed.last_request,
+            ",".join(closed.traces),
+            time.time(),
+        )
+        self._queue.put(
+            (
+                lambda db: db.execute("INSERT OR REPLACE INTO closed VALUES (?, ?, ?, ?, ?, ?, ?)", row),
+                None,
+                None,
+            )
+        )
+
+    async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
+        text = json.dumps(record, sort_keys=True)
+        await self._submit(
+            lambda db: db.execute(
+                "INSERT OR IGNORE INTO results (key, session, revision, record) VALUES (?, ?, ?, ?)",
+                (key, session, revision, text),
+            )
+        )
+
+    async def save_coverage(
+        self, session: str, revision: int, results: list[tuple[str, dict[str, Any]]], coverage: dict[str, Any]
+    ) -> None:
+        rows = [(key, session, revision, json.dumps(record, sort_keys=True)) for key, record in results]
+        text = json.dumps(coverage, sort_keys=True)
+
+        def write(db: sqlite3.Connection) -> None:
+            db.executemany(
+                "INSERT OR REPLACE INTO results (key, session, revision, record) VALUES (?, ?, ?, ?)", rows
+            )
+            db.execute(
+                "UPDATE results SET superseded = 1 WHERE session = ? AND revision < ?", (session, revision)
+            )
+            db.execute(
+                "INSERT OR REPLACE INTO coverage (session, revision, record, evaluated_at) VALUES (?, ?, ?, ?)",
+                (session, revision, text, time.time()),
+            )
+
+        await self._submit(write)
+
+    async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
+        capacity = self._capacity
+
+        def write(db: sqlite3.Connection) -> tuple[int, int]:
+            db.executemany(
+                "INSERT OR REPLACE INTO outbox (channel, key, payload, enqueued_at) VALUES (?, ?, ?, ?)",
+                [(channel, key, payload, at) for key, payload, at in entries],
+            )
+            (count,) = db.execute("SELECT COUNT(*) FROM outbox WHERE channel = ?", (channel,)).fetchone()
+            over = max(0, int(count) - capacity)
+            if over:
+                db.execute(
+                    "DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox WHERE channel = ? ORDER BY seq LIMIT ?)",
+                    (channel, over),
+                )
+            return int(count) - over, over
+
+        length, dropped = await self._submit(write)
+        self._outbox_len[channel] = length
+        return dropped
+
+    async def outbox_peek(self, channel: str, limit: int) -> list[tuple[str, bytes, float]]:
+        return await self._submit(
+            lambda db: [
+                (str(k), bytes(p), float(t))
+                for k, p, t in db.execute(
+                    "SELECT key, payload, enqueued_at FROM outbox WHERE channel = ? ORDER BY seq LIMIT ?",
+                    (channel, limit),
+                )
+            ]
+        )
+
+    async def outbox_ack(self, channel: str, keys: list[str]) -> None:
+        def write(db: sqlite3.Connection) -> int:
+            db.executemany("DELETE FROM outbox WHERE channel = ? AND key = ?", [(channel, k) for k in keys])
+            (count,) = db.execute("SELECT COUNT(*) FROM outbox WHERE channel = ?", (channel,)).fetchone()
+            return int(count)
+
+        self._outbox_len[channel] = await self._submit(write)
+
+    def outbox_len(self, channel: str) -> int:
+        return self._outbox_len.get(channel, 0)
+
+    async def checkpoint(self, replay_from: int) -> None:
+        def write(db: sqlite3.Connection) -> None:
+            db.execute("INSERT OR REPLACE INTO state (name, value) VALUES ('replay_from', ?)", (replay_from,))
+            db.execute("DELETE FROM requests WHERE id < ?", (replay_from,))
+
+        await self._submit(write)
 
     def size_bytes(self) -> int:
         total = 0
@@ -92,16 +398,9 @@ class SqliteSpool:
         await asyncio.to_thread(self._thread.join, timeout)
 
     def _run(self) -> None:
-        try:
-            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL survives a process crash
-            db.executescript(_SCHEMA)
-        except sqlite3.Error as err:
-            self._error = RuntimeError(f"storage.path: cannot open spool {self.path}: {err}")
-            self._ready.set()
-            return
-        self._ready.set()
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: nothing committed is lost on a crash
         stopping = False
         while not stopping:
             item = self._queue.get()
@@ -120,36 +419,48 @@ class SqliteSpool:
             self._commit(db, group)
         db.close()
 
-    def _commit(self, db: sqlite3.Connection, group: list[_Item]) -> None:
-        now = time.time()
-        error: BaseException | None = None
+    def _commit(self, db: sqlite3.Connection, group: list[_Work]) -> None:
+        outcomes: list[tuple[Any, BaseException | None]] = []
         try:
             db.execute("BEGIN")
-            db.executemany(
-                "INSERT INTO requests (received_at, signal, payload) VALUES (?, ?, ?)",
-                [(now, signal, payload) for signal, payload, _, _ in group],
-            )
+            for work, _, _ in group:
+                try:
+                    outcomes.append((work(db), None))
+                except sqlite3.Error as err:  # one bad write fails alone, the group still commits
+                    outcomes.append((None, err))
             db.execute("COMMIT")
             self.commits += 1
         except sqlite3.Error as err:
             log.error("spool commit failed: %s", err)
-            error = err
             with contextlib.suppress(sqlite3.Error):
                 db.execute("ROLLBACK")
-        for _, _, done, loop in group:
-            loop.call_soon_threadsafe(_settle, done, error)
+            outcomes = [(None, err)] * len(group)
+        for (_, done, loop), (value, error) in zip(group, outcomes, strict=True):
+            if done is not None and loop is not None:
+                loop.call_soon_threadsafe(_settle, done, value, error)
 
 
-def _settle(done: asyncio.Future[None], error: BaseException | None) -> None:
+def _settle(done: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
     if done.done():
         return
     if error is None:
-        done.set_result(None)
+        done.set_result(value)
     else:
         done.set_exception(error)
 
 
-def open_spool(path: str) -> Spool:
+def open_spool(path: str, outbox_capacity: int = 100_000) -> Spool:
     if path == ":memory:":
-        return MemorySpool()
-    return SqliteSpool(path)
+        return MemorySpool(outbox_capacity)
+    return SqliteSpool(path, outbox_capacity)
+
+
+def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

@@ -123,7 +123,7 @@ async def test_retryable_failures_back_off_then_deliver_everything_in_order() ->
     metrics = Metrics()
     unavailable = Outcome(ok=False, retryable=True, reason="unavailable")
     channel, transport = _channel([unavailable, unavailable, OK], metrics)
-    channel.offer([Entry(k, k.encode(), 0) for k in "abc"])
+    await channel.enqueue([Entry(k, k.encode(), 0) for k in "abc"])
     for _ in range(200):
         await asyncio.sleep(0.01)
         if not channel.backlog:
@@ -144,7 +144,7 @@ async def test_permanent_refusal_and_partial_success_are_counted_not_retried() -
     refused = Outcome(ok=False, retryable=False, reason="invalid_argument", message="bad span")
     partial = Outcome(ok=True, rejected=1, message="one bad")
     channel, transport = _channel([refused, partial], metrics)
-    channel.offer([Entry(k, k.encode(), 0) for k in "abcd"])
+    await channel.enqueue([Entry(k, k.encode(), 0) for k in "abcd"])
     await channel.shutdown(2)
     assert transport.bodies == [b"ab", b"cd"]
     text = _text(metrics)
@@ -165,7 +165,7 @@ async def test_shutdown_with_the_downstream_away_reports_what_is_left(
         metrics,
         transport=FakeTransport([Outcome(ok=False, retryable=True, reason="unavailable")] * 99),
     )
-    exporter.consume(_coverage())
+    await exporter.consume(_coverage())
     await exporter.shutdown(0.3)
     assert "3 results not exported at shutdown (in-memory outbox: they are lost)" in caplog.text
 

@@ -141,3 +141,16 @@ def test_short_fuzz_run_of_every_target() -> None:
     run = subprocess.run([sys.executable, str(fuzz), "all", "-atheris_runs=1500"], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stderr.count("Done 1500") == len(TARGETS)
+
+
+def test_bytes_inside_a_kvlist_session_key_is_text_not_a_crash() -> None:
+    # Found by the property test above: bytes nested in an array or kvlist broke JSON rendering.
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add(trace_id=b"\x01" * 16, span_id=b"\x01" * 8)
+    value = span.attributes.add(key="session.id").value
+    value.kvlist_value.values.add(key="k").value.bytes_value = b"\xff\x00"
+    closed: list[Session] = []
+    assembler = Assembler(parse({}).sessions, lambda session, reason: closed.append(session))
+    assert assembler.add_spans(request).accepted == 1
+    assembler.close_all()
+    assert closed[0].session_id == '{"k": "ff00"}'

@@ -16,6 +16,14 @@ Figures:
   rss_bytes_per_open_session RSS growth per open session (10,000 sessions x 50 spans), with the
                              raw span bytes per session beside it
   detect_us_per_span         assembler + detectors per span, in process, one core
+  eval_lag_p95_s             session close (the ack of the request carrying its end span) to
+                             its last evaluation span at a downstream OTLP receiver; one skill's
+                             recorded session at 100 sessions/s, fake Anthropic judge
+  judge_input_tokens_ratio   billed input tokens for those sessions with prompt caching over the
+                             same requests without it (the fake server's usage; cache writes bill
+                             at 1.25x, reads at 0.1x, as Anthropic prices them)
+
+Phoenix is not compared: it is not installed here, and its receiver needs its own server.
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from export.downstream import Downstream  # noqa: E402
+from fake_anthropic import FakeAnthropic  # noqa: E402
 from support import FRAMEWORKS, Server, trace_requests  # noqa: E402
 
 from collector.config import parse  # noqa: E402
@@ -46,6 +56,11 @@ from collector.spans import value_of  # noqa: E402
 
 SESSION_KEYS = frozenset({"session.id", "gen_ai.conversation.id", "langsmith.metadata.session_id"})
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+ONE_SKILL = FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl"  # loads release-notes, with its body
+END_ATTRIBUTE = "skillgauge.session.end"
+# Anthropic bills cache writes (5-minute TTL) at 1.25x the input price and cache reads at 0.1x.
+CACHE_WRITE_PRICE, CACHE_READ_PRICE = 1.25, 0.1
+MIN_CACHE_TOKENS = 1024  # the smallest cacheable prefix for Sonnet models
 
 
 # -- traffic -----------------------------------------------------------------------------------
@@ -63,8 +78,10 @@ def templates() -> list[Template]:
         for request in trace_requests(path):
             for rs in request.resource_spans:
                 for ss in rs.scope_spans:
-                    spans += [(rs.resource.SerializeToString(), ss.scope.SerializeToString(), s.SerializeToString())
-                              for s in ss.spans]
+                    spans += [
+                        (rs.resource.SerializeToString(), ss.scope.SerializeToString(), s.SerializeToString())
+                        for s in ss.spans
+                    ]
         mean = sum(len(s) for _, _, s in spans) / max(1, len(spans))
         if 1000 <= mean <= 2500:
             out.append(spans)
@@ -78,7 +95,9 @@ def rekey(span: Span, session: str, salt: int) -> None:
             kv.value.string_value = session
 
 
-def requests_for(sessions: int, spans_per_request: int = 512, spans_per_session: int | None = None) -> tuple[list[bytes], int]:
+def requests_for(
+    sessions: int, spans_per_request: int = 512, spans_per_session: int | None = None
+) -> tuple[list[bytes], int]:
     """Pre-encoded Export requests carrying ``sessions`` re-keyed recorded sessions (new
     session ids, new trace ids); optionally padded or cut to ``spans_per_session``."""
     pool = templates()
@@ -205,10 +224,14 @@ def _drive(send: Any, bodies: list[bytes], seconds: float, interval: float, out:
             errors += 1
         latencies.append(time.perf_counter() - t0)
         i += 1
-    out.put({"spans": spans, "errors": errors, "latencies": latencies, "elapsed": time.perf_counter() - start})
+    out.put(
+        {"spans": spans, "errors": errors, "latencies": latencies, "elapsed": time.perf_counter() - start}
+    )
 
 
-def drive(server: Server, bodies: list[bytes], seconds: float, clients: int, rate: float = 0.0) -> dict[str, Any]:
+def drive(
+    server: Server, bodies: list[bytes], seconds: float, clients: int, rate: float = 0.0
+) -> dict[str, Any]:
     """Run gRPC and HTTP clients in separate processes; ``rate`` (requests/s in all) 0 = flat out."""
     queue: Any = mp.Queue()
     interval = clients / rate if rate else 0.0
@@ -248,8 +271,12 @@ def open_session_memory(tmp: Path, sessions: int, spans_per_session: int) -> tup
     try:
         time.sleep(0.5)
         before = rss_bytes(server.proc.pid)
-        channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}", options=[("grpc.max_send_message_length", 64 << 20)])
-        export = channel.unary_unary(EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        channel = grpc.insecure_channel(
+            f"127.0.0.1:{server.grpc_port}", options=[("grpc.max_send_message_length", 64 << 20)]
+        )
+        export = channel.unary_unary(
+            EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b
+        )
         for body in bodies:
             export(body, timeout=60)
         _, status = server.get_json("/readyz")
@@ -258,6 +285,144 @@ def open_session_memory(tmp: Path, sessions: int, spans_per_session: int) -> tup
     finally:
         server.stop()
     return (after - before) / sessions, raw
+
+
+# -- evaluation lag and judge tokens (fake judge, downstream receiver) -------------------------
+
+
+class _UsageLedger(FakeAnthropic):
+    """The fake Anthropic server, adding up the usage it reports."""
+
+    def __init__(self) -> None:
+        super().__init__(min_cache_tokens=MIN_CACHE_TOKENS)
+        self.usage: dict[str, int] = {}
+
+    def _usage(self, body: dict[str, Any], content: list[dict[str, Any]]) -> dict[str, int]:
+        usage: dict[str, int] = super()._usage(body, content)
+        with self._lock:
+            for kind, n in usage.items():
+                self.usage[kind] = self.usage.get(kind, 0) + n
+        return usage
+
+
+class _ArrivalClock(Downstream):
+    """The downstream receiver, noting when each session's evaluation spans arrive."""
+
+    def __init__(self) -> None:
+        self.arrivals: dict[str, float] = {}  # session id -> last evaluation span seen
+        self.evaluation_spans = 0
+        super().__init__("grpc")
+
+    def _grpc_traces(self, request: ExportTraceServiceRequest, context: Any) -> Any:
+        now = time.monotonic()
+        for rs in request.resource_spans:
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    session = next(
+                        (kv.value.string_value for kv in span.attributes if kv.key == "session.id"), ""
+                    )
+                    with self._lock:
+                        self.arrivals[session] = now
+                        self.evaluation_spans += 1
+        return super()._grpc_traces(request, context)
+
+
+def one_skill_sessions(sessions: int) -> list[tuple[str, bytes]]:
+    """(session id, request) pairs: one recorded session of one skill, re-keyed, its last span
+    carrying the end attribute so that the session closes when the request is acknowledged."""
+    request = _merged(ONE_SKILL)
+    out = []
+    for n in range(sessions):
+        name = f"lag-{n:06d}"
+        copy = ExportTraceServiceRequest()
+        copy.CopyFrom(request)
+        last: Span | None = None
+        for rs in copy.resource_spans:
+            for kv in rs.resource.attributes:
+                if kv.key in SESSION_KEYS:
+                    kv.value.string_value = name
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    rekey(span, name, (n + 1) << 64)
+                    if not any(kv.key in SESSION_KEYS for kv in span.attributes):
+                        kv = span.attributes.add()
+                        kv.key, kv.value.string_value = "session.id", name
+                    if last is None or span.end_time_unix_nano >= last.end_time_unix_nano:
+                        last = span
+        assert last is not None
+        end = last.attributes.add()
+        end.key, end.value.bool_value = END_ATTRIBUTE, True
+        out.append((name, copy.SerializeToString()))
+    return out
+
+
+def _merged(path: Path) -> ExportTraceServiceRequest:
+    merged = ExportTraceServiceRequest()
+    for request in trace_requests(path):
+        merged.resource_spans.extend(request.resource_spans)
+    return merged
+
+
+def judged_sessions(tmp: Path, sessions: int, rate: float) -> dict[str, float]:
+    """Send ``sessions`` sessions at ``rate``/s to a server with a judge and an exporter; the
+    p95 of close -> exported, and the judge's billed input tokens with and without caching."""
+    judge = _UsageLedger().start()
+    downstream = _ArrivalClock()
+    server = Server(
+        tmp,
+        {
+            "sessions": {"idle_timeout": "1h"},
+            "judge": {"base_url": judge.base_url, "api_key": "bench", "max_concurrency": 16},
+            "export": {"otlp": {"endpoint": downstream.endpoint, "retry": {"initial_interval": "0.1s"}}},
+        },
+    )
+    acked: dict[str, float] = {}
+    try:
+        requests = one_skill_sessions(sessions)
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+        export = channel.unary_unary(
+            EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b
+        )
+        start = time.monotonic()
+        for i, (name, body) in enumerate(requests):
+            pause = start + i / rate - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            export(body, timeout=30)
+            acked[name] = time.monotonic()
+        sent_rate = sessions / (time.monotonic() - start)
+        # Settled: every session has results downstream and nothing new arrived for a second.
+        deadline, seen = time.monotonic() + 120, -1
+        while time.monotonic() < deadline:
+            time.sleep(1.0)
+            with downstream._lock:
+                count, done = downstream.evaluation_spans, len(acked.keys() & downstream.arrivals.keys())
+            if done == sessions and count == seen:
+                break
+            seen = count
+        channel.close()
+    finally:
+        server.stop()
+        downstream.stop()
+        judge.stop()
+    lags = sorted(downstream.arrivals[name] - at for name, at in acked.items() if name in downstream.arrivals)
+    usage = judge.usage
+    plain = usage.get("input_tokens", 0)
+    write, read = usage.get("cache_creation_input_tokens", 0), usage.get("cache_read_input_tokens", 0)
+    uncached = plain + write + read  # the same requests without cache_control: all plain input
+    billed = plain + CACHE_WRITE_PRICE * write + CACHE_READ_PRICE * read
+    return {
+        "sessions": sessions,
+        "sent_per_s": sent_rate,
+        "exported_sessions": len(lags),
+        "lag_p50_s": lags[len(lags) // 2] if lags else float("nan"),
+        "lag_p95_s": lags[min(len(lags) - 1, int(len(lags) * 0.95))] if lags else float("nan"),
+        "judge_requests": len(judge.requests),
+        "input_tokens": plain,
+        "cache_write_tokens": write,
+        "cache_read_tokens": read,
+        "tokens_ratio": billed / uncached if uncached else float("nan"),
+    }
 
 
 # -- main ------------------------------------------------------------------------------------------
@@ -271,6 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds = 3.0 if short else 20.0
     clients = 2 if short else 4
     open_sessions = 500 if short else 10_000
+    judged_count = 100 if short else 1000
 
     print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}, pid {os.getpid()}")
     bodies, spans = requests_for(200 if short else 2000)
@@ -287,18 +453,36 @@ def main(argv: list[str] | None = None) -> int:
         server = Server(Path(tmp) / "ingest", {"sessions": {"idle_timeout": "2s"}})
         try:
             flat = drive(server, bodies, seconds, clients)
-            print(f"ingest, {clients} clients (gRPC + HTTP), durable spool: {flat['spans_per_s']:,.0f} spans/s, "
-                  f"{flat['requests_per_s']:.1f} req/s, p50 {flat['p50_ms']:.1f} ms, p99 {flat['p99_ms']:.1f} ms, "
-                  f"errors {flat['errors']}")
+            print(
+                f"ingest, {clients} clients (gRPC + HTTP), durable spool: {flat['spans_per_s']:,.0f} spans/s, "
+                f"{flat['requests_per_s']:.1f} req/s, p50 {flat['p50_ms']:.1f} ms, p99 {flat['p99_ms']:.1f} ms, "
+                f"errors {flat['errors']}"
+            )
             half = drive(server, bodies, seconds, clients, rate=flat["requests_per_s"] / 2)
-            print(f"at 50% load ({flat['requests_per_s'] / 2:.1f} req/s): p50 {half['p50_ms']:.1f} ms, "
-                  f"p99 {half['p99_ms']:.1f} ms")
+            print(
+                f"at 50% load ({flat['requests_per_s'] / 2:.1f} req/s): p50 {half['p50_ms']:.1f} ms, "
+                f"p99 {half['p99_ms']:.1f} ms"
+            )
         finally:
             server.stop()
         (Path(tmp) / "memory").mkdir()
         per_session, raw = open_session_memory(Path(tmp) / "memory", open_sessions, 50)
-        print(f"open sessions: {open_sessions} x 50 spans: {per_session:,.0f} RSS bytes/session "
-              f"(raw spans {raw:,.0f} bytes; target <= {1.5 * raw + 4096:,.0f})")
+        print(
+            f"open sessions: {open_sessions} x 50 spans: {per_session:,.0f} RSS bytes/session "
+            f"(raw spans {raw:,.0f} bytes; target <= {1.5 * raw + 4096:,.0f})"
+        )
+        (Path(tmp) / "judged").mkdir()
+        judged = judged_sessions(Path(tmp) / "judged", judged_count, 100.0)
+        print(
+            f"judged sessions: {judged['sessions']} of one skill at {judged['sent_per_s']:.0f}/s, "
+            f"{judged['exported_sessions']} exported: close -> exported p50 {judged['lag_p50_s']:.2f} s, "
+            f"p95 {judged['lag_p95_s']:.2f} s"
+        )
+        print(
+            f"judge: {judged['judge_requests']} requests; input tokens {judged['input_tokens']:,}, "
+            f"cache writes {judged['cache_write_tokens']:,}, cache reads {judged['cache_read_tokens']:,}; "
+            f"billed with caching / without: {judged['tokens_ratio']:.3f}"
+        )
 
     figures = {
         "ingest_spans_per_s": round(flat["spans_per_s"]),
@@ -308,6 +492,8 @@ def main(argv: list[str] | None = None) -> int:
         "rss_bytes_per_open_session": round(per_session),
         "raw_bytes_per_open_session": round(raw),
         "detect_us_per_span": round(detect_us, 2),
+        "eval_lag_p95_s": round(judged["lag_p95_s"], 3),
+        "judge_input_tokens_ratio": round(judged["tokens_ratio"], 3),
         "short": short,
     }
     print(json.dumps(figures))

@@ -1,0 +1,105 @@
+"""Redaction of configured attribute keys, applied to each request before it is spooled.
+
+Done once, at the door, so a redacted value never reaches the spool, the detectors, the
+judge's prompts, the status API or the exported evaluation spans.  Two passes over the
+decoded OTLP request:
+
+1. every ``KeyValue`` whose key matches (resource, scope, span, event, link and log record
+   attributes, and maps nested inside values) gets the value ``[REDACTED]``;
+2. the string values removed in pass 1 (4 characters or longer) are also replaced wherever
+   else they occur in the same request: a user's e-mail copied into a prompt is caught.
+
+Values seen only in other requests are not known here; redact the attribute that carries
+the text (e.g. the prompt) when it must never leave the agent's side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from collector.config import Redact
+from collector.pipeline import Received
+from collector.sessions.assembler import Accepted
+
+REDACTED = "[REDACTED]"
+MIN_SCRUB_CHARS = 4  # shorter values ("1", "eu") would shred unrelated text
+
+
+def _repeated(field: FieldDescriptor) -> bool:
+    # ``is_repeated`` since protobuf 5.28/6; ``label`` before it (removed in 7).
+    flag = getattr(field, "is_repeated", None)
+    return bool(flag) if flag is not None else bool(field.label == FieldDescriptor.LABEL_REPEATED)
+
+
+class Redactor:
+    def __init__(self, config: Redact) -> None:
+        self._config = config
+
+    def __call__(self, request: Message) -> int:
+        """Redact ``request`` in place; returns how many attribute values were replaced."""
+        removed: list[str] = []
+        count = self._keys(request, removed)
+        values = sorted({v for v in removed if len(v) >= MIN_SCRUB_CHARS and v != REDACTED}, key=len)
+        if values:
+            _scrub(request, values[::-1])  # longest first: a value inside another goes second
+        return count
+
+    def _keys(self, message: Message, removed: list[str]) -> int:
+        if isinstance(message, KeyValue) and self._config.matches(message.key):
+            _strings(message.value, removed)
+            message.value.CopyFrom(AnyValue(string_value=REDACTED))
+            return 1
+        count = 0
+        for field, value in message.ListFields():
+            if field.type != FieldDescriptor.TYPE_MESSAGE:
+                continue
+            for child in value if _repeated(field) else (value,):
+                count += self._keys(child, removed)
+        return count
+
+
+def _strings(message: Message, into: list[str]) -> None:
+    for field, value in message.ListFields():
+        if field.type == FieldDescriptor.TYPE_STRING:
+            into.extend(value if _repeated(field) else (value,))
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
+            for child in value if _repeated(field) else (value,):
+                _strings(child, into)
+
+
+def _scrub(message: Message, values: list[str]) -> None:
+    for field, value in message.ListFields():
+        if field.type == FieldDescriptor.TYPE_STRING:
+            if _repeated(field):
+                value[:] = [_replace(v, values) for v in value]
+            elif any(v in value for v in values):
+                setattr(message, field.name, _replace(value, values))
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
+            for child in value if _repeated(field) else (value,):
+                _scrub(child, values)
+
+
+def _replace(text: str, values: list[str]) -> str:
+    for value in values:
+        text = text.replace(value, REDACTED)
+    return text
+
+
+Consume = Callable[[Received], Awaitable[Accepted]]
+
+
+def redacting(consume: Consume, config: Redact) -> Consume:
+    """``consume`` behind redaction; ``consume`` itself when nothing is to be redacted."""
+    if not config.attributes:
+        return consume
+    redactor = Redactor(config)
+
+    async def consume_redacted(item: Received) -> Accepted:
+        redactor(item.request)
+        return await consume(item)
+
+    return consume_redacted
