@@ -19,6 +19,7 @@ from collector.config import Config
 from collector.pipeline import Pipeline, Received
 from collector.receiver import decode
 from collector.receiver.errors import InvalidRequest, ReceiveError
+from collector.receiver.redact import Redactor
 from collector.sessions.spool import MemorySpool
 from evaluators.result import Coverage
 
@@ -75,6 +76,7 @@ def _json_request(chunk: bytes) -> tuple[decode.Signal, Message]:
 async def replay(paths: list[str], config: Config) -> ReplayOutcome:
     pipeline = Pipeline(config, spool=MemorySpool())
     pipeline.keep_closed = True
+    redact = Redactor(config.redact)  # recorded files get the same redaction as live requests
     outcome = ReplayOutcome()
     files = list(input_files(paths))
     if not files:
@@ -87,6 +89,7 @@ async def replay(paths: list[str], config: Config) -> ReplayOutcome:
                 if isinstance(item, ReceiveError):
                     outcome.problems.append(f"{where}: {item}")
                     continue
+                redact(item.request)
                 accepted = pipeline.assemble(item)
                 outcome.items_rejected += accepted.rejected
                 if accepted.rejected:

@@ -1,0 +1,118 @@
+"""kill -9 mid-stream, several times: every acknowledged span is accounted for, every
+session revision is judged once, every result reaches the downstream once."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+from export.downstream import Downstream
+from fake_anthropic import FakeAnthropic, default_verdict, delay
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from perf.bench import rekey, templates
+from support import Server, wait_for
+
+SKILLS = Path(__file__).parents[1] / "fixtures" / "skills"
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+SESSIONS = 36
+KILL_AFTER = (7, 16, 27)  # kill -9 right after these sessions were acknowledged
+
+
+def session_requests() -> list[tuple[str, bytes, int]]:
+    """(session id, one Export request holding the whole session, span count)."""
+    pool = templates()
+    out = []
+    for n in range(SESSIONS):
+        name = f"crash-{n:03d}"
+        request = ExportTraceServiceRequest()
+        for resource, scope, raw in pool[n % len(pool)]:
+            rs = request.resource_spans.add()
+            rs.resource.ParseFromString(resource)
+            for kv in rs.resource.attributes:
+                if kv.key == "session.id":
+                    kv.value.string_value = name
+            ss = rs.scope_spans.add()
+            ss.scope.ParseFromString(scope)
+            span = ss.spans.add()
+            span.ParseFromString(raw)
+            rekey(span, name, (n + 1) << 64)
+        out.append((name, request.SerializeToString(), sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)))
+    return out
+
+
+def export(server: Server, body: bytes) -> None:
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+    try:
+        channel.unary_unary(EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)(body, timeout=10)
+    finally:
+        channel.close()
+
+
+def rows(db: Path, sql: str) -> list[Any]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def test_kill_9_mid_stream_loses_nothing_and_judges_once(tmp_path: Path) -> None:
+    fake = FakeAnthropic().start()
+    fake.script = lambda seen: delay(0.2, default_verdict(seen))  # judge calls in flight at each kill
+    downstream = Downstream("grpc")
+    config = {
+        "sessions": {"idle_timeout": "0.5s", "check_interval": "0.1s"},
+        "judge": {"base_url": fake.base_url, "api_key": "test"},
+        "skills": {"paths": [str(SKILLS)]},
+        "evaluators": {"skill_omission": {"sampling": 100}},
+        "expectations": [{"when": {"user_message": "(?i)release notes"}, "expect": ["release-notes"]}],
+        "export": {"otlp": {"endpoint": downstream.endpoint, "protocol": "grpc",
+                            "retry": {"initial_interval": "0.1s", "max_interval": "0.5s"}}},
+    }
+    db = tmp_path / "data" / "skillgauge.sqlite"
+    acked: dict[str, int] = {}
+    server = Server(tmp_path, config)
+    kills = 0
+    killed_at: list[float] = []
+    try:
+        for n, (session, body, spans) in enumerate(session_requests()):
+            export(server, body)
+            acked[session] = spans
+            if n in KILL_AFTER:
+                time.sleep(0.3 * (KILL_AFTER.index(n) + 1))  # a little later each time: open, closing, judging
+                killed_at.append(time.monotonic())
+                server.proc.send_signal(signal.SIGKILL)
+                server.proc.wait()
+                kills += 1
+                server = Server(tmp_path, config)
+        wait_for(lambda: len(rows(db, "SELECT 1 FROM coverage")) >= len(acked), timeout=90, interval=0.3)
+        wait_for(lambda: not rows(db, "SELECT 1 FROM outbox"), timeout=60, interval=0.3)
+    finally:
+        code = server.stop()
+        fake.stop()
+    assert kills == len(KILL_AFTER) and code == 0
+    assert "recovered from the spool" in server.log()
+
+    # Every acknowledged span is accounted for: one evaluated revision per session, all spans in it.
+    coverage = {s: json.loads(r) for s, r in rows(db, "SELECT session, record FROM coverage")}
+    assert sorted(coverage) == sorted(acked)
+    assert {s: c["spans"] for s, c in coverage.items()} == acked
+    assert all(c["revision"] == 1 for c in coverage.values())
+
+    # Judged once: every verdict on record was asked for once, except calls the kill cut off
+    # before their verdict came back (the judge answers in 0.2 s; a verdict is committed as it
+    # arrives, so only calls that started in the last 0.2 s before a kill can be asked again).
+    results = [json.loads(r) for (r,) in rows(db, "SELECT record FROM results WHERE superseded = 0")]
+    judged_rows = [r for r in results if r["judge"] is not None]
+    assert judged_rows, "the judge was never called: the test proves nothing"
+    cut_off = sum(1 for seen in fake.requests for k in killed_at if k - 0.25 <= seen.at <= k)
+    repeated = len(fake.requests) - len(judged_rows)
+    assert 0 <= repeated <= cut_off, (repeated, cut_off)
+
+    # Exported once: every result and coverage span arrived, none twice.
+    span_ids = [s.span_id for req in downstream.traces for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    assert len(span_ids) == len(set(span_ids)), "a result reached the downstream twice"
+    assert len(span_ids) == len(results) + len(coverage)
+    downstream.stop()
