@@ -80,9 +80,13 @@ class EvaluationResult:
 RESULT_VERSION = 1
 
 
-def result_key(session_id: str, revision: int, evaluation: str, skill: str | None, span_id: str | None) -> str:
+def result_key(
+    session_id: str, revision: int, evaluation: str, skill: str | None, span_id: str | None
+) -> str:
     """The idempotency key of a result: session, revision, evaluation, skill, evaluated span, version."""
-    return "\x1f".join((session_id, str(revision), evaluation, skill or "", span_id or "", str(RESULT_VERSION)))
+    return "\x1f".join(
+        (session_id, str(revision), evaluation, skill or "", span_id or "", str(RESULT_VERSION))
+    )
 
 
 def judged(
