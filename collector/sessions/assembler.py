@@ -239,7 +239,7 @@ class Assembler:
         owner = self._trace_owner.get(trace_id) if trace_id else None
         if key is None:
             if owner is not None and owner in self._open:
-                return self._touch(self._open[owner])
+                return self._touch(self._open[owner], request_id)
             key = trace_id.hex()  # the trace is its own session until a sibling names one
             session = self._open.get(key) or self._start(key, now, provisional=True)
         else:
@@ -251,13 +251,13 @@ class Assembler:
         if trace_id and trace_id not in session.traces:
             session.traces.add(trace_id)
             self._trace_owner[trace_id] = session.key
-        if request_id:
+        return self._touch(session, request_id)
+
+    def _touch(self, session: OpenSession, request_id: int) -> OpenSession:
+        self._open.move_to_end(session.key)
+        if request_id:  # the spooled requests this session needs after a restart
             session.first_request = session.first_request or request_id
             session.last_request = max(session.last_request, request_id)
-        return self._touch(session)
-
-    def _touch(self, session: OpenSession) -> OpenSession:
-        self._open.move_to_end(session.key)
         return session
 
     def _start(self, key: str, now: float, provisional: bool) -> OpenSession:

@@ -168,3 +168,27 @@ def test_every_close_is_counted_by_reason(tmp_path: Path) -> None:
     counts = {k: v for k, v in asm.closed_by_reason.items() if v}
     assert counts == {"end_attribute": 1, "idle_timeout": 1, "shutdown": 1}
     assert json.dumps(counts)  # plain data, ready for /metrics
+
+
+def test_late_spans_reopen_an_idle_closed_session_whole_as_the_next_revision() -> None:
+    asm, closed, clock = make(idle_timeout="5s")
+    asm.add_spans(one_span(1, 1, {"session.id": "s"}), request_id=1)
+    asm.add_spans(one_span(1, 2, {"session.id": "s"}), request_id=2)
+    clock.now += 10
+    asm.close_due()
+    asm.add_spans(one_span(1, 3, {"session.id": "s"}), request_id=7)  # a late span
+    asm.close_all()
+    assert [(s.revision, s.span_count, r) for s, r in closed] == [(1, 2, "idle_timeout"), (2, 3, "shutdown")]
+    assert asm.reopened == 1
+
+
+def test_closed_revisions_are_recorded_with_their_request_range_and_traces() -> None:
+    records: list[object] = []
+    cfg = parse({})
+    asm = Assembler(cfg.sessions, lambda s, r: None, on_record=records.append)
+    asm.add_spans(one_span(3, 1, {"session.id": "s"}), request_id=4)
+    asm.add_spans(one_span(3, 2, {}), request_id=9)  # joins through its trace
+    asm.close_all()
+    (record,) = records
+    assert (record.session, record.revision, record.first_request, record.last_request) == ("s", 1, 4, 9)  # type: ignore[attr-defined]
+    assert record.traces == (f"{3:032x}",)  # type: ignore[attr-defined]

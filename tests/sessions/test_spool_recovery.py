@@ -1,0 +1,71 @@
+"""The SQLite spool across a restart, in process: what a second process finds."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from support import FRAMEWORKS, trace_requests
+
+from collector.config import parse
+from collector.pipeline import Pipeline, Received
+from collector.sessions.spool import SqliteSpool
+
+
+def _config(tmp: Path) -> object:
+    return parse({"storage": {"path": str(tmp)}, "sessions": {"idle_timeout": "1h"}})
+
+
+async def _first_life(tmp: Path) -> None:
+    pipeline = Pipeline(_config(tmp))  # type: ignore[arg-type]
+    for name in ("right_skill", "no_skill"):
+        (request,) = trace_requests(FRAMEWORKS / "strands" / f"{name}.traces.jsonl")
+        await pipeline.consume(Received("traces", request, "test"))
+    pipeline.assembler.close("strands-no_skill-0001", "end_attribute")
+    await pipeline.drain()
+    # no shutdown: the process "dies" with right_skill open; the writer thread is abandoned
+    await asyncio.sleep(0.2)
+
+
+async def _second_life(tmp: Path) -> Pipeline:
+    pipeline = Pipeline(_config(tmp))  # type: ignore[arg-type]
+    pipeline.keep_closed = True
+    await pipeline.recover()
+    return pipeline
+
+
+def test_open_sessions_are_rebuilt_and_evaluated_ones_are_not_evaluated_again(tmp_path: Path) -> None:
+    asyncio.run(_first_life(tmp_path))
+    recovery = SqliteSpool(tmp_path).recovery()
+    assert ("strands-no_skill-0001", 1) in recovery.evaluated
+
+    async def check() -> None:
+        pipeline = await _second_life(tmp_path)
+        assert [s.key for s in pipeline.assembler.open_sessions()] == ["strands-right_skill-0001"]
+        (open_session,) = pipeline.assembler.open_sessions()
+        assert open_session.evidence.span_count == 6
+        pipeline.assembler.close_all("shutdown")
+        await pipeline.drain()
+        assert [c.session.session_id for c in pipeline.closed] == ["strands-right_skill-0001"]
+        await pipeline.spool.shutdown()
+
+    asyncio.run(check())
+
+
+def test_a_new_revision_supersedes_the_old_results_which_stay_on_record(tmp_path: Path) -> None:
+    async def run() -> list[tuple[int, int]]:
+        pipeline = Pipeline(_config(tmp_path))  # type: ignore[arg-type]
+        (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
+        await pipeline.consume(Received("traces", request, "test"))
+        pipeline.assembler.close("strands-right_skill-0001", "idle_timeout")
+        await pipeline.drain()
+        await pipeline.consume(Received("traces", request, "test"))  # the same spans, late
+        pipeline.assembler.close("strands-right_skill-0001", "idle_timeout")
+        await pipeline.drain()
+        await pipeline.spool.shutdown()
+        import sqlite3
+
+        with sqlite3.connect(tmp_path / "skillgauge.sqlite") as db:
+            return list(db.execute("SELECT revision, superseded FROM results GROUP BY revision, superseded"))
+
+    assert asyncio.run(run()) == [(1, 1), (2, 0)]
