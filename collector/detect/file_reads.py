@@ -6,7 +6,7 @@ from collector.detect import patterns
 from collector.detect.content import arguments_of, result_text
 from collector.detect.outcome import outcome
 from evaluators import skill_md
-from evaluators.evidence import SkillLoad, ToolCall
+from evaluators.evidence import Signal, SkillLoad, ToolCall
 
 
 def skill_path(call: ToolCall) -> str | None:
@@ -30,18 +30,21 @@ def detect(call: ToolCall) -> SkillLoad | None:
     path = skill_path(call)
     if path is None:
         return None
+    return read_load(call, path, "file_read", result_text(call))
+
+
+def read_load(call: ToolCall, path: str, signal: Signal, printed: str) -> SkillLoad:
+    """A load by reading a SKILL.md (a read tool or a shell read): only a valid SKILL.md loads."""
+    status, message = outcome(call)
+    document = skill_md.try_parse(printed) if status == "loaded" else None
+    if status == "loaded" and document is None:
+        status, message = "failed", "the read did not return a valid SKILL.md"
     # The segment before SKILL.md, unnormalised: "/skills//SKILL.md" names no skill at all.
     parts = path.replace("\\", "/").split("/")
-    folder = parts[-2] if len(parts) > 1 else ""
-    status, message = outcome(call)
-    document = skill_md.try_parse(result_text(call)) if status == "loaded" else None
-    if status == "loaded" and document is None:
-        # Read succeeded but what came back is not a SKILL.md: not a load.
-        status, message = "failed", "file read did not return a valid SKILL.md"
     return SkillLoad(
-        skill=document.name if document else folder,
+        skill=document.name if document else (parts[-2] if len(parts) > 1 else ""),
         status=status,
-        signal="file_read",
+        signal=signal,
         span_id=call.span_id,
         trace_id=call.trace_id,
         time_unix_nano=call.start_unix_nano,

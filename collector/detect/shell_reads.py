@@ -11,8 +11,7 @@ import shlex
 
 from collector.detect import patterns
 from collector.detect.content import arguments_of, result_text
-from collector.detect.outcome import outcome
-from evaluators import skill_md
+from collector.detect.file_reads import read_load
 from evaluators.evidence import SkillLoad, ToolCall
 
 _SEPARATORS = frozenset({"&&", "||", ";", "|"})
@@ -68,25 +67,7 @@ def detect(call: ToolCall) -> SkillLoad | None:
     paths = skill_paths(command)
     if not paths:
         return None
-    path = paths[0]
-    status, message = outcome(call)
-    text = result_text(call)
-    document = skill_md.try_parse(_from_frontmatter(text)) if status == "loaded" else None
-    if status == "loaded" and document is None:
-        status, message = "failed", "the command did not print a valid SKILL.md"
-    parts = path.replace("\\", "/").split("/")
-    return SkillLoad(
-        skill=document.name if document else (parts[-2] if len(parts) > 1 else ""),
-        status=status,
-        signal="shell_read",
-        span_id=call.span_id,
-        trace_id=call.trace_id,
-        time_unix_nano=call.start_unix_nano,
-        body=document.body if document else None,
-        path=path,
-        message=message,
-        tool_call_id=call.call_id,
-    )
+    return read_load(call, paths[0], "shell_read", _from_frontmatter(result_text(call)))
 
 
 def _from_frontmatter(text: str) -> str:
