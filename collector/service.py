@@ -8,6 +8,7 @@ import logging
 import re
 import signal
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
@@ -46,7 +47,7 @@ class Service:
         receivers = self.config.receivers.otlp
         metrics = pipeline.metrics
 
-        def answered(protocol: str):  # type: ignore[no-untyped-def]
+        def answered(protocol: str) -> Callable[[str, str, str], None]:
             def on_answer(signal_name: str, outcome: str, reason: str) -> None:
                 metrics.requests.labels(protocol, signal_name, outcome).inc()
                 if reason:

@@ -126,7 +126,6 @@ class Assembler:
         self._on_record = on_record
         self._rules = rules
         self._clock = clock
-        self._span_keys = tuple(k.split(":", 1)[1] for k in config.keys if k.startswith("span:"))
         self._keys = tuple(k.split(":", 1) for k in config.keys)
         # Ordered by last activity, so the idle scan stops at the first live session.
         self._open: OrderedDict[str, OpenSession] = OrderedDict()

@@ -23,7 +23,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -453,14 +453,3 @@ def open_spool(path: str, outbox_capacity: int = 100_000) -> Spool:
     if path == ":memory:":
         return MemorySpool(outbox_capacity)
     return SqliteSpool(path, outbox_capacity)
-
-
-def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
-    batch: list[T] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
