@@ -45,6 +45,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+# This checkout's code, in process too (an editable install elsewhere must not stand in for it).
+sys.path.insert(0, str(HERE.parent.parent))
 
 from export.downstream import Downstream  # noqa: E402
 from fake_anthropic import FakeAnthropic  # noqa: E402
