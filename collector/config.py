@@ -254,6 +254,8 @@ class Sessions(_Strict):
     max_spans: int = Field(20_000, gt=0)
     max_bytes: Bytes = 200 * 1000**2
     max_open: int = Field(100_000, gt=0)
+    # Acknowledged (spooled) trace requests waiting for the assembler; beyond this, backpressure.
+    max_pending_requests: int = Field(64, gt=0)
     end_attribute: str = "skillgauge.session.end"
     # Closed sessions kept in memory so late spans reopen them whole (a new revision).
     reopen_cache: int = Field(2_000, ge=0)

@@ -1,8 +1,11 @@
 """Wires receiver -> spool -> assembler -> runner -> sinks (outbox, exporters) and metrics.
 
 One asyncio loop owns the flow.  Receivers call ``consume``: it admits the request (or
-answers with backpressure), commits it to the spool, and only then feeds the assembler and
-acknowledges.  Closed sessions are evaluated as they close; a finished evaluation is
+answers with backpressure), checks which spans are usable, commits the request to the
+spool and acknowledges; one worker then feeds spooled trace requests to the assembler in
+arrival order, so an Export's latency is the commit, not detection (the queue between the
+two is bounded: ``sessions.max_pending_requests``).  Log requests are assembled before
+their answer, because whether a record can be used depends on its session key.  Closed sessions are evaluated as they close; a finished evaluation is
 queued durably by every sink, then recorded as done.
 
 Crash safety, in order of events:
@@ -19,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -32,7 +36,7 @@ from collector.export.metrics import Metrics
 from collector.export.store import ResultStore
 from collector.receiver.errors import Backpressure
 from collector.runner import Runner
-from collector.sessions.assembler import Accepted, Assembler
+from collector.sessions.assembler import Accepted, Assembler, check_spans
 from collector.sessions.spool import Closed, Recovery, Spool, open_spool
 from evaluators.evidence import Session
 from evaluators.result import Coverage, EvaluationResult
@@ -47,6 +51,7 @@ class Received:
     signal: Signal
     request: Message
     protocol: str  # grpc | http | replay
+    raw: bytes | None = None  # the request's protobuf bytes as received: spooled as they are
 
 
 class ResultSink(Protocol):
@@ -79,6 +84,10 @@ class Pipeline:
         self.draining = False
         self._ticker: asyncio.Task[None] | None = None
         self._recording: set[asyncio.Task[None]] = set()
+        self._pending: deque[tuple[Received, int]] = deque()  # spooled, acknowledged, not assembled
+        self._assembling = False
+        self._wake = asyncio.Event()
+        self._worker: asyncio.Task[None] | None = None
         self._unfinished: dict[tuple[str, int], int] = {}  # closed, not yet recorded -> first request
         self._last_request = 0
         self._spool_bytes = 0
@@ -91,6 +100,11 @@ class Pipeline:
     def admit(self) -> None:
         """Raise ``Backpressure`` when a bound is reached; nothing has been taken yet."""
         self.assembler.admit()
+        if len(self._pending) >= self.config.sessions.max_pending_requests:
+            raise Backpressure(
+                f"{len(self._pending)} requests wait to be assembled (sessions.max_pending_requests); retry later",
+                retry_after=1.0,
+            )
         if self._spool_bytes > self.config.storage.max_bytes:
             raise Backpressure(
                 f"the spool holds {self._spool_bytes} bytes (storage.max_bytes); retry later",
@@ -98,11 +112,51 @@ class Pipeline:
             )
 
     async def consume(self, item: Received) -> Accepted:
-        """Admit, spool, assemble.  Raises ``ReceiveError`` subclasses for OTLP answers."""
+        """Admit, spool, acknowledge.  Raises ``ReceiveError`` subclasses for OTLP answers."""
         self.admit()
-        request_id = await self.spool.append(item.signal, item.request.SerializeToString())
+        raw = item.raw if item.raw is not None else item.request.SerializeToString()
+        if item.signal == "logs":
+            request_id = await self.spool.append(item.signal, raw)
+            self._last_request = max(self._last_request, request_id)
+            return self.assemble(item, request_id)
+        assert isinstance(item.request, ExportTraceServiceRequest)
+        checked = check_spans(item.request)
+        request_id = await self.spool.append(item.signal, raw)
         self._last_request = max(self._last_request, request_id)
-        return self.assemble(item, request_id)
+        self._pending.append((item, request_id))
+        self._wake.set()
+        self._start_worker()
+        self._count(item, checked)
+        return checked
+
+    def _start_worker(self) -> None:
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._assemble_forever(), name="skillgauge-assembler")
+
+    async def _assemble_forever(self) -> None:
+        while True:
+            if not self._pending:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            item, request_id = self._pending[0]
+            self._assembling = True
+            try:
+                assert isinstance(item.request, ExportTraceServiceRequest)
+                for _ in self.assembler.feed(item.request, request_id, Accepted()):
+                    await asyncio.sleep(0)  # acknowledgements need not wait for a whole request
+            except Exception:  # one bad request must not stop assembly for everyone
+                log.exception("assembling spooled request %d failed", request_id)
+            finally:
+                self._pending.popleft()
+                self._assembling = False
+            self.metrics.sessions_open.set(self.assembler.open_count)
+
+    async def settle(self) -> None:
+        """Wait until every acknowledged request has been assembled (read-your-writes)."""
+        while self._pending or self._assembling:
+            self._start_worker()
+            await asyncio.sleep(0.001)
 
     def assemble(self, item: Received, request_id: int = 0, *, admit: bool = True) -> Accepted:
         if item.signal == "traces":
@@ -111,11 +165,14 @@ class Pipeline:
         else:
             assert isinstance(item.request, ExportLogsServiceRequest)
             result = self.assembler.add_logs(item.request, request_id, admit=admit)
+        self._count(item, result)
+        self.metrics.sessions_open.set(self.assembler.open_count)
+        return result
+
+    def _count(self, item: Received, result: Accepted) -> None:
         self.metrics.received.labels(item.signal, item.protocol).inc(result.accepted)
         if result.rejected:
             self.metrics.rejected.labels(item.signal, "invalid_item").inc(result.rejected)
-        self.metrics.sessions_open.set(self.assembler.open_count)
-        return result
 
     # -- closing and evaluating -----------------------------------------------------------
 
@@ -240,7 +297,8 @@ class Pipeline:
 
     def replay_from(self) -> int:
         """The oldest spooled request a restart would still need."""
-        needed = [r for r in (self.assembler.oldest_request(), *self._unfinished.values()) if r]
+        waiting = self._pending[0][1] if self._pending else None
+        needed = [r for r in (waiting, self.assembler.oldest_request(), *self._unfinished.values()) if r]
         return min(needed) if needed else self._last_request + 1
 
     def tick_gauges(self) -> None:
@@ -268,6 +326,9 @@ class Pipeline:
         self.draining = True
         if self._ticker is not None:
             self._ticker.cancel()
+        await self.settle()
+        if self._worker is not None:
+            self._worker.cancel()
         closed = self.assembler.close_all("shutdown")
         self.metrics.sessions_open.set(0)
         await self.drain(timeout)

@@ -55,6 +55,7 @@ def app(pipeline: Pipeline, ready: Callable[[], bool], auth: BearerAuth | None =
 
     async def session(request: web.Request) -> web.Response:
         session_id = request.match_info["session_id"]
+        await pipeline.settle()  # what was acknowledged is visible here
         revisions = pipeline.store.get(session_id)
         live = pipeline.assembler.get(session_id)
         body: dict[str, object] = {"session_id": session_id}

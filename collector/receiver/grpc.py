@@ -34,7 +34,7 @@ def _export(signal: decode.Signal, consume: Consume, on_answer: OnAnswer) -> grp
     async def export(body: bytes, context: grpc.aio.ServicerContext) -> Message:
         try:
             request = decode.decode(signal, body, "protobuf")
-            result = await consume(Received(signal, request, "grpc"))
+            result = await consume(Received(signal, request, "grpc", raw=body))
         except ReceiveError as error:
             on_answer(signal, "error", error.reason)
             reply = answer(error)

@@ -56,7 +56,8 @@ def make_handler(
             encoding = decode.media_encoding(request.content_type)
             body = await _read_body(request, limit)
             message = decode.decode(signal, body, encoding)
-            result = await consume(Received(signal, message, "http"))
+            raw = body if encoding == "protobuf" else None
+            result = await consume(Received(signal, message, "http", raw=raw))
         except ReceiveError as error:
             on_answer(signal, "error", error.reason)
             return _error_response(error, encoding)

@@ -16,6 +16,7 @@ the text (e.g. the prompt) when it must never leave the agent's side.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
@@ -99,7 +100,8 @@ def redacting(consume: Consume, config: Redact) -> Consume:
     redactor = Redactor(config)
 
     async def consume_redacted(item: Received) -> Accepted:
-        redactor(item.request)
+        if redactor(item.request):
+            item = replace(item, raw=None)  # the bytes as received still hold the values
         return await consume(item)
 
     return consume_redacted

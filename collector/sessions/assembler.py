@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector.config import Sessions as SessionsConfig
 from collector.detect import SessionEvidence
@@ -112,6 +113,29 @@ class _Recent:
     traces: set[bytes]
 
 
+def span_problem(span: Span) -> str | None:
+    """Why a span cannot be used at all, or None."""
+    if len(span.trace_id) != 16 or span.trace_id == _ZERO_TRACE:
+        return "span with an invalid trace_id (need 16 non-zero bytes)"
+    if len(span.span_id) != 8 or span.span_id == _ZERO_SPAN:
+        return "span with an invalid span_id (need 8 non-zero bytes)"
+    return None
+
+
+def check_spans(request: ExportTraceServiceRequest) -> Accepted:
+    """What ``add_spans`` will accept and reject, found without assembling anything."""
+    result = Accepted()
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                problem = span_problem(span)
+                if problem is None:
+                    result.accepted += 1
+                else:
+                    result.reject(problem)
+    return result
+
+
 class Assembler:
     def __init__(
         self,
@@ -151,20 +175,31 @@ class Assembler:
     ) -> Accepted:
         if admit:
             self.admit()
-        now = self._clock()
         result = Accepted()
+        for _ in self.feed(request, request_id, result):
+            pass
+        return result
+
+    def feed(
+        self, request: ExportTraceServiceRequest, request_id: int, result: Accepted, slice_spans: int = 16
+    ) -> Iterator[None]:
+        """Assemble a request, pausing (yielding) every ``slice_spans`` spans so that a caller
+        on the event loop can let other work through in between."""
+        now = self._clock()
         touched: dict[str, OpenSession] = {}
         end_key = self._config.end_attribute
+        count = 0
         for resource_spans in request.resource_spans:
             resource = ResourceView(resource_spans.resource)
             for scope_spans in resource_spans.scope_spans:
                 scope = scope_spans.scope.name
                 for span in scope_spans.spans:
-                    if len(span.trace_id) != 16 or span.trace_id == _ZERO_TRACE:
-                        result.reject("span with an invalid trace_id (need 16 non-zero bytes)")
-                        continue
-                    if len(span.span_id) != 8 or span.span_id == _ZERO_SPAN:
-                        result.reject("span with an invalid span_id (need 8 non-zero bytes)")
+                    count += 1
+                    if count % slice_spans == 0:
+                        yield
+                    problem = span_problem(span)
+                    if problem is not None:
+                        result.reject(problem)
                         continue
                     view = SpanView(span, scope, resource)
                     key = self._key_of(view.attrs, resource.attrs)
@@ -184,7 +219,6 @@ class Assembler:
         for session in touched.values():
             if session.ending:
                 self._close(session, "end_attribute")
-        return result
 
     def add_logs(
         self, request: ExportLogsServiceRequest, request_id: int = 0, *, admit: bool = True

@@ -21,6 +21,7 @@ async def _first_life(tmp: Path) -> None:
     for name in ("right_skill", "no_skill"):
         (request,) = trace_requests(FRAMEWORKS / "strands" / f"{name}.traces.jsonl")
         await pipeline.consume(Received("traces", request, "test"))
+    await pipeline.settle()
     pipeline.assembler.close("strands-no_skill-0001", "end_attribute")
     await pipeline.drain()
     # no shutdown: the process "dies" with right_skill open; the writer thread is abandoned
@@ -57,9 +58,11 @@ def test_a_new_revision_supersedes_the_old_results_which_stay_on_record(tmp_path
         pipeline = Pipeline(_config(tmp_path))  # type: ignore[arg-type]
         (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
         await pipeline.consume(Received("traces", request, "test"))
+        await pipeline.settle()
         pipeline.assembler.close("strands-right_skill-0001", "idle_timeout")
         await pipeline.drain()
         await pipeline.consume(Received("traces", request, "test"))  # the same spans, late
+        await pipeline.settle()
         pipeline.assembler.close("strands-right_skill-0001", "idle_timeout")
         await pipeline.drain()
         await pipeline.spool.shutdown()
