@@ -246,7 +246,8 @@ class Pipeline:
         for done in unfinished:
             self.assembler.close(done.session, done.reason)
         self.assembler.skip = None
-        log.info(
+        log.log(
+            logging.INFO if requests or recovery.closed else logging.DEBUG,
             "recovered from the spool in %.1fs: %d requests (%d items) replayed, %d sessions open, "
             "%d closed revisions re-evaluated, %d judge verdicts reusable",
             time.monotonic() - started,
