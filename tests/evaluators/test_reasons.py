@@ -144,15 +144,15 @@ async def test_sampled_out_is_skipped_and_deterministic() -> None:
 
 
 async def test_budget_exhausted_is_skipped() -> None:
-    cfg = config({"judge": {"budget": {"tokens_per_hour": 5000}}})
-    c = Collected(cfg, FakeJudge(_valid, input_tokens=2000))  # each call bills 2020 tokens
+    cfg = config({"judge": {"budget": {"tokens_per_hour": 7000}}})
+    c = Collected(cfg, FakeJudge(_valid, input_tokens=3000))  # each call bills 3020 tokens
     await c.run(*(session(f"s-{i}", loads=[load()]) for i in range(3)))
     judged = [r for r in c.rows() if r.status == "judged" and r.judge is not None]
     skipped = [r for r in c.rows() if r.status == "skipped"]
-    assert len(judged) == 2 and len(skipped) == 4  # the third call would not fit under 5000
+    assert len(judged) == 2 and len(skipped) == 4  # the third call would not fit under 7000
     for row in skipped:
         _assert_unjudged(row, "skipped", "budget_exhausted")
-        assert "tokens_per_hour budget 5000 reached" in row.explanation
+        assert "tokens_per_hour budget 7000 reached" in row.explanation
 
 
 async def test_queue_full_is_skipped_not_dropped() -> None:
