@@ -237,6 +237,7 @@ class Storage(_Strict):
     # is trimmed; raise it, or add replicas, if skillgauge_spool_bytes sits near it.
     max_bytes: Bytes = 4 * 1024**3
     checkpoint_interval: Seconds = 5.0  # how often spooled requests no session needs are deleted
+    retention: Seconds = 7 * 86400.0  # evaluation results and coverage lines kept this long
 
 
 _KEY = re.compile(r"^(span|resource):\S+$")

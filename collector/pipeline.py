@@ -291,7 +291,8 @@ class Pipeline:
         if self.spool.durable and now - self._checkpointed_at >= self.config.storage.checkpoint_interval:
             self._checkpointed_at = now
             task = asyncio.create_task(
-                self.spool.checkpoint(self.replay_from()), name="skillgauge-checkpoint"
+                self.spool.checkpoint(self.replay_from(), self.config.storage.retention),
+                name="skillgauge-checkpoint",
             )
             self._recording.add(task)
             task.add_done_callback(self._recording.discard)
@@ -338,5 +339,5 @@ class Pipeline:
         for sink in self.sinks:
             await sink.shutdown(timeout)
         if self.spool.durable:
-            await self.spool.checkpoint(self.replay_from())
+            await self.spool.checkpoint(self.replay_from(), self.config.storage.retention)
         await self.spool.shutdown(timeout)

@@ -52,7 +52,8 @@ CREATE TABLE IF NOT EXISTS results (
     session TEXT NOT NULL,
     revision INTEGER NOT NULL,
     record TEXT NOT NULL,
-    superseded INTEGER NOT NULL DEFAULT 0
+    superseded INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL DEFAULT (strftime('%s', 'now'))
 );
 CREATE INDEX IF NOT EXISTS results_session ON results (session, revision);
 CREATE TABLE IF NOT EXISTS coverage (
@@ -127,8 +128,10 @@ class Spool(Protocol):
 
     def outbox_len(self, channel: str) -> int: ...
 
-    async def checkpoint(self, replay_from: int) -> None:
-        """Requests before ``replay_from`` are no longer needed: remember it and delete them."""
+    async def checkpoint(self, replay_from: int, keep_results_for: float | None = None) -> None:
+        """Requests before ``replay_from`` are no longer needed: remember it and delete them,
+        with the closed-revision records they alone needed; results and coverage lines older
+        than ``keep_results_for`` seconds go too."""
         ...
 
     def recovery(self) -> Recovery: ...
@@ -187,7 +190,7 @@ class MemorySpool:
     def outbox_len(self, channel: str) -> int:
         return len(self._outbox.get(channel, {}))
 
-    async def checkpoint(self, replay_from: int) -> None:
+    async def checkpoint(self, replay_from: int, keep_results_for: float | None = None) -> None:
         return None
 
     def recovery(self) -> Recovery:
@@ -379,10 +382,15 @@ class SqliteSpool:
     def outbox_len(self, channel: str) -> int:
         return self._outbox_len.get(channel, 0)
 
-    async def checkpoint(self, replay_from: int) -> None:
+    async def checkpoint(self, replay_from: int, keep_results_for: float | None = None) -> None:
         def write(db: sqlite3.Connection) -> None:
             db.execute("INSERT OR REPLACE INTO state (name, value) VALUES ('replay_from', ?)", (replay_from,))
             db.execute("DELETE FROM requests WHERE id < ?", (replay_from,))
+            db.execute("DELETE FROM closed WHERE last_request < ?", (replay_from,))
+            if keep_results_for is not None:
+                cutoff = time.time() - keep_results_for
+                db.execute("DELETE FROM results WHERE created_at < ?", (cutoff,))
+                db.execute("DELETE FROM coverage WHERE evaluated_at < ?", (cutoff,))
 
         await self._submit(write)
 

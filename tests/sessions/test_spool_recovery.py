@@ -9,7 +9,7 @@ from support import FRAMEWORKS, trace_requests
 
 from collector.config import parse
 from collector.pipeline import Pipeline, Received
-from collector.sessions.spool import SqliteSpool
+from collector.sessions.spool import Closed, SqliteSpool
 
 
 def _config(tmp: Path) -> object:
@@ -72,3 +72,22 @@ def test_a_new_revision_supersedes_the_old_results_which_stay_on_record(tmp_path
             return list(db.execute("SELECT revision, superseded FROM results GROUP BY revision, superseded"))
 
     assert asyncio.run(run()) == [(1, 1), (2, 0)]
+
+
+def test_checkpoint_trims_requests_closed_records_and_old_results(tmp_path: Path) -> None:
+    import sqlite3
+
+    async def run() -> None:
+        spool = SqliteSpool(tmp_path)
+        first = await spool.append("traces", b"a")
+        second = await spool.append("traces", b"b")
+        spool.record_closed(Closed("s", 1, "idle_timeout", first, first, ()))
+        await spool.save_coverage("s", 1, [("k", {"x": 1})], {"spans": 1})
+        await spool.checkpoint(second, keep_results_for=3600)  # results are fresh: kept
+        await spool.checkpoint(second, keep_results_for=-1)  # everything is older than "now + 1 s"
+        await spool.shutdown()
+
+    asyncio.run(run())
+    with sqlite3.connect(tmp_path / "skillgauge.sqlite") as db:
+        counts = {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("requests", "closed", "results", "coverage")}
+    assert counts == {"requests": 1, "closed": 0, "results": 0, "coverage": 0}
