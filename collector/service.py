@@ -66,12 +66,20 @@ class Service:
         consume = redacting(pipeline.consume, self.config.redact)  # before the spool sees a value
         if receivers.grpc is not None:
             self._grpc, self.ports["grpc"] = await grpc_receiver.start(
-                receivers.grpc, consume, answered("grpc"), self.config.auth_for(receivers.grpc)
+                receivers.grpc,
+                consume,
+                answered("grpc"),
+                self.config.auth_for(receivers.grpc),
+                pipeline.admit,
             )
         if receivers.http is not None:
             self.ports["http"] = await self._serve(
                 http_receiver.app(
-                    receivers.http, consume, answered("http"), self.config.auth_for(receivers.http)
+                    receivers.http,
+                    consume,
+                    answered("http"),
+                    self.config.auth_for(receivers.http),
+                    pipeline.admit,
                 ),
                 receivers.http.host,
                 receivers.http.port,

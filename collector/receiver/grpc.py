@@ -8,8 +8,6 @@ RESOURCE_EXHAUSTED without RetryInfo) and handles gzip.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 import grpc
 from google.protobuf.message import Message
 
@@ -19,10 +17,7 @@ from collector.receiver import auth as listener_auth
 from collector.receiver import decode
 from collector.receiver.errors import ReceiveError, Unauthenticated, answer
 from collector.receiver.responses import response_for
-from collector.sessions.assembler import Accepted
-
-Consume = Callable[[Received], Awaitable[Accepted]]
-OnAnswer = Callable[[str, str, str], None]  # (signal, outcome, reason)
+from collector.receiver.types import Admit, Consume, OnAnswer
 
 SERVICES: dict[decode.Signal, str] = {
     "traces": "opentelemetry.proto.collector.trace.v1.TraceService",
@@ -30,9 +25,12 @@ SERVICES: dict[decode.Signal, str] = {
 }
 
 
-def _export(signal: decode.Signal, consume: Consume, on_answer: OnAnswer) -> grpc.RpcMethodHandler:
+def _export(
+    signal: decode.Signal, consume: Consume, on_answer: OnAnswer, admit: Admit
+) -> grpc.RpcMethodHandler:
     async def export(body: bytes, context: grpc.aio.ServicerContext) -> Message:
         try:
+            admit()  # refuse under backpressure before paying for the decode
             request = decode.decode(signal, body, "protobuf")
             result = await consume(Received(signal, request, "grpc", raw=body))
         except ReceiveError as error:
@@ -53,7 +51,11 @@ def _signal_of(method: str) -> str:
 
 
 async def start(
-    listener: Listener, consume: Consume, on_answer: OnAnswer, auth: BearerAuth | None = None
+    listener: Listener,
+    consume: Consume,
+    on_answer: OnAnswer,
+    auth: BearerAuth | None = None,
+    admit: Admit = lambda: None,
 ) -> tuple[grpc.aio.Server, int]:
     """Start the server; returns it and the bound port (useful with port 0).
 
@@ -73,7 +75,11 @@ async def start(
     )
     for signal, service in SERVICES.items():
         server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(service, {"Export": _export(signal, consume, on_answer)}),)
+            (
+                grpc.method_handlers_generic_handler(
+                    service, {"Export": _export(signal, consume, on_answer, admit)}
+                ),
+            )
         )
     try:
         if listener.tls is not None:

@@ -18,10 +18,7 @@ from collector.receiver import auth as listener_auth
 from collector.receiver import decode
 from collector.receiver.errors import InvalidRequest, ReceiveError, TooLarge, Unauthenticated, answer
 from collector.receiver.responses import response_for
-from collector.sessions.assembler import Accepted
-
-Consume = Callable[[Received], Awaitable[Accepted]]
-OnAnswer = Callable[[str, str, str], None]
+from collector.receiver.types import Admit, Consume, OnAnswer
 
 _MEDIA = {"protobuf": "application/x-protobuf", "json": "application/json"}
 
@@ -46,7 +43,7 @@ def _error_response(error: ReceiveError, encoding: decode.Encoding) -> web.Respo
 
 
 def make_handler(
-    signal: decode.Signal, listener: Listener, consume: Consume, on_answer: OnAnswer
+    signal: decode.Signal, listener: Listener, consume: Consume, on_answer: OnAnswer, admit: Admit
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     limit = listener.max_request_bytes
 
@@ -54,6 +51,7 @@ def make_handler(
         encoding: decode.Encoding = "protobuf"
         try:
             encoding = decode.media_encoding(request.content_type)
+            admit()  # refuse under backpressure before reading and decoding the body
             body = await _read_body(request, limit)
             message = decode.decode(signal, body, encoding)
             raw = body if encoding == "protobuf" else None
@@ -99,13 +97,17 @@ def _unauthenticated(on_answer: OnAnswer) -> listener_auth.Refusal:
 
 
 def app(
-    listener: Listener, consume: Consume, on_answer: OnAnswer, auth: BearerAuth | None = None
+    listener: Listener,
+    consume: Consume,
+    on_answer: OnAnswer,
+    auth: BearerAuth | None = None,
+    admit: Admit = lambda: None,
 ) -> web.Application:
     """The OTLP/HTTP application; with ``auth``, every request needs the bearer token."""
     middlewares = []
     if auth is not None:
         middlewares.append(listener_auth.middleware(listener_auth.Bearer(auth), _unauthenticated(on_answer)))
     application = web.Application(client_max_size=listener.max_request_bytes + 1, middlewares=middlewares)
-    application.router.add_post("/v1/traces", make_handler("traces", listener, consume, on_answer))
-    application.router.add_post("/v1/logs", make_handler("logs", listener, consume, on_answer))
+    application.router.add_post("/v1/traces", make_handler("traces", listener, consume, on_answer, admit))
+    application.router.add_post("/v1/logs", make_handler("logs", listener, consume, on_answer, admit))
     return application

@@ -15,7 +15,6 @@ the text (e.g. the prompt) when it must never leave the agent's side.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -24,6 +23,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from collector.config import Redact
 from collector.pipeline import Received
+from collector.receiver.types import Consume
 from collector.sessions.assembler import Accepted
 
 REDACTED = "[REDACTED]"
@@ -88,9 +88,6 @@ def _replace(text: str, values: list[str]) -> str:
     for value in values:
         text = text.replace(value, REDACTED)
     return text
-
-
-Consume = Callable[[Received], Awaitable[Accepted]]
 
 
 def redacting(consume: Consume, config: Redact) -> Consume:
