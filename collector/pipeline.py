@@ -42,6 +42,7 @@ from evaluators.evidence import Session
 from evaluators.result import Coverage, EvaluationResult
 
 log = logging.getLogger("skillgauge")
+_CLOSE_BATCH = 8  # sessions closed (and planned for evaluation) per event-loop turn
 
 Signal = Literal["traces", "logs"]
 
@@ -319,6 +320,10 @@ class Pipeline:
         while True:
             await asyncio.sleep(self.config.sessions.check_interval)
             try:
+                # Many sessions can fall due at once: close them a few at a time, so that
+                # acknowledgements are not held up behind their evaluation.
+                while self.assembler.close_due(limit=_CLOSE_BATCH) == _CLOSE_BATCH:
+                    await asyncio.sleep(0)
                 self.tick()
             except Exception:  # a bug here must not stop sessions from closing forever
                 log.exception("session tick failed")

@@ -332,19 +332,24 @@ class Assembler:
 
     # -- closing --------------------------------------------------------------------------
 
-    def close_due(self) -> int:
-        """Close sessions that were idle too long or open too long.  Returns how many."""
+    def close_due(self, limit: int | None = None) -> int:
+        """Close sessions that were idle too long or open too long, at most ``limit`` of
+        them (the rest wait for the next call).  Returns how many."""
         now = self._clock()
         closed = 0
         idle_before = now - self._config.idle_timeout
-        while self._open:
+        while self._open and (limit is None or closed < limit):
             session = next(iter(self._open.values()))
             if session.last_seen > idle_before:
                 break
             self._close(session, "idle_timeout")
             closed += 1
         born_before = now - self._config.max_duration
-        while self._opened_order and self._opened_order[0][0] <= born_before:
+        while (
+            self._opened_order
+            and self._opened_order[0][0] <= born_before
+            and (limit is None or closed < limit)
+        ):
             _, key, revision = self._opened_order.popleft()
             expired = self._open.get(key)
             if expired is not None and expired.revision == revision:
