@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 import yaml
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -26,6 +27,14 @@ SESSION_KEYS = ("session.id", "gen_ai.conversation.id")
 
 def prometheus_binary() -> str | None:
     return shutil.which("prometheus")
+
+
+def require(binary: str) -> None:
+    """Fail (never skip) when a binary the test needs is missing, saying how to get it."""
+    if shutil.which(binary) is None:
+        pytest.fail(
+            f"`{binary}` is not installed: apt-get install prometheus (deploy/ci-packages.txt; .ci/run does it)"
+        )
 
 
 class Prometheus:

@@ -15,12 +15,16 @@ import pytest
 from export.downstream import Downstream, attrs
 from lb_routing import HashRing, route
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from promserver import Prometheus, fixture_requests, prometheus_binary, send_grpc
+from promserver import Prometheus, fixture_requests, require, send_grpc
 from support import Server, metric_value, wait_for
 
 from collector.spans import value_of
 
-pytestmark = pytest.mark.skipif(prometheus_binary() is None, reason="needs the prometheus Debian package")
+
+@pytest.fixture(autouse=True, scope="module")
+def _needs_prometheus() -> None:
+    require("prometheus")
+
 
 REPLICAS = 3
 ROUTING = ["session.id"]

@@ -16,10 +16,14 @@ import pytest
 import yaml
 from export.downstream import Downstream
 from fake_anthropic import FakeAnthropic
-from promserver import DEPLOY, Prometheus, fixture_requests, prometheus_binary, renamed, send_grpc
+from promserver import DEPLOY, Prometheus, fixture_requests, renamed, require, send_grpc
 from support import Server, metric_value, wait_for
 
-pytestmark = pytest.mark.skipif(prometheus_binary() is None, reason="needs the prometheus Debian package")
+
+@pytest.fixture(autouse=True, scope="module")
+def _needs_prometheus() -> None:
+    require("prometheus")
+
 
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "skillgauge.json"
 RULES = DEPLOY / "prometheus" / "rules.yml"

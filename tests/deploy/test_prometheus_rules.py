@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
 import yaml
+from promserver import require
 from rules_cases import RULES, RULES_TEST, render
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("promtool") is None, reason="needs the prometheus Debian package"
-)
+
+@pytest.fixture(autouse=True)
+def _needs_promtool() -> None:
+    require("promtool")
 
 
 def _promtool(*args: str) -> str:
