@@ -57,9 +57,14 @@ class Level:
     definition: str
 
 
-def _reasoning(tool_input: dict[str, Any]) -> str | None:
+def _reasoning(tool_input: dict[str, Any] | None) -> str | Reading:
+    """The verdict's reasoning, or the invalid reading every scale starts by checking for."""
+    if tool_input is None:
+        return invalid("no record_verdict tool call in the reply")
     text = tool_input.get("reasoning")
-    return text.strip() if isinstance(text, str) and text.strip() else None
+    if not isinstance(text, str) or not text.strip():
+        return invalid("'reasoning' is missing or empty")
+    return text.strip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,11 +117,10 @@ class Scale:
         )
 
     def read(self, tool_input: dict[str, Any] | None) -> Reading:
-        if tool_input is None:
-            return invalid("no record_verdict tool call in the reply")
         reasoning = _reasoning(tool_input)
-        if reasoning is None:
-            return invalid("'reasoning' is missing or empty")
+        if isinstance(reasoning, Reading):
+            return reasoning
+        assert tool_input is not None
         lv = self.level(tool_input.get("rating"))
         if lv is None:
             allowed = ", ".join(repr(x) for x in self.rating_schema()["enum"])
@@ -183,11 +187,10 @@ class FollowingScale:
         }
 
     def read(self, tool_input: dict[str, Any] | None) -> Reading:
-        if tool_input is None:
-            return invalid("no record_verdict tool call in the reply")
         reasoning = _reasoning(tool_input)
-        if reasoning is None:
-            return invalid("'reasoning' is missing or empty")
+        if isinstance(reasoning, Reading):
+            return reasoning
+        assert tool_input is not None
         steps = tool_input.get("steps")
         if not isinstance(steps, list):
             return invalid("'steps' must be a list")
@@ -248,11 +251,10 @@ class OmissionScale:
         }
 
     def read(self, tool_input: dict[str, Any] | None) -> Reading:
-        if tool_input is None:
-            return invalid("no record_verdict tool call in the reply")
         reasoning = _reasoning(tool_input)
-        if reasoning is None:
-            return invalid("'reasoning' is missing or empty")
+        if isinstance(reasoning, Reading):
+            return reasoning
+        assert tool_input is not None
         should = tool_input.get("should_have_used_skill")
         if not isinstance(should, bool):
             return invalid("'should_have_used_skill' must be true or false")
