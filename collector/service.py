@@ -4,6 +4,7 @@ drain cleanly on SIGTERM / SIGINT."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import re
 import signal
@@ -96,6 +97,9 @@ class Service:
             "status.endpoint",
             tls=_tls(status_cfg),
         )
+        # What start-up built (modules, handlers, the recovered state) lives as long as the
+        # process: keep it out of every later full garbage collection.
+        gc.freeze()
         self._ready = True
         self._log_startup()
 

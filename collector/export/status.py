@@ -13,7 +13,6 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from collector.config import BearerAuth
-from collector.export.store import replay_records
 from collector.pipeline import Pipeline
 from collector.receiver import auth as listener_auth
 
@@ -68,7 +67,7 @@ def app(pipeline: Pipeline, ready: Callable[[], bool], auth: BearerAuth | None =
                 f"(idle {pipeline.config.sessions.idle_timeout:g}s, max duration, end attribute or limits)",
             }
         if revisions:
-            body["revisions"] = [{"records": replay_records(coverage)} for coverage in revisions]
+            body["revisions"] = [{"records": records} for records in revisions]
         if live is None and not revisions:
             body["why_no_results"] = (
                 "unknown session: no span has carried this id since start-up, or its results were "

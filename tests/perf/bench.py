@@ -90,8 +90,16 @@ def templates() -> list[Template]:
     return out
 
 
+# Every request's session ids start with SESSION_TAG and its trace ids with TRACE_TAG + a round
+# number (zero as encoded); clients rewrite both for each pass over their requests, so that
+# every pass carries new sessions and traces instead of repeating spans the server has seen.
+SESSION_TAG = b"bench-"
+TRACE_TAG = b"SGBNCH"
+
+
 def rekey(span: Span, session: str, salt: int) -> None:
-    span.trace_id = (int.from_bytes(span.trace_id, "big") ^ salt).to_bytes(16, "big")
+    low = (int.from_bytes(span.trace_id, "big") ^ salt) & ((1 << 64) - 1)
+    span.trace_id = TRACE_TAG + bytes(2) + low.to_bytes(8, "big")
     for kv in span.attributes:
         if kv.key in SESSION_KEYS:
             kv.value.string_value = session
@@ -110,7 +118,7 @@ def requests_for(
         template = pool[n % len(pool)]
         if spans_per_session is not None:
             template = [template[i % len(template)] for i in range(spans_per_session)]
-        name, salt = f"bench-{n:07d}", (n + 1) << 64
+        name, salt = f"{SESSION_TAG.decode()}{n:07d}", (n * 0x9E3779B97F4A7C15) ^ (n + 1)
         last: tuple[bytes, bytes] | None = None
         for i, (resource, scope, raw) in enumerate(template):
             if last != (resource, scope) or not request.resource_spans:
@@ -186,13 +194,17 @@ def detect_cost(bodies: list[bytes]) -> float:
 # -- clients (separate processes) ----------------------------------------------------------------
 
 
-def _grpc_client(port: int, bodies: list[bytes], seconds: float, interval: float, out: Any) -> None:
+def _grpc_client(
+    port: int, bodies: list[bytes], seconds: float, interval: float, out: Any, first_round: int
+) -> None:
     channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 64 << 20)])
     export = channel.unary_unary(EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)
-    _drive(lambda body: export(body, timeout=30), bodies, seconds, interval, out)
+    _drive(lambda body: export(body, timeout=30), bodies, seconds, interval, out, first_round)
 
 
-def _http_client(port: int, bodies: list[bytes], seconds: float, interval: float, out: Any) -> None:
+def _http_client(
+    port: int, bodies: list[bytes], seconds: float, interval: float, out: Any, first_round: int
+) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 
     def send(body: bytes) -> None:
@@ -202,10 +214,18 @@ def _http_client(port: int, bodies: list[bytes], seconds: float, interval: float
         if response.status != 200:
             raise RuntimeError(f"HTTP {response.status}")
 
-    _drive(send, bodies, seconds, interval, out)
+    _drive(send, bodies, seconds, interval, out, first_round)
 
 
-def _drive(send: Any, bodies: list[bytes], seconds: float, interval: float, out: Any) -> None:
+def fresh(body: bytes, round_: int) -> bytes:
+    """``body`` with the session and trace ids of pass ``round_`` (same lengths, so the
+    protobuf stays valid).  Clients send disjoint requests; in the same pass they carry the
+    same sessions."""
+    tag = f"r{round_ % 100_000:05d}".encode()
+    return body.replace(SESSION_TAG, tag).replace(TRACE_TAG + bytes(2), TRACE_TAG + round_.to_bytes(2, "big"))
+
+
+def _drive(send: Any, bodies: list[bytes], seconds: float, interval: float, out: Any, first_round: int) -> None:
     counts = [span_count(b) for b in bodies]
     latencies: list[float] = []
     spans = errors = 0
@@ -218,9 +238,10 @@ def _drive(send: Any, bodies: list[bytes], seconds: float, interval: float, out:
             if pause > 0:
                 time.sleep(pause)
             next_at += interval
+        body = fresh(bodies[i % len(bodies)], first_round + i // len(bodies))
         t0 = time.perf_counter()
         try:
-            send(bodies[i % len(bodies)])
+            send(body)
             spans += counts[i % len(bodies)]
         except Exception:
             errors += 1
@@ -232,16 +253,17 @@ def _drive(send: Any, bodies: list[bytes], seconds: float, interval: float, out:
 
 
 def drive(
-    server: Server, bodies: list[bytes], seconds: float, clients: int, rate: float = 0.0
+    server: Server, bodies: list[bytes], seconds: float, clients: int, rate: float = 0.0, first_round: int = 0
 ) -> dict[str, Any]:
-    """Run gRPC and HTTP clients in separate processes; ``rate`` (requests/s in all) 0 = flat out."""
+    """Run gRPC and HTTP clients in separate processes; ``rate`` (requests/s in all) 0 = flat out.
+    Each pass over ``bodies`` carries new sessions (see ``fresh``), numbered from ``first_round``."""
     queue: Any = mp.Queue()
     interval = clients / rate if rate else 0.0
     procs = []
     for n in range(clients):
         share = bodies[n::clients] or bodies
         target, port = (_grpc_client, server.grpc_port) if n % 2 == 0 else (_http_client, server.http_port)
-        procs.append(mp.Process(target=target, args=(port, share, seconds, interval, queue)))
+        procs.append(mp.Process(target=target, args=(port, share, seconds, interval, queue, first_round)))
     for p in procs:
         p.start()
     results = [queue.get(timeout=seconds + 120) for _ in procs]
@@ -462,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{flat['requests_per_s']:.1f} req/s, p50 {flat['p50_ms']:.1f} ms, p99 {flat['p99_ms']:.1f} ms, "
                 f"refused with backpressure {flat['errors']}"
             )
-            half = drive(server, bodies, seconds, clients, rate=flat["ok_requests_per_s"] / 2)
+            half = drive(server, bodies, seconds, clients, rate=flat["ok_requests_per_s"] / 2, first_round=10_000)
             print(
                 f"at 50% load ({flat['ok_requests_per_s'] / 2:.1f} req/s): p50 {half['p50_ms']:.1f} ms, "
                 f"p99 {half['p99_ms']:.1f} ms, refused {half['errors']}"
