@@ -199,17 +199,19 @@ class Pipeline:
         try:
             for sink in self.sinks:
                 await sink.consume(coverage)
+            records = [r.to_dict() for r in coverage.results]
+            summary = coverage.to_dict()
             await self.spool.save_coverage(
                 session.session_id,
                 session.revision,
-                [(r.key, r.to_dict()) for r in coverage.results],
-                coverage.to_dict(),
+                [(r.key, record) for r, record in zip(coverage.results, records, strict=True)],
+                summary,
             )
         except Exception:  # the revision stays unfinished: a restart evaluates it again
             log.exception("recording session %r revision %d failed", session.session_id, session.revision)
             return
         self._unfinished.pop((session.session_id, session.revision), None)
-        self.store.add(coverage)
+        self.store.add(session.session_id, [*records, {"coverage": summary}])
         if self.keep_closed:
             self.closed.append(coverage)
         self.metrics.session_evaluated(session, coverage.results, lag)

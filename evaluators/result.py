@@ -8,7 +8,7 @@ a missing verdict can never be read as a pass.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from evaluators.evidence import LOAD_STATUSES, Session, fold_skill_name
@@ -61,7 +61,12 @@ class EvaluationResult:
             raise ValueError(f"a {self.status} result carries no score, label or passed")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Field by field: ``dataclasses.asdict`` deep-copies every value, and every closed
+        # session turns a dozen results into records.
+        record = {name: getattr(self, name) for name in _RESULT_FIELDS}
+        if self.judge is not None:
+            record["judge"] = {name: getattr(self.judge, name) for name in _USAGE_FIELDS}
+        return record
 
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> EvaluationResult:
@@ -73,6 +78,10 @@ class EvaluationResult:
     @property
     def key(self) -> str:
         return result_key(self.session_id, self.revision, self.evaluation, self.skill, self.span_id)
+
+
+_RESULT_FIELDS = tuple(f.name for f in fields(EvaluationResult))
+_USAGE_FIELDS = tuple(f.name for f in fields(JudgeUsage))
 
 
 # Bump when a result's meaning changes: it is part of every idempotency key, so results

@@ -14,10 +14,10 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from collector.detect import catalogs, file_reads, messages, patterns, shell_reads, skill_tools, transcript
-from collector.detect.content import all_strings, has_marker, parse_json, result_text, tool_call
+from collector.detect.content import has_marker, parse_json, result_text, tool_call
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.outcome import text_outcome
-from collector.detect.transcript import Injection, MessageCall, MessageResult, blocks, injections_in
+from collector.detect.transcript import Injection, MessageCall, MessageResult, injections_in
 from collector.spans import LogView, SpanView
 from evaluators.evidence import (
     Catalog,
@@ -223,7 +223,9 @@ class SessionEvidence:
         self._scanned.add(digest)
         value = parse_json(raw)
         value = raw if value is None else value
-        strings = all_strings(value) if wants_catalog or wants_injections else []
+        strings, found_blocks = transcript.strings_and_blocks(
+            value, wants_catalog or wants_injections, wants_blocks
+        )
         if wants_catalog:
             for text in strings:
                 # The same catalog comes back inside every later history: parse it once.
@@ -232,7 +234,7 @@ class SessionEvidence:
                     if found is not None:
                         self.catalog.advertise(found[1], found[0])
         if wants_blocks:
-            for block in blocks(value):
+            for block in found_blocks:
                 if isinstance(block, MessageCall):
                     if skill_tools.argument_key(block.name) is not None:
                         self._message_calls.setdefault(block.call_id, (block, seen))

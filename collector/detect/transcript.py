@@ -96,38 +96,82 @@ def _openai_tool_message(d: dict[str, Any]) -> Block:
 # Every shape needs one of these words in the text (keys or type values), so text without
 # any of them holds no block and is not walked.
 BLOCK_MARKERS: tuple[str, ...] = ("toolUse", "toolResult", "tool_use", "tool_result", "tool_call", "function")
-BLOCK_SHAPES: tuple[Callable[[dict[str, Any]], Block], ...] = (
-    _strands_use,  # Strands: {"toolUse": {...}}
-    _strands_result,  # Strands: {"toolResult": {...}}
-    _anthropic,  # Anthropic Messages API: tool_use / tool_result blocks
-    _genai_parts,  # GenAI semconv parts: tool_call / tool_call_response
-    _openai_tool_message,  # OpenAI chat: tool_calls[].function / role "tool"
+# Which shape to try on a dict, in order: by a key it must have, then by its "type" value.
+# A walk visits every dict of a history, and most are text parts: a lookup rules them out.
+KEYED_SHAPES: tuple[tuple[str, Callable[[dict[str, Any]], Block]], ...] = (
+    ("toolUse", _strands_use),  # Strands: {"toolUse": {...}}
+    ("toolResult", _strands_result),  # Strands: {"toolResult": {...}}
 )
+TYPED_SHAPES: dict[str, Callable[[dict[str, Any]], Block]] = {
+    "tool_use": _anthropic,  # Anthropic Messages API: tool_use / tool_result blocks
+    "tool_result": _anthropic,
+    "tool_call": _genai_parts,  # GenAI semconv parts: tool_call / tool_call_response
+    "tool_call_response": _genai_parts,
+}
+LAST_SHAPE_KEYS: tuple[str, ...] = ("tool_call_id", "function")  # OpenAI chat: role "tool" / tool_calls[]
+
+
+def block_of(d: dict[str, Any]) -> Block:
+    """The tool call or result a dict records, if it is one."""
+    for key, shape in KEYED_SHAPES:
+        if key in d:
+            block = shape(d)
+            if block is not None:
+                return block
+    kind = d.get("type")
+    if isinstance(kind, str):
+        typed = TYPED_SHAPES.get(kind)
+        if typed is not None:
+            block = typed(d)
+            if block is not None:
+                return block
+    for key in LAST_SHAPE_KEYS:
+        if key in d:
+            return _openai_tool_message(d)
+    return None
 
 
 def blocks(value: Any) -> list[MessageCall | MessageResult]:
     """Every tool call and tool result block in a decoded value, in document order."""
     found: list[MessageCall | MessageResult] = []
-    _collect_blocks(value, found)
+    _walk(value, None, found)
     return found
 
 
-def _collect_blocks(value: Any, found: list[MessageCall | MessageResult]) -> None:
+def strings_and_blocks(
+    value: Any, want_strings: bool, want_blocks: bool
+) -> tuple[list[str], list[MessageCall | MessageResult]]:
+    """``all_strings`` and ``blocks`` of a value in one walk (each only when wanted)."""
+    strings: list[str] = []
+    found: list[MessageCall | MessageResult] = []
+    _walk(value, strings if want_strings else None, found if want_blocks else None)
+    return strings, found
+
+
+def _walk(value: Any, strings: list[str] | None, found: list[MessageCall | MessageResult] | None) -> None:
+    # Appending to lists: a generator per nesting level costs more than the work itself.
+    # Inside a block, only strings are still collected (blocks do not nest).
     if isinstance(value, str):
-        nested = parse_json(value)
+        nested = parse_json(value) if len(value) > 1 else None
         if isinstance(nested, dict | list):
-            _collect_blocks(nested, found)
-    elif isinstance(value, list):
-        for item in value:
-            _collect_blocks(item, found)
+            _walk(nested, strings, found)
+        elif strings is not None:
+            strings.append(value)
     elif isinstance(value, dict):
-        for shape in BLOCK_SHAPES:
-            block = shape(value)
+        if found is not None:
+            block = block_of(value)
             if block is not None:
                 found.append(block)
-                return
+                if strings is None:
+                    return
+                found = None
+        if strings is None and found is None:
+            return
         for item in value.values():
-            _collect_blocks(item, found)
+            _walk(item, strings, found)
+    elif isinstance(value, list):
+        for item in value:
+            _walk(item, strings, found)
 
 
 # Text without these holds no injection.  ``u003cskill`` is ``<skill`` as JSON encoders

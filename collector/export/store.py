@@ -15,6 +15,8 @@ from typing import Any
 
 from evaluators.result import Coverage
 
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
 
 class ResultStore:
     def __init__(self, capacity: int = 10_000) -> None:
@@ -22,11 +24,11 @@ class ResultStore:
         self._sessions: OrderedDict[str, list[bytes]] = OrderedDict()
         self.forgotten = 0
 
-    def add(self, coverage: Coverage) -> None:
-        key = coverage.session.session_id
-        revisions = self._sessions.pop(key, [])
-        revisions.append(json.dumps(replay_records(coverage), separators=(",", ":")).encode())
-        self._sessions[key] = revisions
+    def add(self, session_id: str, records: list[dict[str, Any]]) -> None:
+        """Keep a revision's records (``replay_records``) as the latest for its session."""
+        revisions = self._sessions.pop(session_id, [])
+        revisions.append(_encode(records).encode())
+        self._sessions[session_id] = revisions
         while len(self._sessions) > self.capacity:
             self._sessions.popitem(last=False)
             self.forgotten += 1

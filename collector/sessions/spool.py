@@ -29,6 +29,9 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 log = logging.getLogger(__name__)
+# One encoder for every record: ``json.dumps`` with options builds a new one per call, and
+# each closed session writes a dozen records.
+_encode = json.JSONEncoder(sort_keys=True).encode
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS requests (
@@ -311,7 +314,7 @@ class SqliteSpool:
         )
 
     async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
-        text = json.dumps(record, sort_keys=True)
+        text = _encode(record)
         await self._submit(
             lambda db: db.execute(
                 "INSERT OR IGNORE INTO results (key, session, revision, record) VALUES (?, ?, ?, ?)",
@@ -322,8 +325,8 @@ class SqliteSpool:
     async def save_coverage(
         self, session: str, revision: int, results: list[tuple[str, dict[str, Any]]], coverage: dict[str, Any]
     ) -> None:
-        rows = [(key, session, revision, json.dumps(record, sort_keys=True)) for key, record in results]
-        text = json.dumps(coverage, sort_keys=True)
+        rows = [(key, session, revision, _encode(record)) for key, record in results]
+        text = _encode(coverage)
 
         def write(db: sqlite3.Connection) -> None:
             db.executemany(
