@@ -9,6 +9,12 @@ One writer thread owns the connection.  Work queued while a commit runs shares t
 transaction (group commit), so the event loop never waits on disk per request and syncs
 stay few under load.  ``synchronous=NORMAL`` with WAL loses nothing on a process crash.
 
+Requests come first: an Export call waits for its commit, so each transaction takes every
+waiting request but only a bounded share of the rest (closed revisions, results, coverage,
+deletions), and the rest follows in the next.  Rows for the same table that queue up
+together are inserted by one multi-row statement: each SQLite call hands the GIL to the
+event loop and must win it back, so statements, not rows, are what a busy loop makes slow.
+
 ``MemorySpool`` keeps the same interface in memory (``storage.path: ":memory:"``; replay):
 nothing survives the process, and the service says so at startup.
 """
@@ -23,6 +29,7 @@ import queue
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +84,10 @@ CREATE TABLE IF NOT EXISTS outbox (
 CREATE TABLE IF NOT EXISTS state (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 _MAX_GROUP = 512
+_OTHER_PER_GROUP = 64  # work other than requests per transaction while requests wait
+_ROWS_PER_STATEMENT = 256
+_WAL_SIZE_LIMIT = 64 * 1024 * 1024
+_DELETE_CHUNK = 16  # spooled requests (up to ~4 MB each) deleted per transaction
 T = TypeVar("T")
 
 
@@ -209,9 +220,26 @@ class MemorySpool:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """Rows for one INSERT; consecutive ``_Rows`` of one statement share a multi-row INSERT."""
+
+    insert: str  # "INSERT ... INTO table (columns)", without VALUES
+    rows: list[tuple[Any, ...]]
+
+
+# (work, future to settle or None, its loop, urgent: an acknowledgement waits for it)
 _Work = tuple[
-    Callable[[sqlite3.Connection], Any], "asyncio.Future[Any] | None", "asyncio.AbstractEventLoop | None"
+    "Callable[[sqlite3.Connection], Any] | _Rows",
+    "asyncio.Future[Any] | None",
+    "asyncio.AbstractEventLoop | None",
+    bool,
 ]
+_STOP: _Work = (lambda db: None, None, None, False)  # shutdown: commit what is queued, then stop
+_INSERT_CLOSED = "INSERT OR REPLACE INTO closed (session, revision, reason, first_request, last_request, traces, closed_at)"
+_INSERT_RESULT = "INSERT OR IGNORE INTO results (key, session, revision, record)"
+_REPLACE_RESULT = "INSERT OR REPLACE INTO results (key, session, revision, record)"
+_INSERT_COVERAGE = "INSERT OR REPLACE INTO coverage (session, revision, record, evaluated_at)"
 
 
 class SqliteSpool:
@@ -230,9 +258,15 @@ class SqliteSpool:
         self._capacity = outbox_capacity
         self._outbox_len: dict[str, int] = {}
         self._recovery = self._load()
-        self._queue: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Work] = queue.SimpleQueue()
+        self._wal_written = threading.Event()
+        self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="skillgauge-spool", daemon=True)
         self._thread.start()
+        self._checkpointer = threading.Thread(
+            target=self._checkpoint_wal, name="skillgauge-spool-checkpoint", daemon=True
+        )
+        self._checkpointer.start()
         self.commits = 0
 
     # -- reads at startup (before the writer runs) --------------------------------------------
@@ -278,11 +312,17 @@ class SqliteSpool:
 
     # -- writes (through the writer thread) ---------------------------------------------------
 
-    def _submit(self, work: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+    def _submit(
+        self, work: Callable[[sqlite3.Connection], T] | _Rows, *, urgent: bool = False
+    ) -> asyncio.Future[T]:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[T] = loop.create_future()
-        self._queue.put((work, done, loop))
+        self._queue.put((work, done, loop, urgent))
         return done
+
+    def _put(self, work: Callable[[sqlite3.Connection], Any] | _Rows) -> None:
+        """Queue work nobody waits for (it commits with a later group, in order)."""
+        self._queue.put((work, None, None, False))
 
     async def append(self, signal: str, payload: bytes) -> int:
         now = time.time()
@@ -293,7 +333,7 @@ class SqliteSpool:
             )
             return int(cursor.lastrowid or 0)
 
-        return await self._submit(insert)
+        return await self._submit(insert, urgent=True)
 
     def record_closed(self, closed: Closed) -> None:
         row = (
@@ -305,42 +345,29 @@ class SqliteSpool:
             ",".join(closed.traces),
             time.time(),
         )
-        self._queue.put(
-            (
-                lambda db: db.execute("INSERT OR REPLACE INTO closed VALUES (?, ?, ?, ?, ?, ?, ?)", row),
-                None,
-                None,
-            )
-        )
+        self._put(_Rows(_INSERT_CLOSED, [row]))
 
     async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
-        text = _encode(record)
-        await self._submit(
-            lambda db: db.execute(
-                "INSERT OR IGNORE INTO results (key, session, revision, record) VALUES (?, ?, ?, ?)",
-                (key, session, revision, text),
-            )
-        )
+        await self._submit(_Rows(_INSERT_RESULT, [(key, session, revision, _encode(record))]))
 
     async def save_coverage(
         self, session: str, revision: int, results: list[tuple[str, dict[str, Any]]], coverage: dict[str, Any]
     ) -> None:
-        rows = [(key, session, revision, _encode(record)) for key, record in results]
-        text = _encode(coverage)
-
-        def write(db: sqlite3.Connection) -> None:
-            db.executemany(
-                "INSERT OR REPLACE INTO results (key, session, revision, record) VALUES (?, ?, ?, ?)", rows
+        # Queued in order: results, then (for a later revision) superseding the earlier ones,
+        # then the coverage line that marks the revision done.  A group may end in between;
+        # the coverage line never commits before the results.
+        if results:
+            self._put(
+                _Rows(_REPLACE_RESULT, [(key, session, revision, _encode(record)) for key, record in results])
             )
-            db.execute(
-                "UPDATE results SET superseded = 1 WHERE session = ? AND revision < ?", (session, revision)
+        if revision > 1:
+            self._put(
+                lambda db: db.execute(
+                    "UPDATE results SET superseded = 1 WHERE session = ? AND revision < ?",
+                    (session, revision),
+                )
             )
-            db.execute(
-                "INSERT OR REPLACE INTO coverage (session, revision, record, evaluated_at) VALUES (?, ?, ?, ?)",
-                (session, revision, text, time.time()),
-            )
-
-        await self._submit(write)
+        await self._submit(_Rows(_INSERT_COVERAGE, [(session, revision, _encode(coverage), time.time())]))
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
         capacity = self._capacity
@@ -388,14 +415,24 @@ class SqliteSpool:
     async def checkpoint(self, replay_from: int, keep_results_for: float | None = None) -> None:
         def write(db: sqlite3.Connection) -> None:
             db.execute("INSERT OR REPLACE INTO state (name, value) VALUES ('replay_from', ?)", (replay_from,))
-            db.execute("DELETE FROM requests WHERE id < ?", (replay_from,))
             db.execute("DELETE FROM closed WHERE last_request < ?", (replay_from,))
             if keep_results_for is not None:
                 cutoff = time.time() - keep_results_for
                 db.execute("DELETE FROM results WHERE created_at < ?", (cutoff,))
                 db.execute("DELETE FROM coverage WHERE evaluated_at < ?", (cutoff,))
 
+        def delete_requests(db: sqlite3.Connection) -> int:
+            # A few at a time: freeing hundreds of megabytes in one transaction held every
+            # acknowledgement behind it for a quarter of a second.
+            cursor = db.execute(
+                "DELETE FROM requests WHERE id IN (SELECT id FROM requests WHERE id < ? ORDER BY id LIMIT ?)",
+                (replay_from, _DELETE_CHUNK),
+            )
+            return int(cursor.rowcount)
+
         await self._submit(write)
+        while await self._submit(delete_requests) == _DELETE_CHUNK:
+            pass
 
     def size_bytes(self) -> int:
         total = 0
@@ -405,40 +442,66 @@ class SqliteSpool:
         return total
 
     async def shutdown(self, timeout: float = 10.0) -> None:
-        self._queue.put(None)
+        self._queue.put(_STOP)
         await asyncio.to_thread(self._thread.join, timeout)
+        self._stopped.set()
+        self._wal_written.set()  # wake it to see the stop
+        await asyncio.to_thread(self._checkpointer.join, timeout)
 
     def _run(self) -> None:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: nothing committed is lost on a crash
+        db.execute(f"PRAGMA journal_size_limit={_WAL_SIZE_LIMIT}")  # the WAL file shrinks back after a burst
+        other: deque[_Work] = deque()  # queued behind requests, in order
         stopping = False
-        while not stopping:
-            item = self._queue.get()
-            if item is None:
-                break
-            group = [item]
-            while len(group) < _MAX_GROUP:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
+        while True:
+            urgent: list[_Work] = []
+            if not stopping:
+                # Block for work only when none is left over from the last group.
+                item = self._queue.get() if not other else self._next_nowait()
+                while item is not None:
+                    if item is _STOP:
+                        stopping = True
+                        break
+                    (urgent if item[3] else other).append(item)
+                    item = self._next_nowait()
+            if not urgent and not other:
+                if stopping:
                     break
-                if nxt is None:
-                    stopping = True
-                    break
-                group.append(nxt)
-            self._commit(db, group)
+                continue
+            share = _OTHER_PER_GROUP if urgent else _MAX_GROUP
+            self._commit(db, urgent + [other.popleft() for _ in range(min(share, len(other)))])
         db.close()
 
+    def _next_nowait(self) -> _Work | None:
+        try:
+            return self._queue.get_nowait()
+        except queue.Empty:
+            return None
+
     def _commit(self, db: sqlite3.Connection, group: list[_Work]) -> None:
-        outcomes: list[tuple[Any, BaseException | None]] = []
+        outcomes: list[tuple[Any, BaseException | None]] = [(None, None)] * len(group)
         try:
             db.execute("BEGIN")
-            for work, _, _ in group:
+            # Rows first, one statement per table for the whole group, then the other work in
+            # order.  Nothing queued needs to run before a row insert of its own transaction:
+            # inserts are idempotent, and superseding only touches earlier revisions' rows.
+            by_insert: dict[str, list[int]] = {}
+            for i, (work, _, _, _) in enumerate(group):
+                if isinstance(work, _Rows):
+                    by_insert.setdefault(work.insert, []).append(i)
+            for indexes in by_insert.values():
+                batch = [work for i in indexes if isinstance(work := group[i][0], _Rows)]
+                for i, outcome in zip(indexes, _insert_rows(db, batch), strict=True):
+                    outcomes[i] = outcome
+            for i, (work, _, _, _) in enumerate(group):
+                if isinstance(work, _Rows):
+                    continue
                 try:
-                    outcomes.append((work(db), None))
+                    outcomes[i] = (work(db), None)
                 except sqlite3.Error as err:  # one bad write fails alone, the group still commits
-                    outcomes.append((None, err))
+                    outcomes[i] = (None, err)
             db.execute("COMMIT")
             self.commits += 1
         except sqlite3.Error as err:
@@ -446,9 +509,53 @@ class SqliteSpool:
             with contextlib.suppress(sqlite3.Error):
                 db.execute("ROLLBACK")
             outcomes = [(None, err)] * len(group)
-        for (_, done, loop), (value, error) in zip(group, outcomes, strict=True):
+        self._wal_written.set()
+        for (_, done, loop, _), (value, error) in zip(group, outcomes, strict=True):
             if done is not None and loop is not None:
                 loop.call_soon_threadsafe(_settle, done, value, error)
+
+    def _checkpoint_wal(self) -> None:
+        """Copy committed pages from the WAL into the database right after each commit, on a
+        connection of its own.  Left to the writer (SQLite's automatic checkpoint), the copy
+        and its sync run inside every few commits and hold acknowledgements for ~15 ms; done
+        here, the writer's own automatic checkpoint finds nothing left to copy."""
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
+        try:
+            while not self._stopped.is_set():
+                if self._wal_written.wait(timeout=1.0):
+                    self._wal_written.clear()
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error as err:  # the writer's automatic checkpoint still runs
+            log.warning("background WAL checkpoints stopped: %s", err)
+        finally:
+            db.close()
+
+
+def _insert_rows(db: sqlite3.Connection, batch: list[_Rows]) -> list[tuple[Any, BaseException | None]]:
+    """Insert the rows of consecutive ``_Rows`` of one statement, a few hundred per statement;
+    if a statement fails, each ``_Rows`` is tried alone so that a bad one fails alone."""
+    rows = [row for work in batch for row in work.rows]
+    width = len(rows[0]) if rows else 0
+    placeholder = "(" + ", ".join("?" * width) + ")"
+    try:
+        with contextlib.closing(db.cursor()) as cursor:
+            for start in range(0, len(rows), _ROWS_PER_STATEMENT):
+                chunk = rows[start : start + _ROWS_PER_STATEMENT]
+                cursor.execute(
+                    f"{batch[0].insert} VALUES {', '.join([placeholder] * len(chunk))}",
+                    [value for row in chunk for value in row],
+                )
+        return [(None, None)] * len(batch)
+    except sqlite3.Error:
+        pass  # a failed statement changes nothing; the rows go again, one ``_Rows`` at a time
+    outcomes: list[tuple[Any, BaseException | None]] = []
+    for work in batch:
+        try:
+            db.executemany(f"{work.insert} VALUES {placeholder}", work.rows)
+            outcomes.append((None, None))
+        except sqlite3.Error as err:
+            outcomes.append((None, err))
+    return outcomes
 
 
 def _settle(done: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
