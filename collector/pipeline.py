@@ -1,11 +1,12 @@
 """Wires receiver -> spool -> assembler -> runner -> sinks (outbox, exporters) and metrics.
 
-One asyncio loop owns the flow.  Receivers call ``consume``: it admits the request (or
-answers with backpressure), checks which spans are usable, commits the request to the
-spool and acknowledges; one worker then feeds spooled trace requests to the assembler in
-arrival order, so an Export's latency is the commit, not detection (the queue between the
-two is bounded: ``sessions.max_pending_requests``).  Log requests are assembled before
-their answer, because whether a record can be used depends on its session key.  Closed sessions are evaluated as they close; a finished evaluation is
+One asyncio loop owns the flow.  Receivers (on a loop of their own under ``serve``) call
+``consume``: it admits the request (or answers with backpressure), checks which spans are
+usable, commits the request to the spool and acknowledges; one worker then feeds spooled
+trace requests to the assembler in arrival order, so an Export's latency is the commit, not
+detection (the queue between the two is bounded: ``sessions.max_pending_requests``).  Log
+requests are assembled before their answer, because whether a record can be used depends
+on its session key.  Closed sessions are evaluated as they close; a finished evaluation is
 queued durably by every sink, then recorded as done.
 
 Crash safety, in order of events:
@@ -23,8 +24,9 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -45,6 +47,7 @@ log = logging.getLogger("skillgauge")
 _CLOSE_BATCH = 8  # sessions closed (and planned for evaluation) per event-loop turn
 
 Signal = Literal["traces", "logs"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +97,7 @@ class Pipeline:
         self._spool_bytes = 0
         self._checkpointed_at = 0.0
         self._reopened_seen = 0
+        self._loop: asyncio.AbstractEventLoop | None = None  # the pipeline's own, once started
         self.metrics.judge_configured.set(1 if config.judge.configured else 0)
 
     # -- intake ---------------------------------------------------------------------------
@@ -113,22 +117,39 @@ class Pipeline:
             )
 
     async def consume(self, item: Received) -> Accepted:
-        """Admit, spool, acknowledge.  Raises ``ReceiveError`` subclasses for OTLP answers."""
+        """Admit, spool, acknowledge.  Raises ``ReceiveError`` subclasses for OTLP answers.
+
+        Receivers may call this from their own event loop (``collector.receiver.loop``): the
+        request is spooled from there, and handed to the pipeline's loop once committed."""
         self.admit()
         raw = item.raw if item.raw is not None else item.request.SerializeToString()
         if item.signal == "logs":
             request_id = await self.spool.append(item.signal, raw)
-            self._last_request = max(self._last_request, request_id)
-            return self.assemble(item, request_id)
+            return await self._on_pipeline_loop(self._assemble_logs(item, request_id))
         assert isinstance(item.request, ExportTraceServiceRequest)
         checked = check_spans(item.request)
         request_id = await self.spool.append(item.signal, raw)
+        if self._loop is None or self._loop is asyncio.get_running_loop():
+            self._enqueue(item, request_id)
+        else:
+            self._loop.call_soon_threadsafe(self._enqueue, item, request_id)
+        self._count(item, checked)
+        return checked
+
+    def _enqueue(self, item: Received, request_id: int) -> None:
         self._last_request = max(self._last_request, request_id)
         self._pending.append((item, request_id))
         self._wake.set()
         self._start_worker()
-        self._count(item, checked)
-        return checked
+
+    async def _assemble_logs(self, item: Received, request_id: int) -> Accepted:
+        self._last_request = max(self._last_request, request_id)
+        return self.assemble(item, request_id)
+
+    async def _on_pipeline_loop(self, work: Coroutine[Any, Any, T]) -> T:
+        if self._loop is None or self._loop is asyncio.get_running_loop():
+            return await work
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self._loop))
 
     def _start_worker(self) -> None:
         if self._worker is None or self._worker.done():
@@ -315,6 +336,7 @@ class Pipeline:
         self.metrics.spool_bytes.set(self._spool_bytes)
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         await self.recover()
         self._ticker = asyncio.create_task(self._tick_forever(), name="skillgauge-ticker")
 

@@ -9,9 +9,10 @@ One writer thread owns the connection.  Work queued while a commit runs shares t
 transaction (group commit), so the event loop never waits on disk per request and syncs
 stay few under load.  ``synchronous=NORMAL`` with WAL loses nothing on a process crash.
 
-Requests come first: an Export call waits for its commit, so each transaction takes every
-waiting request but only a bounded share of the rest (closed revisions, results, coverage,
-deletions), and the rest follows in the next.  Rows for the same table that queue up
+Requests come first: an Export call waits for its commit, so waiting requests commit in a
+transaction of their own, and the rest (closed revisions, results, coverage, deletions)
+follows in transactions of at most 64 writes: none grows long enough to hold up a request
+that arrives while it runs.  Rows for the same table that queue up
 together are inserted by one multi-row statement: each SQLite call hands the GIL to the
 event loop and must win it back, so statements, not rows, are what a busy loop makes slow.
 
@@ -83,11 +84,12 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 CREATE TABLE IF NOT EXISTS state (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
-_MAX_GROUP = 512
-_OTHER_PER_GROUP = 64  # work other than requests per transaction while requests wait
+# Work other than requests per transaction: a request that arrives while a transaction runs
+# waits for it, so it stays short (~5 ms) even when a wave of closed sessions is queued.
+_OTHER_PER_GROUP = 64
 _ROWS_PER_STATEMENT = 256
 _WAL_SIZE_LIMIT = 64 * 1024 * 1024
-_DELETE_CHUNK = 16  # spooled requests (up to ~4 MB each) deleted per transaction
+_DELETE_CHUNK = 4  # spooled requests (up to ~4 MB each) deleted per transaction
 T = TypeVar("T")
 
 
@@ -470,8 +472,8 @@ class SqliteSpool:
                 if stopping:
                     break
                 continue
-            share = _OTHER_PER_GROUP if urgent else _MAX_GROUP
-            self._commit(db, urgent + [other.popleft() for _ in range(min(share, len(other)))])
+            # Waiting requests commit on their own: the rest can wait one more transaction.
+            self._commit(db, urgent or [other.popleft() for _ in range(min(_OTHER_PER_GROUP, len(other)))])
         db.close()
 
     def _next_nowait(self) -> _Work | None:

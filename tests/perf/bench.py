@@ -63,6 +63,7 @@ END_ATTRIBUTE = "skillgauge.session.end"
 # Anthropic bills cache writes (5-minute TTL) at 1.25x the input price and cache reads at 0.1x.
 CACHE_WRITE_PRICE, CACHE_READ_PRICE = 1.25, 0.1
 MIN_CACHE_TOKENS = 1024  # the smallest cacheable prefix for Sonnet models
+REFUSED_PAUSE = 0.25  # seconds a client waits after a refusal (OTLP exporters back off 1-5 s)
 
 
 # -- traffic -----------------------------------------------------------------------------------
@@ -243,9 +244,12 @@ def _drive(send: Any, bodies: list[bytes], seconds: float, interval: float, out:
         try:
             send(body)
             spans += counts[i % len(bodies)]
+            latencies.append(time.perf_counter() - t0)
         except Exception:
             errors += 1
-        latencies.append(time.perf_counter() - t0)
+            # Refused (backpressure): wait before the next request, as OTLP exporters do,
+            # instead of re-sending megabytes the server must receive only to refuse again.
+            time.sleep(REFUSED_PAUSE)
         i += 1
     out.put(
         {"spans": spans, "errors": errors, "latencies": latencies, "elapsed": time.perf_counter() - start}
@@ -269,13 +273,12 @@ def drive(
     results = [queue.get(timeout=seconds + 120) for _ in procs]
     for p in procs:
         p.join()
-    latencies = sorted(x for r in results for x in r["latencies"])
+    latencies = sorted(x for r in results for x in r["latencies"])  # acknowledged requests only
     elapsed = max(r["elapsed"] for r in results)
     return {
         "spans_per_s": sum(r["spans"] for r in results) / elapsed,
-        "requests_per_s": len(latencies) / elapsed,
-        # acknowledged requests only: refusals (backpressure) answer fast and would inflate it
-        "ok_requests_per_s": (len(latencies) - sum(r["errors"] for r in results)) / elapsed,
+        "requests_per_s": (len(latencies) + sum(r["errors"] for r in results)) / elapsed,
+        "ok_requests_per_s": len(latencies) / elapsed,
         "errors": sum(r["errors"] for r in results),
         "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else 0.0,
         "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else 0.0,
