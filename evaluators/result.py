@@ -7,7 +7,6 @@ a missing verdict can never be read as a pass.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -168,7 +167,9 @@ class Coverage:
             FOLLOWING: len({fold_skill_name(load.skill) for load in loads}),
             OMISSION: 1,
         }
-        counts = Counter(r.evaluation for r in self.results)
+        counts: dict[str, int] = {}
+        for r in self.results:
+            counts[r.evaluation] = counts.get(r.evaluation, 0) + 1
         rows = {
             name: {"owed": owed[name] if name in self.enabled else 0, "rows": counts.get(name, 0)}
             for name in (SELECTION, FOLLOWING, OMISSION)
@@ -189,8 +190,12 @@ class Coverage:
 
     def to_dict(self) -> dict[str, Any]:
         s = self.session
-        by_status = Counter(r.status for r in self.results)
-        loads_by_status = Counter(load.status for load in s.skill_loads)
+        by_status: dict[str, int] = {}
+        for r in self.results:
+            by_status[r.status] = by_status.get(r.status, 0) + 1
+        loads_by_status: dict[str, int] = {}
+        for load in s.skill_loads:
+            loads_by_status[load.status] = loads_by_status.get(load.status, 0) + 1
         met = [r.skill for r in self.results if r.evaluation == "skill_invoked" and r.passed]
         missed = [r.skill for r in self.results if r.evaluation == "skill_invoked" and r.passed is False]
         return {

@@ -140,13 +140,24 @@ def _flattened_user_texts(view: SpanView) -> list[str]:
     ]
 
 
-def response(view: SpanView) -> str | None:
+def response_raw(view: SpanView) -> str | None:
+    """The raw text of the span's recorded answer (``answer_text`` reads it)."""
     for _, raw in _field_texts(view, _RESPONSE_ATTRIBUTES, _RESPONSE_EVENTS):
-        parsed = parse_json(raw)
-        if isinstance(parsed, list) and parsed and isinstance(parsed[0], dict) and "role" in parsed[0]:
-            return flatten_text(parsed[-1].get("parts") or parsed[-1].get("content")) or None
-        return flatten_text(parsed) if parsed is not None else raw
+        return raw
     return None
+
+
+def answer_text(raw: str) -> str | None:
+    """The readable answer in a recorded response: the last message of a list, or the text."""
+    parsed = parse_json(raw)
+    if isinstance(parsed, list) and parsed and isinstance(parsed[0], dict) and "role" in parsed[0]:
+        return flatten_text(parsed[-1].get("parts") or parsed[-1].get("content")) or None
+    return (flatten_text(parsed) if parsed is not None else raw) or None
+
+
+def response(view: SpanView) -> str | None:
+    raw = response_raw(view)
+    return None if raw is None else answer_text(raw)
 
 
 def _messages(raw: str) -> list[dict[str, Any]]:

@@ -111,7 +111,7 @@ class SessionEvidence:
         self._tool_spans_with_content = 0
         self._content_seen = False
         self._turn_texts: set[str] = set()
-        self._answers: list[tuple[int, str]] = []  # (end time, text) of recorded answers
+        self._answers: list[tuple[int, str]] = []  # (end time, raw text) of recorded answers
         self._expected: dict[str, str] = {}  # folded -> as written
         # Hashes of text already read: raw prompt text scanned, (role, text) prompt fields,
         # ("catalog", text) catalogs parsed; tuples never hash like the bare text.
@@ -146,7 +146,9 @@ class SessionEvidence:
             if text not in self._turn_texts:  # each request once, though every later span repeats it
                 self._turn_texts.add(text)
                 self.turns.append(Turn(text, view.span_id, view.trace_id, start))
-        answer = messages.response(view)
+        # Read when the session closes, and only the answers that end a turn: a chat span per
+        # model call records one, and most are superseded by a later one in the same turn.
+        answer = messages.response_raw(view)
         if answer:
             self._answers.append((view.span.end_time_unix_nano, answer))
         if fresh:
@@ -308,16 +310,19 @@ class SessionEvidence:
         )
 
     def _answer_turns(self) -> None:
-        """Each turn's answer: the latest recorded answer before the next turn began."""
-        answers = sorted(self._answers)
+        """Each turn's answer: the latest recorded answer before the next turn began (of
+        answers that end together, the one that arrived last)."""
+        answers = sorted(self._answers, key=lambda answer: answer[0])
         for i, turn in enumerate(self.turns):
             until = self.turns[i + 1].start_unix_nano if i + 1 < len(self.turns) else None
-            before = [
-                text
-                for end, text in answers
-                if end >= turn.start_unix_nano and (until is None or end < until)
+            window = [
+                raw for end, raw in answers if end >= turn.start_unix_nano and (until is None or end < until)
             ]
-            turn.response = before[-1] if before else turn.response
+            for raw in reversed(window):
+                text = messages.answer_text(raw)
+                if text:
+                    turn.response = text
+                    break
 
     def _content_capture(self) -> ContentCapture:
         if self.tool_spans:

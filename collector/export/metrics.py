@@ -8,6 +8,7 @@ the cap itself is bounded, so a misbehaving agent cannot explode the series coun
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -38,6 +39,7 @@ class SkillLabels:
 
 class Metrics:
     def __init__(self) -> None:
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.skill_labels = SkillLabels()
@@ -223,34 +225,46 @@ class Metrics:
             "skillgauge_judge_configured", "1 when a judge (API key or base URL) is configured.", registry=r
         )
 
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, remembered: every closed session counts a dozen series,
+        and ``labels`` validates and locks on each call.  Label values are bounded by design."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def session_evaluated(self, session: Session, results: list[EvaluationResult], lag: float) -> None:
+        child = self._child
         self.skill_labels.learn([e.name for e in session.catalog.skills.values()])
-        self.sessions_evaluated.labels(
-            session.framework, session.catalog.state, session.content_capture
+        child(
+            self.sessions_evaluated, session.framework, session.catalog.state, session.content_capture
         ).inc()
         for load in session.skill_loads:
-            self.skill_loads.labels(
-                session.framework, load.signal, load.status, self.skill_labels(load.skill)
+            child(
+                self.skill_loads, session.framework, load.signal, load.status, self.skill_labels(load.skill)
             ).inc()
         if not session.skill_loads:
-            self.sessions_without_load.labels(session.catalog.state).inc()
+            child(self.sessions_without_load, session.catalog.state).inc()
         if session.expected_skills:
             self.sessions_with_expectations.inc()
         now = time.time()
+        missed = False
         for result in results:
-            self.evaluations.labels(result.evaluation, result.status, result.reason).inc()
+            child(self.evaluations, result.evaluation, result.status, result.reason).inc()
             if result.status == "judged" and result.score is not None:
                 skill = self.skill_labels(result.skill) if result.skill else "none"
                 framework = result.framework or session.framework
-                self.scores.labels(result.evaluation, skill, framework).observe(result.score)
+                child(self.scores, result.evaluation, skill, framework).observe(result.score)
                 verdict = "pass" if result.passed else "fail"
-                self.verdicts.labels(result.evaluation, skill, framework, verdict).inc()
-                self.last_success.labels(result.evaluation).set(now)
+                child(self.verdicts, result.evaluation, skill, framework, verdict).inc()
+                child(self.last_success, result.evaluation).set(now)
             if result.evaluation == "skill_invoked":
                 skill = self.skill_labels(result.skill)
-                self.expected_checks.labels(skill).inc()
+                child(self.expected_checks, skill).inc()
                 if result.passed is False:
-                    self.expected_misses.labels(skill, result.reason).inc()
-        if any(r.evaluation == "skill_invoked" and r.passed is False for r in results):
+                    missed = True
+                    child(self.expected_misses, skill, result.reason).inc()
+        if missed:
             self.sessions_with_missed_expectations.inc()
         self.evaluation_lag.observe(lag)
