@@ -39,7 +39,7 @@ from collector.export.store import ResultStore
 from collector.receiver.errors import Backpressure
 from collector.runner import Runner
 from collector.sessions.assembler import Accepted, Assembler, check_spans
-from collector.sessions.spool import Closed, Recovery, Spool, open_spool
+from collector.sessions.spool import Closed, Recovery, Spool, encode_record, open_spool
 from evaluators.evidence import Session
 from evaluators.result import Coverage, EvaluationResult
 
@@ -220,8 +220,8 @@ class Pipeline:
         try:
             for sink in self.sinks:
                 await sink.consume(coverage)
-            records = [r.to_dict() for r in coverage.results]
-            summary = coverage.to_dict()
+            records = [encode_record(r.to_dict()) for r in coverage.results]
+            summary = encode_record(coverage.to_dict())
             await self.spool.save_coverage(
                 session.session_id,
                 session.revision,
@@ -232,7 +232,7 @@ class Pipeline:
             log.exception("recording session %r revision %d failed", session.session_id, session.revision)
             return
         self._unfinished.pop((session.session_id, session.revision), None)
-        self.store.add(session.session_id, [*records, {"coverage": summary}])
+        self.store.add(session.session_id, records, summary)
         if self.keep_closed:
             self.closed.append(coverage)
         self.metrics.session_evaluated(session, coverage.results, lag)

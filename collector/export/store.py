@@ -15,8 +15,6 @@ from typing import Any
 
 from evaluators.result import Coverage
 
-_encode = json.JSONEncoder(separators=(",", ":")).encode
-
 
 class ResultStore:
     def __init__(self, capacity: int = 10_000) -> None:
@@ -24,10 +22,11 @@ class ResultStore:
         self._sessions: OrderedDict[str, list[bytes]] = OrderedDict()
         self.forgotten = 0
 
-    def add(self, session_id: str, records: list[dict[str, Any]]) -> None:
-        """Keep a revision's records (``replay_records``) as the latest for its session."""
+    def add(self, session_id: str, results: list[str], coverage: str) -> None:
+        """Keep a revision as the latest of its session: its results and coverage line, each
+        as JSON text (what the spool stores), in the shape of ``replay_records``."""
         revisions = self._sessions.pop(session_id, [])
-        revisions.append(_encode(records).encode())
+        revisions.append(f'[{"".join(f"{r}," for r in results)}{{"coverage":{coverage}}}]'.encode())
         self._sessions[session_id] = revisions
         while len(self._sessions) > self.capacity:
             self._sessions.popitem(last=False)

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 log = logging.getLogger(__name__)
-# One encoder for every record: ``json.dumps`` with options builds a new one per call, and
-# each closed session writes a dozen records.
-_encode = json.JSONEncoder(sort_keys=True).encode
+# How records are stored: compact JSON, keys sorted.  One encoder for every record
+# (``json.dumps`` with options builds a new one per call, and a closed session has a dozen).
+encode_record = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS requests (
@@ -131,9 +131,10 @@ class Spool(Protocol):
         ...
 
     async def save_coverage(
-        self, session: str, revision: int, results: list[tuple[str, dict[str, Any]]], coverage: dict[str, Any]
+        self, session: str, revision: int, results: list[tuple[str, str]], coverage: str
     ) -> None:
-        """Commit a session revision's results and coverage; earlier revisions become superseded."""
+        """Commit a session revision's results ((key, record as ``encode_record`` made it)) and
+        coverage line (the same); earlier revisions' results become superseded."""
         ...
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int: ...
@@ -180,7 +181,7 @@ class MemorySpool:
         return None
 
     async def save_coverage(
-        self, session: str, revision: int, results: list[tuple[str, dict[str, Any]]], coverage: dict[str, Any]
+        self, session: str, revision: int, results: list[tuple[str, str]], coverage: str
     ) -> None:
         return None
 
@@ -350,18 +351,16 @@ class SqliteSpool:
         self._put(_Rows(_INSERT_CLOSED, [row]))
 
     async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
-        await self._submit(_Rows(_INSERT_RESULT, [(key, session, revision, _encode(record))]))
+        await self._submit(_Rows(_INSERT_RESULT, [(key, session, revision, encode_record(record))]))
 
     async def save_coverage(
-        self, session: str, revision: int, results: list[tuple[str, dict[str, Any]]], coverage: dict[str, Any]
+        self, session: str, revision: int, results: list[tuple[str, str]], coverage: str
     ) -> None:
         # Queued in order: results, then (for a later revision) superseding the earlier ones,
         # then the coverage line that marks the revision done.  A group may end in between;
         # the coverage line never commits before the results.
         if results:
-            self._put(
-                _Rows(_REPLACE_RESULT, [(key, session, revision, _encode(record)) for key, record in results])
-            )
+            self._put(_Rows(_REPLACE_RESULT, [(key, session, revision, record) for key, record in results]))
         if revision > 1:
             self._put(
                 lambda db: db.execute(
@@ -369,7 +368,7 @@ class SqliteSpool:
                     (session, revision),
                 )
             )
-        await self._submit(_Rows(_INSERT_COVERAGE, [(session, revision, _encode(coverage), time.time())]))
+        await self._submit(_Rows(_INSERT_COVERAGE, [(session, revision, coverage, time.time())]))
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
         capacity = self._capacity

@@ -9,7 +9,7 @@ from support import FRAMEWORKS, trace_requests
 
 from collector.config import parse
 from collector.pipeline import Pipeline, Received
-from collector.sessions.spool import Closed, SqliteSpool
+from collector.sessions.spool import Closed, SqliteSpool, encode_record
 
 
 def _config(tmp: Path) -> object:
@@ -82,7 +82,7 @@ def test_checkpoint_trims_requests_closed_records_and_old_results(tmp_path: Path
         first = await spool.append("traces", b"a")
         second = await spool.append("traces", b"b")
         spool.record_closed(Closed("s", 1, "idle_timeout", first, first, ()))
-        await spool.save_coverage("s", 1, [("k", {"x": 1})], {"spans": 1})
+        await spool.save_coverage("s", 1, [("k", encode_record({"x": 1}))], encode_record({"spans": 1}))
         await spool.checkpoint(second, keep_results_for=3600)  # results are fresh: kept
         await spool.checkpoint(second, keep_results_for=-1)  # everything is older than "now + 1 s"
         await spool.shutdown()
