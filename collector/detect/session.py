@@ -50,6 +50,8 @@ def _has_any(text: str, markers: tuple[str, ...]) -> bool:
     return False
 
 
+_HISTORIES = 4  # message histories remembered per session (see ``_unread_part``)
+
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -80,6 +82,7 @@ class SessionEvidence:
         "_answers",
         "_content_seen",
         "_expected",
+        "_histories",
         "_injected",
         "_log_results",
         "_message_calls",
@@ -121,6 +124,7 @@ class SessionEvidence:
         self._injected: dict[str, tuple[Injection, _Seen]] = {}
         self._log_results: dict[str, tuple[bool, _Seen]] = {}  # tool call id -> success
         self._activated: dict[str, tuple[str, _Seen]] = {}  # folded skill -> first activation
+        self._histories: list[tuple[int, int]] = []  # (length, hash) of histories read, newest first
 
     # -- intake ---------------------------------------------------------------------------
 
@@ -141,7 +145,11 @@ class SessionEvidence:
             self._content_seen = True
         # Chat spans repeat the system prompt and the history so far: a (role, text) pair this
         # session has read already can add no turn, catalog, call or injection.
-        fresh = [prompt for prompt in prompts if self._first_sight(prompt)]
+        fresh = [
+            (role, self._unread_part(raw) if role == "messages" else raw)
+            for role, raw in prompts
+            if self._first_sight((role, raw))
+        ]
         for text in messages.user_texts(view, fresh):
             if text not in self._turn_texts:  # each request once, though every later span repeats it
                 self._turn_texts.add(text)
@@ -207,6 +215,27 @@ class SessionEvidence:
             return False
         self._scanned.add(digest)
         return True
+
+    def _unread_part(self, raw: str) -> str:
+        """The messages of a history this session has not read yet, as a JSON array.
+
+        Each chat span records the whole conversation so far, so reading every history whole
+        costs the square of a session's length.  When ``raw`` is an array that continues one
+        read before (the same text up to that one's closing bracket, then a comma), only the
+        elements after it are new: parsing is deterministic, so the shared text parses to the
+        same elements.  Histories are remembered by (length, hash of all but the closing
+        bracket), a few per session (sub-agents keep conversations of their own)."""
+        if not raw.startswith("[") or not raw.endswith("]"):
+            return raw
+        unread = raw
+        for length, digest in self._histories:
+            if len(raw) > length and raw[length - 1] == "," and hash(raw[: length - 1]) == digest:
+                unread = "[" + raw[length:]
+                break
+        if not isinstance(parse_json(unread), list):
+            return raw
+        self._histories = [(len(raw), hash(raw[:-1])), *self._histories[: _HISTORIES - 1]]
+        return unread
 
     def _scan(self, raw: str, seen: _Seen) -> None:
         """Catalogs, message-level calls and injected bodies in one piece of prompt text.

@@ -1,0 +1,74 @@
+"""Chat histories are read incrementally: only the messages a session has not read yet.
+
+Each chat span records the conversation so far; reading it whole each time costs the square
+of a session's length.  These tests replay the real recordings with and without the
+incremental reading and require the same sessions, and show that the recordings do exercise it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from support import FRAMEWORKS
+
+from collector.config import parse
+from collector.detect.session import SessionEvidence
+from collector.replay import replay
+from evaluators.evidence import Session
+
+RECORDINGS = sorted(str(p) for p in FRAMEWORKS.glob("*/*.jsonl"))
+
+
+def _sessions() -> list[Session]:
+    outcome = asyncio.run(replay(RECORDINGS, parse({})))
+    assert not outcome.problems
+    return sorted((c.session for c in outcome.coverages), key=lambda s: (s.session_id, s.revision))
+
+
+def test_reading_histories_incrementally_detects_exactly_what_reading_them_whole_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    unread = SessionEvidence._unread_part
+    shortened: list[tuple[int, int]] = []
+
+    def counting(self: SessionEvidence, raw: str) -> str:
+        part = unread(self, raw)
+        if part is not raw:
+            shortened.append((len(raw), len(part)))
+        return part
+
+    monkeypatch.setattr(SessionEvidence, "_unread_part", counting)
+    incremental = _sessions()
+    monkeypatch.setattr(SessionEvidence, "_unread_part", lambda self, raw: raw)
+    whole = _sessions()
+
+    assert len(incremental) == len(whole) > 50
+    assert incremental == whole
+    # The real recordings take the incremental path, and it reads less.
+    assert len(shortened) >= 10, shortened
+    assert all(part < full for full, part in shortened)
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later", "unread"),
+    [
+        ('[{"a": 1}]', '[{"a": 1}, {"b": 2}]', [{"b": 2}]),
+        ('[{"a": 1}]', '[{"a": 1},{"b": 2},{"c": 3}]', [{"b": 2}, {"c": 3}]),
+        ('[{"a": 1}]', '[{"a": 2}, {"b": 2}]', [{"a": 2}, {"b": 2}]),  # rewritten: read whole
+        ('[{"a": [1]}]', '[{"a": [1, 2]}]', [{"a": [1, 2]}]),  # grew inside: read whole
+        ('[{"a": 1}]', '[{"a": 1}\n, {"b": 2}]', [{"a": 1}, {"b": 2}]),  # not a continuation
+        ("[]", '[{"a": 1}]', [{"a": 1}]),
+    ],
+)
+def test_only_a_continuation_of_a_history_is_cut(earlier: str, later: str, unread: list[object]) -> None:
+    evidence = SessionEvidence()
+    assert json.loads(evidence._unread_part(earlier)) == json.loads(earlier)
+    assert json.loads(evidence._unread_part(later)) == unread
+
+
+def test_text_that_is_not_a_json_array_is_read_as_it_is() -> None:
+    evidence = SessionEvidence()
+    for raw in ('{"messages": [1]}', "[not json]", "plain text", '[{"a": 1}] '):
+        assert evidence._unread_part(raw) is raw
