@@ -165,7 +165,8 @@ class Pipeline:
             self._assembling = True
             try:
                 assert isinstance(item.request, ExportTraceServiceRequest)
-                for _ in self.assembler.feed(item.request, request_id, Accepted()):
+                size = len(item.raw) if item.raw is not None else None
+                for _ in self.assembler.feed(item.request, request_id, Accepted(), size=size):
                     await asyncio.sleep(0)  # acknowledgements need not wait for a whole request
             except Exception:  # one bad request must not stop assembly for everyone
                 log.exception("assembling spooled request %d failed", request_id)

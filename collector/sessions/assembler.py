@@ -181,11 +181,24 @@ class Assembler:
         return result
 
     def feed(
-        self, request: ExportTraceServiceRequest, request_id: int, result: Accepted, slice_spans: int = 16
+        self,
+        request: ExportTraceServiceRequest,
+        request_id: int,
+        result: Accepted,
+        slice_spans: int = 16,
+        size: int | None = None,
     ) -> Iterator[None]:
         """Assemble a request, pausing (yielding) every ``slice_spans`` spans so that a caller
-        on the event loop can let other work through in between."""
+        on the event loop can let other work through in between.
+
+        ``size``: the request's encoded size, when known; each span then counts as an equal
+        share of it towards ``max_bytes`` instead of being measured (measuring a span means
+        walking all of it again: ~2.5 us of a span's ~35)."""
         now = self._clock()
+        share: int | None = None
+        if size is not None:
+            spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+            share = size // max(1, spans)
         touched: dict[str, OpenSession] = {}
         end_key = self._config.end_attribute
         count = 0
@@ -208,7 +221,7 @@ class Assembler:
                         continue
                     session = self._session_for(key, span.trace_id, now, request_id)
                     session.evidence.observe_span(view)
-                    session.bytes += span.ByteSize()
+                    session.bytes += span.ByteSize() if share is None else share
                     session.last_seen = now
                     if end_key in view.attrs and view.attrs.get(end_key) in (True, "true", "True", 1):
                         session.ending = True

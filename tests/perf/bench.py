@@ -53,7 +53,7 @@ from fake_anthropic import FakeAnthropic  # noqa: E402
 from support import FRAMEWORKS, Server, trace_requests  # noqa: E402
 
 from collector.config import parse  # noqa: E402
-from collector.sessions.assembler import Assembler  # noqa: E402
+from collector.sessions.assembler import Accepted, Assembler  # noqa: E402
 from collector.spans import value_of  # noqa: E402
 
 SESSION_KEYS = frozenset({"session.id", "gen_ai.conversation.id", "langsmith.metadata.session_id"})
@@ -185,10 +185,13 @@ def detect_cost(bodies: list[bytes]) -> float:
     assembler = Assembler(parse({}).sessions, lambda session, reason: None)
     spans = 0
     start = time.perf_counter()
-    for body in bodies:
+    for n, body in enumerate(bodies):
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
-        spans += assembler.add_spans(request).accepted
+        result = Accepted()
+        for _ in assembler.feed(request, n + 1, result, size=len(body)):  # as the served pipeline does
+            pass
+        spans += result.accepted
     return (time.perf_counter() - start) / spans * 1e6
 
 

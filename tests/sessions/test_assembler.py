@@ -11,7 +11,7 @@ from support import FRAMEWORKS, trace_requests
 
 from collector.config import Config, parse
 from collector.receiver.errors import Backpressure
-from collector.sessions.assembler import Assembler
+from collector.sessions.assembler import Accepted, Assembler
 from evaluators.evidence import Session
 
 
@@ -136,6 +136,16 @@ def test_max_spans_closes_and_later_spans_open_a_new_revision() -> None:
     assert [(s.revision, s.span_count) for s, _ in closed][1] == (2, 2)
     assert asm.reopened == 1
     assert asm.closed_by_reason["max_spans"] == 1 and asm.closed_by_reason["shutdown"] == 1
+
+
+def test_a_request_of_known_size_counts_an_equal_share_per_span_towards_max_bytes() -> None:
+    asm, closed, _ = make(max_bytes=3000)
+    request = ExportTraceServiceRequest()
+    for span in range(1, 5):
+        request.resource_spans.extend(one_span(1, span, {"session.id": "s"}).resource_spans)
+    for _ in asm.feed(request, 1, Accepted(), size=4000):  # 1,000 bytes a span
+        pass
+    assert [(s.session_id, reason, s.span_count) for s, reason in closed] == [("s", "max_bytes", 3)]
 
 
 def test_max_bytes_closes() -> None:
