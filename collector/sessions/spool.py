@@ -231,7 +231,8 @@ class _Rows:
     rows: list[tuple[Any, ...]]
 
 
-# (work, future to settle or None, its loop, urgent: an acknowledgement waits for it)
+# (work, future to settle or None, its loop, urgent: an acknowledgement waits for it; urgent
+# work is a single statement)
 _Work = tuple[
     "Callable[[sqlite3.Connection], Any] | _Rows",
     "asyncio.Future[Any] | None",
@@ -483,6 +484,18 @@ class SqliteSpool:
 
     def _commit(self, db: sqlite3.Connection, group: list[_Work]) -> None:
         outcomes: list[tuple[Any, BaseException | None]] = [(None, None)] * len(group)
+        work, _, _, urgent = group[0]
+        if len(group) == 1 and urgent and not isinstance(work, _Rows):
+            # A lone request is one INSERT, which commits by itself (autocommit): each SQLite
+            # call gives the GIL away and must win it back, so BEGIN and COMMIT around it
+            # would add two waits behind a busy event loop.
+            try:
+                outcomes[0] = (work(db), None)
+                self.commits += 1
+            except sqlite3.Error as err:
+                outcomes[0] = (None, err)
+            self._settle_all(group, outcomes)
+            return
         try:
             db.execute("BEGIN")
             # Rows first, one statement per table for the whole group, then the other work in
@@ -510,6 +523,9 @@ class SqliteSpool:
             with contextlib.suppress(sqlite3.Error):
                 db.execute("ROLLBACK")
             outcomes = [(None, err)] * len(group)
+        self._settle_all(group, outcomes)
+
+    def _settle_all(self, group: list[_Work], outcomes: list[tuple[Any, BaseException | None]]) -> None:
         self._wal_written.set()
         for (_, done, loop, _), (value, error) in zip(group, outcomes, strict=True):
             if done is not None and loop is not None:
