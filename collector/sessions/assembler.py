@@ -185,11 +185,12 @@ class Assembler:
         request: ExportTraceServiceRequest,
         request_id: int,
         result: Accepted,
-        slice_spans: int = 16,
+        slice_spans: int = 128,
         size: int | None = None,
     ) -> Iterator[None]:
         """Assemble a request, pausing (yielding) every ``slice_spans`` spans so that a caller
-        on the event loop can let other work through in between.
+        on the event loop can let other work through in between (each pause costs a turn of
+        the loop; receivers run on a loop of their own, so the slices need not be short).
 
         ``size``: the request's encoded size, when known; each span then counts as an equal
         share of it towards ``max_bytes`` instead of being measured (measuring a span means
