@@ -83,6 +83,11 @@ class Collected:
         await self.runner.drain(10)
         return self.coverages
 
+    def of(self, session_id: str) -> Coverage:
+        """The coverage of one session: sessions finish in whatever order their judge calls do."""
+        (coverage,) = [c for c in self.coverages if c.session.session_id == session_id]
+        return coverage
+
     def rows(self, evaluation: str | None = None) -> list[EvaluationResult]:
         return [
             r for c in self.coverages for r in c.results if evaluation is None or r.evaluation == evaluation

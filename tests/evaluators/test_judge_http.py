@@ -107,9 +107,9 @@ async def test_malformed_tool_input_is_retried_once(fake: FakeAnthropic) -> None
     )
     c = Collected(judge_config(fake))
     await c.run(session(loads=[load()]), session("s-2"))
-    selection = only(c.coverages[0].results, "skill_selection_accuracy")
+    selection = only(c.of("s-1").results, "skill_selection_accuracy")
     assert (selection.status, selection.passed) == ("judged", True)  # the retry was valid
-    omission = only(c.coverages[1].results, "skill_omission")
+    omission = only(c.of("s-2").results, "skill_omission")
     assert (omission.status, omission.reason, omission.passed) == ("error", "judge_unparseable", None)
     assert omission.judge is not None and omission.judge.output_tokens > 0
     retry = fake.of_kind("skill_selection_accuracy")[1]

@@ -60,11 +60,11 @@ async def test_no_judge_configured_skips_every_judge_evaluation_but_runs_determi
     s.expected_skills = ["release-notes"]
     await c.run(s, session("s-2", loads=[]))
     rows = c.rows()
-    invoked = only(c.coverages[0].results, "skill_invoked")
+    invoked = only(c.of("s-1").results, "skill_invoked")
     assert (invoked.status, invoked.passed) == ("judged", True)
     for name in ("skill_selection_accuracy", "skill_instruction_following", "custom.tone"):
-        _assert_unjudged(only(c.coverages[0].results, name), "skipped", "no_judge_configured")
-    _assert_unjudged(only(c.coverages[1].results, "skill_omission"), "skipped", "no_judge_configured")
+        _assert_unjudged(only(c.of("s-1").results, name), "skipped", "no_judge_configured")
+    _assert_unjudged(only(c.of("s-2").results, "skill_omission"), "skipped", "no_judge_configured")
     assert all(r.judge is None for r in rows)
 
 
