@@ -311,7 +311,13 @@ def open_session_memory(tmp: Path, sessions: int, spans_per_session: int) -> tup
         )
         for body in bodies:
             export(body, timeout=60)
-        _, status = server.get_json("/readyz")
+        # Acknowledged means spooled; assembly follows: wait until every session is open.
+        deadline = time.monotonic() + 120
+        while True:
+            _, status = server.get_json("/readyz")
+            if status.get("open_sessions", 0) >= sessions * 0.99 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         assert status.get("open_sessions", 0) >= sessions * 0.99, status
         after = rss_bytes(server.proc.pid)
     finally:
