@@ -310,7 +310,14 @@ def open_session_memory(tmp: Path, sessions: int, spans_per_session: int) -> tup
             EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b
         )
         for body in bodies:
-            export(body, timeout=60)
+            while True:
+                try:
+                    export(body, timeout=60)
+                    break
+                except grpc.RpcError as err:  # backpressure: retry as an exporter would
+                    if err.code() != grpc.StatusCode.UNAVAILABLE:
+                        raise
+                    time.sleep(REFUSED_PAUSE)
         # Acknowledged means spooled; assembly follows: wait until every session is open.
         deadline = time.monotonic() + 120
         while True:
