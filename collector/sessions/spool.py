@@ -9,10 +9,10 @@ One writer thread owns the connection.  Work queued while a commit runs shares t
 transaction (group commit), so the event loop never waits on disk per request and syncs
 stay few under load.  ``synchronous=NORMAL`` with WAL loses nothing on a process crash.
 
-Requests come first: an Export call waits for its commit, so waiting requests commit in a
-transaction of their own, and the rest (closed revisions, results, coverage, deletions)
-follows in transactions of at most 64 writes: none grows long enough to hold up a request
-that arrives while it runs.  Rows for the same table that queue up
+Requests come first: an Export call waits for its commit, so each transaction takes every
+waiting request but at most 64 other writes (closed revisions, results, coverage, outbox,
+deletions), and the rest follows in the next: no transaction grows long enough to hold up a
+request that arrives while it runs.  Rows for the same table that queue up
 together are inserted by one multi-row statement: each SQLite call hands the GIL to the
 event loop and must win it back, so statements, not rows, are what a busy loop makes slow.
 
@@ -472,8 +472,10 @@ class SqliteSpool:
                 if stopping:
                     break
                 continue
-            # Waiting requests commit on their own: the rest can wait one more transaction.
-            self._commit(db, urgent or [other.popleft() for _ in range(min(_OTHER_PER_GROUP, len(other)))])
+            # Every waiting request, and a bounded share of the rest.  (Requests alone, with the
+            # rest one transaction later, measured the same p99 and made each awaited session
+            # write a transaction slower: evaluation lag p95 0.04 s -> 0.2 s.)
+            self._commit(db, urgent + [other.popleft() for _ in range(min(_OTHER_PER_GROUP, len(other)))])
         db.close()
 
     def _next_nowait(self) -> _Work | None:
