@@ -17,6 +17,8 @@ Figures:
   rss_bytes_per_open_session RSS growth per open session (10,000 sessions x 50 spans), with the
                              raw span bytes per session beside it
   detect_us_per_span         assembler + detectors per span, in process, one core
+  long_session_detect_us_per_span  the same for one long session whose chat spans each record
+                             the conversation so far (beside it, the cost of reading each whole)
   eval_lag_p95_s             session close (the ack of the request carrying its end span) to
                              its last evaluation span at a downstream OTLP receiver; one skill's
                              recorded session at 100 sessions/s, fake Anthropic judge
@@ -54,12 +56,15 @@ from fake_anthropic import FakeAnthropic  # noqa: E402
 from support import FRAMEWORKS, Server, trace_requests  # noqa: E402
 
 from collector.config import parse  # noqa: E402
+from collector.detect.session import SessionEvidence  # noqa: E402
 from collector.sessions.assembler import Accepted, Assembler  # noqa: E402
 from collector.spans import value_of  # noqa: E402
 
 SESSION_KEYS = frozenset({"session.id", "gen_ai.conversation.id", "langsmith.metadata.session_id"})
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 ONE_SKILL = FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl"  # loads release-notes, with its body
+LONG_TEMPLATE = FRAMEWORKS / "adk" / "right_skill_content.traces.jsonl"  # chat spans with growing histories
+HISTORY_KEY = "gen_ai.input.messages"
 END_ATTRIBUTE = "skillgauge.session.end"
 # Anthropic bills cache writes (5-minute TTL) at 1.25x the input price and cache reads at 0.1x.
 CACHE_WRITE_PRICE, CACHE_READ_PRICE = 1.25, 0.1
@@ -194,6 +199,61 @@ def detect_cost(bodies: list[bytes]) -> float:
             pass
         spans += result.accepted
     return (time.perf_counter() - start) / spans * 1e6
+
+
+def long_session(turns: int) -> bytes:
+    """One session of ``turns`` chat spans, each recording the conversation so far, as a long
+    agent session does: the recorded ADK conversation repeated once per turn (each copy of a
+    message marked with its turn, so no two histories are the same text)."""
+    request = _merged(LONG_TEMPLATE)
+    chats = [
+        (rs, ss, span, kv)
+        for rs in request.resource_spans
+        for ss in rs.scope_spans
+        for span in ss.spans
+        for kv in span.attributes
+        if kv.key == HISTORY_KEY
+    ]
+    rs, ss, chat, kv = max(chats, key=lambda c: len(c[3].value.string_value))
+    recorded = json.loads(kv.value.string_value)
+    out = ExportTraceServiceRequest()
+    out_rs = out.resource_spans.add()
+    out_rs.resource.CopyFrom(rs.resource)
+    out_ss = out_rs.scope_spans.add()
+    out_ss.scope.CopyFrom(ss.scope)
+    history: list[Any] = []
+    for turn in range(turns):
+        history += [{**message, "turn": turn} for message in recorded]
+        span = out_ss.spans.add()
+        span.CopyFrom(chat)
+        span.span_id = (turn + 1).to_bytes(8, "big")
+        next(a for a in span.attributes if a.key == HISTORY_KEY).value.string_value = json.dumps(history)
+    body: bytes = out.SerializeToString()
+    return body
+
+
+def long_session_cost(turns: int) -> tuple[float, float]:
+    """Microseconds per span to assemble and detect ``long_session(turns)``: reading each
+    history past what was read before (as the collector does), and reading each one whole."""
+
+    def run() -> float:
+        body = long_session(turns)
+        assembler = Assembler(parse({}).sessions, lambda session, reason: None)
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        start = time.perf_counter()
+        for _ in assembler.feed(request, 1, Accepted(), size=len(body)):
+            pass
+        return (time.perf_counter() - start) / turns * 1e6
+
+    incremental = run()
+    unread_part = SessionEvidence._unread_part
+    SessionEvidence._unread_part = lambda self, raw: raw  # type: ignore[method-assign]
+    try:
+        whole = run()
+    finally:
+        SessionEvidence._unread_part = unread_part  # type: ignore[method-assign]
+    return incremental, whole
 
 
 # -- clients (separate processes) ----------------------------------------------------------------
@@ -507,6 +567,13 @@ def main(argv: list[str] | None = None) -> int:
     detect_us = detect_cost(bodies)
     print(f"parse + assemble + detect in process: {detect_us:.1f} us/span ({1e6 / detect_us:,.0f} spans/s)")
 
+    turns = 50 if short else 300
+    long_us, long_whole_us = long_session_cost(turns)
+    print(
+        f"a long session ({turns} chat spans, each recording the conversation so far): "
+        f"{long_us:.1f} us/span; reading every history whole: {long_whole_us:.1f} us/span"
+    )
+
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "ingest").mkdir()
         server = Server(Path(tmp) / "ingest", {"sessions": {"idle_timeout": "2s"}})
@@ -552,6 +619,7 @@ def main(argv: list[str] | None = None) -> int:
         "rss_bytes_per_open_session": round(per_session),
         "raw_bytes_per_open_session": round(raw),
         "detect_us_per_span": round(detect_us, 2),
+        "long_session_detect_us_per_span": round(long_us, 1),
         "eval_lag_p95_s": round(judged["lag_p95_s"], 3),
         "judge_input_tokens_ratio": round(judged["tokens_ratio"], 3),
         "short": short,
