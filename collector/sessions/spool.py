@@ -225,7 +225,7 @@ class MemorySpool:
 
 @dataclass(frozen=True, slots=True)
 class _Rows:
-    """Rows for one INSERT; consecutive ``_Rows`` of one statement share a multi-row INSERT."""
+    """Rows for one INSERT; a transaction's ``_Rows`` of one statement share multi-row INSERTs."""
 
     insert: str  # "INSERT ... INTO table (columns)", without VALUES
     rows: list[tuple[Any, ...]]
@@ -551,7 +551,7 @@ class SqliteSpool:
 
 
 def _insert_rows(db: sqlite3.Connection, batch: list[_Rows]) -> list[tuple[Any, BaseException | None]]:
-    """Insert the rows of consecutive ``_Rows`` of one statement, a few hundred per statement;
+    """Insert the rows of a group's ``_Rows`` of one statement, a few hundred per statement;
     if a statement fails, each ``_Rows`` is tried alone so that a bad one fails alone."""
     rows = [row for work in batch for row in work.rows]
     width = len(rows[0]) if rows else 0
