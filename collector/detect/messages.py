@@ -155,11 +155,6 @@ def answer_text(raw: str) -> str | None:
     return (flatten_text(parsed) if parsed is not None else raw) or None
 
 
-def response(view: SpanView) -> str | None:
-    raw = response_raw(view)
-    return None if raw is None else answer_text(raw)
-
-
 def _messages(raw: str) -> list[dict[str, Any]]:
     parsed = parse_json(raw)
     if isinstance(parsed, dict):
