@@ -261,6 +261,18 @@ class Sessions(_Strict):
     # Closed sessions kept in memory so late spans reopen them whole (a new revision).
     reopen_cache: int = Field(2_000, ge=0)
     check_interval: Seconds = 1.0
+    # Where ``serve`` detects skill loads: in a worker process beside it (a second core), or
+    # inline in the serving process; ``auto`` picks the worker when two or more CPUs are usable.
+    detection: Literal["auto", "worker", "inline"] = "auto"
+
+    def detect_in_worker(self) -> bool:
+        if self.detection == "auto":
+            return (
+                len(os.sched_getaffinity(0)) >= 2
+                if hasattr(os, "sched_getaffinity")
+                else (os.cpu_count() or 1) >= 2
+            )
+        return self.detection == "worker"
 
     @field_validator("keys")
     @classmethod

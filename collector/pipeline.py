@@ -34,6 +34,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector.config import Config
 from collector.detect.expectations import Rules
+from collector.detect.worker import WorkerDetection
 from collector.export.metrics import Metrics
 from collector.export.store import ResultStore
 from collector.receiver.errors import Backpressure
@@ -69,17 +70,26 @@ class ResultSink(Protocol):
 
 
 class Pipeline:
-    def __init__(self, config: Config, spool: Spool | None = None, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        spool: Spool | None = None,
+        metrics: Metrics | None = None,
+        detect_in_worker: bool = False,
+    ) -> None:
         self.config = config
         self.metrics = metrics or Metrics()
         outbox_capacity = config.export.otlp.queue_size if config.export.otlp else 100_000
         self.spool = spool if spool is not None else open_spool(config.storage.path, outbox_capacity)
         self.store = ResultStore()
+        # ``serve`` detects in a worker process (``sessions.detection``); started by ``start``.
+        self.worker = WorkerDetection(self._on_close, config.expectations) if detect_in_worker else None
         self.assembler = Assembler(
             config.sessions,
             self._on_close,
             rules=Rules.compile(config.expectations),
             on_record=self._on_record,
+            detection=self.worker,
         )
         self.runner = Runner(self._deliver, config, self.metrics, store=self._store_result)
         self.sinks: list[ResultSink] = []  # exporters; each gets every finished Coverage
@@ -105,9 +115,11 @@ class Pipeline:
     def admit(self) -> None:
         """Raise ``Backpressure`` when a bound is reached; nothing has been taken yet."""
         self.assembler.admit()
-        if len(self._pending) >= self.config.sessions.max_pending_requests:
+        waiting = len(self._pending) + (self.worker.backlog if self.worker is not None else 0)
+        if waiting >= self.config.sessions.max_pending_requests:
             raise Backpressure(
-                f"{len(self._pending)} requests wait to be assembled (sessions.max_pending_requests); retry later",
+                f"{waiting} requests wait to be assembled or detected (sessions.max_pending_requests); "
+                "retry later",
                 retry_after=1.0,
             )
         if self._spool_bytes > self.config.storage.max_bytes:
@@ -165,8 +177,7 @@ class Pipeline:
             self._assembling = True
             try:
                 assert isinstance(item.request, ExportTraceServiceRequest)
-                size = len(item.raw) if item.raw is not None else None
-                for _ in self.assembler.feed(item.request, request_id, Accepted(), size=size):
+                for _ in self.assembler.feed(item.request, request_id, Accepted(), raw=item.raw):
                     await asyncio.sleep(0)  # acknowledgements need not wait for a whole request
             except Exception:  # one bad request must not stop assembly for everyone
                 log.exception("assembling spooled request %d failed", request_id)
@@ -184,10 +195,10 @@ class Pipeline:
     def assemble(self, item: Received, request_id: int = 0, *, admit: bool = True) -> Accepted:
         if item.signal == "traces":
             assert isinstance(item.request, ExportTraceServiceRequest)
-            result = self.assembler.add_spans(item.request, request_id, admit=admit)
+            result = self.assembler.add_spans(item.request, request_id, admit=admit, raw=item.raw)
         else:
             assert isinstance(item.request, ExportLogsServiceRequest)
-            result = self.assembler.add_logs(item.request, request_id, admit=admit)
+            result = self.assembler.add_logs(item.request, request_id, admit=admit, raw=item.raw)
         self._count(item, result)
         self.metrics.sessions_open.set(self.assembler.open_count)
         return result
@@ -240,7 +251,9 @@ class Pipeline:
         log.debug("session %r evaluated: %d results", session.session_id, len(coverage.results))
 
     async def drain(self, timeout: float = 30.0) -> None:
-        """Wait for evaluations in flight and for their results to be recorded."""
+        """Wait for sessions being finished, evaluations in flight and their records."""
+        if self.worker is not None:
+            await self.worker.settle(timeout)
         await self.runner.drain(timeout)
         if self._recording:
             await asyncio.wait(set(self._recording), timeout=timeout)
@@ -338,6 +351,8 @@ class Pipeline:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        if self.worker is not None:
+            self.worker.start()
         await self.recover()
         self._ticker = asyncio.create_task(self._tick_forever(), name="skillgauge-ticker")
 
@@ -364,6 +379,8 @@ class Pipeline:
         closed = self.assembler.close_all("shutdown")
         self.metrics.sessions_open.set(0)
         await self.drain(timeout)
+        if self.worker is not None:
+            await self.worker.stop(timeout)
         await self.runner.close()
         log.info("shutdown: closed and evaluated %d open sessions", closed)
         for sink in self.sinks:

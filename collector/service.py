@@ -45,7 +45,7 @@ class Service:
     _ready: bool = False
 
     def __post_init__(self) -> None:
-        self.pipeline = Pipeline(self.config)
+        self.pipeline = Pipeline(self.config, detect_in_worker=self.config.sessions.detect_in_worker())
 
     async def start(self) -> None:
         pipeline = self.pipeline

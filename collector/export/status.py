@@ -61,8 +61,8 @@ def app(pipeline: Pipeline, ready: Callable[[], bool], auth: BearerAuth | None =
         if live is not None:
             body["open"] = {
                 "revision": live.revision,
-                "spans": live.evidence.span_count,
-                "skill_loads": len(live.evidence.skill_loads),
+                "spans": live.spans,
+                "skill_loads": await pipeline.assembler.detection.skill_loads(session_id),
                 "why_no_results": "the session is still open; it is evaluated when it closes "
                 f"(idle {pipeline.config.sessions.idle_timeout:g}s, max duration, end attribute or limits)",
             }

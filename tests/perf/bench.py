@@ -195,7 +195,7 @@ def detect_cost(bodies: list[bytes]) -> float:
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
         result = Accepted()
-        for _ in assembler.feed(request, n + 1, result, size=len(body)):  # as the served pipeline does
+        for _ in assembler.feed(request, n + 1, result, raw=body):  # as the served pipeline does
             pass
         spans += result.accepted
     return (time.perf_counter() - start) / spans * 1e6
@@ -242,7 +242,7 @@ def long_session_cost(turns: int) -> tuple[float, float]:
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
         start = time.perf_counter()
-        for _ in assembler.feed(request, 1, Accepted(), size=len(body)):
+        for _ in assembler.feed(request, 1, Accepted(), raw=body):
             pass
         return (time.perf_counter() - start) / turns * 1e6
 
@@ -290,7 +290,9 @@ def fresh(body: bytes, round_: int) -> bytes:
     return body.replace(SESSION_TAG, tag).replace(TRACE_TAG + bytes(2), TRACE_TAG + round_.to_bytes(2, "big"))
 
 
-def _drive(send: Any, bodies: list[bytes], seconds: float, interval: float, out: Any, first_round: int) -> None:
+def _drive(
+    send: Any, bodies: list[bytes], seconds: float, interval: float, out: Any, first_round: int
+) -> None:
     counts = [span_count(b) for b in bodies]
     latencies: list[float] = []
     spans = errors = 0
@@ -585,7 +587,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"refused with backpressure {flat['errors']}"
             )
             settle(server, 1.0 if short else 10.0)
-            half = drive(server, bodies, seconds, clients, rate=flat["ok_requests_per_s"] / 2, first_round=10_000)
+            half = drive(
+                server, bodies, seconds, clients, rate=flat["ok_requests_per_s"] / 2, first_round=10_000
+            )
             print(
                 f"at 50% load ({flat['ok_requests_per_s'] / 2:.1f} req/s): p50 {half['p50_ms']:.1f} ms, "
                 f"p99 {half['p99_ms']:.1f} ms, refused {half['errors']}"

@@ -44,7 +44,7 @@ def test_open_sessions_are_rebuilt_and_evaluated_ones_are_not_evaluated_again(tm
         pipeline = await _second_life(tmp_path)
         assert [s.key for s in pipeline.assembler.open_sessions()] == ["strands-right_skill-0001"]
         (open_session,) = pipeline.assembler.open_sessions()
-        assert open_session.evidence.span_count == 6
+        assert open_session.spans == 6
         pipeline.assembler.close_all("shutdown")
         await pipeline.drain()
         assert [c.session.session_id for c in pipeline.closed] == ["strands-right_skill-0001"]
@@ -89,5 +89,8 @@ def test_checkpoint_trims_requests_closed_records_and_old_results(tmp_path: Path
 
     asyncio.run(run())
     with sqlite3.connect(tmp_path / "skillgauge.sqlite") as db:
-        counts = {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("requests", "closed", "results", "coverage")}
+        counts = {
+            t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+            for t in ("requests", "closed", "results", "coverage")
+        }
     assert counts == {"requests": 1, "closed": 0, "results": 0, "coverage": 0}

@@ -1,0 +1,379 @@
+"""Detection in a child process: ``WorkerDetection`` here, ``InlineDetection`` there.
+
+Detection is most of what a span costs, and one interpreter runs Python on one core at a
+time.  ``serve`` therefore hands each spooled request to a child process, with the session
+the assembler placed each item in, and gets each closed ``Session`` back.  The assembler
+(keys, binding, closing, revisions, durability) stays in the serving process, so a child
+that dies loses nothing the spool does not hold: the server stops, and a restart replays.
+
+Messages go one way each, in order, over two pipes (``multiprocessing`` connections), in
+lists of whatever is waiting (one write and one wake-up for many messages):
+
+  to the child    ("items", request, signal, raw or None, [(index, key), ...], last)
+                  ("fold", provisional, into)  ("finish", key, revision, reason, keep)
+                  ("reopen", key)  ("forget", key)  ("ask", token, key)
+  from the child  ("done",) once per request  ("session", Session, reason)
+                  ("answer", token, skill loads or None)
+
+A request's bytes cross once, with its first items; later items of the same request (it
+was paused, or a session closed in its middle) name it by number.  Pickling and pipe
+writes happen on a sender thread, so the event loop never waits for the child.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import itertools
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from google.protobuf.message import Message
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from collector.config import Expectation
+from collector.detect.expectations import Rules
+from collector.detect.stage import Batch, InlineDetection, OnFinished, Signal
+
+log = logging.getLogger("skillgauge")
+
+_STOP: Any = None  # on the sender's queue: close the pipe, which ends the child
+_BATCH = 256  # messages per write, at most
+_PIPE_BYTES = 1 << 20  # pipe buffers (Linux's default limit for one): the writer rarely waits
+
+
+def _widen(fd: int) -> None:
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), _PIPE_BYTES)
+    except (ImportError, OSError):
+        pass  # not Linux, or above /proc/sys/fs/pipe-max-size: the default buffer works too
+
+
+class WorkerDetection:
+    """The ``Detection`` interface, served by a child process (see the module doc)."""
+
+    def __init__(self, on_finished: OnFinished, expectations: tuple[Expectation, ...]) -> None:
+        self._on_finished = on_finished
+        self._expectations = expectations
+        self._outgoing: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._requests = itertools.count(1)
+        self._batches: list[_WorkerBatch] = []  # begun, with items not yet sent
+        self._answers: dict[int, asyncio.Future[int | None]] = {}
+        self._tokens = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._child: subprocess.Popen[bytes] | None = None
+        self._idle = asyncio.Event()
+        self.backlog = 0  # requests sent whose items the child has not finished reading
+        self.finishing = 0  # sessions closed, not yet delivered back
+        self.lost = False
+
+    # -- life cycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the child, and the threads that write to and read from it."""
+        self._loop = asyncio.get_running_loop()
+        to_child, from_parent = os.pipe()
+        to_parent, from_child = os.pipe()
+        _widen(from_parent)
+        _widen(from_child)
+        # The child imports this very copy of the package, installed or not.
+        package_root = str(Path(__file__).resolve().parents[2])
+        path = os.environ.get("PYTHONPATH")
+        env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
+        self._child = subprocess.Popen(
+            [sys.executable, "-m", "collector.detect.worker", str(to_child), str(from_child)],
+            pass_fds=(to_child, from_child),
+            env=env,
+        )
+        os.close(to_child)
+        os.close(from_child)
+        writer = Connection(from_parent, readable=False)
+        reader = Connection(to_parent, writable=False)
+        self._outgoing.put(self._expectations)
+        threading.Thread(
+            target=self._send_forever, args=(writer,), name="skillgauge-detect-send", daemon=True
+        ).start()
+        threading.Thread(
+            target=self._read_forever, args=(reader,), name="skillgauge-detect-read", daemon=True
+        ).start()
+        log.info("detection runs in a worker process (pid %d)", self._child.pid)
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Let the child finish what it was sent, then end it."""
+        await self.settle(timeout)
+        self._outgoing.put(_STOP)
+        child = self._child
+        if child is not None:
+            try:
+                await asyncio.to_thread(child.wait, timeout)
+            except subprocess.TimeoutExpired:
+                log.error("the detection worker (pid %d) did not exit; killing it", child.pid)
+                child.kill()
+
+    async def settle(self, timeout: float = 30.0) -> None:
+        """Wait until every request sent has been read and every closed session delivered."""
+        self._flush()
+        deadline = asyncio.get_running_loop().time() + timeout
+        while (self.backlog or self.finishing) and not self.lost:
+            self._idle.clear()
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                log.warning("detection worker: %d sessions still being finished", self.finishing)
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), remaining)
+
+    def _send_forever(self, connection: Connection) -> None:
+        outgoing = self._outgoing
+        try:
+            while True:
+                messages = [outgoing.get()]
+                while not outgoing.empty() and len(messages) < _BATCH:
+                    messages.append(outgoing.get())
+                if messages[-1] is _STOP:
+                    connection.send(messages[:-1])
+                    return
+                connection.send(messages)
+        except OSError:
+            pass  # the child is gone; the reader reports it
+        finally:
+            connection.close()
+
+    def _read_forever(self, connection: Connection) -> None:
+        loop = self._loop
+        assert loop is not None
+        try:
+            while True:
+                loop.call_soon_threadsafe(self._received, connection.recv())
+        except (EOFError, OSError):
+            loop.call_soon_threadsafe(self._gone)
+        finally:
+            connection.close()
+
+    def _received(self, messages: list[Any]) -> None:
+        for message in messages:
+            kind = message[0]
+            if kind == "session":
+                self.finishing -= 1
+                self._on_finished(message[1], message[2])
+            elif kind == "done":
+                self.backlog -= 1
+            elif kind == "answer":
+                future = self._answers.pop(message[1], None)
+                if future is not None and not future.done():
+                    future.set_result(message[2])
+        if not (self.backlog or self.finishing):
+            self._idle.set()
+
+    def _gone(self) -> None:
+        child = self._child
+        code = child.poll() if child is not None else None
+        if self.backlog or self.finishing or code not in (0, None):
+            self.lost = True
+            log.error(
+                "the detection worker exited (code %s) with %d requests and %d sessions in hand; "
+                "stopping, so that a restart rebuilds them from the spool",
+                code,
+                self.backlog,
+                self.finishing,
+            )
+            os.kill(os.getpid(), signal.SIGTERM)
+        self._idle.set()
+
+    # -- the Detection interface -------------------------------------------------------------
+
+    def begin(self, signal: Signal, request: Message, raw: bytes | None) -> Batch:
+        batch = _WorkerBatch(self, next(self._requests), signal, request, raw)
+        self._batches.append(batch)
+        return batch
+
+    def _flush(self) -> None:
+        """Send the items handed over so far, so a message that follows finds them read."""
+        for batch in self._batches:
+            batch.send(last=False)
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        self._flush()
+        self._outgoing.put(message)
+
+    def fold(self, provisional: str, into: str) -> None:
+        self._send(("fold", provisional, into))
+
+    def finish(self, key: str, revision: int, reason: str, keep: bool) -> None:
+        if self.lost:
+            return  # recorded as closed, not evaluated: a restart evaluates it
+        self.finishing += 1
+        self._send(("finish", key, revision, reason, keep))
+
+    def reopen(self, key: str) -> None:
+        self._send(("reopen", key))
+
+    def forget(self, key: str) -> None:
+        self._send(("forget", key))
+
+    async def skill_loads(self, key: str) -> int | None:
+        if self.lost or self._loop is None:
+            return None
+        token = next(self._tokens)
+        future: asyncio.Future[int | None] = self._loop.create_future()
+        self._answers[token] = future
+        self._send(("ask", token, key))
+        return await asyncio.wait_for(future, 10.0)
+
+
+class _WorkerBatch:
+    __slots__ = ("_items", "_raw", "_request", "_worker", "number", "signal")
+
+    def __init__(
+        self, worker: WorkerDetection, number: int, signal: Signal, request: Message, raw: bytes | None
+    ) -> None:
+        self._worker = worker
+        self.number = number
+        self.signal = signal
+        self._request: Message | None = request
+        self._raw = raw
+        self._items: list[tuple[int, str]] = []
+
+    def resource(self, resource: Resource) -> None:
+        pass  # the child walks the request itself
+
+    def span(self, key: str, index: int, span: Span, scope: str) -> None:
+        self._items.append((index, key))
+
+    def log(self, key: str, index: int, record: LogRecord, scope: str) -> None:
+        self._items.append((index, key))
+
+    def end(self) -> None:
+        self.send(last=True)
+        self._worker._batches.remove(self)
+
+    def send(self, last: bool) -> None:
+        if not (self._items or last):
+            return
+        raw = None
+        if self._request is not None:  # the first message of this request carries it
+            raw = self._raw if self._raw is not None else self._request.SerializeToString()
+            self._request = self._raw = None
+            self._worker.backlog += 1
+        self._worker._outgoing.put(("items", self.number, self.signal, raw, self._items, last))
+        self._items = []
+
+
+# -- the child --------------------------------------------------------------------------------
+
+Item = tuple[Any, str, Resource]  # (span or log record, scope name, resource)
+
+
+def _items_of(signal: str, raw: bytes) -> tuple[Message, list[Item]]:
+    """A request, and its items in the order the assembler counts them."""
+    items: list[Item] = []
+    request: Message
+    if signal == "traces":
+        request = traces = ExportTraceServiceRequest.FromString(raw)
+        for resource_spans in traces.resource_spans:
+            resource = resource_spans.resource
+            for scope_spans in resource_spans.scope_spans:
+                scope = scope_spans.scope.name
+                items += [(span, scope, resource) for span in scope_spans.spans]
+    else:
+        request = logs = ExportLogsServiceRequest.FromString(raw)
+        for resource_logs in logs.resource_logs:
+            resource = resource_logs.resource
+            for scope_logs in resource_logs.scope_logs:
+                scope = scope_logs.scope.name
+                items += [(record, scope, resource) for record in scope_logs.log_records]
+    return request, items
+
+
+def serve_child(inbox: Connection, outbox: Connection) -> None:
+    """Run detection for the parent until it closes the pipe."""
+    (expectations,) = inbox.recv()
+    replies: list[tuple[Any, ...]] = []
+    detection = InlineDetection(
+        lambda session, reason: replies.append(("session", session, reason)), Rules.compile(expectations)
+    )
+    requests: dict[int, tuple[list[Item], Batch]] = {}  # begun, not ended
+    gc.freeze()  # the modules just imported: no collection need scan them again
+    while True:
+        try:
+            messages = inbox.recv()
+        except EOFError:
+            return
+        for message in messages:
+            try:
+                _handle(message, detection, requests, replies)
+            except Exception:  # one bad message must not stop detection for every session
+                log.exception("detection worker: handling %r failed", message[:2])
+        if replies and (len(replies) >= _BATCH or not inbox.poll()):
+            outbox.send(replies)
+            replies.clear()
+
+
+def _handle(
+    message: tuple[Any, ...],
+    detection: InlineDetection,
+    requests: dict[int, tuple[list[Item], Batch]],
+    replies: list[tuple[Any, ...]],
+) -> None:
+    kind = message[0]
+    if kind == "items":
+        _, number, signal_name, raw, pairs, last = message
+        if raw is not None:
+            replies.append(("done",))
+            request, items = _items_of(signal_name, raw)
+            requests[number] = (items, detection.begin(signal_name, request, raw))
+        items, batch = requests[number]
+        resource: Resource | None = None
+        for index, key in pairs:
+            item, scope, item_resource = items[index]
+            if item_resource is not resource:
+                resource = item_resource
+                batch.resource(resource)
+            if signal_name == "traces":
+                batch.span(key, index, item, scope)
+            else:
+                batch.log(key, index, item, scope)
+        if last:
+            batch.end()
+            del requests[number]
+    elif kind == "finish":
+        detection.finish(*message[1:])
+    elif kind == "fold":
+        detection.fold(*message[1:])
+    elif kind == "reopen":
+        detection.reopen(message[1])
+    elif kind == "forget":
+        detection.forget(message[1])
+    elif kind == "ask":
+        evidence = detection.open_evidence(message[2])
+        replies.append(("answer", message[1], None if evidence is None else len(evidence.skill_loads)))
+
+
+def main(argv: list[str]) -> int:
+    # The parent decides when this process ends (it closes the pipe once every session is
+    # delivered); a Ctrl-C or SIGTERM sent to the whole process group must not cut it short.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s detection worker: %(message)s")
+    gc.set_threshold(700, 10, 1000)  # as ``serve`` does: full collections scan all evidence
+    serve_child(Connection(int(argv[0]), writable=False), Connection(int(argv[1]), readable=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
