@@ -52,6 +52,10 @@ class Batch(Protocol):
 
 
 class Detection(Protocol):
+    # Whether ``Batch.span`` reads the span objects it is given.  When it does not, the
+    # assembler may hand over spans decoded only as far as it reads them itself.
+    reads_spans: bool
+
     def begin(self, signal: Signal, request: Message, raw: bytes | None) -> Batch:
         """A request's items follow (``raw``: its encoded bytes, when the caller has them)."""
 
@@ -73,6 +77,8 @@ class Detection(Protocol):
 
 class InlineDetection:
     """Evidence built in this process as items arrive; closed sessions delivered at once."""
+
+    reads_spans = True
 
     def __init__(self, on_finished: OnFinished, rules: Rules = NO_RULES) -> None:
         self._on_finished = on_finished

@@ -67,6 +67,8 @@ def _widen(fd: int) -> None:
 class WorkerDetection:
     """The ``Detection`` interface, served by a child process (see the module doc)."""
 
+    reads_spans = False  # the child reads the request's own bytes
+
     def __init__(self, on_finished: OnFinished, expectations: tuple[Expectation, ...]) -> None:
         self._on_finished = on_finished
         self._expectations = expectations

@@ -32,6 +32,7 @@ from collector.config import Sessions as SessionsConfig
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.stage import Detection, InlineDetection
 from collector.receiver.errors import Backpressure
+from collector.sessions import keys
 from collector.sessions.spool import Closed
 from collector.spans import as_text, value_of
 from evaluators.evidence import Session
@@ -157,6 +158,9 @@ class Assembler:
             config.end_attribute
         }
         self._resource_keys = frozenset(key for where, key in self._keys if where == "resource")
+        self._encoded_keys: tuple[frozenset[bytes], frozenset[bytes]] | None = None
+        if all(len(key.encode()) <= keys.MAX_KEY for key in self._span_keys | self._resource_keys):
+            self._encoded_keys = (keys.encoded(self._span_keys), keys.encoded(self._resource_keys))
         # Ordered by last activity, so the idle scan stops at the first live session.
         self._open: OrderedDict[str, OpenSession] = OrderedDict()
         self._opened_order: deque[tuple[float, str, int]] = deque()
@@ -214,12 +218,19 @@ class Assembler:
         batch = self.detection.begin("traces", request, raw)
         touched: dict[str, OpenSession] = {}
         end_key = self._config.end_attribute
-        span_keys = self._span_keys
+        # What the walk reads: the full request, or (detection elsewhere) the fields it needs.
+        walked: Any = request
+        pick: Callable[[Any, Any], dict[str, Any]] = _picked
+        span_keys: frozenset[Any] = self._span_keys
+        resource_keys: frozenset[Any] = self._resource_keys
+        if raw is not None and not self.detection.reads_spans and self._encoded_keys is not None:
+            walked, pick = keys.TraceRequest.FromString(raw), keys.picked
+            span_keys, resource_keys = self._encoded_keys
         index = -1
-        for resource_spans in request.resource_spans:
+        for resource_spans in walked.resource_spans:
             resource = resource_spans.resource
             batch.resource(resource)
-            resource_values = _picked(resource.attributes, self._resource_keys)
+            resource_values = pick(resource.attributes, resource_keys)
             for scope_spans in resource_spans.scope_spans:
                 scope = scope_spans.scope.name
                 for span in scope_spans.spans:
@@ -230,7 +241,7 @@ class Assembler:
                     if problem is not None:
                         result.reject(problem)
                         continue
-                    values = _picked(span.attributes, span_keys)
+                    values = pick(span.attributes, span_keys)
                     key = self._key_of(values, resource_values)
                     if self.skip is not None and self.skip(key, span.trace_id, request_id):
                         result.accepted += 1  # evaluated before the restart: accounted for

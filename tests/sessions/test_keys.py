@@ -1,0 +1,105 @@
+"""The narrow schema the assembler reads spans with, checked against the full OTLP classes
+on every span the real frameworks recorded, and on encodings no SDK here produces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from collector.sessions import keys
+from collector.spans import value_of
+from support import FRAMEWORKS, trace_requests
+
+
+def _recorded_requests() -> list[Any]:
+    return [request for path in sorted(FRAMEWORKS.glob("*/*.traces.jsonl")) for request in trace_requests(path)]
+
+
+def test_every_recorded_attribute_reads_the_same_as_with_the_full_classes() -> None:
+    spans = 0
+    for request in _recorded_requests():
+        narrow = keys.TraceRequest.FromString(request.SerializeToString())
+        for full_rs, narrow_rs in zip(request.resource_spans, narrow.resource_spans, strict=True):
+            resource = {kv.key: value_of(kv.value) for kv in full_rs.resource.attributes}
+            assert keys.picked(narrow_rs.resource.attributes, keys.encoded(frozenset(resource))) == resource
+            for full_ss, narrow_ss in zip(full_rs.scope_spans, narrow_rs.scope_spans, strict=True):
+                assert narrow_ss.scope.name == full_ss.scope.name
+                for full, span in zip(full_ss.spans, narrow_ss.spans, strict=True):
+                    expected = {kv.key: value_of(kv.value) for kv in full.attributes}
+                    assert (span.trace_id, span.span_id) == (full.trace_id, full.span_id)
+                    assert keys.picked(span.attributes, keys.encoded(frozenset(expected))) == expected
+                    one = next(iter(expected), None)  # only what is asked for is decoded
+                    if one is not None:
+                        assert keys.picked(span.attributes, frozenset({one.encode()})) == {one: expected[one]}
+                    spans += 1
+    assert spans > 100
+
+
+def test_a_key_written_after_its_value_is_still_found() -> None:
+    # Protobuf allows fields in any order; no SDK here writes the value first, so build it.
+    value = AnyValue(string_value="s-1").SerializeToString()
+    value_first = b"\x12" + bytes([len(value)]) + value + b"\x0a\x0asession.id"
+    assert KeyValue.FromString(value_first).key == "session.id"
+    normal = KeyValue(key="other", value=AnyValue(int_value=3)).SerializeToString()
+    wanted = keys.encoded(frozenset({"session.id"}))
+    assert keys.picked([normal, value_first, b""], wanted) == {"session.id": "s-1"}
+
+
+def test_a_key_longer_than_one_length_byte_is_refused_up_front() -> None:
+    with pytest.raises(ValueError, match="127"):
+        keys.encoded(frozenset({"k" * 128}))
+    long_key = KeyValue(key="k" * 200, value=AnyValue(string_value="x")).SerializeToString()
+    assert keys.picked([long_key], keys.encoded(frozenset({"k" * 127}))) == {}
+
+
+class _Placements:
+    """A detection stage that only notes where the assembler put each span."""
+
+    def __init__(self, reads_spans: bool) -> None:
+        self.reads_spans = reads_spans
+        self.placed: list[tuple[str, int]] = []
+        self.closed: list[tuple[str, int, str]] = []
+
+    def begin(self, signal: str, request: Any, raw: bytes | None) -> _Placements:
+        return self
+
+    def resource(self, resource: Any) -> None:
+        pass
+
+    def span(self, key: str, index: int, span: Any, scope: str) -> None:
+        self.placed.append((key, index))
+
+    def end(self) -> None:
+        pass
+
+    def fold(self, provisional: str, into: str) -> None:
+        self.placed.append((f"fold {provisional}", 0))
+
+    def finish(self, key: str, revision: int, reason: str, keep: bool) -> None:
+        self.closed.append((key, revision, reason))
+
+    def reopen(self, key: str) -> None:
+        pass
+
+    def forget(self, key: str) -> None:
+        pass
+
+
+def test_the_assembler_places_spans_alike_reading_either_schema() -> None:
+    from collector.config import parse
+    from collector.sessions.assembler import Accepted, Assembler
+
+    outcomes = []
+    for reads_spans in (True, False):
+        stage = _Placements(reads_spans)
+        assembler = Assembler(parse({}).sessions, lambda session, reason: None, detection=stage)  # type: ignore[arg-type]
+        for n, request in enumerate(_recorded_requests()):
+            for _ in assembler.feed(request, n + 1, Accepted(), raw=request.SerializeToString()):
+                pass
+        assembler.close_all()
+        outcomes.append((stage.placed, stage.closed))
+    assert outcomes[0] == outcomes[1]
+    placed, closed = outcomes[0]
+    assert len(placed) > 100 and len(closed) == len({key for key, _ in placed}) > 20
