@@ -7,14 +7,16 @@ from typing import Any
 
 import pytest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from support import FRAMEWORKS, trace_requests
 
 from collector.sessions import keys
 from collector.spans import value_of
-from support import FRAMEWORKS, trace_requests
 
 
 def _recorded_requests() -> list[Any]:
-    return [request for path in sorted(FRAMEWORKS.glob("*/*.traces.jsonl")) for request in trace_requests(path)]
+    return [
+        request for path in sorted(FRAMEWORKS.glob("*/*.traces.jsonl")) for request in trace_requests(path)
+    ]
 
 
 def test_every_recorded_attribute_reads_the_same_as_with_the_full_classes() -> None:
