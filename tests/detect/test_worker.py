@@ -1,0 +1,107 @@
+"""Detection in a worker process gives the sessions inline detection gives, for every
+recorded framework session; and the worker's life cycle is the serving process's."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+from google.protobuf.json_format import Parse
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from support import FRAMEWORKS, trace_requests
+
+from collector.config import parse
+from collector.detect.worker import WorkerDetection
+from collector.sessions.assembler import Accepted, Assembler
+from evaluators.evidence import Session
+
+
+def _requests() -> list[tuple[str, bytes]]:
+    found: list[tuple[str, bytes]] = []
+    for path in sorted(FRAMEWORKS.glob("*/*.traces.jsonl")):
+        found += [("traces", request.SerializeToString()) for request in trace_requests(path)]
+        logs = path.with_name(path.name.replace(".traces.", ".logs."))
+        if logs.exists():
+            for line in logs.read_text().splitlines():
+                found.append(("logs", Parse(line, ExportLogsServiceRequest()).SerializeToString()))
+    return found
+
+
+def _assemble(assembler: Assembler, requests: list[tuple[str, bytes]]) -> None:
+    for n, (signal_name, raw) in enumerate(requests):
+        if signal_name == "traces":
+            request = ExportTraceServiceRequest.FromString(raw)
+            for _ in assembler.feed(request, n + 1, Accepted(), slice_spans=3, raw=raw):
+                pass
+        else:
+            assembler.add_logs(ExportLogsServiceRequest.FromString(raw), n + 1, raw=raw)
+    # A late span for a session closed whole reopens it: the second revision carries both.
+    first = requests[0][1]
+    assembler.close_all("idle_timeout")
+    _assemble_again(assembler, first, len(requests) + 1)
+    assembler.close_all("shutdown")
+
+
+def _assemble_again(assembler: Assembler, raw: bytes, request_id: int) -> None:
+    assembler.add_spans(ExportTraceServiceRequest.FromString(raw), request_id, raw=raw)
+
+
+def _by_key(sessions: list[tuple[Session, str]]) -> dict[tuple[str, int], tuple[Session, str]]:
+    return {(session.session_id, session.revision): (session, reason) for session, reason in sessions}
+
+
+def test_worker_and_inline_detection_give_the_same_sessions() -> None:
+    requests = _requests()
+    config = parse({}).sessions
+
+    inline: list[tuple[Session, str]] = []
+    _assemble(Assembler(config, lambda session, reason: inline.append((session, reason))), requests)
+
+    async def in_worker() -> list[tuple[Session, str]]:
+        delivered: list[tuple[Session, str]] = []
+        worker = WorkerDetection(lambda session, reason: delivered.append((session, reason)), ())
+        worker.start()
+        try:
+            _assemble(Assembler(config, lambda s, r: None, detection=worker), requests)
+            await worker.settle(30)
+            assert worker.finishing == 0 and worker.backlog == 0
+        finally:
+            await worker.stop()
+        return delivered
+
+    worked = asyncio.run(in_worker())
+    assert len(inline) > 20 and any(session.revision == 2 for session, _ in inline)
+    assert any(load for session, _ in inline for load in session.skill_loads)
+    assert _by_key(worked) == _by_key(inline)
+
+
+def test_a_worker_that_dies_with_work_in_hand_stops_the_server() -> None:
+    """The assembler's state is in the serving process; the evidence is in the worker.  A
+    worker gone mid-session cannot be rebuilt in place: the server stops (SIGTERM to itself,
+    the graceful path) so that a restart replays the spool, and it says why."""
+    signalled: list[int] = []
+
+    async def scenario() -> WorkerDetection:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, lambda: signalled.append(signal.SIGTERM))
+        worker = WorkerDetection(lambda session, reason: None, ())
+        worker.start()
+        assembler = Assembler(parse({}).sessions, lambda s, r: None, detection=worker)
+        _, raw = _requests()[0]
+        _assemble_again(assembler, raw, 1)
+        await worker.settle(10)
+        assert worker._child is not None
+        os.kill(worker._child.pid, signal.SIGKILL)
+        assembler.close_all("shutdown")  # a finish the dead worker can never answer
+        for _ in range(100):
+            if worker.lost:
+                break
+            await asyncio.sleep(0.05)
+        await worker.settle(1)  # returns at once: nothing more will come
+        loop.remove_signal_handler(signal.SIGTERM)
+        return worker
+
+    worker = asyncio.run(scenario())
+    assert worker.lost and signalled == [signal.SIGTERM]
