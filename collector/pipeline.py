@@ -115,10 +115,15 @@ class Pipeline:
     def admit(self) -> None:
         """Raise ``Backpressure`` when a bound is reached; nothing has been taken yet."""
         self.assembler.admit()
-        waiting = len(self._pending) + (self.worker.backlog if self.worker is not None else 0)
-        if waiting >= self.config.sessions.max_pending_requests:
+        bound = self.config.sessions.max_pending_requests
+        if len(self._pending) >= bound:
             raise Backpressure(
-                f"{waiting} requests wait to be assembled or detected (sessions.max_pending_requests); "
+                f"{len(self._pending)} requests wait to be assembled (sessions.max_pending_requests); retry later",
+                retry_after=1.0,
+            )
+        if self.worker is not None and self.worker.backlog >= bound:
+            raise Backpressure(
+                f"{self.worker.backlog} requests wait for the detection worker (sessions.max_pending_requests); "
                 "retry later",
                 retry_after=1.0,
             )

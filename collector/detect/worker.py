@@ -321,7 +321,7 @@ def serve_child(inbox: Connection, outbox: Connection) -> None:
                 _handle(message, detection, requests, replies)
             except Exception:  # one bad message must not stop detection for every session
                 log.exception("detection worker: handling %r failed", message[:2])
-        if replies and (len(replies) >= _BATCH or not inbox.poll()):
+        if replies:  # one write per batch received: "done" must not wait behind more work
             outbox.send(replies)
             replies.clear()
 

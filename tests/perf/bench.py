@@ -365,10 +365,14 @@ def settle(server: Server, quiet: float) -> None:
 
 
 def rss_bytes(pid: int) -> int:
+    """Resident bytes of a process and its children (``serve``'s detection worker)."""
+    total = 0
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
+            total += int(line.split()[1]) * 1024
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        total += sum(rss_bytes(int(child)) for child in (task / "children").read_text().split())
+    return total
 
 
 def open_session_memory(tmp: Path, sessions: int, spans_per_session: int) -> tuple[float, float]:
@@ -402,6 +406,9 @@ def open_session_memory(tmp: Path, sessions: int, spans_per_session: int) -> tup
                 break
             time.sleep(0.2)
         assert status.get("open_sessions", 0) >= sessions * 0.99, status
+        # An open session's status is answered once everything sent before it is detected.
+        code, _ = server.get_json(f"/v1/sessions/{SESSION_TAG.decode()}{sessions - 1:07d}")
+        assert code == 200, code
         after = rss_bytes(server.proc.pid)
     finally:
         server.stop()
