@@ -353,6 +353,8 @@ class Pipeline:
             self.metrics.sessions_reopened.inc(reopened)
         self._spool_bytes = self.spool.size_bytes()
         self.metrics.spool_bytes.set(self._spool_bytes)
+        self.metrics.pending_requests.labels("assembler").set(len(self._pending))
+        self.metrics.pending_requests.labels("detection").set(self.worker.backlog if self.worker else 0)
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()

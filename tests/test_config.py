@@ -36,6 +36,10 @@ def test_defaults_match_the_design() -> None:
         ({"sessions": {"keys": ["session.id"]}}, "must be 'span:<attribute>' or 'resource:<attribute>'"),
         ({"status": {"endpoint": "9464"}}, "status.endpoint: '9464' is not host:port"),
         (
+            {"sessions": {"detection": "process"}},
+            "sessions.detection: Input should be 'auto', 'worker' or 'inline'",
+        ),
+        (
             {"receivers": {"otlp": {"grpc": {"max_request_bytes": "lots"}}}},
             "receivers.otlp.grpc.max_request_bytes",
         ),

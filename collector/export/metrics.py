@@ -221,6 +221,13 @@ class Metrics:
             registry=r,
         )
         self.spool_bytes = Gauge("skillgauge_spool_bytes", "Size of the spool on disk.", registry=r)
+        self.pending_requests = Gauge(
+            "skillgauge_pending_requests",
+            "Acknowledged trace requests waiting, by stage (assembler; detection: sent to the "
+            "detection worker, not yet read by it).  At sessions.max_pending_requests, backpressure.",
+            ["stage"],
+            registry=r,
+        )
         self.judge_configured = Gauge(
             "skillgauge_judge_configured", "1 when a judge (API key or base URL) is configured.", registry=r
         )

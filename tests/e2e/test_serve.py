@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
+import sqlite3
 import sys
 import urllib.request
 from pathlib import Path
@@ -154,3 +157,38 @@ def test_health_endpoints(server: Server) -> None:
     assert server.get_json("/healthz") == (200, {"status": "ok"})
     code, body = server.get_json("/readyz")
     assert code == 200 and body["status"] == "ready"
+
+
+def test_detection_worker_answers_for_open_sessions_and_ends_with_the_server(tmp_path: Path) -> None:
+    srv = Server(tmp_path, {"sessions": {"idle_timeout": "1h", "detection": "worker"}})
+    found = re.search(r"detection runs in a worker process \(pid (\d+)\)", srv.log())
+    assert found, srv.log()
+    worker = Path(f"/proc/{found.group(1)}")
+    assert worker.exists()
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl")
+    session_id = next(
+        kv.value.string_value
+        for rs in request.resource_spans
+        for ss in rs.scope_spans
+        for span in ss.spans
+        for kv in span.attributes
+        if kv.key == "session.id"
+    )
+    exporter = GrpcSpanExporter(endpoint=f"127.0.0.1:{srv.grpc_port}", insecure=True)
+    assert exporter.export(readable_spans(request)) == SpanExportResult.SUCCESS
+    status, body = srv.get_json(f"/v1/sessions/{session_id}")
+    assert status == 200 and body["open"]["skill_loads"] == 1, body  # counted by the worker
+    metrics = srv.metrics()
+    assert metric_value(metrics, "skillgauge_pending_requests", stage="detection") == 0
+    # A Ctrl-C reaching the whole process group must not cut the worker short: the server
+    # still needs it to finish the open session when it shuts down.
+    os.kill(int(found.group(1)), signal.SIGINT)
+    srv.proc.send_signal(signal.SIGTERM)
+    assert srv.stop() == 0
+    assert "closed and evaluated 1 open sessions" in srv.log()
+    with sqlite3.connect(tmp_path / "data" / "skillgauge.sqlite") as db:
+        (record,) = db.execute("SELECT record FROM coverage WHERE session = ?", (session_id,)).fetchone()
+    coverage = json.loads(record)
+    assert coverage["close_reason"] == "shutdown"
+    assert [load["status"] for load in coverage["skill_loads"]] == ["loaded"]
+    assert not worker.exists() or "zombie" in (worker / "status").read_text()
