@@ -52,6 +52,7 @@ log = logging.getLogger("skillgauge")
 
 _STOP: Any = None  # on the sender's queue: close the pipe, which ends the child
 _BATCH = 256  # messages per write, at most
+_PER_TURN = 8  # replies handled per turn of the event loop
 _PIPE_BYTES = 1 << 20  # pipe buffers (Linux's default limit for one): the writer rarely waits
 
 
@@ -168,6 +169,12 @@ class WorkerDetection:
             connection.close()
 
     def _received(self, messages: list[Any]) -> None:
+        # A few closed sessions per turn of the loop: evaluating a batch of hundreds at once
+        # would hold the loop (and the GIL the receivers need) for tens of milliseconds.
+        if len(messages) > _PER_TURN:
+            assert self._loop is not None
+            self._loop.call_soon(self._received, messages[_PER_TURN:])
+            messages = messages[:_PER_TURN]
         for message in messages:
             kind = message[0]
             if kind == "session":
