@@ -300,3 +300,6 @@ async def serve(config: Config) -> None:
     await stop.wait()
     log.info("signal received: draining")
     await service.stop()
+    worker = service.pipeline.worker
+    if worker is not None and worker.lost:  # exit non-zero, so a supervisor restarts us
+        raise RuntimeError("stopped because the detection worker exited; a restart replays the spool")

@@ -327,7 +327,8 @@ def serve_child(inbox: Connection, outbox: Connection) -> None:
             try:
                 _handle(message, detection, requests, replies)
             except Exception:  # one bad message must not stop detection for every session
-                log.exception("detection worker: handling %r failed", message[:2])
+                # The kind only: keys and numbers come from agents, and this log is not escaped.
+                log.exception("detection worker: handling a %r message failed", message[0])
         if replies:  # one write per batch received: "done" must not wait behind more work
             outbox.send(replies)
             replies.clear()

@@ -192,3 +192,28 @@ def test_detection_worker_answers_for_open_sessions_and_ends_with_the_server(tmp
     assert coverage["close_reason"] == "shutdown"
     assert [load["status"] for load in coverage["skill_loads"]] == ["loaded"]
     assert not worker.exists() or "zombie" in (worker / "status").read_text()
+
+
+def test_a_killed_detection_worker_stops_the_server_and_a_restart_loses_nothing(tmp_path: Path) -> None:
+    config = {"sessions": {"idle_timeout": "1h", "detection": "worker"}}
+    srv = Server(tmp_path, config)
+    found = re.search(r"detection runs in a worker process \(pid (\d+)\)", srv.log())
+    assert found, srv.log()
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl")
+    exporter = GrpcSpanExporter(endpoint=f"127.0.0.1:{srv.grpc_port}", insecure=True)
+    assert exporter.export(readable_spans(request)) == SpanExportResult.SUCCESS
+    os.kill(int(found.group(1)), signal.SIGKILL)
+    assert srv.proc.wait(timeout=20) == 1  # non-zero: a supervisor restarts it
+    first_log = srv.log()
+    assert "the detection worker exited" in first_log and "restart replays the spool" in first_log
+
+    again = Server(tmp_path, config)  # the same storage path: the spool is replayed
+    assert "recovered from the spool" in again.log()
+    again.proc.send_signal(signal.SIGTERM)
+    assert again.stop() == 0
+    with sqlite3.connect(tmp_path / "data" / "skillgauge.sqlite") as db:
+        records = [json.loads(r) for (r,) in db.execute("SELECT record FROM coverage").fetchall()]
+    spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+    assert [(r["spans"], [load["status"] for load in r["skill_loads"]]) for r in records] == [
+        (spans, ["loaded"])
+    ]
