@@ -303,15 +303,18 @@ class SessionEvidence:
     # -- closing --------------------------------------------------------------------------
 
     def finish(self, session_id: str, revision: int, close_reason: str) -> Session:
-        """The session as evaluators see it.  Leaves this object as it was, so a session
-        reopened by late spans goes on accumulating and can be finished again."""
-        kept = self.skill_loads, self.turns
+        """The session as evaluators see it, a snapshot.  Leaves this object as it was, so a
+        session reopened by late spans goes on accumulating and can be finished again, and
+        the Session already handed out (its judge calls may still run) does not change."""
+        kept = self.skill_loads, self.turns, self.tool_calls, self.catalog
         self.skill_loads = [replace(load) for load in kept[0]]
         self.turns = [replace(turn) for turn in kept[1]]
+        self.tool_calls = list(kept[2])
+        self.catalog = replace(kept[3], skills=dict(kept[3].skills))
         try:
             return self._finish(session_id, revision, close_reason)
         finally:
-            self.skill_loads, self.turns = kept
+            self.skill_loads, self.turns, self.tool_calls, self.catalog = kept
 
     def _finish(self, session_id: str, revision: int, close_reason: str) -> Session:
         self._resolve_from_logs()

@@ -9,11 +9,12 @@ that dies loses nothing the spool does not hold: the server stops, and a restart
 Messages go one way each, in order, over two pipes (``multiprocessing`` connections), in
 lists of whatever is waiting (one write and one wake-up for many messages):
 
-  to the child    ("items", request, signal, raw or None, [(index, key), ...], last)
+  to the child    ("items", request number, signal, raw or None, [(index, key), ...], last)
                   ("fold", provisional, into)  ("finish", key, revision, reason, keep)
                   ("reopen", key)  ("forget", key)  ("ask", token, key)
   from the child  ("done",) once per request  ("session", Session, reason)
                   ("answer", token, skill loads or None)
+                  ("failed", "finish" or "ask", key or token): it raised (logged there)
 
 A request's bytes cross once, with its first items; later items of the same request (it
 was paused, or a session closed in its middle) name it by number.  Pickling and pipe
@@ -107,7 +108,7 @@ class WorkerDetection:
         os.close(from_child)
         writer = Connection(from_parent, readable=False)
         reader = Connection(to_parent, writable=False)
-        self._outgoing.put(self._expectations)
+        writer.send(self._expectations)  # first and alone; batches follow from the sender thread
         threading.Thread(
             target=self._send_forever, args=(writer,), name="skillgauge-detect-send", daemon=True
         ).start()
@@ -186,6 +187,11 @@ class WorkerDetection:
                 future = self._answers.pop(message[1], None)
                 if future is not None and not future.done():
                     future.set_result(message[2])
+            elif kind == "failed":  # the worker logged why; a revision stays unfinished
+                if message[1] == "finish":
+                    self.finishing -= 1
+                else:
+                    self._received([("answer", message[2], None)])
         if not (self.backlog or self.finishing):
             self._idle.set()
 
@@ -311,7 +317,7 @@ def _items_of(signal: str, raw: bytes) -> tuple[Message, list[Item]]:
 
 def serve_child(inbox: Connection, outbox: Connection) -> None:
     """Run detection for the parent until it closes the pipe."""
-    (expectations,) = inbox.recv()
+    expectations: tuple[Expectation, ...] = inbox.recv()
     replies: list[tuple[Any, ...]] = []
     detection = InlineDetection(
         lambda session, reason: replies.append(("session", session, reason)), Rules.compile(expectations)
@@ -329,6 +335,8 @@ def serve_child(inbox: Connection, outbox: Connection) -> None:
             except Exception:  # one bad message must not stop detection for every session
                 # The kind only: keys and numbers come from agents, and this log is not escaped.
                 log.exception("detection worker: handling a %r message failed", message[0])
+                if message[0] in ("finish", "ask"):  # the parent counts on an answer
+                    replies.append(("failed", message[0], message[1]))
         if replies:  # one write per batch received: "done" must not wait behind more work
             outbox.send(replies)
             replies.clear()

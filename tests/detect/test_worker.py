@@ -105,3 +105,25 @@ def test_a_worker_that_dies_with_work_in_hand_stops_the_server() -> None:
 
     worker = asyncio.run(scenario())
     assert worker.lost and signalled == [signal.SIGTERM]
+
+
+def test_a_session_the_worker_cannot_finish_is_answered_for() -> None:
+    """A finish that raises in the worker is logged there and answered, so the server does
+    not wait for it at shutdown; the revision stays unfinished (a restart evaluates it)."""
+
+    async def scenario() -> WorkerDetection:
+        delivered: list[Session] = []
+        worker = WorkerDetection(lambda session, reason: delivered.append(session), ())
+        worker.start()
+        try:
+            worker.finish("never-opened", 1, "shutdown", keep=False)  # finishes an empty session
+            worker.finishing += 1  # a finish the worker cannot carry out (a malformed message)
+            worker._send(("finish", "bad", 1, "shutdown", False, "one field too many"))
+            await worker.settle(10)
+            assert worker.finishing == 0 and len(delivered) == 1
+            assert await worker.skill_loads("never-opened") is None
+        finally:
+            await worker.stop()
+        return worker
+
+    assert not asyncio.run(scenario()).lost

@@ -207,3 +207,27 @@ def test_closed_revisions_are_recorded_with_their_request_range_and_traces() -> 
     (record,) = records
     assert (record.session, record.revision, record.first_request, record.last_request) == ("s", 1, 4, 9)  # type: ignore[attr-defined]
     assert record.traces == (f"{3:032x}",)  # type: ignore[attr-defined]
+
+
+def test_a_session_handed_out_does_not_change_when_late_spans_reopen_it() -> None:
+    """Judge calls for revision 1 may still run when late spans open revision 2: what they
+    read must stay what revision 1 held (found by comparing inline and worker detection)."""
+    closed: list[Session] = []
+    asm = Assembler(parse({}).sessions, lambda session, reason: closed.append(session))
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl")
+    asm.add_spans(request, 1)
+    asm.close_all("idle_timeout")
+    (first,) = closed
+    before = (list(first.tool_calls), dict(first.catalog.skills), list(first.skill_loads), list(first.turns))
+    assert first.tool_calls and first.catalog.skills and first.skill_loads
+    late = ExportTraceServiceRequest()
+    late.CopyFrom(request)
+    for rs in late.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                span.span_id = bytes(reversed(span.span_id))  # new spans, same session and trace
+    asm.add_spans(late, 2)
+    asm.close_all("shutdown")
+    second = closed[1]
+    assert second.revision == 2 and len(second.tool_calls) == 2 * len(first.tool_calls)
+    assert (first.tool_calls, first.catalog.skills, first.skill_loads, first.turns) == before
