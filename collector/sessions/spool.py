@@ -93,6 +93,10 @@ CREATE TABLE IF NOT EXISTS state (name TEXT PRIMARY KEY, value INTEGER NOT NULL)
 # Work other than requests per transaction: a request that arrives while a transaction runs
 # waits for it, so it stays short (~5 ms) even when a wave of closed sessions is queued.
 _OTHER_PER_GROUP = 64
+# A spooled request is a ~1 MB blob, written, copied from the WAL and deleted again: on 4 KB
+# pages that is a chain of 256 overflow pages each time.  On 16 KB pages, Export p99 at half
+# load measured 21-26 ms against 40-45 ms (64 KB: 23-34 ms, and more WAL per small commit).
+_PAGE_SIZE = 16384
 _ROWS_PER_STATEMENT = 256
 _WAL_SIZE_LIMIT = 64 * 1024 * 1024
 _DELETE_CHUNK = 4  # spooled requests (up to ~4 MB each) deleted per transaction
@@ -260,6 +264,7 @@ class SqliteSpool:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             setup = sqlite3.connect(self.path)
+            setup.execute(f"PRAGMA page_size={_PAGE_SIZE}")  # a new file only: set before WAL
             setup.execute("PRAGMA journal_mode=WAL")
             setup.executescript(_SCHEMA)
             setup.close()

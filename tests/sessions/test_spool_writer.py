@@ -107,3 +107,21 @@ def test_checkpoint_deletes_every_request_before_replay_from_a_few_at_a_time(
 
     asyncio.run(run())
     assert _rows(tmp_path, "SELECT COUNT(*) FROM requests") == [(1,)]
+
+
+def test_a_new_spool_uses_large_pages_and_an_existing_one_keeps_its_own(tmp_path: Path) -> None:
+    async def open_and_close(path: Path) -> None:
+        spool = SqliteSpool(path)
+        await spool.append("traces", b"x" * 100_000)
+        await spool.shutdown()
+
+    asyncio.run(open_and_close(tmp_path / "new"))
+    assert _rows(tmp_path / "new", "PRAGMA page_size") == [(16384,)]
+    (tmp_path / "old").mkdir()
+    with sqlite3.connect(tmp_path / "old" / "skillgauge.sqlite") as db:  # made before this change
+        db.execute("PRAGMA page_size=4096")
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("CREATE TABLE t (x)")
+    asyncio.run(open_and_close(tmp_path / "old"))
+    assert _rows(tmp_path / "old", "PRAGMA page_size") == [(4096,)]
+    assert _rows(tmp_path / "old", "SELECT count(*) FROM requests") == [(1,)]
