@@ -243,6 +243,25 @@ class Storage(_Strict):
 _KEY = re.compile(r"^(span|resource):\S+$")
 
 
+def usable_cpus(cgroup: Path = Path("/sys/fs/cgroup")) -> float:
+    """CPUs this process may use: its affinity, capped by a cgroup CPU quota (a container's
+    CPU limit, which affinity does not show)."""
+    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    count = float(len(affinity) if affinity is not None else os.cpu_count() or 1)
+    try:  # cgroup v2: "max 100000" or "<quota> <period>"
+        quota, period = (cgroup / "cpu.max").read_text().split()
+        if quota != "max":
+            count = min(count, int(quota) / int(period))
+    except (OSError, ValueError):
+        try:  # cgroup v1
+            quota_us = int((cgroup / "cpu" / "cpu.cfs_quota_us").read_text())
+            if quota_us > 0:
+                count = min(count, quota_us / int((cgroup / "cpu" / "cpu.cfs_period_us").read_text()))
+        except (OSError, ValueError):
+            pass
+    return count
+
+
 class Sessions(_Strict):
     keys: tuple[str, ...] = (
         "span:session.id",
@@ -266,13 +285,7 @@ class Sessions(_Strict):
     detection: Literal["auto", "worker", "inline"] = "auto"
 
     def detect_in_worker(self) -> bool:
-        if self.detection == "auto":
-            return (
-                len(os.sched_getaffinity(0)) >= 2
-                if hasattr(os, "sched_getaffinity")
-                else (os.cpu_count() or 1) >= 2
-            )
-        return self.detection == "worker"
+        return usable_cpus() >= 2 if self.detection == "auto" else self.detection == "worker"
 
     @field_validator("keys")
     @classmethod

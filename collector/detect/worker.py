@@ -294,24 +294,23 @@ class _WorkerBatch:
 Item = tuple[Any, str, Resource]  # (span or log record, scope name, resource)
 
 
+# Where each signal keeps its items: request type, then the repeated fields down to them.
+_LAYOUT: dict[str, tuple[type[Message], str, str, str]] = {
+    "traces": (ExportTraceServiceRequest, "resource_spans", "scope_spans", "spans"),
+    "logs": (ExportLogsServiceRequest, "resource_logs", "scope_logs", "log_records"),
+}
+
+
 def _items_of(signal: str, raw: bytes) -> tuple[Message, list[Item]]:
     """A request, and its items in the order the assembler counts them."""
+    request_type, by_resource, by_scope, field = _LAYOUT[signal]
+    request = request_type.FromString(raw)
     items: list[Item] = []
-    request: Message
-    if signal == "traces":
-        request = traces = ExportTraceServiceRequest.FromString(raw)
-        for resource_spans in traces.resource_spans:
-            resource = resource_spans.resource
-            for scope_spans in resource_spans.scope_spans:
-                scope = scope_spans.scope.name
-                items += [(span, scope, resource) for span in scope_spans.spans]
-    else:
-        request = logs = ExportLogsServiceRequest.FromString(raw)
-        for resource_logs in logs.resource_logs:
-            resource = resource_logs.resource
-            for scope_logs in resource_logs.scope_logs:
-                scope = scope_logs.scope.name
-                items += [(record, scope, resource) for record in scope_logs.log_records]
+    for resource_items in getattr(request, by_resource):
+        resource = resource_items.resource
+        for scope_items in getattr(resource_items, by_scope):
+            scope = scope_items.scope.name
+            items += [(item, scope, resource) for item in getattr(scope_items, field)]
     return request, items
 
 
