@@ -153,18 +153,20 @@ class ResourceView:
 
     __slots__ = ("attrs",)
 
-    def __init__(self, resource: Resource) -> None:
-        self.attrs = Attributes(resource.attributes)
+    def __init__(self, resource: Resource, attrs: Attributes | None = None) -> None:
+        self.attrs = attrs if attrs is not None else Attributes(resource.attributes)
 
 
 class SpanView:
     __slots__ = ("_events", "attrs", "resource", "scope", "span")
 
-    def __init__(self, span: Span, scope: str, resource: ResourceView) -> None:
+    def __init__(
+        self, span: Span, scope: str, resource: ResourceView, attrs: Attributes | None = None
+    ) -> None:
         self.span = span
         self.scope = scope
         self.resource = resource
-        self.attrs = Attributes(span.attributes)
+        self.attrs = attrs if attrs is not None else Attributes(span.attributes)  # one pass each
         self._events: list[EventField] | None = None
 
     @property

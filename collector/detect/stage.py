@@ -28,7 +28,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.session import SessionEvidence
-from collector.spans import LogView, ResourceView, SpanView
+from collector.spans import Attributes, LogView, ResourceView, SpanView
 from evaluators.evidence import Session
 
 Signal = Literal["traces", "logs"]
@@ -38,10 +38,11 @@ OnFinished = Callable[[Session, str], None]  # (the closed session, its close re
 class Batch(Protocol):
     """One request's items, as the assembler places them in sessions."""
 
-    def resource(self, resource: Resource) -> None:
-        """The items that follow, until the next call, are under this resource."""
+    def resource(self, resource: Resource, attrs: Attributes | None = None) -> None:
+        """The items that follow, until the next call, are under this resource.  ``attrs``:
+        its attributes, if the caller read them already (they are read once)."""
 
-    def span(self, key: str, index: int, span: Span, scope: str) -> None:
+    def span(self, key: str, index: int, span: Span, scope: str, attrs: Attributes | None = None) -> None:
         """Item ``index`` of the request (counted over all its spans) belongs to ``key``."""
 
     def log(self, key: str, index: int, record: LogRecord, scope: str) -> None:
@@ -123,27 +124,29 @@ class InlineDetection:
 
 
 class _InlineBatch:
-    __slots__ = ("_detection", "_resource", "_view")
+    __slots__ = ("_attrs", "_detection", "_resource", "_view")
 
     def __init__(self, detection: InlineDetection) -> None:
         self._detection = detection
         self._resource: Resource | None = None
+        self._attrs: Attributes | None = None
         self._view: ResourceView | None = None
 
     def _resource_view(self) -> ResourceView:
         if self._view is None:  # built when an item under it is read
-            self._view = ResourceView(self._resource if self._resource is not None else Resource())
+            resource = self._resource if self._resource is not None else Resource()
+            self._view = ResourceView(resource, self._attrs)
         return self._view
 
-    def resource(self, resource: Resource) -> None:
-        self._resource = resource
+    def resource(self, resource: Resource, attrs: Attributes | None = None) -> None:
+        self._resource, self._attrs = resource, attrs
         self._view = None
 
-    def span(self, key: str, index: int, span: Span, scope: str) -> None:
-        self._detection.evidence(key).observe_span(SpanView(span, scope, self._resource_view()))
+    def span(self, key: str, index: int, span: Span, scope: str, attrs: Attributes | None = None) -> None:
+        self._detection.evidence(key).observe_span(SpanView(span, scope, self._resource_view(), attrs))
 
     def log(self, key: str, index: int, record: LogRecord, scope: str) -> None:
         self._detection.evidence(key).observe_log(LogView(record, scope, self._resource_view()))
 
     def end(self) -> None:
-        self._resource = self._view = None
+        self._resource = self._attrs = self._view = None

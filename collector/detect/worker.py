@@ -48,6 +48,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from collector.config import Expectation
 from collector.detect.expectations import Rules
 from collector.detect.stage import Batch, InlineDetection, OnFinished, Signal
+from collector.spans import Attributes
 
 log = logging.getLogger("skillgauge")
 
@@ -264,10 +265,10 @@ class _WorkerBatch:
         self._raw = raw
         self._items: list[tuple[int, str]] = []
 
-    def resource(self, resource: Resource) -> None:
+    def resource(self, resource: Resource, attrs: Attributes | None = None) -> None:
         pass  # the child walks the request itself
 
-    def span(self, key: str, index: int, span: Span, scope: str) -> None:
+    def span(self, key: str, index: int, span: Span, scope: str, attrs: Attributes | None = None) -> None:
         self._items.append((index, key))
 
     def log(self, key: str, index: int, record: LogRecord, scope: str) -> None:

@@ -34,7 +34,7 @@ from collector.detect.stage import Detection, InlineDetection
 from collector.receiver.errors import Backpressure
 from collector.sessions import keys
 from collector.sessions.spool import Closed
-from collector.spans import as_text, value_of
+from collector.spans import Attributes, as_text, value_of
 from evaluators.evidence import Session
 
 CLOSE_REASONS = (
@@ -218,19 +218,24 @@ class Assembler:
         batch = self.detection.begin("traces", request, raw)
         touched: dict[str, OpenSession] = {}
         end_key = self._config.end_attribute
-        # What the walk reads: the full request, or (detection elsewhere) the fields it needs.
+        # What the walk reads.  Detection here: the full request, each span's attributes read
+        # once, into the view detection reads too.  Detection elsewhere: only the keys, and
+        # from the request's bytes through the narrow schema when there are bytes.
         walked: Any = request
-        pick: Callable[[Any, Any], dict[str, Any]] = _picked
+        pick: Callable[[Any, Any], Any] = _picked
         span_keys: frozenset[Any] = self._span_keys
         resource_keys: frozenset[Any] = self._resource_keys
-        if raw is not None and not self.detection.reads_spans and self._encoded_keys is not None:
+        shared = self.detection.reads_spans
+        if shared:
+            pick = _attributes
+        elif raw is not None and self._encoded_keys is not None:
             walked, pick = keys.TraceRequest.FromString(raw), keys.picked
             span_keys, resource_keys = self._encoded_keys
         index = -1
         for resource_spans in walked.resource_spans:
             resource = resource_spans.resource
-            batch.resource(resource)
             resource_values = pick(resource.attributes, resource_keys)
+            batch.resource(resource, resource_values if shared else None)
             for scope_spans in resource_spans.scope_spans:
                 scope = scope_spans.scope.name
                 for span in scope_spans.spans:
@@ -247,7 +252,7 @@ class Assembler:
                         result.accepted += 1  # evaluated before the restart: accounted for
                         continue
                     session = self._session_for(key, span.trace_id, now, request_id)
-                    batch.span(session.key, index, span, scope)
+                    batch.span(session.key, index, span, scope, values if shared else None)
                     session.spans += 1
                     session.bytes += span.ByteSize() if share is None else share
                     session.last_seen = now
@@ -311,7 +316,8 @@ class Assembler:
                 f"{len(self._open)} sessions open (sessions.max_open); retry later", retry_after=5.0
             )
 
-    def _key_of(self, values: dict[str, Any], resource: dict[str, Any]) -> str | None:
+    def _key_of(self, values: Any, resource: Any) -> str | None:
+        """The session key: ``values`` and ``resource`` map keys to values (dicts or views)."""
         for where, key in self._keys:
             value = (values if where == "span" else resource).get(key)
             if value is not None:
@@ -465,6 +471,11 @@ class Assembler:
 
     def open_sessions(self) -> Iterable[OpenSession]:
         return self._open.values()
+
+
+def _attributes(kvs: Any, wanted: frozenset[str]) -> Attributes:
+    """Every declared attribute, in one pass that detection's span view then reuses."""
+    return Attributes(kvs)
 
 
 def _picked(kvs: Any, wanted: frozenset[str]) -> dict[str, Any]:

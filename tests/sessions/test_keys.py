@@ -67,10 +67,10 @@ class _Placements:
     def begin(self, signal: str, request: Any, raw: bytes | None) -> _Placements:
         return self
 
-    def resource(self, resource: Any) -> None:
+    def resource(self, resource: Any, attrs: Any = None) -> None:
         pass
 
-    def span(self, key: str, index: int, span: Any, scope: str) -> None:
+    def span(self, key: str, index: int, span: Any, scope: str, attrs: Any = None) -> None:
         self.placed.append((key, index))
 
     def end(self) -> None:
