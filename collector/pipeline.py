@@ -2,12 +2,15 @@
 
 One asyncio loop owns the flow.  Receivers (on a loop of their own under ``serve``) call
 ``consume``: it admits the request (or answers with backpressure), checks which spans are
-usable, commits the request to the spool and acknowledges; one worker then feeds spooled
+usable, commits the request to the spool and acknowledges; one task then feeds spooled
 trace requests to the assembler in arrival order, so an Export's latency is the commit, not
 detection (the queue between the two is bounded: ``sessions.max_pending_requests``).  Log
 requests are assembled before their answer, because whether a record can be used depends
-on its session key.  Closed sessions are evaluated as they close; a finished evaluation is
-queued durably by every sink, then recorded as done.
+on its session key.  The assembler hands each item to the detection stage: in this process,
+or under ``serve`` in a worker process (``collector.detect.worker``, its own queue bounded
+the same way), which delivers each closed session back here.  Closed sessions are evaluated
+as they are delivered; a finished evaluation is queued durably by every sink, then
+recorded as done.
 
 Crash safety, in order of events:
   request spooled -> acknowledged -> session closes (revision, request range recorded)
@@ -389,7 +392,14 @@ class Pipeline:
         if self.worker is not None:
             await self.worker.stop(timeout)
         await self.runner.close()
-        log.info("shutdown: closed and evaluated %d open sessions", closed)
+        if self.worker is not None and self.worker.lost:
+            log.warning(
+                "shutdown: closed %d open sessions, not evaluated (the detection worker is gone); "
+                "the restart evaluates them from the spool",
+                closed,
+            )
+        else:
+            log.info("shutdown: closed and evaluated %d open sessions", closed)
         for sink in self.sinks:
             await sink.shutdown(timeout)
         if self.spool.durable:

@@ -206,6 +206,7 @@ def test_a_killed_detection_worker_stops_the_server_and_a_restart_loses_nothing(
     assert srv.proc.wait(timeout=20) == 1  # non-zero: a supervisor restarts it
     first_log = srv.log()
     assert "the detection worker exited" in first_log and "restart replays the spool" in first_log
+    assert "closed 1 open sessions, not evaluated" in first_log  # no false claim of evaluation
 
     again = Server(tmp_path, config)  # the same storage path: the spool is replayed
     assert "recovered from the spool" in again.log()
