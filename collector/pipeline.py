@@ -363,6 +363,7 @@ class Pipeline:
         self._loop = asyncio.get_running_loop()
         if self.worker is not None:
             self.worker.start()
+            await self.worker.started()
         await self.recover()
         self._ticker = asyncio.create_task(self._tick_forever(), name="skillgauge-ticker")
 

@@ -116,6 +116,14 @@ class WorkerDetection:
         threading.Thread(
             target=self._read_forever, args=(reader,), name="skillgauge-detect-read", daemon=True
         ).start()
+
+    async def started(self, timeout: float = 30.0) -> None:
+        """Return once the child answers (its imports done), so that ready means ready."""
+        try:
+            await self._ask("", timeout)
+        except TimeoutError:
+            raise RuntimeError(f"the detection worker did not answer within {timeout:g}s") from None
+        assert self._child is not None
         log.info("detection runs in a worker process (pid %d)", self._child.pid)
 
     async def stop(self, timeout: float = 10.0) -> None:
@@ -245,11 +253,15 @@ class WorkerDetection:
     async def skill_loads(self, key: str) -> int | None:
         if self.lost or self._loop is None:
             return None
+        return await self._ask(key, 10.0)
+
+    async def _ask(self, key: str, timeout: float) -> int | None:
+        assert self._loop is not None
         token = next(self._tokens)
         future: asyncio.Future[int | None] = self._loop.create_future()
         self._answers[token] = future
         self._send(("ask", token, key))
-        return await asyncio.wait_for(future, 10.0)
+        return await asyncio.wait_for(future, timeout)
 
 
 class _WorkerBatch:

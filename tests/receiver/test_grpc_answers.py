@@ -81,6 +81,8 @@ def test_backpressure_is_unavailable_with_retry_info(tmp_path: Path) -> None:
     srv = Server(tmp_path, {"sessions": {"max_open": 1, "idle_timeout": "1h"}})
     try:
         _stub(srv).Export(_request(("one", T1, b"\x01" * 8)))
+        # Acknowledged, then assembled: the status API answers once "one" is open.
+        assert srv.get_json("/v1/sessions/one")[0] == 200
         with pytest.raises(grpc.RpcError) as err:
             _stub(srv).Export(
                 _request(("two", bytes.fromhex("1bf7651916cd43dd8448eb211c80319d"), b"\x02" * 8))

@@ -134,6 +134,8 @@ def test_backpressure_is_503_with_retry_after_and_retry_info(tmp_path: Path) -> 
     srv = Server(tmp_path, {"sessions": {"max_open": 1, "idle_timeout": "1h"}})
     try:
         assert post(srv, request(span("first", T1, "b7ad6b7169203331")))[0] == 200
+        # Acknowledged, then assembled: the status API answers once "first" is open.
+        assert srv.get_json("/v1/sessions/first")[0] == 200
         code, headers, body = post(srv, request(span("second", T2, "c7ad6b7169203332")))
         assert code == 503
         assert int(headers["Retry-After"]) >= 1
