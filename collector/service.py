@@ -172,12 +172,13 @@ class Service:
             )
         s = cfg.sessions
         log.info(
-            "sessions: keys %s; close after %gs idle, %gs max, %d spans, end attribute %s",
+            "sessions: keys %s; close after %gs idle, %gs max, %d spans, end attribute %s; detection %s",
             ", ".join(s.keys),
             s.idle_timeout,
             s.max_duration,
             s.max_spans,
             s.end_attribute,
+            "in a worker process" if self.pipeline.worker is not None else "inline (sessions.detection)",
         )
         if cfg.export.otlp is not None:
             otlp = cfg.export.otlp

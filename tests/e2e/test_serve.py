@@ -133,6 +133,7 @@ def test_startup_log_names_every_listener(server: Server) -> None:
     for port in (server.grpc_port, server.http_port, server.status_port):
         assert f"127.0.0.1:{port}" in log
     assert "judge: NOT configured" in log
+    assert "; detection in a worker process" in log or "; detection inline" in log
 
 
 def test_sigterm_closes_and_evaluates_open_sessions(tmp_path: Path) -> None:
