@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from collector.detect import catalogs, file_reads, messages, patterns, shell_reads, skill_tools, transcript
 from collector.detect.content import has_marker, parse_json, result_text, tool_call
+from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.outcome import text_outcome
 from collector.detect.transcript import Injection, MessageCall, MessageResult, injections_in
@@ -132,7 +133,8 @@ class SessionEvidence:
         self.span_count += 1
         if not self.framework:
             self.framework = framework_of(view.scope)
-        self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs))
+        if self._rules.by_attribute or _EXPECTED in view.attrs.indexed or _EXPECTED in view.resource.attrs.indexed:
+            self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs))
         call = tool_call(view)
         if call is not None:
             self._observe_tool(call)
