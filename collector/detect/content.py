@@ -16,11 +16,17 @@ from evaluators.evidence import ToolCall
 
 
 def has_marker(view: SpanView, markers: tuple[tuple[str, str | None], ...]) -> bool:
-    attrs = view.attrs
+    """Whether the span has one of the marker keys (with the value given, if any).  Every
+    marker key is declared (``patterns.READ_KEYS``), so the view's one pass found it."""
+    indexed = view.attrs.indexed
     for key, expected in markers:
-        if key in attrs and (expected is None or attrs.text(key) == expected):
+        value = indexed.get(key, _ABSENT)
+        if value is not _ABSENT and (expected is None or as_text(value) == expected):
             return True
     return False
+
+
+_ABSENT: Any = object()
 
 
 def first_text(view: SpanView, keys: tuple[str, ...]) -> str | None:
