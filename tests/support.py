@@ -29,11 +29,7 @@ FRAMEWORKS = FIXTURES / "frameworks"
 
 
 def trace_requests(path: Path) -> list[ExportTraceServiceRequest]:
-    return [
-        parse_json(ExportTraceServiceRequest, line.encode())
-        for line in path.read_text().splitlines()
-        if line.strip()
-    ]
+    return [parse_json(ExportTraceServiceRequest, line.encode()) for line in path.read_text().splitlines() if line.strip()]
 
 
 def _attrs(kvs: Any) -> dict[str, Any]:
@@ -48,37 +44,19 @@ def readable_spans(request: ExportTraceServiceRequest) -> list[ReadableSpan]:
         for ss in rs.scope_spans:
             scope = InstrumentationScope(ss.scope.name, ss.scope.version or None)
             for s in ss.spans:
-                ctx = SpanContext(
-                    int.from_bytes(s.trace_id, "big"),
-                    int.from_bytes(s.span_id, "big"),
-                    is_remote=False,
-                    trace_flags=TraceFlags(1),
-                )
-                parent = (
-                    SpanContext(
-                        int.from_bytes(s.trace_id, "big"),
-                        int.from_bytes(s.parent_span_id, "big"),
-                        is_remote=False,
-                        trace_flags=TraceFlags(1),
-                    )
-                    if s.parent_span_id
-                    else None
-                )
-                spans.append(
-                    ReadableSpan(
-                        name=s.name,
-                        context=ctx,
-                        parent=parent,
-                        resource=resource,
-                        attributes=_attrs(s.attributes),
-                        events=[Event(e.name, _attrs(e.attributes), e.time_unix_nano) for e in s.events],
-                        kind=SpanKind(max(s.kind - 1, 0)),
-                        status=Status(StatusCode(s.status.code), s.status.message or None),
-                        start_time=s.start_time_unix_nano,
-                        end_time=s.end_time_unix_nano,
-                        instrumentation_scope=scope,
-                    )
-                )
+                ctx = SpanContext(int.from_bytes(s.trace_id, "big"), int.from_bytes(s.span_id, "big"),
+                                  is_remote=False, trace_flags=TraceFlags(1))
+                parent = (SpanContext(int.from_bytes(s.trace_id, "big"), int.from_bytes(s.parent_span_id, "big"),
+                                      is_remote=False, trace_flags=TraceFlags(1)) if s.parent_span_id else None)
+                spans.append(ReadableSpan(
+                    name=s.name, context=ctx, parent=parent, resource=resource,
+                    attributes=_attrs(s.attributes),
+                    events=[Event(e.name, _attrs(e.attributes), e.time_unix_nano) for e in s.events],
+                    kind=SpanKind(max(s.kind - 1, 0)),
+                    status=Status(StatusCode(s.status.code), s.status.message or None),
+                    start_time=s.start_time_unix_nano, end_time=s.end_time_unix_nano,
+                    instrumentation_scope=scope,
+                ))
     return spans
 
 
@@ -116,12 +94,10 @@ class Server:
         self.status_ssl = status_ssl
         self.grpc_port, self.http_port, self.status_port = free_port(), free_port(), free_port()
         config: dict[str, Any] = {
-            "receivers": {
-                "otlp": {
-                    "grpc": {"endpoint": f"127.0.0.1:{self.grpc_port}"},
-                    "http": {"endpoint": f"127.0.0.1:{self.http_port}"},
-                }
-            },
+            "receivers": {"otlp": {
+                "grpc": {"endpoint": f"127.0.0.1:{self.grpc_port}"},
+                "http": {"endpoint": f"127.0.0.1:{self.http_port}"},
+            }},
             "status": {"endpoint": f"127.0.0.1:{self.status_port}"},
             "storage": {"path": str(tmp / "data")},
             "sessions": {"idle_timeout": "1s", "check_interval": "0.1s"},
@@ -135,9 +111,7 @@ class Server:
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}, **(env or {})}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "collector", "serve", "--config", str(self.config_path)],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=env,
+            stdout=self._log, stderr=subprocess.STDOUT, env=env,
         )
         self.wait_ready()
 
@@ -210,7 +184,7 @@ def metric_value(text: str, name: str, **labels: str) -> float:
         if not line.startswith(name):
             continue
         head, _, value = line.rpartition(" ")
-        series = head[len(name) :]
+        series = head[len(name):]
         if series and not series.startswith("{"):
             continue
         if all(f'{k}="{v}"' in series for k, v in labels.items()):

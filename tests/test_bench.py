@@ -15,12 +15,6 @@ def test_bench_short_mode_prints_its_figures_as_the_last_line() -> None:
     run = subprocess.run([sys.executable, str(BENCH), "--short"], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     figures = json.loads(run.stdout.strip().splitlines()[-1])
-    for key in (
-        "ingest_spans_per_s",
-        "decode_limit_spans_per_s",
-        "ratio",
-        "export_p99_ms",
-        "rss_bytes_per_open_session",
-    ):
+    for key in ("ingest_spans_per_s", "decode_limit_spans_per_s", "ratio", "export_p99_ms", "rss_bytes_per_open_session"):
         assert figures[key] > 0, key
     assert figures["short"] is True

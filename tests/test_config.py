@@ -16,16 +16,9 @@ def test_defaults_match_the_design() -> None:
     assert cfg.status.endpoint == "0.0.0.0:9464"
     assert cfg.storage.path == "./skillgauge-data"
     assert cfg.sessions.keys == (
-        "span:session.id",
-        "span:gen_ai.conversation.id",
-        "span:langsmith.metadata.session_id",
-        "resource:session.id",
+        "span:session.id", "span:gen_ai.conversation.id", "span:langsmith.metadata.session_id", "resource:session.id"
     )
-    assert (cfg.sessions.idle_timeout, cfg.sessions.max_duration, cfg.sessions.max_spans) == (
-        300,
-        21600,
-        20000,
-    )
+    assert (cfg.sessions.idle_timeout, cfg.sessions.max_duration, cfg.sessions.max_spans) == (300, 21600, 20000)
 
 
 @pytest.mark.parametrize(
@@ -35,14 +28,8 @@ def test_defaults_match_the_design() -> None:
         ({"sessions": {"idle_timeout": "5 minutes"}}, "sessions.idle_timeout: '5 minutes' is not a duration"),
         ({"sessions": {"keys": ["session.id"]}}, "must be 'span:<attribute>' or 'resource:<attribute>'"),
         ({"status": {"endpoint": "9464"}}, "status.endpoint: '9464' is not host:port"),
-        (
-            {"sessions": {"detection": "process"}},
-            "sessions.detection: Input should be 'auto', 'worker' or 'inline'",
-        ),
-        (
-            {"receivers": {"otlp": {"grpc": {"max_request_bytes": "lots"}}}},
-            "receivers.otlp.grpc.max_request_bytes",
-        ),
+        ({"sessions": {"detection": "process"}}, "sessions.detection: Input should be 'auto', 'worker' or 'inline'"),
+        ({"receivers": {"otlp": {"grpc": {"max_request_bytes": "lots"}}}}, "receivers.otlp.grpc.max_request_bytes"),
         ({"expectations": [{"when": {"user_message": "("}, "expect": "x"}]}, "is not a regular expression"),
         ({"expectations": [{"when": {}, "expect": []}]}, "expectations.0.expect"),
         ([1, 2], "the top level must be a mapping"),
@@ -58,9 +45,7 @@ def test_env_expansion_and_empty_means_unset(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("SG_IDLE", "15m")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:1")
-    cfg = parse(
-        {"sessions": {"idle_timeout": "${env:SG_IDLE}"}, "judge": {"api_key": "${env:NOPE_NOT_SET:-}"}}
-    )
+    cfg = parse({"sessions": {"idle_timeout": "${env:SG_IDLE}"}, "judge": {"api_key": "${env:NOPE_NOT_SET:-}"}})
     assert cfg.sessions.idle_timeout == 900
     assert cfg.judge.api_key is None and cfg.judge.base_url == "http://127.0.0.1:1"
     assert "http://127.0.0.1:1" in repr(cfg.judge)

@@ -13,15 +13,11 @@ from collector.config import parse
 README = (Path(__file__).parents[1] / "README.md").read_text()
 
 
-def test_the_configuration_reference_is_a_valid_config_with_the_real_defaults(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_configuration_reference_is_a_valid_config_with_the_real_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     block = README.split("## Configuration reference", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
     for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
-    documented = parse(
-        yaml.safe_load(block.replace("${env:ANTHROPIC_API_KEY}", "").replace("${env:ANTHROPIC_BASE_URL}", ""))
-    )
+    documented = parse(yaml.safe_load(block.replace("${env:ANTHROPIC_API_KEY}", "").replace("${env:ANTHROPIC_BASE_URL}", "")))
     assert documented == parse({})
 
 

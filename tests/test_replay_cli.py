@@ -15,22 +15,18 @@ from collector.receiver.decode import parse_json
 
 
 def replay(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "collector", "replay", *args], capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([sys.executable, "-m", "collector", "replay", *args], capture_output=True, text=True, timeout=120)
 
 
 def test_json_format_prints_results_then_one_coverage_line_per_session(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
-    config.write_text(
-        "expectations:\n  - when: {user_message: 'release notes'}\n    expect: [release-notes]\n"
-    )
+    config.write_text("expectations:\n  - when: {user_message: 'release notes'}\n    expect: [release-notes]\n")
     run = replay(str(FRAMEWORKS / "strands"), "--format", "json", "--config", str(config))
     assert run.returncode == 0, run.stderr
     lines = list(iter_json_lines(run.stdout))
     coverage = [line["coverage"] for line in lines if "coverage" in line]
     results = [line for line in lines if "coverage" not in line]
-    assert lines[len(results) :] == [{"coverage": c} for c in coverage]  # results first
+    assert lines[len(results):] == [{"coverage": c} for c in coverage]  # results first
     expected = json.loads((FRAMEWORKS / "strands" / "expected.json").read_text())["scenarios"]
     assert sorted(c["session_id"] for c in coverage) == sorted(s["session_id"] for s in expected.values())
     for c in coverage:
@@ -41,9 +37,7 @@ def test_json_format_prints_results_then_one_coverage_line_per_session(tmp_path:
     by_session = {c["session_id"]: c for c in coverage}
     assert by_session["strands-missing_skill-0001"]["expectations"]["missed"] == ["release-notes"]
     assert by_session["strands-right_skill-0001"]["expectations"]["met"] == ["release-notes"]
-    invoked = {
-        (r["session_id"], r["reason"], r["passed"]) for r in results if r["evaluation"] == "skill_invoked"
-    }
+    invoked = {(r["session_id"], r["reason"], r["passed"]) for r in results if r["evaluation"] == "skill_invoked"}
     # The typo'd load ("relese-notes") is a different skill: release-notes was never invoked.
     assert ("strands-missing_skill-0001", "not_invoked", False) in invoked
     assert ("strands-right_skill-0001", "loaded", True) in invoked

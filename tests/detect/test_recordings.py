@@ -25,14 +25,7 @@ def scenarios() -> list[Any]:
     for expected_file in sorted(FRAMEWORKS.glob("*/expected.json")):
         spec = json.loads(expected_file.read_text())
         for name, scenario in spec["scenarios"].items():
-            cases.append(
-                pytest.param(
-                    expected_file.parent,
-                    spec["framework"],
-                    scenario,
-                    id=f"{expected_file.parent.name}/{name}",
-                )
-            )
+            cases.append(pytest.param(expected_file.parent, spec["framework"], scenario, id=f"{expected_file.parent.name}/{name}"))
     return cases
 
 
@@ -50,19 +43,13 @@ def load_rows(loads: list[dict[str, Any]]) -> list[tuple[str, str, str, bool]]:
 def test_recording_matches_ground_truth(folder: Path, framework: str, scenario: dict[str, Any]) -> None:
     sessions = detect(folder, scenario["files"])
     (session,) = [s for s in sessions if s.session_id == scenario["session_id"]]
-    got = load_rows(
-        [
-            {"skill": x.skill, "status": x.status, "signal": x.signal, "has_body": x.has_body}
-            for x in session.skill_loads
-        ]
-    )
+    got = load_rows([
+        {"skill": x.skill, "status": x.status, "signal": x.signal, "has_body": x.has_body} for x in session.skill_loads
+    ])
     assert got == load_rows(scenario["loads"])
     assert session.catalog.state == scenario["catalog"]["state"]
     if scenario["catalog"]["state"] == "advertised":
         advertised = {e.name.lower() for e in session.catalog.skills.values()}
         assert {s.lower() for s in scenario["catalog"]["skills"]} <= advertised
     assert session.framework == framework
-    assert session.content_capture in (
-        scenario["content_capture"],
-        "no_tools" if scenario["content_capture"] == "present" else "",
-    )
+    assert session.content_capture in (scenario["content_capture"], "no_tools" if scenario["content_capture"] == "present" else "")

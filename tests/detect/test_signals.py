@@ -48,15 +48,11 @@ def test_gap2_a_denied_call_with_no_tool_span_is_reported_denied(file: str) -> N
     assert load.message and "approval was not granted" in load.message
 
 
-@pytest.mark.parametrize(
-    "file", ["strands/missing_skill.traces.jsonl", "strands/missing_skill_latest.traces.jsonl"]
-)
+@pytest.mark.parametrize("file", ["strands/missing_skill.traces.jsonl", "strands/missing_skill_latest.traces.jsonl"])
 def test_gap3_a_refusal_under_success_status_is_a_failure(file: str) -> None:
     (request,) = trace_requests(FRAMEWORKS / file)
     tool = next(s for s in request.resource_spans[0].scope_spans[0].spans if s.name == "execute_tool skills")
-    assert any(
-        kv.key == "gen_ai.tool.status" and kv.value.string_value == "success" for kv in tool.attributes
-    )
+    assert any(kv.key == "gen_ai.tool.status" and kv.value.string_value == "success" for kv in tool.attributes)
     (load,) = session_of(file).skill_loads
     assert (load.status, load.skill) == ("failed", "relese-notes")
     assert load.message and load.message.startswith("Skill 'relese-notes' not found")
@@ -65,19 +61,12 @@ def test_gap3_a_refusal_under_success_status_is_a_failure(file: str) -> None:
 def test_claude_code_unknown_skill_leaves_no_load_and_nothing_is_inferred_from_the_prompt() -> None:
     session = session_of("claude_code/missing_skill.traces.jsonl", "claude_code/missing_skill.logs.jsonl")
     assert session.skill_loads == []
-    assert (
-        session.turns and "release notes" in session.turns[0].user_message.lower()
-    )  # named, yet not inferred
+    assert session.turns and "release notes" in session.turns[0].user_message.lower()  # named, yet not inferred
 
 
 def test_claude_code_skill_activated_log_alone_is_a_load() -> None:
     (load,) = session_of("claude_code/right_skill.logs.jsonl").skill_loads
-    assert (load.skill, load.status, load.signal, load.has_body) == (
-        "release-notes",
-        "loaded",
-        "log_event",
-        False,
-    )
+    assert (load.skill, load.status, load.signal, load.has_body) == ("release-notes", "loaded", "log_event", False)
 
 
 def test_adk_default_mode_reports_content_capture_missing() -> None:
@@ -115,9 +104,7 @@ def _call(name: str, arguments: object, result: str | None, error: str | None = 
 
 
 def test_a_shell_read_that_failed_is_not_a_load() -> None:
-    load = shell_reads.detect(
-        _call("bash", {"command": "cat /s/pdf/SKILL.md"}, "cat: /s/pdf/SKILL.md: No such file\nexit code 1")
-    )
+    load = shell_reads.detect(_call("bash", {"command": "cat /s/pdf/SKILL.md"}, "cat: /s/pdf/SKILL.md: No such file\nexit code 1"))
     assert load is not None and load.status == "failed" and load.skill == "pdf"
 
 
@@ -127,43 +114,30 @@ def test_line_numbered_skill_md_parses() -> None:
     assert (doc.name, doc.description, doc.body) == ("pdf", "Make PDFs.", "Step one.")
 
 
-@pytest.mark.parametrize(
-    "text", ["", "no frontmatter", "---\nname: x\n", "---\n: [\n---\nbody", "---\nname: x\n---\nbody"]
-)
+@pytest.mark.parametrize("text", ["", "no frontmatter", "---\nname: x\n", "---\n: [\n---\nbody", "---\nname: x\n---\nbody"])
 def test_invalid_skill_md_is_rejected(text: str) -> None:
     assert skill_md.try_parse(text) is None
 
 
 def test_catalog_shapes_keep_empty_apart_from_not_recorded() -> None:
     assert catalogs.find("<available_skills>\n</available_skills>") == ("available_skills_xml", [])
-    assert catalogs.find("### Available skills\nNo skills are currently available.\n") == (
-        "available_skills_markdown",
-        [],
-    )
+    assert catalogs.find("### Available skills\nNo skills are currently available.\n") == ("available_skills_markdown", [])
     assert catalogs.find("just a system prompt") is None
 
 
 def test_a_span_that_is_not_a_tool_yields_no_tool_call() -> None:
     (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
     rs = request.resource_spans[0]
-    views = [
-        SpanView(s, rs.scope_spans[0].scope.name, ResourceView(rs.resource)) for s in rs.scope_spans[0].spans
-    ]
+    views = [SpanView(s, rs.scope_spans[0].scope.name, ResourceView(rs.resource)) for s in rs.scope_spans[0].spans]
     calls = [tool_call(v) for v in views]
     assert [c.name for c in calls if c] == ["skills"]
 
 
 def test_replay_over_every_recording_prints_the_expected_coverage() -> None:
-    run = subprocess.run(
-        [sys.executable, "-m", "collector", "replay", str(FRAMEWORKS), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = subprocess.run([sys.executable, "-m", "collector", "replay", str(FRAMEWORKS), "--format", "json"],
+                         capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
-    coverage = {
-        c["session_id"]: c for c in (json.loads(x).get("coverage") for x in run.stdout.splitlines()) if c
-    }
+    coverage = {c["session_id"]: c for c in (json.loads(x).get("coverage") for x in run.stdout.splitlines()) if c}
     checked = 0
     for expected_file in FRAMEWORKS.glob("*/expected.json"):
         spec = json.loads(expected_file.read_text())
@@ -171,10 +145,7 @@ def test_replay_over_every_recording_prints_the_expected_coverage() -> None:
             got = coverage[scenario["session_id"]]
             assert got["framework"] == spec["framework"]
             assert got["catalog"]["state"] == scenario["catalog"]["state"]
-            assert sorted(
-                (x["skill"].lower(), x["status"], x["signal"], x["has_body"]) for x in got["skill_loads"]
-            ) == sorted(
-                (x["skill"].lower(), x["status"], x["signal"], x["has_body"]) for x in scenario["loads"]
-            )
+            assert sorted((x["skill"].lower(), x["status"], x["signal"], x["has_body"]) for x in got["skill_loads"]) == sorted(
+                (x["skill"].lower(), x["status"], x["signal"], x["has_body"]) for x in scenario["loads"])
             checked += 1
     assert checked >= 60

@@ -41,22 +41,14 @@ def session_requests() -> list[tuple[str, bytes, int]]:
             span = ss.spans.add()
             span.ParseFromString(raw)
             rekey(span, name, (n + 1) << 64)
-        out.append(
-            (
-                name,
-                request.SerializeToString(),
-                sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans),
-            )
-        )
+        out.append((name, request.SerializeToString(), sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)))
     return out
 
 
 def export(server: Server, body: bytes) -> None:
     channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
     try:
-        channel.unary_unary(EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)(
-            body, timeout=10
-        )
+        channel.unary_unary(EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)(body, timeout=10)
     finally:
         channel.close()
 
@@ -76,13 +68,8 @@ def test_kill_9_mid_stream_loses_nothing_and_judges_once(tmp_path: Path) -> None
         "skills": {"paths": [str(SKILLS)]},
         "evaluators": {"skill_omission": {"sampling": 100}},
         "expectations": [{"when": {"user_message": "(?i)release notes"}, "expect": ["release-notes"]}],
-        "export": {
-            "otlp": {
-                "endpoint": downstream.endpoint,
-                "protocol": "grpc",
-                "retry": {"initial_interval": "0.1s", "max_interval": "0.5s"},
-            }
-        },
+        "export": {"otlp": {"endpoint": downstream.endpoint, "protocol": "grpc",
+                            "retry": {"initial_interval": "0.1s", "max_interval": "0.5s"}}},
     }
     db = tmp_path / "data" / "skillgauge.sqlite"
     acked: dict[str, int] = {}
@@ -94,9 +81,7 @@ def test_kill_9_mid_stream_loses_nothing_and_judges_once(tmp_path: Path) -> None
             export(server, body)
             acked[session] = spans
             if n in KILL_AFTER:
-                time.sleep(
-                    0.3 * (KILL_AFTER.index(n) + 1)
-                )  # a little later each time: open, closing, judging
+                time.sleep(0.3 * (KILL_AFTER.index(n) + 1))  # a little later each time: open, closing, judging
                 killed_at.append(time.monotonic())
                 server.proc.send_signal(signal.SIGKILL)
                 server.proc.wait()
@@ -127,13 +112,7 @@ def test_kill_9_mid_stream_loses_nothing_and_judges_once(tmp_path: Path) -> None
     assert 0 <= repeated <= cut_off, (repeated, cut_off)
 
     # Exported once: every result and coverage span arrived, none twice.
-    span_ids = [
-        s.span_id
-        for req in downstream.traces
-        for rs in req.resource_spans
-        for ss in rs.scope_spans
-        for s in ss.spans
-    ]
+    span_ids = [s.span_id for req in downstream.traces for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans]
     assert len(span_ids) == len(set(span_ids)), "a result reached the downstream twice"
     assert len(span_ids) == len(results) + len(coverage)
     downstream.stop()

@@ -70,22 +70,12 @@ def test_sustained_overload_gets_backpressure_flat_memory_and_no_lost_span(tmp_p
 
     assert refused > 0 and acked_spans > 0, (refused, acked_spans)
     assert "google.rpc.retryinfo-bin" in retry_hints
-    assert (
-        metric_value(
-            metrics,
-            "skillgauge_rejected_requests_total",
-            protocol="grpc",
-            signal="traces",
-            reason="backpressure",
-        )
-        == refused
-    )
+    assert metric_value(metrics, "skillgauge_rejected_requests_total", protocol="grpc", signal="traces",
+                        reason="backpressure") == refused
     # Every acknowledged span reached a session that was evaluated (shutdown closes the rest).
     with sqlite3.connect(tmp_path / "data" / "skillgauge.sqlite") as db:
-        latest = db.execute(
-            "SELECT record FROM coverage c WHERE revision = "
-            "(SELECT MAX(revision) FROM coverage WHERE session = c.session)"
-        ).fetchall()
+        latest = db.execute("SELECT record FROM coverage c WHERE revision = "
+                            "(SELECT MAX(revision) FROM coverage WHERE session = c.session)").fetchall()
         evaluated = sum(json.loads(r)["spans"] for (r,) in latest)
     assert evaluated == acked_spans
     # Memory is flat: the last third of the run grows by less than 15 % over the first third.

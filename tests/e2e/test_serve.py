@@ -73,54 +73,24 @@ def test_strands_session_over_grpc_http_and_json_is_evaluated(expecting_server: 
     assert coverage["spans"] == 6
     assert coverage["framework"] == "strands"
     assert coverage["catalog"]["state"] == "advertised"
-    assert coverage["skill_loads"] == [
-        {
-            "skill": "release-notes",
-            "status": "loaded",
-            "signal": "skill_tool",
-            "has_body": True,
-            "span_id": request.resource_spans[0]
-            .scope_spans[0]
-            .spans[
-                [s.name for s in request.resource_spans[0].scope_spans[0].spans].index("execute_tool skills")
-            ]
-            .span_id.hex(),
-        }
-    ]
+    assert coverage["skill_loads"] == [{
+        "skill": "release-notes", "status": "loaded", "signal": "skill_tool", "has_body": True,
+        "span_id": request.resource_spans[0].scope_spans[0].spans[
+            [s.name for s in request.resource_spans[0].scope_spans[0].spans].index("execute_tool skills")
+        ].span_id.hex(),
+    }]
     (result,) = [r for r in records[:-1] if r["evaluation"] == "skill_invoked"]
-    assert (result["status"], result["passed"], result["score"], result["reason"]) == (
-        "judged",
-        True,
-        1.0,
-        "loaded",
-    )
+    assert (result["status"], result["passed"], result["score"], result["reason"]) == ("judged", True, 1.0, "loaded")
     assert result["span_id"] == coverage["skill_loads"][0]["span_id"]
 
     metrics = srv.metrics()
     assert metric_value(metrics, "skillgauge_received_items_total", protocol="grpc", signal="traces") == 2
     assert metric_value(metrics, "skillgauge_received_items_total", protocol="http", signal="traces") == 4
     assert metric_value(metrics, "skillgauge_sessions_closed_total", reason="idle_timeout") == 1
-    assert (
-        metric_value(
-            metrics,
-            "skillgauge_skill_loads_total",
-            framework="strands",
-            signal="skill_tool",
-            status="loaded",
-            skill="release-notes",
-        )
-        == 1
-    )
-    assert (
-        metric_value(
-            metrics,
-            "skillgauge_evaluations_total",
-            evaluation="skill_invoked",
-            status="judged",
-            reason="loaded",
-        )
-        == 1
-    )
+    assert metric_value(metrics, "skillgauge_skill_loads_total", framework="strands", signal="skill_tool",
+                        status="loaded", skill="release-notes") == 1
+    assert metric_value(metrics, "skillgauge_evaluations_total", evaluation="skill_invoked",
+                        status="judged", reason="loaded") == 1
     assert metric_value(metrics, "skillgauge_sessions_open") == 0
     # No judge configured: every judge evaluation is reported as skipped, never as a pass.
     judge_rows = [r for r in records[:-1] if r["evaluation"] != "skill_invoked"]

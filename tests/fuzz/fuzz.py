@@ -30,10 +30,7 @@ def seeds(target: str) -> list[bytes]:
     if target == "otlp_protobuf":
         return [trace_requests(path)[0].SerializeToString() for path in recordings]
     skills = sorted((FRAMEWORKS.parent / "skills").glob("*/SKILL.md"))
-    return [path.read_bytes() for path in skills] + [
-        b"cat /a/SKILL.md | head",
-        b"<available_skills></available_skills>",
-    ]
+    return [path.read_bytes() for path in skills] + [b"cat /a/SKILL.md | head", b"<available_skills></available_skills>"]
 
 
 def run(target: str, argv: list[str]) -> None:

@@ -12,35 +12,13 @@ from collector.receiver.errors import InvalidRequest, TooLarge, UnsupportedMedia
 
 
 def test_hex_ids_survive_where_stock_json_format_would_corrupt_them() -> None:
-    body = {
-        "resourceSpans": [
-            {
-                "scopeSpans": [
-                    {
-                        "spans": [
-                            {
-                                "traceId": "5b8efff798038103d269b633813fc60c",
-                                "spanId": "eee19b7ec3c1b174",
-                                "parentSpanId": "eee19b7ec3c1b173",
-                                "name": "n",
-                                "kind": 3,
-                                "status": {"code": 2},
-                                "links": [
-                                    {
-                                        "traceId": "5b8efff798038103d269b633813fc60d",
-                                        "spanId": "eee19b7ec3c1b175",
-                                    }
-                                ],
-                                "startTimeUnixNano": "1544712660000000000",
-                                "endTimeUnixNano": 1544712661000000000,
-                                "droppedFutureField": [1, 2, 3],
-                            }
-                        ]
-                    }
-                ]
-            }
-        ]
-    }
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174",
+        "parentSpanId": "eee19b7ec3c1b173", "name": "n", "kind": 3, "status": {"code": 2},
+        "links": [{"traceId": "5b8efff798038103d269b633813fc60d", "spanId": "eee19b7ec3c1b175"}],
+        "startTimeUnixNano": "1544712660000000000", "endTimeUnixNano": 1544712661000000000,
+        "droppedFutureField": [1, 2, 3],
+    }]}]}]}
     req = decode.decode("traces", json.dumps(body).encode(), "json")
     assert isinstance(req, ExportTraceServiceRequest)
     span = req.resource_spans[0].scope_spans[0].spans[0]
@@ -53,23 +31,8 @@ def test_hex_ids_survive_where_stock_json_format_would_corrupt_them() -> None:
 
 
 def test_log_record_ids_are_hex_too() -> None:
-    body = {
-        "resourceLogs": [
-            {
-                "scopeLogs": [
-                    {
-                        "logRecords": [
-                            {
-                                "traceId": "5b8efff798038103d269b633813fc60c",
-                                "spanId": "eee19b7ec3c1b174",
-                                "eventName": "x",
-                            }
-                        ]
-                    }
-                ]
-            }
-        ]
-    }
+    body = {"resourceLogs": [{"scopeLogs": [{"logRecords": [{
+        "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "eventName": "x"}]}]}]}
     req = decode.decode("logs", json.dumps(body).encode(), "json")
     assert isinstance(req, ExportLogsServiceRequest)
     assert req.resource_logs[0].scope_logs[0].log_records[0].span_id.hex() == "eee19b7ec3c1b174"
@@ -81,9 +44,7 @@ def test_bad_hex_empties_the_id_instead_of_failing_the_request() -> None:
     assert req.resource_spans[0].scope_spans[0].spans[0].trace_id == b""
 
 
-@pytest.mark.parametrize(
-    "body", [b"", b"null", b"[]", b"{", b'{"resourceSpans": 5}', "\u00e9".encode("latin-1")]
-)
+@pytest.mark.parametrize("body", [b"", b"null", b"[]", b"{", b'{"resourceSpans": 5}', "\u00e9".encode("latin-1")])
 def test_json_garbage_is_invalid(body: bytes) -> None:
     with pytest.raises(InvalidRequest):
         decode.decode("traces", body, "json")

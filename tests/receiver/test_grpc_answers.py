@@ -34,9 +34,8 @@ T1 = bytes.fromhex("0af7651916cd43dd8448eb211c80319c")
 
 def test_sdk_grpc_exporter_with_gzip(server: Server) -> None:
     (req,) = trace_requests(FRAMEWORKS / "strands" / "missing_skill.traces.jsonl")
-    exporter = OTLPSpanExporter(
-        endpoint=f"127.0.0.1:{server.grpc_port}", insecure=True, compression=grpc.Compression.Gzip
-    )
+    exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{server.grpc_port}", insecure=True,
+                                compression=grpc.Compression.Gzip)
     assert exporter.export(readable_spans(req)) == SpanExportResult.SUCCESS
     body = wait_for(lambda: server.get_json("/v1/sessions/strands-missing_skill-0001")[1].get("revisions"))
     loads = body[0]["records"][-1]["coverage"]["skill_loads"]
@@ -44,9 +43,7 @@ def test_sdk_grpc_exporter_with_gzip(server: Server) -> None:
 
 
 def test_partial_success_names_rejected_spans(server: Server) -> None:
-    reply = _stub(server).Export(
-        _request(("a", T1, b"\x01" * 8), ("a", T1, b"short"), ("a", b"", b"\x02" * 8))
-    )
+    reply = _stub(server).Export(_request(("a", T1, b"\x01" * 8), ("a", T1, b"short"), ("a", b"", b"\x02" * 8)))
     assert reply.partial_success.rejected_spans == 2
     assert "invalid" in reply.partial_success.error_message
     assert server.get_json("/v1/sessions/a")[1]["open"]["spans"] == 1
@@ -55,9 +52,7 @@ def test_partial_success_names_rejected_spans(server: Server) -> None:
 def test_garbage_is_invalid_argument(server: Server) -> None:
     raw = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}").unary_unary(
         "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-        request_serializer=lambda b: b,
-        response_deserializer=lambda b: b,
-    )
+        request_serializer=lambda b: b, response_deserializer=lambda b: b)
     with pytest.raises(grpc.RpcError) as err:
         raw(b"\xff\xff\xff\xffnot protobuf")
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -84,9 +79,7 @@ def test_backpressure_is_unavailable_with_retry_info(tmp_path: Path) -> None:
         # Acknowledged, then assembled: the status API answers once "one" is open.
         assert srv.get_json("/v1/sessions/one")[0] == 200
         with pytest.raises(grpc.RpcError) as err:
-            _stub(srv).Export(
-                _request(("two", bytes.fromhex("1bf7651916cd43dd8448eb211c80319d"), b"\x02" * 8))
-            )
+            _stub(srv).Export(_request(("two", bytes.fromhex("1bf7651916cd43dd8448eb211c80319d"), b"\x02" * 8)))
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
         trailers = dict(err.value.trailing_metadata() or ())
         info = error_details_pb2.RetryInfo()

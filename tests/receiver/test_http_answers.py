@@ -20,27 +20,19 @@ from support import FRAMEWORKS, Server, metric_value, readable_spans, trace_requ
 
 def span(session: str, trace: str, span_id: str, name: str = "chat", **extra: Any) -> dict[str, Any]:
     return {
-        "traceId": trace,
-        "spanId": span_id,
-        "name": name,
-        "kind": 1,
-        "startTimeUnixNano": "1700000000000000000",
-        "endTimeUnixNano": 1700000000100000000,
+        "traceId": trace, "spanId": span_id, "name": name, "kind": 1,
+        "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": 1700000000100000000,
         "attributes": [{"key": "session.id", "value": {"stringValue": session}}],
-        "someFieldFromTheFuture": {"x": 1},
-        **extra,
+        "someFieldFromTheFuture": {"x": 1}, **extra,
     }
 
 
 def request(*spans: dict[str, Any]) -> bytes:
-    return json.dumps(
-        {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {"name": "t"}, "spans": list(spans)}]}]}
-    ).encode()
+    return json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {"name": "t"}, "spans": list(spans)}]}]}).encode()
 
 
-def post(
-    srv: Server, body: bytes, content_type: str = "application/json", path: str = "/v1/traces", **headers: str
-) -> tuple[int, dict[str, str], bytes]:
+def post(srv: Server, body: bytes, content_type: str = "application/json", path: str = "/v1/traces",
+         **headers: str) -> tuple[int, dict[str, str], bytes]:
     req = urllib.request.Request(f"{srv.http_url}{path}", body, {"Content-Type": content_type, **headers})
     try:
         with urllib.request.urlopen(req, timeout=5) as resp:
@@ -53,9 +45,7 @@ T1, T2 = "0af7651916cd43dd8448eb211c80319c", "1bf7651916cd43dd8448eb211c80319d"
 
 
 def test_json_with_hex_ids_and_unknown_fields_is_accepted_exactly(server: Server) -> None:
-    code, _, body = post(
-        server, request(span("s1", T1, "b7ad6b7169203331"), span("s1", T1, "c7ad6b7169203332"))
-    )
+    code, _, body = post(server, request(span("s1", T1, "b7ad6b7169203331"), span("s1", T1, "c7ad6b7169203332")))
     assert (code, json.loads(body)) == (200, {})
     status, view = server.get_json("/v1/sessions/s1")
     assert status == 200 and view["open"]["spans"] == 2
@@ -63,15 +53,12 @@ def test_json_with_hex_ids_and_unknown_fields_is_accepted_exactly(server: Server
 
 def test_bad_spans_are_rejected_alone_with_partial_success(server: Server) -> None:
     post(server, request(span("other", T2, "d7ad6b7169203333")))
-    code, _, body = post(
-        server,
-        request(
-            span("s1", T1, "b7ad6b7169203331"),
-            span("s1", "not-hex", "c7ad6b7169203332"),
-            span("s1", T1, "0000000000000000"),
-            span("s1", T1, "e7ad6b7169203334"),
-        ),
-    )
+    code, _, body = post(server, request(
+        span("s1", T1, "b7ad6b7169203331"),
+        span("s1", "not-hex", "c7ad6b7169203332"),
+        span("s1", T1, "0000000000000000"),
+        span("s1", T1, "e7ad6b7169203334"),
+    ))
     assert code == 200
     partial = json.loads(body)["partialSuccess"]
     assert int(partial["rejectedSpans"]) == 2
@@ -91,9 +78,7 @@ def test_bad_spans_are_rejected_alone_with_partial_success(server: Server) -> No
         ("text/plain", b"hello", 415),
     ],
 )
-def test_garbage_gets_a_status_body_and_changes_nothing(
-    server: Server, content_type: str, body: bytes, code: int
-) -> None:
+def test_garbage_gets_a_status_body_and_changes_nothing(server: Server, content_type: str, body: bytes, code: int) -> None:
     post(server, request(span("kept", T1, "b7ad6b7169203331")))
     got, headers, reply = post(server, body, content_type)
     assert got == code
@@ -144,16 +129,8 @@ def test_backpressure_is_503_with_retry_after_and_retry_info(tmp_path: Path) -> 
         info = error_details_pb2.RetryInfo()
         assert status.details[0].Unpack(info) and info.retry_delay.seconds >= 1
         assert srv.get_json("/v1/sessions/second")[0] == 404
-        assert (
-            metric_value(
-                srv.metrics(),
-                "skillgauge_rejected_requests_total",
-                protocol="http",
-                signal="traces",
-                reason="backpressure",
-            )
-            == 1
-        )
+        assert metric_value(srv.metrics(), "skillgauge_rejected_requests_total", protocol="http",
+                            signal="traces", reason="backpressure") == 1
     finally:
         srv.stop()
 

@@ -23,25 +23,20 @@ class Clock:
         return self.now
 
 
-def make(
-    config: Config | None = None, **sessions: object
-) -> tuple[Assembler, list[tuple[Session, str]], Clock]:
+def make(config: Config | None = None, **sessions: object) -> tuple[Assembler, list[tuple[Session, str]], Clock]:
     cfg = config or parse({"sessions": sessions})
     closed: list[tuple[Session, str]] = []
     clock = Clock()
     return Assembler(cfg.sessions, lambda s, r: closed.append((s, r)), clock=clock), closed, clock
 
 
-def one_span(
-    trace: int, span: int, attrs: dict[str, object] | None = None, resource: dict[str, str] | None = None
-) -> ExportTraceServiceRequest:
+def one_span(trace: int, span: int, attrs: dict[str, object] | None = None,
+             resource: dict[str, str] | None = None) -> ExportTraceServiceRequest:
     req = ExportTraceServiceRequest()
     rs = req.resource_spans.add()
     for k, v in (resource or {}).items():
         rs.resource.attributes.add(key=k).value.string_value = v
-    s = rs.scope_spans.add().spans.add(
-        trace_id=trace.to_bytes(16, "big"), span_id=span.to_bytes(8, "big"), name="x"
-    )
+    s = rs.scope_spans.add().spans.add(trace_id=trace.to_bytes(16, "big"), span_id=span.to_bytes(8, "big"), name="x")
     for k, v in (attrs or {}).items():
         if isinstance(v, bool):
             s.attributes.add(key=k).value.bool_value = v
@@ -90,7 +85,7 @@ def test_adk_tool_spans_without_a_key_join_their_agents_session_even_when_export
         asm.add_spans(single)
     assert [s.key for s in asm.open_sessions()] == ["adk-right_skill-content"]
     asm.close_all()
-    ((session, _reason),) = closed
+    (session, _reason), = closed
     assert session.span_count == len(singles)
     assert [load.skill for load in session.skill_loads if load.status == "loaded"] == ["release-notes"]
 
