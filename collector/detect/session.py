@@ -133,7 +133,11 @@ class SessionEvidence:
         self.span_count += 1
         if not self.framework:
             self.framework = framework_of(view.scope)
-        if self._rules.by_attribute or _EXPECTED in view.attrs.indexed or _EXPECTED in view.resource.attrs.indexed:
+        if (
+            self._rules.by_attribute
+            or _EXPECTED in view.attrs.indexed
+            or _EXPECTED in view.resource.attrs.indexed
+        ):
             self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs))
         call = tool_call(view)
         if call is not None:
