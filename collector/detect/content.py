@@ -143,29 +143,6 @@ def flatten_text(value: Any) -> str:
     return str(value)
 
 
-def all_strings(value: Any) -> list[str]:
-    """Every string inside a decoded JSON value, decoding JSON text found along the way."""
-    found: list[str] = []
-    _collect_strings(value, found)
-    return found
-
-
-def _collect_strings(value: Any, found: list[str]) -> None:
-    # Appending to one list: a generator per nesting level costs more than the work itself.
-    if isinstance(value, str):
-        nested = parse_json(value) if len(value) > 1 else None
-        if isinstance(nested, dict | list):
-            _collect_strings(nested, found)
-        else:
-            found.append(value)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _collect_strings(item, found)
-    elif isinstance(value, list):
-        for item in value:
-            _collect_strings(item, found)
-
-
 def result_text(call: ToolCall) -> str:
     parsed = parse_json(call.result)
     return flatten_text(parsed) if parsed is not None else (call.result or "")

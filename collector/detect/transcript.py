@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from collector.detect import patterns
-from collector.detect.content import all_strings, flatten_text, parse_json
+from collector.detect.content import flatten_text, parse_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +136,13 @@ def blocks(value: Any) -> list[MessageCall | MessageResult]:
     found: list[MessageCall | MessageResult] = []
     _walk(value, None, found)
     return found
+
+
+def all_strings(value: Any) -> list[str]:
+    """Every string inside a decoded JSON value, decoding JSON text found along the way."""
+    strings: list[str] = []
+    _walk(value, strings, None)
+    return strings
 
 
 def strings_and_blocks(
