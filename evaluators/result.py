@@ -7,6 +7,7 @@ a missing verdict can never be read as a pass.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -77,6 +78,14 @@ class EvaluationResult:
     @property
     def key(self) -> str:
         return result_key(self.session_id, self.revision, self.evaluation, self.skill, self.span_id)
+
+
+def _tally(values: Iterable[str]) -> dict[str, int]:
+    """How often each value occurs, as a plain dict (what records are encoded from)."""
+    counts: dict[str, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return counts
 
 
 _RESULT_FIELDS = tuple(f.name for f in fields(EvaluationResult))
@@ -167,9 +176,7 @@ class Coverage:
             FOLLOWING: len({fold_skill_name(load.skill) for load in loads}),
             OMISSION: 1,
         }
-        counts: dict[str, int] = {}
-        for r in self.results:
-            counts[r.evaluation] = counts.get(r.evaluation, 0) + 1
+        counts = _tally(r.evaluation for r in self.results)
         rows = {
             name: {"owed": owed[name] if name in self.enabled else 0, "rows": counts.get(name, 0)}
             for name in (SELECTION, FOLLOWING, OMISSION)
@@ -190,12 +197,8 @@ class Coverage:
 
     def to_dict(self) -> dict[str, Any]:
         s = self.session
-        by_status: dict[str, int] = {}
-        for r in self.results:
-            by_status[r.status] = by_status.get(r.status, 0) + 1
-        loads_by_status: dict[str, int] = {}
-        for load in s.skill_loads:
-            loads_by_status[load.status] = loads_by_status.get(load.status, 0) + 1
+        by_status = _tally(r.status for r in self.results)
+        loads_by_status = _tally(load.status for load in s.skill_loads)
         met = [r.skill for r in self.results if r.evaluation == "skill_invoked" and r.passed]
         missed = [r.skill for r in self.results if r.evaluation == "skill_invoked" and r.passed is False]
         return {
