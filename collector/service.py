@@ -22,6 +22,7 @@ from collector.config import Config, Listener, Status
 from collector.export import status
 from collector.export.otlp import OtlpExporter
 from collector.export.outbox import SpoolOutbox
+from collector.interpreter import GC_THRESHOLDS, SWITCH_INTERVAL
 from collector.pipeline import Pipeline
 from collector.receiver import auth as listener_auth
 from collector.receiver import grpc as grpc_receiver
@@ -275,17 +276,6 @@ def escape_logs() -> None:
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, EscapeControls) for f in handler.filters):
             handler.addFilter(EscapeControls())
-
-
-# How long a thread may hold the GIL while another waits for it (Python's default is 5 ms).
-# The spool's writer and the receivers' loop each need it back after every SQLite call or
-# socket wait; at 5 ms, a busy pipeline loop made every commit wait tens of milliseconds.
-SWITCH_INTERVAL = 0.0005
-# Full garbage collections scan every open session's evidence (80 ms at ~90k objects under
-# load), and with Python's default thresholds they ran every 2-3 s.  Most of what the
-# pipeline frees is freed by reference counting; young generations are still collected as
-# usual, and a full collection now runs after 1,000 second-generation ones (minutes apart).
-GC_THRESHOLDS = (700, 10, 1000)
 
 
 async def serve(config: Config) -> None:
