@@ -115,12 +115,13 @@ class InlineDetection:
     def forget(self, key: str) -> None:
         self._kept.pop(key, None)
 
-    def open_evidence(self, key: str) -> SessionEvidence | None:
-        return self._open.get(key)
-
-    async def skill_loads(self, key: str) -> int | None:
+    def loads_so_far(self, key: str) -> int | None:
+        """Skill loads detected so far in an open session (None: not open)."""
         evidence = self._open.get(key)
         return None if evidence is None else len(evidence.skill_loads)
+
+    async def skill_loads(self, key: str) -> int | None:
+        return self.loads_so_far(key)
 
 
 class _InlineBatch:

@@ -194,16 +194,19 @@ class WorkerDetection:
             elif kind == "done":
                 self.backlog -= 1
             elif kind == "answer":
-                future = self._answers.pop(message[1], None)
-                if future is not None and not future.done():
-                    future.set_result(message[2])
+                self._answer(message[1], message[2])
             elif kind == "failed":  # the worker logged why; a revision stays unfinished
                 if message[1] == "finish":
                     self.finishing -= 1
                 else:
-                    self._received([("answer", message[2], None)])
+                    self._answer(message[2], None)
         if not (self.backlog or self.finishing):
             self._idle.set()
+
+    def _answer(self, token: int, value: int | None) -> None:
+        future = self._answers.pop(token, None)
+        if future is not None and not future.done():
+            future.set_result(value)
 
     def _gone(self) -> None:
         child = self._child
@@ -391,8 +394,7 @@ def _handle(
     elif kind == "forget":
         detection.forget(message[1])
     elif kind == "ask":
-        evidence = detection.open_evidence(message[2])
-        replies.append(("answer", message[1], None if evidence is None else len(evidence.skill_loads)))
+        replies.append(("answer", message[1], detection.loads_so_far(message[2])))
 
 
 def main(argv: list[str]) -> int:
