@@ -158,9 +158,6 @@ class Assembler:
             config.end_attribute
         }
         self._resource_keys = frozenset(key for where, key in self._keys if where == "resource")
-        self._encoded_keys: tuple[frozenset[bytes], frozenset[bytes]] | None = None
-        if all(len(key.encode()) <= keys.MAX_KEY for key in self._span_keys | self._resource_keys):
-            self._encoded_keys = (keys.encoded(self._span_keys), keys.encoded(self._resource_keys))
         # Ordered by last activity, so the idle scan stops at the first live session.
         self._open: OrderedDict[str, OpenSession] = OrderedDict()
         self._opened_order: deque[tuple[float, str, int]] = deque()
@@ -223,14 +220,12 @@ class Assembler:
         # from the request's bytes through the narrow schema when there are bytes.
         walked: Any = request
         pick: Callable[[Any, Any], Any] = _picked
-        span_keys: frozenset[Any] = self._span_keys
-        resource_keys: frozenset[Any] = self._resource_keys
+        span_keys, resource_keys = self._span_keys, self._resource_keys
         shared = self.detection.reads_spans
         if shared:
             pick = _attributes
-        elif raw is not None and self._encoded_keys is not None:
+        elif raw is not None:
             walked, pick = keys.TraceRequest.FromString(raw), keys.picked
-            span_keys, resource_keys = self._encoded_keys
         index = -1
         for resource_spans in walked.resource_spans:
             resource = resource_spans.resource

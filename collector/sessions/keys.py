@@ -3,22 +3,26 @@
 When detection runs in a worker process, the serving process reads a span only to place it:
 its ids, and the few attributes that name a session or end one.  Reading those through the
 full OTLP classes costs a Python object per attribute (~4 us for a 20-attribute agent span).
-``TraceRequest`` is a narrower schema over the same bytes: the same field numbers, with each
-attribute kept as its encoded ``KeyValue`` bytes, so ``picked`` can compare a key without
-decoding anything else and decode only the attributes it wants.
+``TraceRequest`` is a narrower schema over the same bytes, with the same field numbers.  Its
+attributes are a ``map<string, bytes>``: a ``KeyValue`` (key = 1, value = 2) is encoded
+exactly as a map entry, so the parser indexes the keys in C and ``picked`` looks up the few
+it wants, decoding only their values.  As with the full classes' dict of attributes, a key
+written twice keeps its last value.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from collector.spans import value_of
 
 _F = descriptor_pb2.FieldDescriptorProto
 _ONE, _MANY = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
+_ATTRIBUTES = "attributes"  # a map<string, bytes> wherever it appears
 # message -> (field name, number, type, label, message type), numbered as in opentelemetry-proto.
 _SCHEMA: dict[str, tuple[tuple[str, int, int, int, str], ...]] = {
     "TraceRequest": (("resource_spans", 1, _F.TYPE_MESSAGE, _MANY, "ResourceSpans"),),
@@ -26,7 +30,7 @@ _SCHEMA: dict[str, tuple[tuple[str, int, int, int, str], ...]] = {
         ("resource", 1, _F.TYPE_MESSAGE, _ONE, "Resource"),
         ("scope_spans", 2, _F.TYPE_MESSAGE, _MANY, "ScopeSpans"),
     ),
-    "Resource": (("attributes", 1, _F.TYPE_BYTES, _MANY, ""),),
+    "Resource": ((_ATTRIBUTES, 1, _F.TYPE_MESSAGE, _MANY, ""),),
     "ScopeSpans": (
         ("scope", 1, _F.TYPE_MESSAGE, _ONE, "Scope"),
         ("spans", 2, _F.TYPE_MESSAGE, _MANY, "Span"),
@@ -35,7 +39,7 @@ _SCHEMA: dict[str, tuple[tuple[str, int, int, int, str], ...]] = {
     "Span": (
         ("trace_id", 1, _F.TYPE_BYTES, _ONE, ""),
         ("span_id", 2, _F.TYPE_BYTES, _ONE, ""),
-        ("attributes", 9, _F.TYPE_BYTES, _MANY, ""),
+        (_ATTRIBUTES, 9, _F.TYPE_MESSAGE, _MANY, ""),
     ),
 }
 
@@ -48,6 +52,12 @@ def _build() -> Any:
         message = file.message_type.add(name=name)
         for field_name, number, kind, label, type_name in fields:
             field = message.field.add(name=field_name, number=number, type=kind, label=label)
+            if field_name == _ATTRIBUTES:
+                entry = message.nested_type.add(name="AttributesEntry")
+                entry.options.map_entry = True
+                entry.field.add(name="key", number=1, type=_F.TYPE_STRING, label=_ONE)
+                entry.field.add(name="value", number=2, type=_F.TYPE_BYTES, label=_ONE)
+                type_name = f"{name}.AttributesEntry"
             if type_name:
                 field.type_name = f".skillgauge.keys.{type_name}"
     pool = descriptor_pool.DescriptorPool()
@@ -56,25 +66,13 @@ def _build() -> Any:
 
 
 TraceRequest: Any = _build()
-MAX_KEY = 127  # a key this long or shorter has a one-byte length, which ``picked`` relies on
 
 
-def encoded(keys: frozenset[str]) -> frozenset[bytes]:
-    if any(len(key.encode()) > MAX_KEY for key in keys):
-        raise ValueError(f"attribute keys over {MAX_KEY} bytes are read with the full OTLP classes")
-    return frozenset(key.encode() for key in keys)
-
-
-def picked(kvs: Any, wanted: frozenset[bytes]) -> dict[str, Any]:
-    """The values of the ``wanted`` keys among encoded ``KeyValue`` messages."""
+def picked(attributes: Any, wanted: Iterable[str]) -> dict[str, Any]:
+    """The values of the ``wanted`` keys in a ``TraceRequest`` attributes map."""
     found: dict[str, Any] = {}
-    if wanted:
-        for kv in kvs:
-            # An encoder writes the key (field 1, length-delimited: tag 0x0A) first; a message
-            # that does not start with it is decoded whole, so no key is ever missed.
-            if kv and kv[0] == 0x0A and kv[2 : 2 + kv[1]] not in wanted:
-                continue
-            decoded = KeyValue.FromString(kv)
-            if decoded.key.encode() in wanted:
-                found[decoded.key] = value_of(decoded.value)
+    for key in wanted:
+        raw = attributes.get(key)
+        if raw is not None:
+            found[key] = value_of(AnyValue.FromString(raw))
     return found
