@@ -10,6 +10,8 @@ import functools
 import json
 from typing import Any
 
+import orjson
+
 from collector.detect import patterns
 from collector.spans import SpanView, as_text
 from evaluators.evidence import ToolCall
@@ -110,6 +112,12 @@ def parse_json(text: str | None) -> Any:
 @functools.lru_cache(maxsize=64)
 def _loads(text: str) -> Any:
     try:
+        # ~2x json's speed on recorded histories; the same values, except that an integer over
+        # 64 bits reads as the nearest float (detectors read strings and blocks, not numbers).
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
+    try:  # what orjson refuses and json reads: NaN, Infinity, lone surrogates
         return json.loads(text)
     except ValueError:
         return None

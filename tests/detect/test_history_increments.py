@@ -72,3 +72,22 @@ def test_text_that_is_not_a_json_array_is_read_as_it_is() -> None:
     evidence = SessionEvidence()
     for raw in ('{"messages": [1]}', "[not json]", "plain text", '[{"a": 1}] '):
         assert evidence._unread_part(raw) is raw
+
+
+def test_json_text_reads_as_the_standard_library_reads_it() -> None:
+    """``parse_json`` reads with orjson first; where orjson refuses what ``json`` accepts, the
+    value must still be ``json``'s, and text that is not JSON still reads as None."""
+    import json
+    import math
+
+    from collector.detect.content import parse_json
+
+    for text in ('{"a": [1, 2.5, "x"], "a": true}', '["\\ud83d\\ude00 ok"]', '"plain"', "[-0, 1e400]"):
+        assert parse_json(text) == json.loads(text)
+    # The one difference, accepted: orjson reads an integer over 64 bits as the nearest float.
+    # Detectors read no numbers (they look for strings and blocks), only judge context would.
+    assert parse_json('{"big": 123456789012345678901234567890}') == {"big": 1.2345678901234568e29}
+    assert parse_json('["\\ud800 lone"]') == ["\ud800 lone"]
+    assert math.isnan(parse_json('{"x": NaN}')["x"])
+    for text in ("[INFO] not json", '{"unterminated": ', "{'single': 1}"):
+        assert parse_json(text) is None
