@@ -16,12 +16,15 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1 import trace_pb2
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 _ERROR = Status.STATUS_CODE_ERROR
+_FIELD = descriptor_pb2.FieldDescriptorProto
 _EVENT_NAME = "event.name"
 _MISSING: Any = object()
 
@@ -78,7 +81,8 @@ def _is_indexed(key: str) -> bool:
 
 
 class Attributes:
-    """Key lookup over a repeated KeyValue field, read in one pass (see the module doc)."""
+    """Key lookup over a repeated KeyValue field, or over one read as a map (``map_entry``),
+    read in one pass (see the module doc)."""
 
     __slots__ = ("_all", "_kvs", "_prefixed", "_values")
 
@@ -88,13 +92,21 @@ class Attributes:
         keys, prefixes = _keys, _prefixes
         values: dict[str, Any] = {}
         prefixed = False
-        for kv in kvs:
-            key = kv.key
-            if key in keys:
-                values[key] = value_of(kv.value)
-            elif key.startswith(prefixes):
-                values[key] = value_of(kv.value)
-                prefixed = True
+        if type(kvs) is _Map:
+            for key in kvs:  # keys only: a value is read when it is wanted
+                if key in keys:
+                    values[key] = value_of(kvs[key])
+                elif key.startswith(prefixes):
+                    values[key] = value_of(kvs[key])
+                    prefixed = True
+        else:
+            for kv in kvs:
+                key = kv.key
+                if key in keys:
+                    values[key] = value_of(kv.value)
+                elif key.startswith(prefixes):
+                    values[key] = value_of(kv.value)
+                    prefixed = True
         self._values = values
         self._prefixed = prefixed
 
@@ -105,7 +117,8 @@ class Attributes:
 
     def _full(self) -> dict[str, AnyValue]:
         if self._all is None:
-            self._all = {kv.key: kv.value for kv in self._kvs}
+            kvs = self._kvs
+            self._all = dict(kvs.items()) if type(kvs) is _Map else {kv.key: kv.value for kv in kvs}
         return self._all
 
     def __contains__(self, key: str) -> bool:
@@ -142,6 +155,50 @@ class Attributes:
 
     def with_prefix(self, prefix: str) -> dict[str, Any]:
         return {key: self.get(key) for key in self.keys_with_prefix(prefix)}
+
+
+def map_entry(message: descriptor_pb2.DescriptorProto, value: int, value_type: str = "") -> str:
+    """Declare on ``message`` the entry type of a ``map<string, value>`` and return its name.
+    A ``KeyValue`` (key = 1, value = 2) is encoded exactly as such an entry, so a repeated
+    ``KeyValue`` field read as this map is indexed by key in C as it is parsed: reading the
+    few wanted attributes makes no object for the others.  As in a dict, a key written twice
+    keeps its last value; iteration order is the map's, not the sender's."""
+    entry = message.nested_type.add(name="AttributesEntry")
+    entry.options.map_entry = True
+    entry.field.add(name="key", number=1, type=_FIELD.TYPE_STRING, label=_FIELD.LABEL_OPTIONAL)
+    field = entry.field.add(name="value", number=2, type=value, label=_FIELD.LABEL_OPTIONAL)
+    if value_type:
+        field.type_name = value_type
+    return str(entry.name)
+
+
+def _mapped_traces() -> Any:
+    """``TracesData`` (field for field an Export request's) with each span's attributes read
+    as ``map<string, AnyValue>`` (see ``map_entry``): what the detection worker parses."""
+    ours = "skillgauge.mapped"
+    file = descriptor_pb2.FileDescriptorProto()
+    trace_pb2.DESCRIPTOR.CopyToProto(file)
+    file.name, file.package = "skillgauge/mapped_trace.proto", ours
+    del file.service[:]
+    theirs = f".{trace_pb2.DESCRIPTOR.package}."
+    pending = list(file.message_type)
+    while pending:  # the copy's own types, nested ones included, refer to each other
+        message = pending.pop()
+        pending += message.nested_type
+        for field in message.field:
+            if field.type_name.startswith(theirs):
+                field.type_name = f".{ours}.{field.type_name[len(theirs) :]}"
+    (span,) = (m for m in file.message_type if m.name == "Span")
+    entry = map_entry(span, _FIELD.TYPE_MESSAGE, f".{AnyValue.DESCRIPTOR.full_name}")
+    (attributes,) = (f for f in span.field if f.name == "attributes")
+    attributes.type_name = f".{ours}.Span.{entry}"
+    pool = descriptor_pool.Default()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{ours}.TracesData"))
+
+
+MappedTracesData: Any = _mapped_traces()
+_Map: Any = type(MappedTracesData().resource_spans.add().scope_spans.add().spans.add().attributes)
 
 
 def attributes_of(kvs: list[KeyValue] | Any) -> Attributes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -84,7 +85,7 @@ def _field_texts(
 def prompt_texts(view: SpanView) -> list[tuple[str, str]]:
     """(role, raw text) of every prompt-like field on the span."""
     found = list(_field_texts(view, _PROMPT_ATTRIBUTES, _PROMPT_EVENTS))
-    for key in view.attrs.keys_with_prefix(FLATTENED_PREFIX):
+    for key in _flattened_keys(view):
         if key.endswith(FLATTENED_SUFFIXES):
             flattened = view.attrs.text(key)
             if flattened:
@@ -124,10 +125,22 @@ def _text_only(value: Any) -> str:
     return ""
 
 
+def _flattened_keys(view: SpanView) -> list[str]:
+    """The span's flattened message keys in message and part order (``.2.`` before ``.10.``),
+    whatever order the attributes were read in."""
+    keys = view.attrs.keys_with_prefix(FLATTENED_PREFIX)
+    if len(keys) > 1:
+        keys.sort(key=lambda key: [int(part) if part.isdigit() else part for part in _DIGITS.split(key)])
+    return keys
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
 def _flattened_user_texts(view: SpanView) -> list[str]:
     roles: dict[str, str] = {}
     texts: dict[str, list[str]] = {}
-    for key in view.attrs.keys_with_prefix(FLATTENED_PREFIX):
+    for key in _flattened_keys(view):
         index = key[len(FLATTENED_PREFIX) :].split(".", 1)[0]
         if key.endswith(".message.role"):
             roles[index] = view.attrs.text(key) or ""

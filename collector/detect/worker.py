@@ -40,7 +40,6 @@ from typing import Any
 
 from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
@@ -49,7 +48,7 @@ from collector.config import Expectation
 from collector.detect.expectations import Rules
 from collector.detect.stage import Batch, InlineDetection, OnFinished, Signal
 from collector.interpreter import GC_THRESHOLDS
-from collector.spans import Attributes
+from collector.spans import Attributes, MappedTracesData
 
 log = logging.getLogger("skillgauge")
 
@@ -313,7 +312,8 @@ Item = tuple[Any, str, Resource]  # (span or log record, scope name, resource)
 
 # Where each signal keeps its items: request type, then the repeated fields down to them.
 _LAYOUT: dict[str, tuple[type[Message], str, str, str]] = {
-    "traces": (ExportTraceServiceRequest, "resource_spans", "scope_spans", "spans"),
+    # Spans with their attributes indexed as they are parsed: ``collector.spans.map_entry``.
+    "traces": (MappedTracesData, "resource_spans", "scope_spans", "spans"),
     "logs": (ExportLogsServiceRequest, "resource_logs", "scope_logs", "log_records"),
 }
 

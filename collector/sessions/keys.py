@@ -4,10 +4,8 @@ When detection runs in a worker process, the serving process reads a span only t
 its ids, and the few attributes that name a session or end one.  Reading those through the
 full OTLP classes costs a Python object per attribute (~4 us for a 20-attribute agent span).
 ``TraceRequest`` is a narrower schema over the same bytes, with the same field numbers.  Its
-attributes are a ``map<string, bytes>``: a ``KeyValue`` (key = 1, value = 2) is encoded
-exactly as a map entry, so the parser indexes the keys in C and ``picked`` looks up the few
-it wants, decoding only their values.  As with the full classes' dict of attributes, a key
-written twice keeps its last value.
+attributes are a ``map<string, bytes>`` (``collector.spans.map_entry``): the parser indexes
+the keys in C, and ``picked`` looks up the few it wants, decoding only their values.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from collector.spans import value_of
+from collector.spans import map_entry, value_of
 
 _F = descriptor_pb2.FieldDescriptorProto
 _ONE, _MANY = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
@@ -53,11 +51,7 @@ def _build() -> Any:
         for field_name, number, kind, label, type_name in fields:
             field = message.field.add(name=field_name, number=number, type=kind, label=label)
             if field_name == _ATTRIBUTES:
-                entry = message.nested_type.add(name="AttributesEntry")
-                entry.options.map_entry = True
-                entry.field.add(name="key", number=1, type=_F.TYPE_STRING, label=_ONE)
-                entry.field.add(name="value", number=2, type=_F.TYPE_BYTES, label=_ONE)
-                type_name = f"{name}.AttributesEntry"
+                type_name = f"{name}.{map_entry(message, _F.TYPE_BYTES)}"
             if type_name:
                 field.type_name = f".skillgauge.keys.{type_name}"
     pool = descriptor_pool.DescriptorPool()

@@ -127,3 +127,34 @@ def test_a_session_the_worker_cannot_finish_is_answered_for() -> None:
         return worker
 
     assert not asyncio.run(scenario()).lost
+
+
+def test_the_workers_mapped_spans_read_every_recorded_attribute_as_the_full_classes_do() -> None:
+    """The worker parses spans with their attributes as a map (``collector.spans.map_entry``);
+    every recorded span must read the same through it: declared keys, any other key, prefixes."""
+    import collector.detect  # noqa: F401  (declares the keys views collect)
+    from collector.spans import Attributes, MappedTracesData
+
+    spans = 0
+    for signal_name, raw in _requests():
+        if signal_name != "traces":
+            continue
+        full, mapped = ExportTraceServiceRequest.FromString(raw), MappedTracesData.FromString(raw)
+        for full_rs, mapped_rs in zip(full.resource_spans, mapped.resource_spans, strict=True):
+            for full_ss, mapped_ss in zip(full_rs.scope_spans, mapped_rs.scope_spans, strict=True):
+                for one, other in zip(full_ss.spans, mapped_ss.spans, strict=True):
+                    a, b = Attributes(one.attributes), Attributes(other.attributes)
+                    assert dict(b.indexed) == dict(a.indexed)
+                    assert set(b.keys()) == set(a.keys())
+                    assert all(b.get(key) == a.get(key) for key in set(a.keys()))
+                    assert b.get("not.sent") is None and "not.sent" not in b
+                    assert sorted(b.keys_with_prefix("llm.")) == sorted(a.keys_with_prefix("llm."))
+                    # Everything else is the same field by field (maps serialize in their own order).
+                    same = ("trace_id", "span_id", "name", "start_time_unix_nano", "end_time_unix_nano")
+                    assert all(getattr(other, f) == getattr(one, f) for f in same)
+                    assert [e.SerializeToString() for e in other.events] == [
+                        e.SerializeToString() for e in one.events
+                    ]
+                    assert other.status.SerializeToString() == one.status.SerializeToString()
+                    spans += 1
+    assert spans > 100
