@@ -242,12 +242,7 @@ class Pipeline:
                 await sink.consume(coverage)
             records = [encode_record(r.to_dict()) for r in coverage.results]
             summary = encode_record(coverage.to_dict())
-            await self.spool.save_coverage(
-                session.session_id,
-                session.revision,
-                [(r.key, record) for r, record in zip(coverage.results, records, strict=True)],
-                summary,
-            )
+            await self.spool.save_coverage(session.session_id, session.revision, records, summary)
         except Exception:  # the revision stays unfinished: a restart evaluates it again
             log.exception("recording session %r revision %d failed", session.session_id, session.revision)
             return

@@ -104,9 +104,14 @@ def test_kill_9_mid_stream_loses_nothing_and_judges_once(tmp_path: Path) -> None
     # Judged once: every verdict on record was asked for once, except calls the kill cut off
     # before their verdict came back (the judge answers in 0.2 s; a verdict is committed as it
     # arrives, so only calls that started in the last 0.2 s before a kill can be asked again).
-    results = [json.loads(r) for (r,) in rows(db, "SELECT record FROM results WHERE superseded = 0")]
+    results = [r for c in coverage.values() for r in c["results"]]  # each coverage line holds its results
     judged_rows = [r for r in results if r["judge"] is not None]
     assert judged_rows, "the judge was never called: the test proves nothing"
+    # Each verdict was also committed on its own as it arrived, for reuse after a kill.
+    verdicts = [json.loads(r) for (r,) in rows(db, "SELECT record FROM results WHERE superseded = 0")]
+    assert sorted(json.dumps(v, sort_keys=True) for v in verdicts) == sorted(
+        json.dumps(r, sort_keys=True) for r in judged_rows
+    )
     cut_off = sum(1 for seen in fake.requests for k in killed_at if k - 0.25 <= seen.at <= k)
     repeated = len(fake.requests) - len(judged_rows)
     assert 0 <= repeated <= cut_off, (repeated, cut_off)

@@ -54,7 +54,7 @@ def test_open_sessions_are_rebuilt_and_evaluated_ones_are_not_evaluated_again(tm
 
 
 def test_a_new_revision_supersedes_the_old_results_which_stay_on_record(tmp_path: Path) -> None:
-    async def run() -> list[tuple[int, int]]:
+    async def run() -> list[tuple[int, int, int]]:
         pipeline = Pipeline(_config(tmp_path))  # type: ignore[arg-type]
         (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
         await pipeline.consume(Received("traces", request, "test"))
@@ -69,9 +69,35 @@ def test_a_new_revision_supersedes_the_old_results_which_stay_on_record(tmp_path
         import sqlite3
 
         with sqlite3.connect(tmp_path / "skillgauge.sqlite") as db:
-            return list(db.execute("SELECT revision, superseded FROM results GROUP BY revision, superseded"))
+            return list(
+                db.execute(
+                    "SELECT revision, json_extract(record, '$.revision'), json_array_length(record, '$.results') "
+                    "FROM coverage ORDER BY revision"
+                )
+            )
 
-    assert asyncio.run(run()) == [(1, 1), (2, 0)]
+    # Each revision's coverage line holds its own results; the first stays on record.
+    (first, second) = asyncio.run(run())
+    assert first[:2] == (1, 1) and second[:2] == (2, 2)
+    assert first[2] > 0 and second[2] > 0
+
+
+def test_judge_verdicts_of_an_earlier_revision_are_not_reused_once_a_later_one_is_evaluated(
+    tmp_path: Path,
+) -> None:
+    async def run() -> None:
+        spool = SqliteSpool(tmp_path)
+        await spool.save_result("s|1|selection", "s", 1, {"score": 1.0})
+        await spool.save_result("s|2|selection", "s", 2, {"score": 0.0})
+        await spool.save_result("t|1|selection", "t", 1, {"score": 0.5})
+        await spool.save_coverage("s", 3, [encode_record({"score": 0.5})], encode_record({"spans": 2}))
+        await spool.shutdown()
+
+    asyncio.run(run())
+    recovery = SqliteSpool(tmp_path).recovery()
+    # s revisions 1 and 2 were superseded by the evaluated revision 3; t's verdict waits for reuse.
+    assert recovery.results == {"t|1|selection": {"score": 0.5}}
+    assert ("s", 3) in recovery.evaluated
 
 
 def test_checkpoint_trims_requests_closed_records_and_old_results(tmp_path: Path) -> None:
@@ -82,7 +108,8 @@ def test_checkpoint_trims_requests_closed_records_and_old_results(tmp_path: Path
         first = await spool.append("traces", b"a")
         second = await spool.append("traces", b"b")
         spool.record_closed(Closed("s", 1, "idle_timeout", first, first, ()))
-        await spool.save_coverage("s", 1, [("k", encode_record({"x": 1}))], encode_record({"spans": 1}))
+        await spool.save_result("k", "s", 1, {"x": 1})
+        await spool.save_coverage("s", 1, [encode_record({"x": 1})], encode_record({"spans": 1}))
         await spool.checkpoint(second, keep_results_for=3600)  # results are fresh: kept
         await spool.checkpoint(second, keep_results_for=-1)  # everything is older than "now + 1 s"
         await spool.shutdown()
