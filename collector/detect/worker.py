@@ -12,7 +12,8 @@ lists of whatever is waiting (one write and one wake-up for many messages):
   to the child    ("items", request number, signal, raw or None, [(index, key), ...], last)
                   ("fold", provisional, into)  ("finish", key, revision, reason, keep)
                   ("reopen", key)  ("forget", key)  ("ask", token, key)
-  from the child  ("done",) once per request  ("session", Session, reason)
+  from the child  ("read", n): the bytes of n more requests were read (sent at once)
+                  ("session", Session, reason)
                   ("answer", token, skill loads or None)
                   ("failed", "finish" or "ask", key or token): it raised (logged there)
 
@@ -83,7 +84,10 @@ class WorkerDetection:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._child: subprocess.Popen[bytes] | None = None
         self._idle = asyncio.Event()
-        self.backlog = 0  # requests sent whose items the child has not finished reading
+        # Requests sent, and requests whose bytes the child has read: the reader thread counts
+        # those as they arrive, so the backlog (and backpressure) never waits for the loop.
+        self._sent = 0
+        self._read = 0
         self.finishing = 0  # sessions closed, not yet delivered back
         self.lost = False
 
@@ -116,6 +120,11 @@ class WorkerDetection:
         threading.Thread(
             target=self._read_forever, args=(reader,), name="skillgauge-detect-read", daemon=True
         ).start()
+
+    @property
+    def backlog(self) -> int:
+        """Requests sent whose bytes the child has not read yet."""
+        return self._sent - self._read
 
     async def started(self, timeout: float = 30.0) -> None:
         """Return once the child answers (its imports done), so that ready means ready."""
@@ -172,7 +181,9 @@ class WorkerDetection:
         assert loop is not None
         try:
             while True:
-                loop.call_soon_threadsafe(self._received, connection.recv())
+                messages = connection.recv()
+                self._read += sum(message[1] for message in messages if message[0] == "read")
+                loop.call_soon_threadsafe(self._received, messages)
         except (EOFError, OSError):
             loop.call_soon_threadsafe(self._gone)
         finally:
@@ -190,8 +201,6 @@ class WorkerDetection:
             if kind == "session":
                 self.finishing -= 1
                 self._on_finished(message[1], message[2])
-            elif kind == "done":
-                self.backlog -= 1
             elif kind == "answer":
                 self._answer(message[1], message[2])
             elif kind == "failed":  # the worker logged why; a revision stays unfinished
@@ -300,7 +309,7 @@ class _WorkerBatch:
         if self._request is not None:  # the first message of this request carries it
             raw = self._raw if self._raw is not None else self._request.SerializeToString()
             self._request = self._raw = None
-            self._worker.backlog += 1
+            self._worker._sent += 1
         self._worker._outgoing.put(("items", self.number, self.signal, raw, self._items, last))
         self._items = []
 
@@ -345,6 +354,12 @@ def serve_child(inbox: Connection, outbox: Connection) -> None:
             messages = inbox.recv()
         except EOFError:
             return
+        # Say at once what was read, not after the work: the parent refuses new requests
+        # while too many wait to be read, and an answer held behind a batch's work (and the
+        # parent's loop) left this process idle 9 % of the time at saturation.
+        read = sum(1 for message in messages if message[0] == "items" and message[3] is not None)
+        if read:
+            outbox.send([("read", read)])
         for message in messages:
             try:
                 _handle(message, detection, requests, replies)
@@ -353,7 +368,7 @@ def serve_child(inbox: Connection, outbox: Connection) -> None:
                 log.exception("detection worker: handling a %r message failed", message[0])
                 if message[0] in ("finish", "ask"):  # the parent counts on an answer
                     replies.append(("failed", message[0], message[1]))
-        if replies:  # one write per batch received: "done" must not wait behind more work
+        if replies:  # one write per batch received
             outbox.send(replies)
             replies.clear()
 
@@ -368,7 +383,6 @@ def _handle(
     if kind == "items":
         _, number, signal_name, raw, pairs, last = message
         if raw is not None:
-            replies.append(("done",))
             request, items = _items_of(signal_name, raw)
             requests[number] = (items, detection.begin(signal_name, request, raw))
         items, batch = requests[number]
