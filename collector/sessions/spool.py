@@ -534,9 +534,15 @@ class SqliteSpool:
 
     def _settle_all(self, group: list[_Work], outcomes: list[tuple[Any, BaseException | None]]) -> None:
         self._wal_written.set()
+        settled: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]]
+        settled = {}
         for (_, done, loop, _), (value, error) in zip(group, outcomes, strict=True):
             if done is not None and loop is not None:
-                loop.call_soon_threadsafe(_settle, done, value, error)
+                settled.setdefault(loop, []).append((done, value, error))
+        for loop, answers in settled.items():
+            # One wake-up of each waiting loop per transaction, not one per caller: each is a
+            # write to the loop's self-pipe, and a transaction can settle dozens of sessions.
+            loop.call_soon_threadsafe(_settle_each, answers)
 
     def _checkpoint_wal(self) -> None:
         """Copy committed pages from the WAL into the database, on a connection of its own,
@@ -593,13 +599,14 @@ def _insert_rows(db: sqlite3.Connection, batch: list[_Rows]) -> list[tuple[Any, 
     return outcomes
 
 
-def _settle(done: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
-    if done.done():
-        return
-    if error is None:
-        done.set_result(value)
-    else:
-        done.set_exception(error)
+def _settle_each(answers: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    for done, value, error in answers:
+        if done.done():
+            continue
+        if error is None:
+            done.set_result(value)
+        else:
+            done.set_exception(error)
 
 
 def open_spool(path: str, outbox_capacity: int = 100_000) -> Spool:
