@@ -10,7 +10,9 @@ separate processes sending pre-encoded requests over OTLP/gRPC and OTLP/HTTP.
 
 Figures:
   decode_limit_spans_per_s   parse + every attribute to a Python value, same requests, one core
-  ingest_spans_per_s         acknowledged spans/s at saturation (gRPC + HTTP clients)
+                             (the best of five one-second trials)
+  ingest_spans_per_s         acknowledged spans/s at saturation (gRPC + HTTP clients), over the
+                             last 20 s of a 25 s phase (see ``drive``)
   ratio                      ingest / decode limit
   export_p99_ms              Export call latency at 50 % of the ingest rate (after the saturation
                              phase's sessions have closed and their requests been deleted)
@@ -629,7 +631,9 @@ def main(argv: list[str] | None = None) -> int:
     mean_span = sum(len(b) for b in bodies) / spans
     print(f"traffic: {len(bodies)} requests, {spans} spans, {mean_span:.0f} bytes/span on the wire")
 
-    limit = decode_limit(bodies, 1.0 if short else 5.0)
+    # The best of several one-second trials: a stretch of a slower machine (seen: 75k against
+    # 92k spans/s for one five-second trial) must not shrink the ratio's denominator.
+    limit = max(decode_limit(bodies, 1.0) for _ in range(1 if short else 5))
     print(f"decode limit (parse + attribute values, 1 core): {limit:,.0f} spans/s")
     detect_us = detect_cost(bodies)
     print(f"parse + assemble + detect in process: {detect_us:.1f} us/span ({1e6 / detect_us:,.0f} spans/s)")
