@@ -40,8 +40,8 @@ _T = TypeVar("_T")
 def _pickled_by_fields(cls: type[_T]) -> type[_T]:
     """Pickle as the constructor's arguments, in field order.  A ``slots=True`` dataclass
     pickles through ``dataclasses.fields()`` on every object, each way; a session crosses a
-    process boundary when detection runs in a worker, and this halves its cost (38 -> 18 us
-    for a recorded session, both ways)."""
+    process boundary when detection runs in a worker: 38 -> 26 us for a recorded session,
+    both ways, and a pickle a fifth smaller."""
     values = operator.attrgetter(*(f.name for f in fields(cls)))  # type: ignore[arg-type]
 
     def __reduce__(self: Any) -> tuple[Any, tuple[Any, ...]]:
@@ -81,7 +81,6 @@ class SkillLoad:
         return fold_skill_name(self.skill)
 
 
-@_pickled_by_fields
 @_pickled_by_fields
 @dataclass(slots=True)
 class CatalogEntry:
