@@ -301,7 +301,7 @@ _IDS = re.compile(re.escape(SESSION_TAG) + b"|" + re.escape(_TRACE_MARK))
 def cut(body: bytes) -> list[bytes]:
     """``body`` split around its session and trace id tags, each tag kept as the very object
     ``fresh`` looks for.  Clients share the machine with the server, so re-keying a 1 MB
-    request must be cheap: two ``bytes.replace`` calls cost 3.6 us a span, a join ~0.3."""
+    request must be cheap: two ``bytes.replace`` calls cost 3.6 us a span, a join ~0.5."""
     pieces: list[bytes] = []
     at = 0
     for match in _IDS.finditer(body):
