@@ -70,9 +70,16 @@ def test_a_key_written_after_its_value_is_still_found() -> None:
 
 
 def test_a_repeated_key_keeps_its_last_value_as_the_full_classes_read_it() -> None:
-    first = KeyValue(key="session.id", value=AnyValue(string_value="a")).SerializeToString()
-    last = KeyValue(key="session.id", value=AnyValue(string_value="b")).SerializeToString()
-    assert keys.picked(_span(first, last).attributes, ["session.id"]) == {"session.id": "b"}
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+    from collector.sessions.assembler import _picked  # the inline path's reading
+
+    first = KeyValue(key="session.id", value=AnyValue(string_value="a"))
+    last = KeyValue(key="session.id", value=AnyValue(string_value="b"))
+    full = Span(attributes=[first, last])
+    narrow = _span(first.SerializeToString(), last.SerializeToString())
+    assert keys.picked(narrow.attributes, ["session.id"]) == _picked(full.attributes, frozenset({"session.id"}))
+    assert keys.picked(narrow.attributes, ["session.id"]) == {"session.id": "b"}
 
 
 def test_long_keys_and_empty_values() -> None:
