@@ -118,29 +118,3 @@ def test_checkpoint_trims_requests_closed_records_and_old_results(tmp_path: Path
     with sqlite3.connect(tmp_path / "skillgauge.sqlite") as db:
         counts = {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("requests", "closed", "results", "coverage")}
     assert counts == {"requests": 1, "closed": 0, "results": 0, "coverage": 0}
-
-
-def test_checkpoint_deletes_every_request_no_session_needs_a_few_megabytes_per_transaction(
-    tmp_path: Path,
-) -> None:
-    import sqlite3
-
-    async def run() -> tuple[int, int]:
-        spool = SqliteSpool(tmp_path)
-        for _ in range(3000):  # small requests: many to a transaction
-            await spool.append("traces", b"s" * 100)
-        for _ in range(6):  # 3 MB each: one to a transaction
-            await spool.append("traces", b"b" * 3_000_000)
-        kept = await spool.append("traces", b"still needed")
-        before = spool.commits
-        await spool.checkpoint(kept)
-        deletions = spool.commits - before - 1  # the first commit records replay_from
-        await spool.shutdown()
-        return kept, deletions
-
-    kept, deletions = asyncio.run(run())
-    with sqlite3.connect(tmp_path / "skillgauge.sqlite") as db:
-        assert db.execute("SELECT id FROM requests").fetchall() == [(kept,)]
-    # 3,000 small ones take 3 transactions (1,024 at most each, the third with the first big
-    # one), then one for each 3 MB request: never more than ~4 MB freed in one.
-    assert 8 <= deletions <= 9, deletions
