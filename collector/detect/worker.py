@@ -366,7 +366,7 @@ def serve_child(inbox: Connection, outbox: Connection) -> None:
         # Say at once what was read, not after the work: the parent refuses new requests
         # while too many wait to be read, and an answer held behind a batch's work (and the
         # parent's loop) left this process idle 9 % of the time at saturation.
-        read = sum(1 for message in messages if message[0] == "items" and message[3] is not None)
+        read = sum(map(_carries_bytes, messages))
         if read:
             outbox.send([("read", read)])
         for message in messages:
