@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1 import trace_pb2
@@ -199,10 +199,6 @@ def _mapped_traces() -> Any:
 
 MappedTracesData: Any = _mapped_traces()
 _Map: Any = type(MappedTracesData().resource_spans.add().scope_spans.add().spans.add().attributes)
-
-
-def attributes_of(kvs: list[KeyValue] | Any) -> Attributes:
-    return Attributes(kvs)
 
 
 class ResourceView:

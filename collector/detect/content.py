@@ -31,10 +31,6 @@ def has_marker(view: SpanView, markers: tuple[tuple[str, str | None], ...]) -> b
 _ABSENT: Any = object()
 
 
-def first_text(view: SpanView, keys: tuple[str, ...]) -> str | None:
-    return view.attrs.first_text(keys)
-
-
 def event_text(view: SpanView, events: tuple[tuple[str, str], ...]) -> str | None:
     """The first event holding one of ``events``; within it, the field listed first."""
     best: tuple[int, int] | None = None
