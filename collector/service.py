@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 import grpc
 from aiohttp import web
 
-from collector import __version__
+from collector import __version__, compiled
 from collector.config import Config, Listener, Status
 from collector.export import status
 from collector.export.otlp import OtlpExporter
@@ -172,14 +172,16 @@ class Service:
                 "spool: %s (acknowledged spans survive a crash)", getattr(self.pipeline.spool, "path", "?")
             )
         s = cfg.sessions
+        modules = len(compiled.compiled())
         log.info(
-            "sessions: keys %s; close after %gs idle, %gs max, %d spans, end attribute %s; detection %s",
+            "sessions: keys %s; close after %gs idle, %gs max, %d spans, end attribute %s; detection %s; %s",
             ", ".join(s.keys),
             s.idle_timeout,
             s.max_duration,
             s.max_spans,
             s.end_attribute,
             "in a worker process" if self.pipeline.worker is not None else "inline (sessions.detection)",
+            f"hot path compiled ({modules} modules)" if modules else "hot path in pure Python (not compiled)",
         )
         if cfg.export.otlp is not None:
             otlp = cfg.export.otlp

@@ -51,7 +51,7 @@ def _has_any(text: str, markers: tuple[str, ...]) -> bool:
     return False
 
 
-_HISTORIES = 4  # message histories remembered per session (see ``_unread_part``)
+_HISTORIES = 4  # message histories remembered per session (see ``_unread_part``); 0 reads each whole
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -242,7 +242,8 @@ class SessionEvidence:
                 break
         if not isinstance(parse_json(unread), list):
             return raw
-        self._histories = [(len(raw), hash(raw[:-1])), *self._histories[: _HISTORIES - 1]]
+        self._histories.insert(0, (len(raw), hash(raw[:-1])))
+        del self._histories[_HISTORIES:]
         return unread
 
     def _scan(self, raw: str, seen: _Seen) -> None:

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 from support import FRAMEWORKS
 
 from collector.config import parse
+from collector.detect import messages, session
 from collector.detect.session import SessionEvidence
-from collector.replay import replay
+from collector.receiver.errors import ReceiveError
+from collector.replay import replay, requests_in
+from collector.spans import ResourceView, SpanView
 from evaluators.evidence import Session
 
 RECORDINGS = sorted(str(p) for p in FRAMEWORKS.glob("*/*.jsonl"))
@@ -27,26 +31,39 @@ def _sessions() -> list[Session]:
     return sorted((c.session for c in outcome.coverages), key=lambda s: (s.session_id, s.revision))
 
 
+def _histories_cut() -> list[tuple[int, int]]:
+    """(history length, unread part length) for each recorded history read incrementally."""
+    cut: list[tuple[int, int]] = []
+    for path in RECORDINGS:
+        evidence = SessionEvidence()
+        for _, received in requests_in(Path(path)):
+            if isinstance(received, ReceiveError) or received.signal != "traces":
+                continue
+            for resource_spans in received.request.resource_spans:
+                resource = ResourceView(resource_spans.resource)
+                for scope_spans in resource_spans.scope_spans:
+                    for span in scope_spans.spans:
+                        view = SpanView(span, scope_spans.scope.name, resource)
+                        for role, raw in messages.prompt_texts(view):
+                            part = evidence._unread_part(raw) if role == "messages" else raw
+                            if part is not raw:
+                                cut.append((len(raw), len(part)))
+    return cut
+
+
 def test_reading_histories_incrementally_detects_exactly_what_reading_them_whole_does(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    unread = SessionEvidence._unread_part
-    shortened: list[tuple[int, int]] = []
-
-    def counting(self: SessionEvidence, raw: str) -> str:
-        part = unread(self, raw)
-        if part is not raw:
-            shortened.append((len(raw), len(part)))
-        return part
-
-    monkeypatch.setattr(SessionEvidence, "_unread_part", counting)
     incremental = _sessions()
-    monkeypatch.setattr(SessionEvidence, "_unread_part", lambda self, raw: raw)
+    monkeypatch.setattr(session, "_HISTORIES", 0)  # remember none: every history is read whole
     whole = _sessions()
+    assert not _histories_cut()
 
     assert len(incremental) == len(whole) > 50
     assert incremental == whole
     # The real recordings take the incremental path, and it reads less.
+    monkeypatch.undo()
+    shortened = _histories_cut()
     assert len(shortened) >= 10, shortened
     assert all(part < full for full, part in shortened)
 
