@@ -1,6 +1,7 @@
 """The spool: what must survive ``kill -9``, in one SQLite database (WAL).
 
-* every accepted OTLP request, committed before it is acknowledged;
+* every accepted OTLP request, committed before it is acknowledged (its bytes in segment
+  files beside the database, ``collector.sessions.segments``; where they are, in ``spooled``);
 * which session revisions closed, up to which request, over which traces;
 * each judge verdict as it arrives, under its idempotency key (reused after a crash);
 * each evaluated revision's coverage line, holding every result of the revision;
@@ -29,6 +30,7 @@ import json
 import logging
 import queue
 import sqlite3
+import sys
 import threading
 import time
 from collections import deque
@@ -38,6 +40,8 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import orjson
+
+from collector.sessions.segments import Segments, Spooled
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +53,13 @@ def encode_record(record: dict[str, Any]) -> str:
 
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS requests (
+CREATE TABLE IF NOT EXISTS spooled (
     id INTEGER PRIMARY KEY,
     received_at REAL NOT NULL,
     signal TEXT NOT NULL,
-    payload BLOB NOT NULL
+    segment INTEGER NOT NULL,
+    offset INTEGER NOT NULL,
+    length INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS closed (
     session TEXT NOT NULL,
@@ -94,14 +100,12 @@ CREATE TABLE IF NOT EXISTS state (name TEXT PRIMARY KEY, value INTEGER NOT NULL)
 # Work other than requests per transaction: a request that arrives while a transaction runs
 # waits for it, so it stays short (~5 ms) even when a wave of closed sessions is queued.
 _OTHER_PER_GROUP = 64
-# A spooled request is a ~1 MB blob, written, copied from the WAL and deleted again: on 4 KB
-# pages that is a chain of 256 overflow pages each time.  On 16 KB pages, Export p99 at half
-# load measured 21-26 ms against 40-45 ms (64 KB: 23-34 ms, and more WAL per small commit).
+# Requests were ~1 MB blobs, chains of 256 overflow pages on 4 KB pages.  On 16 KB pages,
+# Export p99 at half load measured 21-26 ms against 40-45 ms.  Kept for new spools.
 _PAGE_SIZE = 16384
 _ROWS_PER_STATEMENT = 256
 _WAL_SIZE_LIMIT = 64 * 1024 * 1024
-_CHECKPOINT_EVERY = 0.1  # seconds; at ~50 MB/s of requests the WAL stays under ~5 MB
-_DELETE_CHUNK = 4  # spooled requests (up to ~4 MB each) deleted per transaction
+_CHECKPOINT_EVERY = 0.1  # seconds
 T = TypeVar("T")
 
 
@@ -269,7 +273,9 @@ class SqliteSpool:
             raise RuntimeError(f"storage.path: cannot open the spool at {self.path}: {err}") from None
         self._capacity = outbox_capacity
         self._outbox_len: dict[str, int] = {}
+        self._segments = Segments(self.path.parent / "requests")
         self._recovery = self._load()
+        self._next_id = self._first_free_id()
         self._queue: queue.SimpleQueue[_Work] = queue.SimpleQueue()
         self._wal_written = threading.Event()
         self._stopped = threading.Event()
@@ -296,6 +302,7 @@ class SqliteSpool:
                     Closed(session, revision, reason, first, last, tuple(t for t in traces.split(",") if t))
                 )
             recovery.evaluated = {(s, r) for s, r in db.execute("SELECT session, revision FROM coverage")}
+            self._move_blobs(db)
             unevaluated = {(s, r) for s, revs in recovery.closed.items() for r in (c.revision for c in revs)}
             unevaluated -= recovery.evaluated
             for key, record in db.execute(
@@ -309,16 +316,53 @@ class SqliteSpool:
         finally:
             db.close()
 
+    def _move_blobs(self, db: sqlite3.Connection) -> None:
+        """Spools from before segment files kept request bytes in a ``requests`` table: move
+        them into a segment, keeping their ids, in one transaction (rerun after a crash)."""
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'requests'").fetchone():
+            return
+        with db:
+            for request_id, received_at, signal, payload in db.execute(
+                "SELECT id, received_at, signal, payload FROM requests ORDER BY id"
+            ).fetchall():
+                where = self._segments.append(payload)
+                db.execute(
+                    "INSERT OR REPLACE INTO spooled VALUES (?, ?, ?, ?, ?, ?)",
+                    (request_id, received_at, signal, where.segment, where.offset, where.length),
+                )
+            db.execute("DROP TABLE requests")
+        self._segments.close()
+
+    def _first_free_id(self) -> int:
+        """Request ids only grow, across restarts too: ``replay_from`` may be past every row
+        left (SQLite would number the next row 1 in an empty table, and a restart would then
+        skip it)."""
+        db = sqlite3.connect(self.path)
+        try:
+            (last,) = db.execute("SELECT MAX(id) FROM spooled").fetchone()
+        finally:
+            db.close()
+        return max(int(last or 0) + 1, self._recovery.replay_from)
+
     def recovery(self) -> Recovery:
         return self._recovery
 
     def requests(self, from_id: int) -> Iterator[tuple[int, str, bytes]]:
-        """Spooled requests from ``from_id`` on, read through a connection of the caller's own."""
+        """Spooled requests from ``from_id`` on, read through a connection of the caller's own.
+        A request whose bytes cannot be read is logged and skipped: the others still replay."""
         db = sqlite3.connect(self.path)
         try:
-            yield from db.execute(
-                "SELECT id, signal, payload FROM requests WHERE id >= ? ORDER BY id", (from_id,)
+            rows = db.execute(
+                "SELECT id, signal, segment, offset, length FROM spooled WHERE id >= ? ORDER BY id",
+                (from_id,),
             )
+            for request_id, signal, segment, offset, length in rows:
+                try:
+                    payload = self._segments.read(Spooled(segment, offset, length))
+                except OSError as err:
+                    log.error("spooled request %d cannot be read, skipped: %s", request_id, err)
+                    continue
+                yield request_id, signal, payload
         finally:
             db.close()
 
@@ -340,10 +384,14 @@ class SqliteSpool:
         now = time.time()
 
         def insert(db: sqlite3.Connection) -> int:
-            cursor = db.execute(
-                "INSERT INTO requests (received_at, signal, payload) VALUES (?, ?, ?)", (now, signal, payload)
+            # The bytes first: a row is never committed without them (see ``segments``).
+            where = self._segments.append(payload)
+            request_id, self._next_id = self._next_id, self._next_id + 1
+            db.execute(
+                "INSERT INTO spooled VALUES (?, ?, ?, ?, ?, ?)",
+                (request_id, now, signal, where.segment, where.offset, where.length),
             )
-            return int(cursor.lastrowid or 0)
+            return request_id
 
         return await self._submit(insert, urgent=True)
 
@@ -420,29 +468,23 @@ class SqliteSpool:
         return self._outbox_len.get(channel, 0)
 
     async def checkpoint(self, replay_from: int, keep_results_for: float | None = None) -> None:
-        def write(db: sqlite3.Connection) -> None:
+        def write(db: sqlite3.Connection) -> int | None:
             db.execute("INSERT OR REPLACE INTO state (name, value) VALUES ('replay_from', ?)", (replay_from,))
             db.execute("DELETE FROM closed WHERE last_request < ?", (replay_from,))
+            db.execute("DELETE FROM spooled WHERE id < ?", (replay_from,))
             if keep_results_for is not None:
                 cutoff = time.time() - keep_results_for
                 db.execute("DELETE FROM results WHERE created_at < ?", (cutoff,))
                 db.execute("DELETE FROM coverage WHERE evaluated_at < ?", (cutoff,))
+            (first,) = db.execute("SELECT MIN(segment) FROM spooled").fetchone()
+            return None if first is None else int(first)
 
-        def delete_requests(db: sqlite3.Connection) -> int:
-            # A few at a time: freeing hundreds of megabytes in one transaction held every
-            # acknowledgement behind it for a quarter of a second.
-            cursor = db.execute(
-                "DELETE FROM requests WHERE id IN (SELECT id FROM requests WHERE id < ? ORDER BY id LIMIT ?)",
-                (replay_from, _DELETE_CHUNK),
-            )
-            return int(cursor.rowcount)
-
-        await self._submit(write)
-        while await self._submit(delete_requests) == _DELETE_CHUNK:
-            pass
+        first_needed = await self._submit(write)
+        # Files go once the rows that pointed into them are gone for good (committed).
+        await self._submit(lambda db: self._segments.drop_before(first_needed or sys.maxsize))
 
     def size_bytes(self) -> int:
-        total = 0
+        total = self._segments.size_bytes()
         for suffix in ("", "-wal"):
             with contextlib.suppress(OSError):
                 total += Path(f"{self.path}{suffix}").stat().st_size
@@ -454,6 +496,7 @@ class SqliteSpool:
         self._stopped.set()
         self._wal_written.set()  # wake it to see the stop
         await asyncio.to_thread(self._checkpointer.join, timeout)
+        self._segments.close()
 
     def _run(self) -> None:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)

@@ -116,5 +116,5 @@ def test_checkpoint_trims_requests_closed_records_and_old_results(tmp_path: Path
 
     asyncio.run(run())
     with sqlite3.connect(tmp_path / "skillgauge.sqlite") as db:
-        counts = {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("requests", "closed", "results", "coverage")}
-    assert counts == {"requests": 1, "closed": 0, "results": 0, "coverage": 0}
+        counts = {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("spooled", "closed", "results", "coverage")}
+    assert counts == {"spooled": 1, "closed": 0, "results": 0, "coverage": 0}

@@ -25,7 +25,9 @@ def test_a_request_is_committed_before_a_backlog_of_session_records(tmp_path: Pa
         # A slow first transaction, so that what follows queues up behind it.
         blocker = asyncio.ensure_future(spool.append("traces", b"x" * 20_000_000))
         backlog = [
-            asyncio.ensure_future(spool.save_coverage(f"s{i}", 1, [encode_record(RECORD)], encode_record({"spans": i})))
+            asyncio.ensure_future(
+                spool.save_coverage(f"s{i}", 1, [encode_record(RECORD)], encode_record({"spans": i}))
+            )
             for i in range(3000)
         ]
         await asyncio.sleep(0)  # every task above has queued its work
@@ -52,7 +54,9 @@ def test_rows_of_many_sessions_share_statements_and_all_arrive(tmp_path: Path) -
             spool.record_closed(Closed(f"s{i}", 1, "idle_timeout", 1, 1, ("ab" * 16,)))
         await asyncio.gather(
             *(
-                spool.save_coverage(f"s{i}", 1, [encode_record(RECORD) for j in range(3)], encode_record({"spans": i}))
+                spool.save_coverage(
+                    f"s{i}", 1, [encode_record(RECORD) for j in range(3)], encode_record({"spans": i})
+                )
                 for i in range(700)
             )
         )
@@ -88,17 +92,80 @@ def test_a_bad_row_fails_alone_and_the_rest_of_its_batch_commits(tmp_path: Path)
 
 
 @pytest.mark.parametrize("requests", [0, 5, 40])
-def test_checkpoint_deletes_every_request_before_replay_from_a_few_at_a_time(
+def test_checkpoint_deletes_every_request_before_replay_from_and_the_files_they_filled(
     tmp_path: Path, requests: int
 ) -> None:
     async def run() -> None:
         spool = SqliteSpool(tmp_path)
+        spool._segments._segment_bytes = 3000  # three requests a file
         ids = [await spool.append("traces", b"r" * 1000) for _ in range(requests + 1)]
         await spool.checkpoint(ids[-1])
+        assert [(i, p) for i, _, p in spool.requests(1)] == [(ids[-1], b"r" * 1000)]
         await spool.shutdown()
 
     asyncio.run(run())
-    assert _rows(tmp_path, "SELECT COUNT(*) FROM requests") == [(1,)]
+    assert _rows(tmp_path, "SELECT COUNT(*) FROM spooled") == [(1,)]
+    assert len(list((tmp_path / "requests").iterdir())) == 1  # the last request's file
+
+
+def test_request_ids_never_go_back_even_when_every_request_was_deleted(tmp_path: Path) -> None:
+    async def run() -> list[int]:
+        spool = SqliteSpool(tmp_path)
+        first = [await spool.append("traces", b"a"), await spool.append("traces", b"b")]
+        await spool.checkpoint(first[-1] + 1)  # nothing is needed any more: every row goes
+        later = await spool.append("traces", b"c")
+        await spool.shutdown()
+        spool = SqliteSpool(tmp_path)  # a restart: the last checkpoint said replay from 3
+        again = await spool.append("traces", b"d")
+        replayed = [payload for _, _, payload in spool.requests(spool.recovery().replay_from)]
+        await spool.shutdown()
+        assert replayed == [b"c", b"d"]
+        return [*first, later, again]
+
+    assert asyncio.run(run()) == [1, 2, 3, 4]
+
+
+def test_a_request_whose_bytes_are_gone_is_skipped_with_an_error_and_the_rest_replay(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def run() -> list[bytes]:
+        spool = SqliteSpool(tmp_path)
+        spool._segments._segment_bytes = 1
+        for payload in (b"one", b"two", b"three"):
+            await spool.append("traces", payload)
+        (tmp_path / "requests" / "00000002.seg").write_bytes(b"t")  # torn
+        replayed = [payload for _, _, payload in spool.requests(1)]
+        await spool.shutdown()
+        return replayed
+
+    assert asyncio.run(run()) == [b"one", b"three"]
+    assert "spooled request 2 cannot be read, skipped" in caplog.text
+    assert "1 of 3 bytes" in caplog.text
+
+
+def test_requests_spooled_as_blobs_by_an_older_version_move_to_a_segment_with_their_ids(
+    tmp_path: Path,
+) -> None:
+    asyncio.run(SqliteSpool(tmp_path).shutdown())  # the schema; then an older version's table
+    with sqlite3.connect(tmp_path / "skillgauge.sqlite") as db:
+        db.execute(
+            "CREATE TABLE requests (id INTEGER PRIMARY KEY, received_at REAL NOT NULL, "
+            "signal TEXT NOT NULL, payload BLOB NOT NULL)"
+        )
+        db.executemany(
+            "INSERT INTO requests VALUES (?, 0, ?, ?)", [(7, "traces", b"x" * 10), (9, "logs", b"y")]
+        )
+
+    async def run() -> list[tuple[int, str, bytes]]:
+        spool = SqliteSpool(tmp_path)
+        new = await spool.append("traces", b"z")
+        found = list(spool.requests(1))
+        await spool.shutdown()
+        assert new == 10
+        return found
+
+    assert asyncio.run(run()) == [(7, "traces", b"x" * 10), (9, "logs", b"y"), (10, "traces", b"z")]
+    assert _rows(tmp_path, "SELECT name FROM sqlite_master WHERE name = 'requests'") == []
 
 
 def test_a_new_spool_uses_large_pages_and_an_existing_one_keeps_its_own(tmp_path: Path) -> None:
@@ -116,4 +183,4 @@ def test_a_new_spool_uses_large_pages_and_an_existing_one_keeps_its_own(tmp_path
         db.execute("CREATE TABLE t (x)")
     asyncio.run(open_and_close(tmp_path / "old"))
     assert _rows(tmp_path / "old", "PRAGMA page_size") == [(4096,)]
-    assert _rows(tmp_path / "old", "SELECT count(*) FROM requests") == [(1,)]
+    assert _rows(tmp_path / "old", "SELECT count(*) FROM spooled") == [(1,)]
