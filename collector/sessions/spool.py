@@ -322,9 +322,9 @@ class SqliteSpool:
         if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'requests'").fetchone():
             return
         with db:
-            for request_id, received_at, signal, payload in db.execute(
+            for request_id, received_at, signal, payload in db.execute(  # one blob at a time
                 "SELECT id, received_at, signal, payload FROM requests ORDER BY id"
-            ).fetchall():
+            ):
                 where = self._segments.append(payload)
                 db.execute(
                     "INSERT OR REPLACE INTO spooled VALUES (?, ?, ?, ?, ?, ?)",
@@ -481,7 +481,9 @@ class SqliteSpool:
 
         first_needed = await self._submit(write)
         # Files go once the rows that pointed into them are gone for good (committed).
-        await self._submit(lambda db: self._segments.drop_before(first_needed or sys.maxsize))
+        await self._submit(
+            lambda db: self._segments.drop_before(sys.maxsize if first_needed is None else first_needed)
+        )
 
     def size_bytes(self) -> int:
         total = self._segments.size_bytes()
