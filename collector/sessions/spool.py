@@ -544,7 +544,7 @@ class SqliteSpool:
             try:
                 outcomes[0] = (work(db), None)
                 self.commits += 1
-            except sqlite3.Error as err:
+            except (sqlite3.Error, OSError) as err:  # OSError: a segment write (a full disk)
                 outcomes[0] = (None, err)
             self._settle_all(group, outcomes)
             return
@@ -566,7 +566,7 @@ class SqliteSpool:
                     continue
                 try:
                     outcomes[i] = (work(db), None)
-                except sqlite3.Error as err:  # one bad write fails alone, the group still commits
+                except (sqlite3.Error, OSError) as err:  # one bad write fails alone, the group commits
                     outcomes[i] = (None, err)
             db.execute("COMMIT")
             self.commits += 1

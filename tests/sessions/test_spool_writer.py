@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from collector.sessions.segments import Spooled
 from collector.sessions.spool import Closed, SqliteSpool, encode_record
 
 RECORD = {"evaluation": "skill_omission", "status": "not_applicable", "explanation": "x" * 200}
@@ -184,3 +185,26 @@ def test_a_new_spool_uses_large_pages_and_an_existing_one_keeps_its_own(tmp_path
     asyncio.run(open_and_close(tmp_path / "old"))
     assert _rows(tmp_path / "old", "PRAGMA page_size") == [(4096,)]
     assert _rows(tmp_path / "old", "SELECT count(*) FROM spooled") == [(1,)]
+
+
+def test_a_request_whose_bytes_cannot_be_written_fails_alone_and_the_writer_goes_on(tmp_path: Path) -> None:
+    async def run() -> tuple[BaseException | int, int]:
+        spool = SqliteSpool(tmp_path)
+        write = spool._segments.append
+
+        def full_disk(payload: bytes) -> Spooled:
+            raise OSError(28, "No space left on device")
+
+        spool._segments.append = full_disk  # type: ignore[method-assign]
+        # (A writer thread killed by the error would never answer: wait_for makes that a failure.)
+        failed = await asyncio.gather(
+            asyncio.wait_for(spool.append("traces", b"lost"), 5), return_exceptions=True
+        )
+        spool._segments.append = write  # type: ignore[method-assign]
+        kept = await asyncio.wait_for(spool.append("traces", b"kept"), 5)
+        assert [p for _, _, p in spool.requests(1)] == [b"kept"]
+        await spool.shutdown()
+        return failed[0], kept
+
+    failed, kept = asyncio.run(run())
+    assert isinstance(failed, OSError) and kept > 0
