@@ -91,6 +91,7 @@ class WorkerDetection:
         self._read = 0
         self.finishing = 0  # sessions closed, not yet delivered back
         self.lost = False
+        self._stopping = False  # the pipe to the child was closed on purpose
 
     # -- life cycle -------------------------------------------------------------------------
 
@@ -139,6 +140,7 @@ class WorkerDetection:
     async def stop(self, timeout: float = 10.0) -> None:
         """Let the child finish what it was sent, then end it."""
         await self.settle(timeout)
+        self._stopping = True
         self._outgoing.put(_STOP)
         child = self._child
         if child is not None:
@@ -189,6 +191,10 @@ class WorkerDetection:
                 self._read += sum(message[1] for message in messages if message[0] == "read")
                 loop.call_soon_threadsafe(self._received, messages)
         except (EOFError, OSError):
+            child = self._child
+            if child is not None:  # the pipe closes as the child exits: wait for its code
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=1.0)
             loop.call_soon_threadsafe(self._gone)
         finally:
             connection.close()
@@ -223,7 +229,9 @@ class WorkerDetection:
     def _gone(self) -> None:
         child = self._child
         code = child.poll() if child is not None else None
-        if self.backlog or self.finishing or code not in (0, None):
+        # Unless this process closed the pipe, the child's end means it died, whatever it had
+        # in hand (a killed child's exit code may not be known yet when its pipe closes).
+        if not self._stopping or self.backlog or self.finishing or code not in (0, None):
             self.lost = True
             log.error(
                 "the detection worker exited (code %s) with %d requests and %d sessions in hand; "
