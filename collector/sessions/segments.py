@@ -72,16 +72,15 @@ class Segments:
             )
         return data
 
-    def drop_before(self, segment: int) -> int:
-        """Delete the files before ``segment`` (never the one being appended to); how many."""
-        dropped = 0
+    def drop_before(self, segment: int | None) -> None:
+        """Delete the files before ``segment`` (None: every file), never the one being
+        appended to."""
+        keep_from = self._number if segment is None else min(segment, self._number)
         for number in self.numbers():
-            if number >= min(segment, self._number):
+            if number >= keep_from:
                 break
             with contextlib.suppress(FileNotFoundError):
                 self._path(number).unlink()
-                dropped += 1
-        return dropped
 
     def size_bytes(self) -> int:
         total = 0

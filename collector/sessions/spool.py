@@ -30,7 +30,6 @@ import json
 import logging
 import queue
 import sqlite3
-import sys
 import threading
 import time
 from collections import deque
@@ -274,8 +273,8 @@ class SqliteSpool:
         self._capacity = outbox_capacity
         self._outbox_len: dict[str, int] = {}
         self._segments = Segments(self.path.parent / "requests")
+        self._next_id = 1  # set by ``_load``
         self._recovery = self._load()
-        self._next_id = self._first_free_id()
         self._queue: queue.SimpleQueue[_Work] = queue.SimpleQueue()
         self._wal_written = threading.Event()
         self._stopped = threading.Event()
@@ -303,6 +302,11 @@ class SqliteSpool:
                 )
             recovery.evaluated = {(s, r) for s, r in db.execute("SELECT session, revision FROM coverage")}
             self._move_blobs(db)
+            # Request ids only grow, across restarts too: ``replay_from`` may be past every row
+            # left (SQLite would number the next row of an empty table 1, and a restart would
+            # then skip it).
+            (last,) = db.execute("SELECT MAX(id) FROM spooled").fetchone()
+            self._next_id = max(int(last or 0) + 1, recovery.replay_from)
             unevaluated = {(s, r) for s, revs in recovery.closed.items() for r in (c.revision for c in revs)}
             unevaluated -= recovery.evaluated
             for key, record in db.execute(
@@ -332,17 +336,6 @@ class SqliteSpool:
                 )
             db.execute("DROP TABLE requests")
         self._segments.close()
-
-    def _first_free_id(self) -> int:
-        """Request ids only grow, across restarts too: ``replay_from`` may be past every row
-        left (SQLite would number the next row 1 in an empty table, and a restart would then
-        skip it)."""
-        db = sqlite3.connect(self.path)
-        try:
-            (last,) = db.execute("SELECT MAX(id) FROM spooled").fetchone()
-        finally:
-            db.close()
-        return max(int(last or 0) + 1, self._recovery.replay_from)
 
     def recovery(self) -> Recovery:
         return self._recovery
@@ -481,9 +474,7 @@ class SqliteSpool:
 
         first_needed = await self._submit(write)
         # Files go once the rows that pointed into them are gone for good (committed).
-        await self._submit(
-            lambda db: self._segments.drop_before(sys.maxsize if first_needed is None else first_needed)
-        )
+        await self._submit(lambda db: self._segments.drop_before(first_needed))
 
     def size_bytes(self) -> int:
         total = self._segments.size_bytes()
