@@ -133,6 +133,8 @@ class Runner:
         self.registry = load_registry(self.config.skills.paths)  # validated with the config
         self.judge = judge if judge is not None else build_judge(self.config, self.metrics)
         self.settings = settings_from(self.config, self.registry, self.judge is not None)
+        # The judge evaluations configured on, named in every coverage line.
+        self.enabled = tuple(name for name in suite.JUDGE_EVALUATIONS if self.settings.policy(name).enabled)
         self.metrics.skill_labels.learn([s.name for s in self.registry.skills.values()])
         self._in_flight: set[asyncio.Task[None]] = set()
         self._calls: set[asyncio.Task[EvaluationResult]] = set()
@@ -169,10 +171,6 @@ class Runner:
             if price is None
             else Prices.of(price.input, price.output, price.cache_read, price.cache_write)
         )
-
-    @property
-    def enabled(self) -> tuple[str, ...]:
-        return tuple(name for name in suite.JUDGE_EVALUATIONS if self.settings.policy(name).enabled)
 
     def submit(self, session: Session) -> None:
         closed_at = time.monotonic()

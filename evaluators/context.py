@@ -85,3 +85,11 @@ def available_tools(session: Session) -> str:
 
 def has_trajectory(session: Session) -> bool:
     return bool(session.turns or session.tool_calls)
+
+
+def has_context_before(session: Session, at_ns: int) -> bool:
+    """Whether ``trajectory(session, at_ns)`` has a line, without rendering it: a call
+    before ``at_ns`` inside a turn implies that turn started before ``at_ns`` too."""
+    return any(t.start_unix_nano < at_ns for t in session.turns) or any(
+        c.start_unix_nano < at_ns for c in session.tool_calls
+    )

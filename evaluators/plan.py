@@ -31,6 +31,9 @@ class Policy:
     model: str | None = None
 
 
+_DEFAULT_POLICY = Policy()
+
+
 @dataclass(frozen=True, slots=True)
 class CustomSpec:
     name: str  # without the "custom." prefix
@@ -60,7 +63,7 @@ class Settings:
         for spec in self.custom:
             if spec.evaluation == evaluation:
                 return spec.policy
-        return self.policies.get(evaluation, Policy())
+        return self.policies.get(evaluation, _DEFAULT_POLICY)
 
     def model_for(self, evaluation: str) -> str:
         return self.policy(evaluation).model or self.model

@@ -7,7 +7,7 @@ a missing verdict can never be read as a pass.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -168,7 +168,7 @@ class Coverage:
             FOLLOWING: len({fold_skill_name(load.skill) for load in loads}),
             OMISSION: 1,
         }
-        counts = Counter(r.evaluation for r in self.results)
+        counts = _tally(r.evaluation for r in self.results)
         rows = {
             name: {"owed": owed[name] if name in self.enabled else 0, "rows": counts.get(name, 0)}
             for name in (SELECTION, FOLLOWING, OMISSION)
@@ -189,8 +189,8 @@ class Coverage:
 
     def to_dict(self) -> dict[str, Any]:
         s = self.session
-        by_status = Counter(r.status for r in self.results)
-        loads_by_status = Counter(load.status for load in s.skill_loads)
+        by_status = _tally(r.status for r in self.results)
+        loads_by_status = _tally(load.status for load in s.skill_loads)
         met = [r.skill for r in self.results if r.evaluation == "skill_invoked" and r.passed]
         missed = [r.skill for r in self.results if r.evaluation == "skill_invoked" and r.passed is False]
         return {
@@ -228,6 +228,14 @@ class Coverage:
             "accounting": self.accounting(),
             "judge": self.judge_totals(),
         }
+
+
+def _tally(values: Iterable[str]) -> dict[str, int]:
+    # Not ``collections.Counter``: its methods are interpreted, and every session counts three times.
+    counts: dict[str, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return counts
 
 
 def _by_evaluation(results: list[EvaluationResult]) -> dict[str, dict[str, int]]:

@@ -31,8 +31,7 @@ def plan(session: Session, settings: Settings) -> list[Slot]:
         }
         at = context.load_time(session, load)
         turn = context.triggering_turn(session, at)
-        before = context.trajectory(session, at)
-        if turn is None and not before:
+        if turn is None and not context.has_context_before(session, at):
             slots.append(
                 not_applicable(
                     NAME, session, "no_trajectory", "no user request or earlier context was recorded", where
@@ -43,6 +42,7 @@ def plan(session: Session, settings: Settings) -> list[Slot]:
         if skipped is not None:
             slots.append(skipped)
             continue
+        before = context.trajectory(session, at)
         data = [
             prompt.Datum("available_skills", catalog.text(), stable=True, truncatable=False),
             prompt.Datum("decision_under_evaluation", _decision(load), truncatable=False),

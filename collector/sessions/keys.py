@@ -68,5 +68,26 @@ def picked(attributes: Any, wanted: Iterable[str]) -> dict[str, Any]:
     for key in wanted:
         raw = attributes.get(key)
         if raw is not None:
-            found[key] = value_of(AnyValue.FromString(raw))
+            text = _string_value(raw)
+            found[key] = text if text is not None else value_of(AnyValue.FromString(raw))
     return found
+
+
+def _string_value(raw: bytes) -> str | None:
+    """The text of an ``AnyValue`` encoded as its string field alone (tag 0x0A, a length of
+    one or two varint bytes, UTF-8), as session ids are; None for anything else, which the
+    full class then decodes.  Saves a message object per session key read."""
+    size = len(raw)
+    if size < 2 or raw[0] != 0x0A:
+        return None
+    length, start = raw[1], 2
+    if length >= 0x80:
+        if size < 3 or raw[2] >= 0x80:
+            return None
+        length, start = (length & 0x7F) | (raw[2] << 7), 3
+    if start + length != size:
+        return None
+    try:
+        return raw[start:].decode()
+    except UnicodeDecodeError:
+        return None

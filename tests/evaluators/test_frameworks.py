@@ -17,6 +17,7 @@ from support import FRAMEWORKS
 
 from collector.config import Config, parse
 from collector.replay import replay
+from evaluators import context
 
 SKILLS = Path(__file__).parents[1] / "fixtures" / "skills"
 # framework -> the scenario replayed; each asks for release notes and loads release-notes.
@@ -177,3 +178,19 @@ def test_cli_replay_json_against_the_fake_judge(tmp_path: Path, fake: FakeAnthro
 def test_config_points_at_the_fake(fake: FakeAnthropic) -> None:
     cfg: Config = parse(_config(fake))
     assert cfg.judge.configured and cfg.judge.base_url == fake.base_url
+
+
+async def test_has_context_before_agrees_with_the_rendered_trajectory() -> None:
+    # skill_selection decides "no trajectory" without rendering the text; both must agree
+    # at every instant that matters: each load, and just before, at and after each turn and call.
+    checked = 0
+    for _, _, files in _all_recordings():
+        for coverage in (await replay(files, parse({}))).coverages:
+            s = coverage.session
+            times = [context.load_time(s, load) for load in s.skill_loads]
+            for t in [t.start_unix_nano for t in s.turns] + [c.start_unix_nano for c in s.tool_calls]:
+                times += [t - 1, t, t + 1]
+            for at in times:
+                assert context.has_context_before(s, at) == bool(context.trajectory(s, at)), (s.session_id, at)
+                checked += 1
+    assert checked > 300

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from google.protobuf.message import DecodeError
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from support import FRAMEWORKS, trace_requests
 
@@ -90,6 +92,34 @@ def test_long_keys_and_empty_values() -> None:
         "k" * 200: "x",
         "session.end": None,
     }
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        AnyValue(string_value="").SerializeToString(),
+        AnyValue(string_value="s" * 127).SerializeToString(),  # one length byte
+        AnyValue(string_value="é" * 100).SerializeToString(),  # two
+        AnyValue(string_value="s" * 20_000).SerializeToString(),  # three: the full class reads it
+        AnyValue(string_value="a").SerializeToString() + AnyValue(string_value="b").SerializeToString(),
+        AnyValue(string_value="a").SerializeToString() + AnyValue(int_value=7).SerializeToString(),
+        AnyValue(int_value=7).SerializeToString(),
+        b"\x0a\x02\xff\xfe",  # not UTF-8
+        b"\x0a\x05ab",  # shorter than it says
+        b"\x0a\x81",  # a length cut off
+    ],
+)
+def test_a_session_key_value_reads_as_the_full_class_reads_it(value: bytes) -> None:
+    # ``picked`` reads a lone string field itself; every other encoding goes to the full class.
+    span = _span(b"\x0a\x0asession.id\x12" + _varint(len(value)) + value)
+    try:
+        expected: Any = value_of(AnyValue.FromString(value))
+    except DecodeError as err:
+        with pytest.raises(DecodeError):
+            keys.picked(span.attributes, ["session.id"])
+        assert str(err)
+        return
+    assert keys.picked(span.attributes, ["session.id"]) == {"session.id": expected}
 
 
 class _Placements:
