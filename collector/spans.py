@@ -64,6 +64,33 @@ def value_of(value: AnyValue) -> Any:
     return getattr(value, kind)
 
 
+def decoded_value(raw: bytes) -> Any:
+    """An encoded ``AnyValue`` as ``value_of`` reads it, without a message object when it is
+    a lone string (most attributes are).  Anything else, invalid input included, goes
+    through the class, which raises as a full parse would."""
+    text = _lone_string(raw)
+    return text if text is not None else value_of(AnyValue.FromString(raw))
+
+
+def _lone_string(raw: bytes) -> str | None:
+    """The text of an ``AnyValue`` encoded as its string field alone: tag 0x0A, a length of
+    one or two varint bytes, then exactly that many bytes of UTF-8; else None."""
+    size = len(raw)
+    if size < 2 or raw[0] != 0x0A:
+        return None
+    length, start = raw[1], 2
+    if length >= 0x80:
+        if size < 3 or raw[2] >= 0x80:
+            return None
+        length, start = (length & 0x7F) | (raw[2] << 7), 3
+    if start + length != size:
+        return None
+    try:
+        return raw[start:].decode()
+    except UnicodeDecodeError:
+        return None
+
+
 def as_text(value: Any) -> str | None:
     """A value as the text a detector reads: strings as they are, anything else as JSON."""
     if value is None or isinstance(value, str):
@@ -88,16 +115,16 @@ class Attributes:
 
     def __init__(self, kvs: Any) -> None:
         self._kvs = kvs
-        self._all: dict[str, AnyValue] | None = None
+        self._all: dict[str, Any] | None = None
         keys, prefixes = _keys, _prefixes
         values: dict[str, Any] = {}
         prefixed = False
         if type(kvs) is _Map:
-            for key in kvs:  # keys only: a value is read when it is wanted
+            for key in kvs:  # keys only: a value is decoded when it is wanted
                 if key in keys:
-                    values[key] = value_of(kvs[key])
+                    values[key] = decoded_value(kvs[key])
                 elif key.startswith(prefixes):
-                    values[key] = value_of(kvs[key])
+                    values[key] = decoded_value(kvs[key])
                     prefixed = True
         else:
             for kv in kvs:
@@ -115,7 +142,8 @@ class Attributes:
         """The declared keys present, as Python values: what hot loops read directly."""
         return self._values
 
-    def _full(self) -> dict[str, AnyValue]:
+    def _full(self) -> dict[str, Any]:
+        """Every attribute, undecoded: an ``AnyValue``, or its bytes when read as a map."""
         if self._all is None:
             kvs = self._kvs
             self._all = dict(kvs.items()) if type(kvs) is _Map else {kv.key: kv.value for kv in kvs}
@@ -133,7 +161,9 @@ class Attributes:
         if _is_indexed(key):
             return None
         raw = self._full().get(key)
-        return None if raw is None else value_of(raw)
+        if raw is None:
+            return None
+        return decoded_value(raw) if type(raw) is bytes else value_of(raw)
 
     def text(self, key: str) -> str | None:
         return as_text(self.get(key))
@@ -157,24 +187,24 @@ class Attributes:
         return {key: self.get(key) for key in self.keys_with_prefix(prefix)}
 
 
-def map_entry(message: descriptor_pb2.DescriptorProto, value: int, value_type: str = "") -> str:
-    """Declare on ``message`` the entry type of a ``map<string, value>`` and return its name.
+def map_entry(message: descriptor_pb2.DescriptorProto) -> str:
+    """Declare on ``message`` the entry type of a ``map<string, bytes>`` and return its name.
     A ``KeyValue`` (key = 1, value = 2) is encoded exactly as such an entry, so a repeated
-    ``KeyValue`` field read as this map is indexed by key in C as it is parsed: reading the
-    few wanted attributes makes no object for the others.  As in a dict, a key written twice
-    keeps its last value; iteration order is the map's, not the sender's."""
+    ``KeyValue`` field read as this map is indexed by key in C as it is parsed, each value
+    kept as its encoded ``AnyValue``: reading the few wanted attributes makes no object for
+    the others (``decoded_value``).  As in a dict, a key written twice keeps its last value;
+    iteration order is the map's, not the sender's."""
     entry = message.nested_type.add(name="AttributesEntry")
     entry.options.map_entry = True
     entry.field.add(name="key", number=1, type=_FIELD.TYPE_STRING, label=_FIELD.LABEL_OPTIONAL)
-    field = entry.field.add(name="value", number=2, type=value, label=_FIELD.LABEL_OPTIONAL)
-    if value_type:
-        field.type_name = value_type
+    entry.field.add(name="value", number=2, type=_FIELD.TYPE_BYTES, label=_FIELD.LABEL_OPTIONAL)
     return str(entry.name)
 
 
 def _mapped_traces() -> Any:
     """``TracesData`` (field for field an Export request's) with each span's attributes read
-    as ``map<string, AnyValue>`` (see ``map_entry``): what the detection worker parses."""
+    as ``map<string, bytes>`` (see ``map_entry``), each value an encoded ``AnyValue`` that
+    ``decoded_value`` reads when wanted: what the detection worker parses."""
     ours = "skillgauge.mapped"
     file = descriptor_pb2.FileDescriptorProto()
     trace_pb2.DESCRIPTOR.CopyToProto(file)
@@ -189,7 +219,7 @@ def _mapped_traces() -> Any:
             if field.type_name.startswith(theirs):
                 field.type_name = f".{ours}.{field.type_name[len(theirs) :]}"
     (span,) = (m for m in file.message_type if m.name == "Span")
-    entry = map_entry(span, _FIELD.TYPE_MESSAGE, f".{AnyValue.DESCRIPTOR.full_name}")
+    entry = map_entry(span)
     (attributes,) = (f for f in span.field if f.name == "attributes")
     attributes.type_name = f".{ours}.Span.{entry}"
     pool = descriptor_pool.Default()

@@ -14,9 +14,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from collector.spans import map_entry, value_of
+from collector.spans import decoded_value, map_entry
 
 _F = descriptor_pb2.FieldDescriptorProto
 _ONE, _MANY = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
@@ -51,7 +50,7 @@ def _build() -> Any:
         for field_name, number, kind, label, type_name in fields:
             field = message.field.add(name=field_name, number=number, type=kind, label=label)
             if field_name == _ATTRIBUTES:
-                type_name = f"{name}.{map_entry(message, _F.TYPE_BYTES)}"
+                type_name = f"{name}.{map_entry(message)}"
             if type_name:
                 field.type_name = f".skillgauge.keys.{type_name}"
     pool = descriptor_pool.DescriptorPool()
@@ -68,26 +67,5 @@ def picked(attributes: Any, wanted: Iterable[str]) -> dict[str, Any]:
     for key in wanted:
         raw = attributes.get(key)
         if raw is not None:
-            text = _string_value(raw)
-            found[key] = text if text is not None else value_of(AnyValue.FromString(raw))
+            found[key] = decoded_value(raw)
     return found
-
-
-def _string_value(raw: bytes) -> str | None:
-    """The text of an ``AnyValue`` encoded as its string field alone (tag 0x0A, a length of
-    one or two varint bytes, UTF-8), as session ids are; None for anything else, which the
-    full class then decodes.  Saves a message object per session key read."""
-    size = len(raw)
-    if size < 2 or raw[0] != 0x0A:
-        return None
-    length, start = raw[1], 2
-    if length >= 0x80:
-        if size < 3 or raw[2] >= 0x80:
-            return None
-        length, start = (length & 0x7F) | (raw[2] << 7), 3
-    if start + length != size:
-        return None
-    try:
-        return raw[start:].decode()
-    except UnicodeDecodeError:
-        return None
