@@ -281,15 +281,21 @@ class SpanView:
 
 
 def _event_values(span: Span) -> list[EventField]:
+    # Repeated fields are walked by index: protobuf's containers have no iterator of their
+    # own, and Python's fallback ends each walk by raising (and formatting) an IndexError.
     found: list[EventField] = []
-    if not _event_fields:
+    events = span.events
+    if not _event_fields or not events:
         return found
-    for position, event in enumerate(span.events):
+    for position in range(len(events)):
+        event = events[position]
         name = event.name
         wanted = _event_fields.get(name)
         if wanted is None:
             continue
-        for kv in event.attributes:
+        attributes = event.attributes
+        for i in range(len(attributes)):
+            kv = attributes[i]
             key = kv.key
             if key in wanted:
                 found.append((position, name, key, value_of(kv.value)))
