@@ -223,7 +223,7 @@ class Pipeline:
         self._unfinished[(closed.session, closed.revision)] = closed.first_request
 
     def _on_close(self, session: Session, reason: str) -> None:
-        self.metrics.sessions_closed.labels(reason).inc()
+        self.metrics.session_closed(reason)
         self.runner.submit(session)
 
     async def _store_result(self, result: EvaluationResult) -> None:

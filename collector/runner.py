@@ -197,10 +197,10 @@ class Runner:
             else:
                 self._queued += 1
                 pending.append((i, slot))
-        self.metrics.judge_queue.set(self._queued)
         if not pending:
             self._finish_now(session, slots, closed_at)
             return
+        self.metrics.judge_queue.set(self._queued)
         calls = []
         for _, judge_task in pending:
             call = asyncio.create_task(self._judge(judge_task), name=f"judge {judge_task.evaluation}")

@@ -241,6 +241,9 @@ class Metrics:
             child = self._children[key] = metric.labels(*labels)
         return child
 
+    def session_closed(self, reason: str) -> None:
+        self._child(self.sessions_closed, reason).inc()
+
     def session_evaluated(self, session: Session, results: list[EvaluationResult], lag: float) -> None:
         child = self._child
         self.skill_labels.learn([e.name for e in session.catalog.skills.values()])
