@@ -33,7 +33,7 @@ def text_outcome(
 ) -> tuple[LoadStatus, str | None]:
     """The outcome a recorded result shows: error fields, refusal lines, exit codes."""
     failure = _error_field(parsed) if is_error is None else (text if is_error else None)
-    if failure is None:
+    if failure is None and _may_refuse(text):
         refusal = patterns.REFUSALS.search(text)
         failure = refusal.group(0).strip() if refusal else None
     if failure is None:
@@ -44,6 +44,14 @@ def text_outcome(
         return "loaded", None
     status: LoadStatus = "denied" if patterns.DENIALS.search(text) else "failed"
     return status, failure[:500]
+
+
+def _may_refuse(text: str) -> bool:
+    folded = text.casefold()
+    for word in patterns.REFUSAL_WORDS:  # noqa: SIM110 - a loop makes no generator per call
+        if word in folded:
+            return True
+    return False
 
 
 def _error_field(parsed: Any) -> str | None:

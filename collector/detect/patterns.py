@@ -117,6 +117,16 @@ REFUSALS: re.Pattern[str] = re.compile(
     r")$",
     re.IGNORECASE | re.MULTILINE,
 )
+# Words one of which every refusal line holds, casefolded (as IGNORECASE compares): a result
+# holding none cannot match, and most results (skill bodies) hold none.
+REFUSAL_WORDS: tuple[str, ...] = (
+    "error:",
+    "found",
+    "unknown skill",
+    "no such skill",
+    "<tool_use_error>",
+    "an error occurred while running the tool",
+)
 
 # Result fields that mark a failure in a JSON tool result.
 ERROR_FIELDS: tuple[str, ...] = ("is_error", "error", "error_code")
