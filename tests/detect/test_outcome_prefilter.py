@@ -11,7 +11,7 @@ from collector.detect.outcome import _may_refuse, text_outcome
 
 _PIECES = [
     "Error: ", "Skill 'pdf' not found", "Skill\t'x'  not\n found", "unknown skill", "no such skill",
-    "<tool_use_error>", "An error occurred while running the tool", "ERROR:", "ſkill", "K", "İ",
+    "<tool_use_error>", "An error occurred while running the tool", "ERROR:", "\u017fkill", "\u212a", "\u0130",
     "not", "found", "skill", "\n", " ", "'", "done", "# SKILL.md\n", "Unknown  Skill",
 ]
 
@@ -25,6 +25,6 @@ def test_a_text_the_refusal_pattern_matches_holds_a_refusal_word(pieces: list[st
 
 
 def test_refusals_in_other_cases_and_alphabets_are_still_read() -> None:
-    assert text_outcome("ſkill 'pdf' NOT FOUND")[0] == "failed"  # the long s folds to s
-    assert text_outcome("no ſuch ſkill")[0] == "failed"
+    assert text_outcome("\u017fkill 'pdf' NOT FOUND")[0] == "failed"  # a long s folds to s
+    assert text_outcome("no \u017fuch \u017fkill")[0] == "failed"
     assert text_outcome("# Release notes\nStep 1: write them.")[0] == "loaded"
