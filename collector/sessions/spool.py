@@ -45,6 +45,10 @@ from collector.sessions.segments import Segments, Spooled
 log = logging.getLogger(__name__)
 
 
+# An evaluated session revision: (session, revision, its results' records, its coverage line).
+Recorded = tuple[str, int, list[str], str]
+
+
 def encode_record(record: dict[str, Any]) -> str:
     """How records are stored: compact JSON, keys sorted.  orjson: a closed session has a
     dozen records, and ``json`` took 8 % of the serving process's time encoding them."""
@@ -145,9 +149,10 @@ class Spool(Protocol):
         """Commit one judged result before anything else can depend on it."""
         ...
 
-    async def save_coverage(self, session: str, revision: int, results: list[str], coverage: str) -> None:
-        """Commit a session revision's coverage line with its results (each as ``encode_record``
-        made it), marking the revision evaluated; earlier revisions' verdicts become superseded."""
+    async def save_coverage(self, revisions: list[Recorded]) -> None:
+        """Commit evaluated session revisions, each a coverage line with its results (each as
+        ``encode_record`` made it), in one transaction, marking them evaluated; earlier
+        revisions' verdicts become superseded."""
         ...
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int: ...
@@ -193,7 +198,7 @@ class MemorySpool:
     async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
         return None
 
-    async def save_coverage(self, session: str, revision: int, results: list[str], coverage: str) -> None:
+    async def save_coverage(self, revisions: list[Recorded]) -> None:
         return None
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
@@ -403,19 +408,24 @@ class SqliteSpool:
     async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
         await self._submit(_Rows(_INSERT_RESULT, [(key, session, revision, encode_record(record))]))
 
-    async def save_coverage(self, session: str, revision: int, results: list[str], coverage: str) -> None:
-        # One row holds the revision: its coverage line (a JSON object) with the results added
+    async def save_coverage(self, revisions: list[Recorded]) -> None:
+        # One row holds a revision: its coverage line (a JSON object) with the results added
         # as "results".  Only judge verdicts are read back, and only for unfinished revisions
         # (``save_result``); a row per result, with three indexes each, cost ~30 us a session.
-        if revision > 1:  # queued first: never committed after the line that marks it done
+        later = [(session, revision) for session, revision, _, _ in revisions if revision > 1]
+        if later:  # queued first: never committed after the lines that mark them done
             self._put(
-                lambda db: db.execute(
-                    "UPDATE results SET superseded = 1 WHERE session = ? AND revision < ?",
-                    (session, revision),
+                lambda db: db.executemany(
+                    "UPDATE results SET superseded = 1 WHERE session = ? AND revision < ?", later
                 )
             )
-        line = _with_results(coverage, results)
-        await self._submit(_Rows(_INSERT_COVERAGE, [(session, revision, line, time.time())]))
+        now = time.time()
+        rows = [
+            (session, revision, _with_results(line, results), now)
+            for session, revision, results, line in revisions
+        ]
+        if rows:
+            await self._submit(_Rows(_INSERT_COVERAGE, rows))
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
         capacity = self._capacity

@@ -90,7 +90,7 @@ def test_judge_verdicts_of_an_earlier_revision_are_not_reused_once_a_later_one_i
         await spool.save_result("s|1|selection", "s", 1, {"score": 1.0})
         await spool.save_result("s|2|selection", "s", 2, {"score": 0.0})
         await spool.save_result("t|1|selection", "t", 1, {"score": 0.5})
-        await spool.save_coverage("s", 3, [encode_record({"score": 0.5})], encode_record({"spans": 2}))
+        await spool.save_coverage([("s", 3, [encode_record({"score": 0.5})], encode_record({"spans": 2}))])
         await spool.shutdown()
 
     asyncio.run(run())
@@ -109,7 +109,7 @@ def test_checkpoint_trims_requests_closed_records_and_old_results(tmp_path: Path
         second = await spool.append("traces", b"b")
         spool.record_closed(Closed("s", 1, "idle_timeout", first, first, ()))
         await spool.save_result("k", "s", 1, {"x": 1})
-        await spool.save_coverage("s", 1, [encode_record({"x": 1})], encode_record({"spans": 1}))
+        await spool.save_coverage([("s", 1, [encode_record({"x": 1})], encode_record({"spans": 1}))])
         await spool.checkpoint(second, keep_results_for=3600)  # results are fresh: kept
         await spool.checkpoint(second, keep_results_for=-1)  # everything is older than "now + 1 s"
         await spool.shutdown()

@@ -27,7 +27,7 @@ def test_a_request_is_committed_before_a_backlog_of_session_records(tmp_path: Pa
         blocker = asyncio.ensure_future(spool.append("traces", b"x" * 20_000_000))
         backlog = [
             asyncio.ensure_future(
-                spool.save_coverage(f"s{i}", 1, [encode_record(RECORD)], encode_record({"spans": i}))
+                spool.save_coverage([(f"s{i}", 1, [encode_record(RECORD)], encode_record({"spans": i}))])
             )
             for i in range(3000)
         ]
@@ -56,7 +56,7 @@ def test_rows_of_many_sessions_share_statements_and_all_arrive(tmp_path: Path) -
         await asyncio.gather(
             *(
                 spool.save_coverage(
-                    f"s{i}", 1, [encode_record(RECORD) for j in range(3)], encode_record({"spans": i})
+                    [(f"s{i}", 1, [encode_record(RECORD) for j in range(3)], encode_record({"spans": i}))]
                 )
                 for i in range(700)
             )
