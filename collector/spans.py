@@ -13,7 +13,7 @@ span), so a view reads each repeated field at most once, and keeps only what som
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -104,7 +104,16 @@ def as_text(value: Any) -> str | None:
 
 
 def _is_indexed(key: str) -> bool:
-    return key in _keys or key.startswith(_prefixes)
+    return key in _keys or _has_prefix(key, _prefixes)
+
+
+def _has_prefix(key: str, prefixes: tuple[str, ...]) -> bool:
+    # Not ``key.startswith(prefixes)``: compiled, a tuple argument is a generic method call
+    # (~800 instructions), and a str argument a direct one; this runs for most attributes.
+    for prefix in prefixes:  # noqa: SIM110 - a loop makes no generator per call
+        if key.startswith(prefix):
+            return True
+    return False
 
 
 class Attributes:
@@ -123,7 +132,7 @@ class Attributes:
             for key in kvs:  # keys only: a value is decoded when it is wanted
                 if key in keys:
                     values[key] = decoded_value(kvs[key])
-                elif key.startswith(prefixes):
+                elif _has_prefix(key, prefixes):
                     values[key] = decoded_value(kvs[key])
                     prefixed = True
         else:
@@ -131,15 +140,16 @@ class Attributes:
                 key = kv.key
                 if key in keys:
                     values[key] = value_of(kv.value)
-                elif key.startswith(prefixes):
+                elif _has_prefix(key, prefixes):
                     values[key] = value_of(kv.value)
                     prefixed = True
         self._values = values
         self._prefixed = prefixed
 
     @property
-    def indexed(self) -> Mapping[str, Any]:
-        """The declared keys present, as Python values: what hot loops read directly."""
+    def indexed(self) -> dict[str, Any]:
+        """The declared keys present, as Python values: what hot loops read directly (a dict,
+        so compiled callers look keys up natively; read it, never change it)."""
         return self._values
 
     def _full(self) -> dict[str, Any]:
@@ -179,7 +189,7 @@ class Attributes:
         return self._full().keys()
 
     def keys_with_prefix(self, prefix: str) -> list[str]:
-        if not prefix.startswith(_prefixes):
+        if not _has_prefix(prefix, _prefixes):
             return [key for key in self._full() if key.startswith(prefix)]
         return [key for key in self._values if key.startswith(prefix)] if self._prefixed else []
 

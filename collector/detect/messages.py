@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 from collector.detect.content import flatten_text, parse_json
@@ -62,15 +61,17 @@ READ_EVENT_FIELDS: frozenset[tuple[str, str]] = frozenset(
 
 def _field_texts(
     view: SpanView, attributes: tuple[tuple[str, str], ...], events: dict[str, tuple[tuple[str, str], ...]]
-) -> Iterator[tuple[str, str]]:
-    """(role, text) of the listed span attributes, then of the listed event attributes."""
+) -> list[tuple[str, str]]:
+    """(role, text) of the listed span attributes, then of the listed event attributes.
+    (A list, not a generator: compiled, a generator costs more than the few fields.)"""
+    found: list[tuple[str, str]] = []
     indexed = view.attrs.indexed  # every key listed here is declared (``READ_KEYS``)
     for key, role in attributes:
         value = indexed.get(key)
         if value is not None:
             text = as_text(value)
             if text:
-                yield role, text
+                found.append((role, text))
     for _, name, key, value in view.events:  # collected once per span, in event order
         wanted = events.get(name)
         if wanted is None:
@@ -79,12 +80,13 @@ def _field_texts(
             if key == wanted_key:
                 text = as_text(value)
                 if text:
-                    yield role, text
+                    found.append((role, text))
+    return found
 
 
 def prompt_texts(view: SpanView) -> list[tuple[str, str]]:
     """(role, raw text) of every prompt-like field on the span."""
-    found = list(_field_texts(view, _PROMPT_ATTRIBUTES, _PROMPT_EVENTS))
+    found = _field_texts(view, _PROMPT_ATTRIBUTES, _PROMPT_EVENTS)
     for key in _flattened_keys(view):
         if key.endswith(FLATTENED_SUFFIXES):
             flattened = view.attrs.text(key)
@@ -130,11 +132,21 @@ def _flattened_keys(view: SpanView) -> list[str]:
     whatever order the attributes were read in."""
     keys = view.attrs.keys_with_prefix(FLATTENED_PREFIX)
     if len(keys) > 1:
-        keys.sort(key=lambda key: [int(part) if part.isdigit() else part for part in _DIGITS.split(key)])
+        keys.sort(key=_order)
     return keys
 
 
 _DIGITS = re.compile(r"(\d+)")
+_ORDERS: dict[str, list[int | str]] = {}  # the same few dozen keys recur on every span
+
+
+def _order(key: str) -> list[int | str]:
+    order = _ORDERS.get(key)
+    if order is None:
+        order = [int(part) if part.isdigit() else part for part in _DIGITS.split(key)]
+        if len(_ORDERS) < 4096:
+            _ORDERS[key] = order
+    return order
 
 
 def _flattened_user_texts(view: SpanView) -> list[str]:
@@ -155,9 +167,8 @@ def _flattened_user_texts(view: SpanView) -> list[str]:
 
 def response_raw(view: SpanView) -> str | None:
     """The raw text of the span's recorded answer (``answer_text`` reads it)."""
-    for _, raw in _field_texts(view, _RESPONSE_ATTRIBUTES, _RESPONSE_EVENTS):
-        return raw
-    return None
+    found = _field_texts(view, _RESPONSE_ATTRIBUTES, _RESPONSE_EVENTS)
+    return found[0][1] if found else None
 
 
 def answer_text(raw: str) -> str | None:
