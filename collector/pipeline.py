@@ -49,6 +49,7 @@ from evaluators.result import Coverage, EvaluationResult
 
 log = logging.getLogger("skillgauge")
 _CLOSE_BATCH = 8  # sessions closed (and planned for evaluation) per event-loop turn
+_RECORD_BATCH = 64  # evaluated sessions per spool transaction (~2 ms of the loop)
 
 Signal = Literal["traces", "logs"]
 T = TypeVar("T")
@@ -101,7 +102,7 @@ class Pipeline:
         self.draining = False
         self._ticker: asyncio.Task[None] | None = None
         self._recording: set[asyncio.Task[None]] = set()  # checkpoints
-        self._to_record: list[tuple[Coverage, float]] = []  # evaluated, waiting for ``_recorder``
+        self._to_record: deque[tuple[Coverage, float]] = deque()  # evaluated, waiting for ``_recorder``
         self._recorder: asyncio.Task[None] | None = None
         self._pending: deque[tuple[Received, int]] = deque()  # spooled, acknowledged, not assembled
         self._assembling = False
@@ -240,9 +241,9 @@ class Pipeline:
             self._recorder = asyncio.create_task(self._record_waiting(), name="skillgauge-record")
 
     async def _record_waiting(self) -> None:
-        while self._to_record:
-            batch, self._to_record = self._to_record, []
-            await self._record(batch)
+        waiting = self._to_record
+        while waiting:  # a bounded batch at a time: the loop's other work waits for each
+            await self._record([waiting.popleft() for _ in range(min(len(waiting), _RECORD_BATCH))])
 
     async def _record(self, batch: list[tuple[Coverage, float]]) -> None:
         ready: list[tuple[Coverage, float, Recorded]] = []
