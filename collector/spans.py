@@ -7,7 +7,8 @@ span), so a view reads each repeated field at most once, and keeps only what som
 - attributes: one pass collects the keys declared with ``index`` (the detectors' and the
   default session keys), already converted to Python values; any other key is found by a
   full scan the first time it is asked for, so an undeclared key is slower, never missed.
-- span events: one pass collects the declared (event name, attribute) fields, in order.
+- span events: one pass collects the declared (event name, attribute) fields, in event
+  order, and within an event in key order (an event read as a map has no other).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ EventField = tuple[int, str, str, Any]  # (event position in the span, event nam
 # What the one pass keeps; declared by ``collector.detect`` when it is imported (``index``).
 _keys: frozenset[str] = frozenset()
 _prefixes: tuple[str, ...] = ()
-_event_fields: dict[str, frozenset[str]] = {}  # event name -> attribute keys
+_event_fields: dict[str, tuple[str, ...]] = {}  # event name -> attribute keys, sorted
 
 
 def index(
@@ -47,7 +48,7 @@ def index(
     fields = {name: set(attrs) for name, attrs in _event_fields.items()}
     for name, key in event_fields:
         fields.setdefault(name, set()).add(key)
-    _event_fields = {name: frozenset(attrs) for name, attrs in fields.items()}
+    _event_fields = {name: tuple(sorted(attrs)) for name, attrs in fields.items()}
 
 
 def value_of(value: AnyValue) -> Any:
@@ -212,9 +213,9 @@ def map_entry(message: descriptor_pb2.DescriptorProto) -> str:
 
 
 def _mapped_traces() -> Any:
-    """``TracesData`` (field for field an Export request's) with each span's attributes read
-    as ``map<string, bytes>`` (see ``map_entry``), each value an encoded ``AnyValue`` that
-    ``decoded_value`` reads when wanted: what the detection worker parses."""
+    """``TracesData`` (field for field an Export request's) with the attributes of each span
+    and span event read as ``map<string, bytes>`` (see ``map_entry``), each value an encoded
+    ``AnyValue`` that ``decoded_value`` reads when wanted: what the detection worker parses."""
     ours = "skillgauge.mapped"
     file = descriptor_pb2.FileDescriptorProto()
     trace_pb2.DESCRIPTOR.CopyToProto(file)
@@ -229,9 +230,11 @@ def _mapped_traces() -> Any:
             if field.type_name.startswith(theirs):
                 field.type_name = f".{ours}.{field.type_name[len(theirs) :]}"
     (span,) = (m for m in file.message_type if m.name == "Span")
-    entry = map_entry(span)
-    (attributes,) = (f for f in span.field if f.name == "attributes")
-    attributes.type_name = f".{ours}.Span.{entry}"
+    (event,) = (m for m in span.nested_type if m.name == "Event")
+    for message, path in ((span, "Span"), (event, "Span.Event")):
+        entry = map_entry(message)
+        (attributes,) = (f for f in message.field if f.name == "attributes")
+        attributes.type_name = f".{ours}.{path}.{entry}"
     pool = descriptor_pool.Default()
     pool.Add(file)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{ours}.TracesData"))
@@ -304,11 +307,18 @@ def _event_values(span: Span) -> list[EventField]:
         if wanted is None:
             continue
         attributes = event.attributes
+        if type(attributes) is _Map:  # the worker's schema: the wanted keys looked up in C
+            for key in wanted:
+                raw = attributes.get(key)
+                if raw is not None:
+                    found.append((position, name, key, decoded_value(raw)))
+            continue
+        values: dict[str, Any] = {}  # as a map reads them: a key written twice keeps its last
         for i in range(len(attributes)):
             kv = attributes[i]
-            key = kv.key
-            if key in wanted:
-                found.append((position, name, key, value_of(kv.value)))
+            if kv.key in wanted:
+                values[kv.key] = kv.value
+        found += [(position, name, key, value_of(values[key])) for key in wanted if key in values]
     return found
 
 

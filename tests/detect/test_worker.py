@@ -130,10 +130,11 @@ def test_a_session_the_worker_cannot_finish_is_answered_for() -> None:
 
 
 def test_the_workers_mapped_spans_read_every_recorded_attribute_as_the_full_classes_do() -> None:
-    """The worker parses spans with their attributes as a map (``collector.spans.map_entry``);
-    every recorded span must read the same through it: declared keys, any other key, prefixes."""
+    """The worker parses spans with their attributes, and their events', as maps
+    (``collector.spans.map_entry``); every recorded span must read the same through them:
+    declared keys, any other key, prefixes, event fields."""
     import collector.detect  # noqa: F401  (declares the keys views collect)
-    from collector.spans import Attributes, MappedTracesData
+    from collector.spans import Attributes, MappedTracesData, _event_values, decoded_value, value_of
 
     spans = 0
     for signal_name, raw in _requests():
@@ -152,9 +153,12 @@ def test_the_workers_mapped_spans_read_every_recorded_attribute_as_the_full_clas
                     # Everything else is the same field by field (maps serialize in their own order).
                     same = ("trace_id", "span_id", "name", "start_time_unix_nano", "end_time_unix_nano")
                     assert all(getattr(other, f) == getattr(one, f) for f in same)
-                    assert [e.SerializeToString() for e in other.events] == [
-                        e.SerializeToString() for e in one.events
-                    ]
+                    assert len(other.events) == len(one.events)
+                    for e, f in zip(other.events, one.events, strict=True):
+                        assert (e.name, e.time_unix_nano) == (f.name, f.time_unix_nano)
+                        read = {key: decoded_value(raw) for key, raw in e.attributes.items()}
+                        assert read == {kv.key: value_of(kv.value) for kv in f.attributes}
+                    assert _event_values(other) == _event_values(one)
                     assert other.status.SerializeToString() == one.status.SerializeToString()
                     spans += 1
     assert spans > 100
