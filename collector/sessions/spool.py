@@ -83,6 +83,9 @@ CREATE TABLE IF NOT EXISTS results (
     created_at REAL NOT NULL DEFAULT (strftime('%s', 'now'))
 );
 CREATE INDEX IF NOT EXISTS results_session ON results (session, revision);
+-- Retention deletes by age at every checkpoint: without these, each scanned the whole table
+-- (a week of coverage lines by default), every few seconds.
+CREATE INDEX IF NOT EXISTS results_created_at ON results (created_at);
 CREATE TABLE IF NOT EXISTS coverage (
     session TEXT NOT NULL,
     revision INTEGER NOT NULL,
@@ -90,6 +93,7 @@ CREATE TABLE IF NOT EXISTS coverage (
     evaluated_at REAL NOT NULL,
     PRIMARY KEY (session, revision)
 );
+CREATE INDEX IF NOT EXISTS coverage_evaluated_at ON coverage (evaluated_at);
 CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY,
     channel TEXT NOT NULL,
@@ -259,6 +263,8 @@ _STOP: _Work = (lambda db: None, None, None, False)  # shutdown: commit what is 
 _INSERT_CLOSED = "INSERT OR REPLACE INTO closed (session, revision, reason, first_request, last_request, traces, closed_at)"
 _INSERT_RESULT = "INSERT OR IGNORE INTO results (key, session, revision, record)"
 _INSERT_COVERAGE = "INSERT OR REPLACE INTO coverage (session, revision, record, evaluated_at)"
+# Retention, at every checkpoint: each searches an index of its own (see ``_SCHEMA``).
+_EXPIRE = ("DELETE FROM results WHERE created_at < ?", "DELETE FROM coverage WHERE evaluated_at < ?")
 
 
 class SqliteSpool:
@@ -477,8 +483,8 @@ class SqliteSpool:
             db.execute("DELETE FROM spooled WHERE id < ?", (replay_from,))
             if keep_results_for is not None:
                 cutoff = time.time() - keep_results_for
-                db.execute("DELETE FROM results WHERE created_at < ?", (cutoff,))
-                db.execute("DELETE FROM coverage WHERE evaluated_at < ?", (cutoff,))
+                for statement in _EXPIRE:
+                    db.execute(statement, (cutoff,))
             (first,) = db.execute("SELECT MIN(segment) FROM spooled").fetchone()
             return None if first is None else int(first)
 

@@ -118,3 +118,16 @@ def test_checkpoint_trims_requests_closed_records_and_old_results(tmp_path: Path
     with sqlite3.connect(tmp_path / "skillgauge.sqlite") as db:
         counts = {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("spooled", "closed", "results", "coverage")}
     assert counts == {"spooled": 1, "closed": 0, "results": 0, "coverage": 0}
+
+
+def test_retention_finds_expired_rows_through_an_index(tmp_path: Path) -> None:
+    # Checked at every checkpoint against a week of coverage lines: a scan would read them all.
+    import sqlite3
+
+    from collector.sessions.spool import _EXPIRE
+
+    asyncio.run(SqliteSpool(tmp_path).shutdown())  # creates the schema
+    with sqlite3.connect(tmp_path / "skillgauge.sqlite") as db:
+        for statement in _EXPIRE:
+            plan = " ".join(row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {statement}", (0.0,)))
+            assert plan.startswith("SEARCH") and "INDEX" in plan, (statement, plan)
