@@ -41,16 +41,16 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf.message import Message
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector.config import Expectation
+from collector.detect.child import Requests, handle
 from collector.detect.expectations import Rules
 from collector.detect.stage import Batch, InlineDetection, OnFinished, Signal
 from collector.interpreter import GC_THRESHOLDS
-from collector.spans import Attributes, MappedTracesData
+from collector.spans import Attributes
 
 log = logging.getLogger("skillgauge")
 
@@ -333,29 +333,6 @@ def _carries_bytes(message: Any) -> bool:
 
 # -- the child --------------------------------------------------------------------------------
 
-Item = tuple[Any, str, Resource]  # (span or log record, scope name, resource)
-
-
-# Where each signal keeps its items: request type, then the repeated fields down to them.
-_LAYOUT: dict[str, tuple[type[Message], str, str, str]] = {
-    # Spans with their attributes indexed as they are parsed: ``collector.spans.map_entry``.
-    "traces": (MappedTracesData, "resource_spans", "scope_spans", "spans"),
-    "logs": (ExportLogsServiceRequest, "resource_logs", "scope_logs", "log_records"),
-}
-
-
-def _items_of(signal: str, raw: bytes) -> tuple[Message, list[Item]]:
-    """A request, and its items in the order the assembler counts them."""
-    request_type, by_resource, by_scope, field = _LAYOUT[signal]
-    request = request_type.FromString(raw)
-    items: list[Item] = []
-    for resource_items in getattr(request, by_resource):
-        resource = resource_items.resource
-        for scope_items in getattr(resource_items, by_scope):
-            scope = scope_items.scope.name
-            items += [(item, scope, resource) for item in getattr(scope_items, field)]
-    return request, items
-
 
 def serve_child(inbox: Connection, outbox: Connection) -> None:
     """Run detection for the parent until it closes the pipe."""
@@ -364,7 +341,7 @@ def serve_child(inbox: Connection, outbox: Connection) -> None:
     detection = InlineDetection(
         lambda session, reason: replies.append(("session", session, reason)), Rules.compile(expectations)
     )
-    requests: dict[int, tuple[list[Item], Batch]] = {}  # begun, not ended
+    requests: Requests = {}  # begun, not ended
     gc.freeze()  # the modules just imported: no collection need scan them again
     while True:
         try:
@@ -379,7 +356,7 @@ def serve_child(inbox: Connection, outbox: Connection) -> None:
             outbox.send([("read", read)])
         for message in messages:
             try:
-                _handle(message, detection, requests, replies)
+                handle(message, detection, requests, replies)
             except Exception:  # one bad message must not stop detection for every session
                 # The kind only: keys and numbers come from agents, and this log is not escaped.
                 log.exception("detection worker: handling a %r message failed", message[0])
@@ -388,44 +365,6 @@ def serve_child(inbox: Connection, outbox: Connection) -> None:
         if replies:  # one write per batch received
             outbox.send(replies)
             replies.clear()
-
-
-def _handle(
-    message: tuple[Any, ...],
-    detection: InlineDetection,
-    requests: dict[int, tuple[list[Item], Batch]],
-    replies: list[tuple[Any, ...]],
-) -> None:
-    kind = message[0]
-    if kind == "items":
-        _, number, signal_name, raw, pairs, last = message
-        if raw is not None:
-            request, items = _items_of(signal_name, raw)
-            requests[number] = (items, detection.begin(signal_name, request, raw))
-        items, batch = requests[number]
-        resource: Resource | None = None
-        for index, key in pairs:
-            item, scope, item_resource = items[index]
-            if item_resource is not resource:
-                resource = item_resource
-                batch.resource(resource)
-            if signal_name == "traces":
-                batch.span(key, index, item, scope)
-            else:
-                batch.log(key, index, item, scope)
-        if last:
-            batch.end()
-            del requests[number]
-    elif kind == "finish":
-        detection.finish(*message[1:])
-    elif kind == "fold":
-        detection.fold(*message[1:])
-    elif kind == "reopen":
-        detection.reopen(message[1])
-    elif kind == "forget":
-        detection.forget(message[1])
-    elif kind == "ask":
-        replies.append(("answer", message[1], detection.loads_so_far(message[2])))
 
 
 def main(argv: list[str]) -> int:
