@@ -273,6 +273,7 @@ class Pipeline:
             if self.keep_closed:
                 self.closed.append(coverage)
             self.metrics.session_evaluated(coverage.session, coverage.results, lag)
+            log.debug("session %r evaluated: %d results", session_id, len(coverage.results))
 
     async def drain(self, timeout: float = 30.0) -> None:
         """Wait for sessions being finished, evaluations in flight and their records."""
