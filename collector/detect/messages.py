@@ -150,9 +150,12 @@ def _order(key: str) -> list[int | str]:
 
 
 def _flattened_user_texts(view: SpanView) -> list[str]:
+    keys = _flattened_keys(view)
+    if not keys:  # most spans: no OpenInference messages
+        return []
     roles: dict[str, str] = {}
     texts: dict[str, list[str]] = {}
-    for key in _flattened_keys(view):
+    for key in keys:
         index = key[len(FLATTENED_PREFIX) :].split(".", 1)[0]
         if key.endswith(".message.role"):
             roles[index] = view.attrs.text(key) or ""
