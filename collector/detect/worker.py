@@ -49,7 +49,7 @@ from collector.config import Expectation
 from collector.detect.child import Requests, handle
 from collector.detect.expectations import Rules
 from collector.detect.stage import Batch, InlineDetection, OnFinished, Signal
-from collector.interpreter import GC_THRESHOLDS
+from collector.interpreter import DETECTION_GC_THRESHOLDS
 from collector.spans import Attributes
 
 log = logging.getLogger("skillgauge")
@@ -373,7 +373,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s detection worker: %(message)s")
-    gc.set_threshold(*GC_THRESHOLDS)  # as ``serve`` does: full collections scan all evidence
+    gc.set_threshold(*DETECTION_GC_THRESHOLDS)
     serve_child(Connection(int(argv[0]), writable=False), Connection(int(argv[1]), readable=False))
     return 0
 
