@@ -1,5 +1,5 @@
 """Interpreter settings for skillgauge's long-running processes (``serve`` and its
-detection worker), in one place so both run with the same."""
+detection worker), in one place, with why each differs from Python's default."""
 
 # How long a thread may hold the GIL while another waits for it (Python's default is 5 ms).
 # The spool's writer and the receivers' loop each need it back after every SQLite call or
