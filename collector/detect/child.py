@@ -23,8 +23,9 @@ _LAYOUT: dict[str, tuple[type[Message], str, str, str]] = {
 }
 
 
-def items_of(signal: str, raw: bytes) -> tuple[Message, list[Item]]:
-    """A request, and its items in the order the assembler counts them."""
+def items_of(signal: str, raw: bytes | memoryview) -> tuple[Message, list[Item]]:
+    """A request, and its items in the order the assembler counts them (parsing copies what
+    it keeps, so ``raw`` may be a buffer that is reused)."""
     request_type, by_resource, by_scope, field = _LAYOUT[signal]
     request = request_type.FromString(raw)
     items: list[Item] = []
@@ -50,7 +51,7 @@ def handle(
         _, number, signal_name, raw, pairs, last = message
         if raw is not None:
             request, items = items_of(signal_name, raw)
-            requests[number] = (items, detection.begin(signal_name, request, raw))
+            requests[number] = (items, detection.begin(signal_name, request, None))  # raw may be reused
         items, batch = requests[number]
         resource: Resource | None = None
         for index, key in pairs:

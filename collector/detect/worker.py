@@ -7,8 +7,10 @@ the assembler placed each item in, and gets each closed ``Session`` back.  The a
 that dies loses nothing the spool does not hold: the server stops, and a restart replays.
 
 Messages go one way each, in order, over two pipes (``multiprocessing`` connections), in
-lists of whatever is waiting (one write and one wake-up for many messages; a request's
-bytes end a list):
+lists of whatever is waiting (one write and one wake-up for many messages).  A request's
+bytes end a list: the list names their size, and they follow it unframed, read straight
+into a buffer the child keeps (pickled inside the list, ~1 MB was copied four times on the
+way in: 0.7-0.9 ms of the child's CPU a request, against ~0.3 now):
 
   to the child    ("items", request number, signal, raw or None, [(index, key), ...], last)
                   ("fold", provisional, into)  ("finish", key, revision, reason, keep)
@@ -176,7 +178,12 @@ class WorkerDetection:
                 if messages[-1] is _STOP:
                     connection.send(messages[:-1])
                     return
-                connection.send(messages)
+                if _carries_bytes(messages[-1]):  # its size in the list, its bytes after it
+                    *head, (kind, number, signal_name, raw, pairs, last) = messages
+                    connection.send([*head, (kind, number, signal_name, len(raw), pairs, last)])
+                    _write_all(connection.fileno(), raw)
+                else:
+                    connection.send(messages)
         except OSError:
             pass  # the child is gone; the reader reports it
         finally:
@@ -326,6 +333,21 @@ class _WorkerBatch:
         self._items = []
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_into(fd: int, view: memoryview) -> None:
+    """Fill ``view`` from ``fd``: straight into the buffer, no chunk objects on the way."""
+    while view:
+        count = os.readv(fd, [view])
+        if not count:
+            raise EOFError
+        view = view[count:]
+
+
 def _carries_bytes(message: Any) -> bool:
     """Whether an outgoing message carries a request's bytes."""
     return message is not _STOP and message[0] == "items" and message[3] is not None
@@ -342,10 +364,18 @@ def serve_child(inbox: Connection, outbox: Connection) -> None:
         lambda session, reason: replies.append(("session", session, reason)), Rules.compile(expectations)
     )
     requests: Requests = {}  # begun, not ended
+    buffer = bytearray(1 << 20)  # the request being read: grown to the largest, never shrunk
     gc.freeze()  # the modules just imported: no collection need scan them again
     while True:
         try:
             messages = inbox.recv()
+            if messages and _carries_bytes(messages[-1]):
+                kind, number, signal_name, size, pairs, last = messages[-1]
+                if size > len(buffer):
+                    buffer = bytearray(size)
+                raw = memoryview(buffer)[:size]
+                _read_into(inbox.fileno(), raw)
+                messages[-1] = (kind, number, signal_name, raw, pairs, last)
         except EOFError:
             return
         # Say at once what was read, not after the work: the parent refuses new requests

@@ -53,7 +53,24 @@ def _by_key(sessions: list[tuple[Session, str]]) -> dict[tuple[str, int], tuple[
 
 
 def test_worker_and_inline_detection_give_the_same_sessions() -> None:
+    _assert_the_same_sessions(_requests())
+
+
+def test_requests_larger_than_the_childs_buffer_arrive_whole_between_small_ones() -> None:
+    # The child reads request bytes into one buffer it reuses: a 3 MB request must grow it,
+    # and the small requests after it must not read the big one's leftovers.
     requests = _requests()
+    position = next(n for n, (signal_name, _) in enumerate(requests) if signal_name == "traces")
+    request = ExportTraceServiceRequest.FromString(requests[position][1])
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    padding = span.attributes.add()
+    padding.key, padding.value.string_value = "padding", "x" * (3 << 20)
+    requests[position] = ("traces", request.SerializeToString())
+    assert len(requests[position][1]) > 3 << 20
+    _assert_the_same_sessions(requests)
+
+
+def _assert_the_same_sessions(requests: list[tuple[str, bytes]]) -> None:
     config = parse({}).sessions
 
     inline: list[tuple[Session, str]] = []
