@@ -12,7 +12,7 @@ bytes end a list: the list names their size, and they follow it unframed, read s
 into a buffer the child keeps (pickled inside the list, ~1 MB was copied four times on the
 way in: 0.7-0.9 ms of the child's CPU a request, against ~0.3 now):
 
-  to the child    ("items", request number, signal, raw or None, [(index, key), ...], last)
+  to the child    ("items", request number, signal, size or None, [(index, key), ...], last)
                   ("fold", provisional, into)  ("finish", key, revision, reason, keep)
                   ("reopen", key)  ("forget", key)  ("ask", token, key)
   from the child  ("read", n): the bytes of n more requests were read (sent at once)
@@ -349,7 +349,8 @@ def _read_into(fd: int, view: memoryview) -> None:
 
 
 def _carries_bytes(message: Any) -> bool:
-    """Whether an outgoing message carries a request's bytes."""
+    """Whether a message carries a request's bytes (in the parent, the bytes; on the pipe and
+    in the child until they are read, their size)."""
     return message is not _STOP and message[0] == "items" and message[3] is not None
 
 
