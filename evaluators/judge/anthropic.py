@@ -83,12 +83,15 @@ class AnthropicJudge:
     ) -> None:
         # An explicit credential keeps the SDK from looking for profiles or other
         # credentials on disk; a gateway given by base_url alone gets a placeholder key.
+        # The aiohttp transport costs about a third less CPU a call than the default httpx
+        # one (2.2-2.6 against 3.7-3.8 ms, measured with the SDK against a local server).
         self._client = client or anthropic.AsyncAnthropic(
             api_key=api_key or "unset",
             base_url=base_url,
             timeout=timeout,
             max_retries=0,
             open_telemetry=False,
+            http_client=anthropic.DefaultAioHttpClient(timeout=timeout),
         )
         self._timeout = timeout
         self._retry = retry
