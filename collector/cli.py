@@ -22,15 +22,20 @@ def _config(path: str | None) -> Config:
         raise SystemExit(2) from None
 
 
+def setup_logging(level: str, name: str = "%(name)s") -> None:
+    """Log lines on stderr; ``name`` stands before each message (a worker names itself)."""
+    logging.basicConfig(
+        level=level.upper(), format=f"%(asctime)s %(levelname)s {name}: %(message)s", stream=sys.stderr
+    )
+    # The judge's HTTP client logs every request at INFO: hundreds of lines a second.
+    logging.getLogger("httpx2").setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from collector.service import serve
 
     config = _config(args.config)
-    logging.basicConfig(
-        level=config.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    setup_logging(config.log_level)
     try:
         asyncio.run(serve(config))
     except (OSError, RuntimeError) as err:

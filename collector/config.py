@@ -346,10 +346,16 @@ class Judge(_Strict):
     max_input_tokens: int = Field(default=200_000, ge=2_000)  # AgentCore's per-evaluation input quota
     budget: Budget = Budget()
     prices: dict[str, Price] = {}
+    # Where ``serve`` makes judge calls: in a worker process beside it (the API client costs
+    # milliseconds of CPU a call), or inline; ``auto`` picks the worker with two or more CPUs.
+    calls: Literal["auto", "worker", "inline"] = "auto"
 
     @property
     def configured(self) -> bool:
         return bool(self.api_key or self.base_url)
+
+    def call_in_worker(self) -> bool:
+        return usable_cpus() >= 2 if self.calls == "auto" else self.calls == "worker"
 
     def price(self, model: str) -> Price | None:
         return self.prices.get(model) or DEFAULT_PRICES.get(model)

@@ -80,6 +80,7 @@ class Pipeline:
         spool: Spool | None = None,
         metrics: Metrics | None = None,
         detect_in_worker: bool = False,
+        judge_in_worker: bool = False,
     ) -> None:
         self.config = config
         self.metrics = metrics or Metrics()
@@ -95,7 +96,9 @@ class Pipeline:
             on_record=self._on_record,
             detection=self.worker,
         )
-        self.runner = Runner(self._deliver, config, self.metrics, store=self._store_result)
+        self.runner = Runner(
+            self._deliver, config, self.metrics, store=self._store_result, judge_in_worker=judge_in_worker
+        )
         self.sinks: list[ResultSink] = []  # exporters; each gets every finished Coverage
         self.closed: list[Coverage] = []  # kept only when ``keep_closed`` (replay)
         self.keep_closed = False
@@ -379,9 +382,12 @@ class Pipeline:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        # The workers import the package side by side: a second or more each on a slow machine.
         if self.worker is not None:
             self.worker.start()
-            await self.worker.started()
+            await asyncio.gather(self.worker.started(), self.runner.start())
+        else:
+            await self.runner.start()
         await self.recover()
         self._ticker = asyncio.create_task(self._tick_forever(), name="skillgauge-ticker")
 

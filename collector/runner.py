@@ -2,7 +2,8 @@
 
 ``submit`` is called from the assembler's close callback and must not block: the
 evaluators plan the session at once (deterministic rows, not-applicable and skipped rows
-are final), and the judge work runs as tasks, at most ``judge.max_concurrency`` at a time.
+are final), and the judge work runs as tasks, at most ``judge.max_concurrency`` at a time,
+their calls made here or, under ``serve``, in a child process (``judge.calls``).
 A session's ``Coverage`` is delivered once, when all of its rows are in.  The judge queue
 is bounded (``judge.max_queue``): beyond it a judge evaluation becomes ``skipped /
 queue_full``, never dropped.  ``drain`` waits for the work in flight (shutdown, end of
@@ -17,16 +18,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from collector.config import Budget as BudgetConfig
 from collector.config import Config, parse
 from collector.export.metrics import Metrics
+from collector.judge_worker import JudgeWorker
+from collector.judging import judge_env
 from evaluators import suite
 from evaluators.evidence import Session
 from evaluators.judge.base import Judge
-from evaluators.judge.budget import Budget, Budgets, Limits
 from evaluators.judge.execute import JudgeEnv, execute
-from evaluators.judge.pricing import Prices
-from evaluators.judge.retry import RetryPolicy
 from evaluators.judge.verdicts import Level, Scale
 from evaluators.plan import CustomSpec, JudgeTask, Policy, Settings
 from evaluators.registry import SkillRegistry, load_registry
@@ -76,10 +75,6 @@ def settings_from(config: Config, registry: SkillRegistry, judge_available: bool
     )
 
 
-def _limits(budget: BudgetConfig) -> Limits:
-    return Limits(budget.tokens_per_hour, budget.tokens_per_day, budget.usd_per_hour, budget.usd_per_day)
-
-
 class _MetricsObserver:
     def __init__(self, metrics: Metrics) -> None:
         self._m = metrics
@@ -97,21 +92,6 @@ class _MetricsObserver:
             self._m.judge_cost.labels(model).inc(usd)
 
 
-def build_judge(config: Config, metrics: Metrics) -> Judge | None:
-    if not config.judge.configured:
-        return None
-    from evaluators.judge.anthropic import AnthropicJudge
-
-    j = config.judge
-    return AnthropicJudge(
-        api_key=j.api_key,
-        base_url=j.base_url,
-        timeout=j.timeout,
-        retry=RetryPolicy(j.max_retries, j.backoff, j.max_backoff, j.max_retry_after),
-        observer=_MetricsObserver(metrics),
-    )
-
-
 class Runner:
     def __init__(
         self,
@@ -121,6 +101,7 @@ class Runner:
         judge: Judge | None = None,
         clock: Callable[[], float] = time.time,
         store: StoreResult | None = None,
+        judge_in_worker: bool = False,
     ) -> None:
         self._deliver = deliver
         # Exactly once: every judge verdict is committed (``store``) as soon as it arrives, and
@@ -131,8 +112,16 @@ class Runner:
         self.config = config or parse({})
         self.metrics = metrics or Metrics()
         self.registry = load_registry(self.config.skills.paths)  # validated with the config
-        self.judge = judge if judge is not None else build_judge(self.config, self.metrics)
-        self.settings = settings_from(self.config, self.registry, self.judge is not None)
+        observer = _MetricsObserver(self.metrics)
+        # Judge calls run here (``_env``) or in a child process (``_worker``, see judge_worker).
+        self._worker: JudgeWorker | None = None
+        self._env: JudgeEnv | None = None
+        if judge is None and judge_in_worker and self.config.judge.configured:
+            self._worker = JudgeWorker(self.config, observer)
+        else:
+            self._env = judge_env(self.config, observer, judge, clock)
+        self.judge = self._env.judge if self._env is not None else None
+        self.settings = settings_from(self.config, self.registry, self._judging)
         # The judge evaluations configured on, named in every coverage line.
         self.enabled = tuple(name for name in suite.JUDGE_EVALUATIONS if self.settings.policy(name).enabled)
         self.metrics.skill_labels.learn([s.name for s in self.registry.skills.values()])
@@ -140,22 +129,6 @@ class Runner:
         self._calls: set[asyncio.Task[EvaluationResult]] = set()
         self._semaphore = asyncio.Semaphore(self.config.judge.max_concurrency)
         self._queued = 0
-        judge_budget = Budget("judge", _limits(self.config.judge.budget), clock)
-        per_evaluation = {
-            name: Budgets([judge_budget, Budget(name, _limits(e.budget), clock)])
-            for name, e in self.config.evaluators.judged()
-        }
-        fallback = Budgets([judge_budget])
-        self._env = (
-            JudgeEnv(
-                judge=self.judge,
-                prices=self._prices,
-                budgets=lambda name: per_evaluation.get(name, fallback),
-                observer=_MetricsObserver(self.metrics),
-            )
-            if self.judge is not None
-            else None
-        )
         if len(self.registry):
             log.info(
                 "skills registry: %d skills from %s (%s)",
@@ -164,13 +137,18 @@ class Runner:
                 ", ".join(sorted(s.name for s in self.registry.skills.values())),
             )
 
-    def _prices(self, model: str) -> Prices | None:
-        price = self.config.judge.price(model)
-        return (
-            None
-            if price is None
-            else Prices.of(price.input, price.output, price.cache_read, price.cache_write)
-        )
+    @property
+    def _judging(self) -> bool:
+        return self._env is not None or self._worker is not None
+
+    @property
+    def calls_in_worker(self) -> bool:
+        return self._worker is not None
+
+    async def start(self) -> None:
+        """Start the judge worker, if judge calls run in one."""
+        if self._worker is not None:
+            await self._worker.start()
 
     def submit(self, session: Session) -> None:
         closed_at = time.monotonic()
@@ -186,7 +164,7 @@ class Runner:
             if earlier is not None:
                 slots[i] = EvaluationResult.from_dict(earlier)
                 self.metrics.judge_reused.inc()
-            elif self._env is None:  # planned with a judge that is gone: cannot happen, but never drop
+            elif not self._judging:  # planned with a judge that is gone: cannot happen, but never drop
                 slots[i] = _skipped(slot, "no_judge_configured", "no judge is configured")
             elif self._queued >= self.config.judge.max_queue:
                 slots[i] = _skipped(
@@ -218,10 +196,13 @@ class Runner:
         self._deliver(Coverage(session, results, self.enabled), time.monotonic() - closed_at)
 
     async def _judge(self, task: JudgeTask) -> EvaluationResult:
-        assert self._env is not None
         try:
             async with self._semaphore:
-                result = await execute(task, self._env)
+                if self._worker is not None:
+                    result = await self._worker.evaluate(task)
+                else:
+                    assert self._env is not None
+                    result = await execute(task, self._env)
             if self._store is not None:
                 await self._store(result)
             return result
@@ -284,6 +265,8 @@ class Runner:
             await asyncio.wait(late, timeout=5.0)
 
     async def close(self) -> None:
+        if self._worker is not None:
+            await self._worker.stop()
         if self.judge is not None:
             await self.judge.close()
 

@@ -46,7 +46,11 @@ class Service:
     _ready: bool = False
 
     def __post_init__(self) -> None:
-        self.pipeline = Pipeline(self.config, detect_in_worker=self.config.sessions.detect_in_worker())
+        self.pipeline = Pipeline(
+            self.config,
+            detect_in_worker=self.config.sessions.detect_in_worker(),
+            judge_in_worker=self.config.judge.call_in_worker(),
+        )
 
     async def start(self) -> None:
         pipeline = self.pipeline
@@ -198,9 +202,10 @@ class Service:
             log.info("export: no export.otlp endpoint; results are on /metrics and /v1/sessions/{id} only")
         if cfg.judge.configured:
             log.info(
-                "judge: %s via %s",
+                "judge: %s via %s; calls %s",
                 cfg.judge.model,
                 _safe_url(cfg.judge.base_url) if cfg.judge.base_url else "api.anthropic.com",
+                "in a worker process" if self.pipeline.runner.calls_in_worker else "inline (judge.calls)",
             )
         else:
             log.warning(

@@ -202,7 +202,9 @@ class WorkerDetection:
             if child is not None:  # the pipe closes as the child exits: wait for its code
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     child.wait(timeout=1.0)
-            loop.call_soon_threadsafe(self._gone)
+            # The loop may be closed already: the server stopped before the child was reaped.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._gone)
         finally:
             connection.close()
 

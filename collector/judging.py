@@ -1,0 +1,71 @@
+"""How a process calls the judge: ``judge_env`` builds what ``execute`` needs from the config.
+
+The runner uses it when judge calls run in the serving process, the judge worker when they
+run in a child; either way one process holds the client and the budgets.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from collector.config import Budget as BudgetConfig
+from collector.config import Config
+from evaluators.judge.base import Judge, JudgeObserver
+from evaluators.judge.budget import Budget, Budgets, Limits
+from evaluators.judge.execute import JudgeEnv
+from evaluators.judge.pricing import Prices
+from evaluators.judge.retry import RetryPolicy
+
+
+def _limits(budget: BudgetConfig) -> Limits:
+    return Limits(budget.tokens_per_hour, budget.tokens_per_day, budget.usd_per_hour, budget.usd_per_day)
+
+
+def build_judge(config: Config, observer: JudgeObserver) -> Judge | None:
+    if not config.judge.configured:
+        return None
+    from evaluators.judge.anthropic import AnthropicJudge
+
+    j = config.judge
+    return AnthropicJudge(
+        api_key=j.api_key,
+        base_url=j.base_url,
+        timeout=j.timeout,
+        retry=RetryPolicy(j.max_retries, j.backoff, j.max_backoff, j.max_retry_after),
+        observer=observer,
+    )
+
+
+def judge_env(
+    config: Config,
+    observer: JudgeObserver,
+    judge: Judge | None = None,
+    clock: Callable[[], float] = time.time,
+) -> JudgeEnv | None:
+    """What ``execute`` needs to call the judge (None: no judge is configured): the judge
+    itself, prices, and the budgets, shared by every call in this process."""
+    judge = judge if judge is not None else build_judge(config, observer)
+    if judge is None:
+        return None
+    judge_budget = Budget("judge", _limits(config.judge.budget), clock)
+    per_evaluation = {
+        name: Budgets([judge_budget, Budget(name, _limits(e.budget), clock)])
+        for name, e in config.evaluators.judged()
+    }
+    fallback = Budgets([judge_budget])
+
+    def prices(model: str) -> Prices | None:
+        price = config.judge.price(model)
+        return (
+            None
+            if price is None
+            else Prices.of(price.input, price.output, price.cache_read, price.cache_write)
+        )
+
+    return JudgeEnv(
+        judge=judge,
+        prices=prices,
+        budgets=lambda name: per_evaluation.get(name, fallback),
+        observer=observer,
+    )
