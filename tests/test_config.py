@@ -29,6 +29,7 @@ def test_defaults_match_the_design() -> None:
         ({"sessions": {"keys": ["session.id"]}}, "must be 'span:<attribute>' or 'resource:<attribute>'"),
         ({"status": {"endpoint": "9464"}}, "status.endpoint: '9464' is not host:port"),
         ({"sessions": {"detection": "process"}}, "sessions.detection: Input should be 'auto', 'worker' or 'inline'"),
+        ({"judge": {"calls": "process"}}, "judge.calls: Input should be 'auto', 'worker' or 'inline'"),
         ({"receivers": {"otlp": {"grpc": {"max_request_bytes": "lots"}}}}, "receivers.otlp.grpc.max_request_bytes"),
         ({"expectations": [{"when": {"user_message": "("}, "expect": "x"}]}, "is not a regular expression"),
         ({"expectations": [{"when": {}, "expect": []}]}, "expectations.0.expect"),

@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from fake_anthropic import FakeAnthropic
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -73,24 +74,54 @@ def test_strands_session_over_grpc_http_and_json_is_evaluated(expecting_server: 
     assert coverage["spans"] == 6
     assert coverage["framework"] == "strands"
     assert coverage["catalog"]["state"] == "advertised"
-    assert coverage["skill_loads"] == [{
-        "skill": "release-notes", "status": "loaded", "signal": "skill_tool", "has_body": True,
-        "span_id": request.resource_spans[0].scope_spans[0].spans[
-            [s.name for s in request.resource_spans[0].scope_spans[0].spans].index("execute_tool skills")
-        ].span_id.hex(),
-    }]
+    assert coverage["skill_loads"] == [
+        {
+            "skill": "release-notes",
+            "status": "loaded",
+            "signal": "skill_tool",
+            "has_body": True,
+            "span_id": request.resource_spans[0]
+            .scope_spans[0]
+            .spans[
+                [s.name for s in request.resource_spans[0].scope_spans[0].spans].index("execute_tool skills")
+            ]
+            .span_id.hex(),
+        }
+    ]
     (result,) = [r for r in records[:-1] if r["evaluation"] == "skill_invoked"]
-    assert (result["status"], result["passed"], result["score"], result["reason"]) == ("judged", True, 1.0, "loaded")
+    assert (result["status"], result["passed"], result["score"], result["reason"]) == (
+        "judged",
+        True,
+        1.0,
+        "loaded",
+    )
     assert result["span_id"] == coverage["skill_loads"][0]["span_id"]
 
     metrics = srv.metrics()
     assert metric_value(metrics, "skillgauge_received_items_total", protocol="grpc", signal="traces") == 2
     assert metric_value(metrics, "skillgauge_received_items_total", protocol="http", signal="traces") == 4
     assert metric_value(metrics, "skillgauge_sessions_closed_total", reason="idle_timeout") == 1
-    assert metric_value(metrics, "skillgauge_skill_loads_total", framework="strands", signal="skill_tool",
-                        status="loaded", skill="release-notes") == 1
-    assert metric_value(metrics, "skillgauge_evaluations_total", evaluation="skill_invoked",
-                        status="judged", reason="loaded") == 1
+    assert (
+        metric_value(
+            metrics,
+            "skillgauge_skill_loads_total",
+            framework="strands",
+            signal="skill_tool",
+            status="loaded",
+            skill="release-notes",
+        )
+        == 1
+    )
+    assert (
+        metric_value(
+            metrics,
+            "skillgauge_evaluations_total",
+            evaluation="skill_invoked",
+            status="judged",
+            reason="loaded",
+        )
+        == 1
+    )
     assert metric_value(metrics, "skillgauge_sessions_open") == 0
     # No judge configured: every judge evaluation is reported as skipped, never as a pass.
     judge_rows = [r for r in records[:-1] if r["evaluation"] != "skill_invoked"]
@@ -189,3 +220,33 @@ def test_a_killed_detection_worker_stops_the_server_and_a_restart_loses_nothing(
     assert [(r["spans"], [load["status"] for load in r["skill_loads"]]) for r in records] == [
         (spans, ["loaded"])
     ]
+
+
+def test_judge_worker_calls_the_judge_counts_on_metrics_and_ends_with_the_server(tmp_path: Path) -> None:
+    fake = FakeAnthropic().start()
+    try:
+        judge = {"base_url": fake.base_url, "api_key": "test", "calls": "worker"}
+        srv = Server(tmp_path, {"sessions": {"idle_timeout": "1s", "check_interval": "0.2s"}, "judge": judge})
+        log = srv.log()
+        found = re.search(r"judge calls run in a worker process \(pid (\d+)\)", log)
+        assert found and "; calls in a worker process" in log, log
+        worker = Path(f"/proc/{found.group(1)}")
+        (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl")
+        exporter = GrpcSpanExporter(endpoint=f"127.0.0.1:{srv.grpc_port}", insecure=True)
+        assert exporter.export(readable_spans(request)) == SpanExportResult.SUCCESS
+        # The calls were made by the child; their accounting is on the server's /metrics.
+        wait_for(
+            lambda: metric_value(srv.metrics(), "skillgauge_judge_requests_total", outcome="ok") >= 2, 30
+        )
+        assert len(fake.requests) >= 2
+        # As with the detection worker, a Ctrl-C to the process group is the server's to handle.
+        os.kill(int(found.group(1)), signal.SIGINT)
+        srv.proc.send_signal(signal.SIGTERM)
+        assert srv.stop() == 0
+    finally:
+        fake.stop()
+    with sqlite3.connect(tmp_path / "data" / "skillgauge.sqlite") as db:
+        rows = [json.loads(r) for (r,) in db.execute("SELECT record FROM results").fetchall()]
+    judged = [r for r in rows if r["judge"] is not None]
+    assert judged and all(r["status"] == "judged" for r in judged)
+    assert not worker.exists() or "zombie" in (worker / "status").read_text()

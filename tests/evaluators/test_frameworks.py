@@ -191,6 +191,9 @@ async def test_has_context_before_agrees_with_the_rendered_trajectory() -> None:
             for t in [t.start_unix_nano for t in s.turns] + [c.start_unix_nano for c in s.tool_calls]:
                 times += [t - 1, t, t + 1]
             for at in times:
-                assert context.has_context_before(s, at) == bool(context.trajectory(s, at)), (s.session_id, at)
+                assert context.has_context_before(s, at) == bool(context.trajectory(s, at)), (
+                    s.session_id,
+                    at,
+                )
                 checked += 1
     assert checked > 300

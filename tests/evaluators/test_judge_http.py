@@ -23,6 +23,12 @@ def fake() -> Iterator[FakeAnthropic]:
     server.stop()
 
 
+@pytest.fixture(params=["inline", "worker"])
+def in_worker(request: pytest.FixtureRequest) -> bool:
+    """Judge calls in this process, or in the child process ``serve`` makes them in."""
+    return bool(request.param == "worker")
+
+
 def judge_config(fake: FakeAnthropic, **judge: object) -> Config:
     return config(base_url=fake.base_url, api_key="test-key", backoff="10ms", **judge)
 
@@ -31,8 +37,8 @@ def metrics_text(c: Collected) -> str:
     return generate_latest(c.metrics.registry).decode()
 
 
-async def test_wire_format_forced_tool_and_cache_breakpoints(fake: FakeAnthropic) -> None:
-    c = Collected(judge_config(fake))
+async def test_wire_format_forced_tool_and_cache_breakpoints(fake: FakeAnthropic, in_worker: bool) -> None:
+    c = Collected(judge_config(fake), in_worker=in_worker)
     await c.run(session(loads=[load()]))
     following = fake.of_kind("skill_instruction_following")[0]
     credential = following.headers.get("x-api-key") or following.headers.get("authorization", "")
@@ -51,13 +57,13 @@ async def test_wire_format_forced_tool_and_cache_breakpoints(fake: FakeAnthropic
     )
 
 
-async def test_429_with_retry_after_is_honoured_then_succeeds(fake: FakeAnthropic) -> None:
+async def test_429_with_retry_after_is_honoured_then_succeeds(fake: FakeAnthropic, in_worker: bool) -> None:
     fake.queue(
         status(429, retry_after=0.3, evaluation="skill_selection_accuracy"),
         status(529, evaluation="skill_selection_accuracy"),
         status(500, evaluation="skill_selection_accuracy"),
     )
-    c = Collected(judge_config(fake))
+    c = Collected(judge_config(fake), in_worker=in_worker)
     await c.run(session(loads=[load()]))
     calls = fake.of_kind("skill_selection_accuracy")
     assert len(calls) == 4
@@ -69,9 +75,9 @@ async def test_429_with_retry_after_is_honoured_then_succeeds(fake: FakeAnthropi
         assert metric_value(m, "skillgauge_judge_requests_total", model=MODEL, outcome=outcome) >= 1, outcome
 
 
-async def test_retries_exhausted_is_an_error_row(fake: FakeAnthropic) -> None:
+async def test_retries_exhausted_is_an_error_row(fake: FakeAnthropic, in_worker: bool) -> None:
     fake.queue(*(status(529, evaluation="skill_omission") for _ in range(3)))
-    c = Collected(judge_config(fake, max_retries=2))
+    c = Collected(judge_config(fake, max_retries=2), in_worker=in_worker)
     await c.run(session())
     row = only(c.rows(), "skill_omission")
     assert (row.status, row.reason, row.passed, row.score) == ("error", "judge_overloaded", None, None)
@@ -87,9 +93,9 @@ async def test_too_long_retry_after_gives_up_at_once(fake: FakeAnthropic) -> Non
     assert len(fake.of_kind("skill_omission")) == 1
 
 
-async def test_slow_judge_times_out(fake: FakeAnthropic) -> None:
+async def test_slow_judge_times_out(fake: FakeAnthropic, in_worker: bool) -> None:
     fake.queue(*(delay(1.0, evaluation="skill_omission") for _ in range(2)))
-    c = Collected(judge_config(fake, timeout="0.3s", max_retries=1))
+    c = Collected(judge_config(fake, timeout="0.3s", max_retries=1), in_worker=in_worker)
     await c.run(session())
     row = only(c.rows(), "skill_omission")
     assert (row.status, row.reason, row.passed) == ("error", "judge_timeout", None)
@@ -99,13 +105,13 @@ async def test_slow_judge_times_out(fake: FakeAnthropic) -> None:
     )
 
 
-async def test_malformed_tool_input_is_retried_once(fake: FakeAnthropic) -> None:
+async def test_malformed_tool_input_is_retried_once(fake: FakeAnthropic, in_worker: bool) -> None:
     fake.queue(verdict({"reasoning": "yes!", "rating": "YES!!"}, evaluation="skill_selection_accuracy"))
     fake.queue(
         text("I think Yes.", evaluation="skill_omission"),
         verdict({"reasoning": "", "should_have_used_skill": "maybe"}, evaluation="skill_omission"),
     )
-    c = Collected(judge_config(fake))
+    c = Collected(judge_config(fake), in_worker=in_worker)
     await c.run(session(loads=[load()]), session("s-2"))
     selection = only(c.of("s-1").results, "skill_selection_accuracy")
     assert (selection.status, selection.passed) == ("judged", True)  # the retry was valid
@@ -120,8 +126,8 @@ async def test_malformed_tool_input_is_retried_once(fake: FakeAnthropic) -> None
     )
 
 
-async def test_prompt_caching_makes_the_same_skill_cheaper(fake: FakeAnthropic) -> None:
-    c = Collected(judge_config(fake))
+async def test_prompt_caching_makes_the_same_skill_cheaper(fake: FakeAnthropic, in_worker: bool) -> None:
+    c = Collected(judge_config(fake), in_worker=in_worker)
     await c.run(session("first", loads=[load()]))
     await c.run(*(session(f"later-{i}", loads=[load()]) for i in range(5)))
     rows = c.rows("skill_instruction_following")
@@ -140,14 +146,15 @@ async def test_prompt_caching_makes_the_same_skill_cheaper(fake: FakeAnthropic) 
     )
 
 
-async def test_concurrency_is_bounded_and_queue_is_visible(fake: FakeAnthropic) -> None:
+async def test_concurrency_is_bounded_and_queue_is_visible(fake: FakeAnthropic, in_worker: bool) -> None:
     fake.script = lambda seen: delay(0.15, then=default_verdict(seen))
-    c = Collected(judge_config(fake, max_concurrency=2))
+    c = Collected(judge_config(fake, max_concurrency=2), in_worker=in_worker)
     for i in range(4):
         c.runner.submit(session(f"s-{i}", loads=[load()]))
     assert c.runner.queued == 8
     assert metric_value(metrics_text(c), "skillgauge_judge_queue_depth") == 8
     await c.runner.drain(10)
+    await c.runner.close()
     assert fake.max_in_flight == 2
     assert len(fake.requests) == 8 and c.runner.queued == 0
     assert metric_value(metrics_text(c), "skillgauge_judge_queue_depth") == 0

@@ -1,0 +1,97 @@
+"""Judge calls in a child process (``judge.calls: worker``), with the real ``anthropic``
+client against the fake Messages API: what a child that dies, or a shutdown in mid-call,
+leaves on the rows, and that the child ends with the runner."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_anthropic import FakeAnthropic, default_verdict, delay
+from judge_support import Collected, config, load, session
+from prometheus_client import generate_latest
+from support import metric_value
+
+from evaluators.result import EvaluationResult
+
+JUDGED = {"skill_selection_accuracy", "skill_instruction_following"}  # for a session with one load
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeAnthropic]:
+    server = FakeAnthropic().start()
+    yield server
+    server.stop()
+
+
+def judge_workers() -> list[int]:
+    """This process's children that are judge workers, found the way an operator would."""
+    me = Path("/proc/self/task")
+    pids = [int(p) for t in me.iterdir() for p in (t / "children").read_text().split()]
+    return [p for p in pids if b"collector.judge_worker" in Path(f"/proc/{p}/cmdline").read_bytes()]
+
+
+async def until(predicate: object, timeout: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
+
+
+def judge_rows(c: Collected, session_id: str) -> list[EvaluationResult]:
+    return [r for r in c.of(session_id).results if r.evaluation in JUDGED]
+
+
+async def test_a_worker_killed_mid_call_costs_only_those_rows_and_the_next_call_starts_a_new_one(
+    fake: FakeAnthropic,
+) -> None:
+    fake.script = lambda seen: delay(4.0, then=default_verdict(seen))
+    c = Collected(config(base_url=fake.base_url, api_key="k"), in_worker=True)
+    c.runner.submit(session("s-1", loads=[load()]))
+    await until(lambda: len(fake.requests) == 2)  # both calls are in the child, waiting
+    (pid,) = judge_workers()
+    os.kill(pid, signal.SIGKILL)
+    await c.runner.drain(10)
+    rows = judge_rows(c, "s-1")
+    assert {r.evaluation for r in rows} == JUDGED
+    for row in rows:  # an honest error, never a pass or a silent gap
+        assert (row.status, row.reason, row.passed) == ("error", "judge_error", None)
+        assert "judge worker exited" in row.explanation
+
+    fake.script = default_verdict
+    await c.run(session("s-2", loads=[load()]))  # a new child answers
+    assert [r.status for r in judge_rows(c, "s-2")] == ["judged", "judged"]
+    assert not judge_workers()  # and ended with the run
+
+
+async def test_shutdown_mid_call_records_skipped_rows_and_ends_the_worker(fake: FakeAnthropic) -> None:
+    fake.script = lambda seen: delay(4.0, then=default_verdict(seen))
+    c = Collected(config(base_url=fake.base_url, api_key="k"), in_worker=True)
+    await c.runner.start()
+    (pid,) = judge_workers()
+    c.runner.submit(session("s-1", loads=[load()]))
+    await until(lambda: len(fake.requests) == 2)
+    await c.runner.drain(0.5)
+    assert [(r.status, r.reason) for r in judge_rows(c, "s-1")] == [("skipped", "shutdown")] * 2
+    await c.runner.close()
+    assert not Path(f"/proc/{pid}").exists()
+
+
+async def test_the_workers_accounting_reaches_this_process_metrics(fake: FakeAnthropic) -> None:
+    c = Collected(config(base_url=fake.base_url, api_key="k"), in_worker=True)
+    await c.run(session("s-1", loads=[load()]))
+    rows = judge_rows(c, "s-1")
+    assert [r.status for r in rows] == ["judged", "judged"]
+    text = generate_latest(c.metrics.registry).decode()
+    model = rows[0].judge.model if rows[0].judge else ""
+    assert metric_value(text, "skillgauge_judge_requests_total", model=model, outcome="ok") == 2
+    billed = sum(r.judge.input_tokens for r in rows if r.judge)
+    assert billed > 0
+    assert metric_value(text, "skillgauge_judge_tokens_total", model=model, kind="input") == billed
+    assert metric_value(text, "skillgauge_judge_cost_usd_total", model=model) == pytest.approx(
+        sum(r.judge.cost_usd or 0.0 for r in rows if r.judge), rel=1e-6
+    )
