@@ -116,6 +116,11 @@ def text(words: str, **match: str) -> Action:
     return Action("text", {"text": words}, **match)
 
 
+def garbled(body: str, **match: str) -> Action:
+    """A 200 whose body is this text (a broken gateway or proxy), not a Messages API reply."""
+    return Action("garbled", {"body": body}, **match)
+
+
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -247,6 +252,8 @@ class FakeAnthropic:
                 self._in_flight -= 1
 
     def _answer(self, seen: Seen, action: Action) -> web.Response:
+        if action.kind == "garbled":
+            return web.Response(text=action.payload["body"], content_type="application/json")
         if action.kind == "status":
             code = action.payload["code"]
             headers = {"request-id": f"req_{next(self._ids)}"}

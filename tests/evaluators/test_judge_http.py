@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from fake_anthropic import FakeAnthropic, default_verdict, delay, status, text, verdict
+from fake_anthropic import FakeAnthropic, default_verdict, delay, garbled, status, text, verdict
 from judge_support import RELEASE_BODY, Collected, config, load, only, session
 from prometheus_client import generate_latest
 from support import metric_value
@@ -103,6 +103,23 @@ async def test_slow_judge_times_out(fake: FakeAnthropic, in_worker: bool) -> Non
     assert (
         metric_value(metrics_text(c), "skillgauge_judge_requests_total", model=MODEL, outcome="timeout") == 2
     )
+
+
+async def test_a_reply_that_is_not_json_is_an_error_row_after_the_retries(
+    fake: FakeAnthropic, in_worker: bool
+) -> None:
+    c = Collected(judge_config(fake, max_retries=1), in_worker=in_worker)
+    fake.queue(garbled("<html>bad gateway</html>"), garbled("[1, 2]"))
+    await c.run(session("s-1"))
+    fake.queue(garbled("[1, 2]"), garbled("<html>bad gateway</html>"))
+    await c.run(session("s-2"))
+    rows = {sid: only(c.of(sid).results, "skill_omission") for sid in ("s-1", "s-2")}
+    for row in rows.values():  # the last attempt's failure is the one named
+        assert (row.status, row.reason, row.passed) == ("error", "judge_error", None)
+    assert "the reply is JSON but not an object: list" in rows["s-1"].explanation
+    assert "the reply is not JSON" in rows["s-2"].explanation
+    assert len(fake.of_kind("skill_omission")) == 4  # each retried once (max_retries=1)
+    assert metric_value(metrics_text(c), "skillgauge_judge_requests_total", model=MODEL, outcome="error") == 4
 
 
 async def test_malformed_tool_input_is_retried_once(fake: FakeAnthropic, in_worker: bool) -> None:
