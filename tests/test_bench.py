@@ -18,3 +18,14 @@ def test_bench_short_mode_prints_its_figures_as_the_last_line() -> None:
     for key in ("ingest_spans_per_s", "decode_limit_spans_per_s", "ratio", "export_p99_ms", "rss_bytes_per_open_session"):
         assert figures[key] > 0, key
     assert figures["short"] is True
+
+
+def test_judge_call_cost_prints_a_line_for_each_way() -> None:
+    script = Path(__file__).parent / "perf" / "judge_call_cost.py"
+    run = subprocess.run(
+        [sys.executable, str(script), "--calls", "20", "--rounds", "1"], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.strip().splitlines()
+    assert [line.split()[0] for line in lines] == ["sdk", "aiohttp", "judge"]
+    assert all(float(line.split()[1]) > 0 for line in lines)
