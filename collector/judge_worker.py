@@ -9,9 +9,10 @@ planning, the queue and its bound, committing verdicts, reusing recovered ones, 
 
 Messages are pickles, each after its 4-byte length, on the child's stdin and stdout:
 
-  to the child    the Config, first and alone; then (token, task fields): the evaluation,
-                  what a result names of the session (id, revision, framework), the
-                  request, the rubric and where
+  to the child    the Config, first and alone; then (token, pickled task fields): the
+                  evaluation, what a result names of the session (id, revision,
+                  framework), the request, the rubric and where, pickled apart so that a
+                  task the child cannot read fails alone
   from the child  ("ready",) once; then (token, result record or None, events): the
                   ``EvaluationResult.to_dict`` record, None when ``execute`` raised (logged
                   there); events are the observer's calls since the last message
@@ -158,7 +159,7 @@ class JudgeWorker:
         answer: asyncio.Future[EvaluationResult] = asyncio.get_running_loop().create_future()
         self._waiting[token] = answer
         try:
-            child.stdin.write(_frame((token, _fields(task))))
+            child.stdin.write(_frame((token, pickle.dumps(_fields(task), pickle.HIGHEST_PROTOCOL))))
             await child.stdin.drain()
             return await answer
         finally:
@@ -235,12 +236,12 @@ async def _serve(inbox: asyncio.StreamReader, outbox: int) -> None:
         raise SystemExit("the judge worker was started without a judge configured")
     calls: set[asyncio.Task[None]] = set()
 
-    async def evaluate(token: int, fields: TaskFields, env: JudgeEnv) -> None:
+    async def evaluate(token: int, fields: bytes, env: JudgeEnv) -> None:
         record: dict[str, Any] | None
         try:
-            record = (await execute(_task(fields), env)).to_dict()
+            record = (await execute(_task(pickle.loads(fields)), env)).to_dict()
         except Exception:  # one bad task must not stop the others
-            log.exception("judge evaluation %s failed", fields[0])
+            log.exception("judge task %d failed", token)
             record = None
         writer.write(_frame((token, record, events.take())))
 

@@ -5,6 +5,7 @@ leaves on the rows, and that the child ends with the runner."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 from collections.abc import Iterator
@@ -16,6 +17,10 @@ from judge_support import Collected, config, load, session
 from prometheus_client import generate_latest
 from support import metric_value
 
+from collector.judge_worker import JudgeWorker, JudgeWorkerError
+from evaluators import suite
+from evaluators.judge.base import NullObserver
+from evaluators.plan import JudgeTask
 from evaluators.result import EvaluationResult
 
 JUDGED = {"skill_selection_accuracy", "skill_instruction_following"}  # for a session with one load
@@ -95,3 +100,27 @@ async def test_the_workers_accounting_reaches_this_process_metrics(fake: FakeAnt
     assert metric_value(text, "skillgauge_judge_cost_usd_total", model=model) == pytest.approx(
         sum(r.judge.cost_usd or 0.0 for r in rows if r.judge), rel=1e-6
     )
+
+
+class _TestOnlyRubric:
+    """Defined in this test module, which the child cannot import: its task cannot be read there."""
+
+    description = "a rubric only this process knows"
+
+
+async def test_a_task_the_worker_cannot_read_fails_alone_and_the_same_child_goes_on(
+    fake: FakeAnthropic,
+) -> None:
+    cfg = config(base_url=fake.base_url, api_key="k")
+    worker = JudgeWorker(cfg, NullObserver())
+    await worker.start()
+    (pid,) = judge_workers()
+    plan = suite.plan(session("s-1", loads=[load()]), Collected(cfg).runner.settings)
+    good, bad = [slot for slot in plan.slots if isinstance(slot, JudgeTask)]
+    bad = dataclasses.replace(bad, rubric=_TestOnlyRubric())  # type: ignore[arg-type]
+    with pytest.raises(JudgeWorkerError, match="could not evaluate it"):
+        await worker.evaluate(bad)
+    result = await worker.evaluate(good)
+    assert (result.status, result.evaluation) == ("judged", good.evaluation)
+    assert judge_workers() == [pid]  # the same child, still serving
+    await worker.stop()
