@@ -119,7 +119,16 @@ async def test_a_reply_that_is_not_json_is_an_error_row_after_the_retries(
     assert "the reply is JSON but not an object: list" in rows["s-1"].explanation
     assert "the reply is not JSON" in rows["s-2"].explanation
     assert len(fake.of_kind("skill_omission")) == 4  # each retried once (max_retries=1)
+    # An object whose content is not blocks: no verdict in it, so the verdict is invalid.
+    fake.queue(*(garbled('{"content": ["a string"], "usage": {}}') for _ in range(2)))
+    await c.run(session("s-3"))
+    row = only(c.of("s-3").results, "skill_omission")
+    assert (row.status, row.reason, row.passed) == ("error", "judge_unparseable", None)
     assert metric_value(metrics_text(c), "skillgauge_judge_requests_total", model=MODEL, outcome="error") == 4
+    assert (
+        metric_value(metrics_text(c), "skillgauge_judge_requests_total", model=MODEL, outcome="unparseable")
+        == 2
+    )
 
 
 async def test_malformed_tool_input_is_retried_once(fake: FakeAnthropic, in_worker: bool) -> None:
