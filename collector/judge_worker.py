@@ -23,7 +23,8 @@ which pickle but do not unpickle.
 
 Closing the child's stdin ends it, abandoning calls in flight (their rows say ``shutdown``).
 A child that dies fails the calls it had (``error / judge_error``); the next task starts a
-new one.
+new one, at once the first time, then after 1, 2, 4 ... up to 30 s while children keep
+dying within a minute.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ from evaluators.result import EvaluationResult
 log = logging.getLogger("skillgauge")
 
 _LENGTH = struct.Struct(">I")
+_YOUNG = 60.0  # a child that dies sooner than this counts as one more crash in a row
+_MAX_RESTART_WAIT = 30.0  # seconds: restarts wait 1, 2, 4 ... s from the second crash in a row
 Event = tuple[str, tuple[Any, ...]]  # (observer method, its arguments)
 
 
@@ -104,6 +107,10 @@ class JudgeWorker:
         self._child: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
         self._starting = asyncio.Lock()
+        # Children that died young, in a row: each restart waits longer (a child that
+        # crashes on every task must not be restarted as fast as tasks arrive).
+        self._crashes = 0
+        self._started_at = 0.0
 
     async def start(self, timeout: float = 30.0) -> None:
         """Start the child and return once it answers (its imports done)."""
@@ -130,6 +137,7 @@ class JudgeWorker:
             raise RuntimeError(f"the judge worker did not start: {err!r}") from None
         assert ready == ("ready",)
         self._child = child
+        self._started_at = time.monotonic()
         self._reader = asyncio.create_task(self._read_forever(child), name="skillgauge-judge-read")
         log.info("judge calls run in a worker process (pid %d)", child.pid)
 
@@ -152,6 +160,14 @@ class JudgeWorker:
     async def evaluate(self, task: JudgeTask) -> EvaluationResult:
         async with self._starting:
             if self._child is None or self._child.returncode is not None:
+                if self._crashes > 1:
+                    wait = min(_MAX_RESTART_WAIT, 2.0 ** (self._crashes - 2))
+                    log.warning(
+                        "the judge worker died %d times in a row; starting a new one in %gs",
+                        self._crashes,
+                        wait,
+                    )
+                    await asyncio.sleep(wait)
                 await self.start()
         child = self._child
         assert child is not None and child.stdin is not None
@@ -186,6 +202,8 @@ class JudgeWorker:
         code = await child.wait()
         if self._child is child:  # not stopped on purpose
             self._child = None
+            lived = time.monotonic() - self._started_at
+            self._crashes = self._crashes + 1 if lived < _YOUNG else 1
             log.error(
                 "the judge worker (pid %d) exited with code %d; the next judge call starts a new one",
                 child.pid,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
 import signal
 from collections.abc import Iterator
@@ -124,3 +125,25 @@ async def test_a_task_the_worker_cannot_read_fails_alone_and_the_same_child_goes
     assert (result.status, result.evaluation) == ("judged", good.evaluation)
     assert judge_workers() == [pid]  # the same child, still serving
     await worker.stop()
+
+
+async def test_children_that_keep_dying_are_restarted_ever_later(
+    fake: FakeAnthropic, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="skillgauge")
+    fake.script = lambda seen: delay(4.0, then=default_verdict(seen))
+    c = Collected(config(base_url=fake.base_url, api_key="k"), in_worker=True)
+    for n in (1, 2):  # two children killed young, in a row
+        c.runner.submit(session(f"s-{n}", loads=[load()]))
+        await until(lambda n=n: len(fake.requests) == 2 * n)
+        (pid,) = judge_workers()
+        os.kill(pid, signal.SIGKILL)
+        await c.runner.drain(10)
+    assert "in a row" not in caplog.text  # the second child started at once
+    fake.script = default_verdict
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await c.run(session("s-3", loads=[load()]))
+    assert "the judge worker died 2 times in a row; starting a new one in 1s" in caplog.text
+    assert loop.time() - started >= 1.0
+    assert [r.status for r in judge_rows(c, "s-3")] == ["judged", "judged"]
