@@ -103,14 +103,16 @@ class JudgeWorker:
         self._config = config
         self._observer = observer
         self._tokens = itertools.count(1)
-        self._waiting: dict[int, asyncio.Future[EvaluationResult]] = {}
+        # By token: the answer awaited, and the child the task went to (a new child can
+        # start while the old one's exit is still being read).
+        self._waiting: dict[int, tuple[asyncio.subprocess.Process, asyncio.Future[EvaluationResult]]] = {}
         self._child: asyncio.subprocess.Process | None = None
+        self._stopped: asyncio.subprocess.Process | None = None  # ended on purpose
         self._reader: asyncio.Task[None] | None = None
         self._starting = asyncio.Lock()
         # Children that died young, in a row: each restart waits longer (a child that
         # crashes on every task must not be restarted as fast as tasks arrive).
         self._crashes = 0
-        self._started_at = 0.0
 
     async def start(self, timeout: float = 30.0) -> None:
         """Start the child and return once it answers (its imports done)."""
@@ -137,8 +139,9 @@ class JudgeWorker:
             raise RuntimeError(f"the judge worker did not start: {err!r}") from None
         assert ready == ("ready",)
         self._child = child
-        self._started_at = time.monotonic()
-        self._reader = asyncio.create_task(self._read_forever(child), name="skillgauge-judge-read")
+        self._reader = asyncio.create_task(
+            self._read_forever(child, time.monotonic()), name="skillgauge-judge-read"
+        )
         log.info("judge calls run in a worker process (pid %d)", child.pid)
 
     async def stop(self, timeout: float = 10.0) -> None:
@@ -146,6 +149,7 @@ class JudgeWorker:
         child, self._child = self._child, None
         if child is None:
             return
+        self._stopped = child
         assert child.stdin is not None
         child.stdin.close()
         try:
@@ -173,7 +177,7 @@ class JudgeWorker:
         assert child is not None and child.stdin is not None
         token = next(self._tokens)
         answer: asyncio.Future[EvaluationResult] = asyncio.get_running_loop().create_future()
-        self._waiting[token] = answer
+        self._waiting[token] = (child, answer)
         try:
             child.stdin.write(_frame((token, pickle.dumps(_fields(task), pickle.HIGHEST_PROTOCOL))))
             await child.stdin.drain()
@@ -181,14 +185,14 @@ class JudgeWorker:
         finally:
             self._waiting.pop(token, None)
 
-    async def _read_forever(self, child: asyncio.subprocess.Process) -> None:
+    async def _read_forever(self, child: asyncio.subprocess.Process, started: float) -> None:
         assert child.stdout is not None
         try:
             while True:
                 token, record, events = await _read_frame(child.stdout)
                 for method, args in events:
                     getattr(self._observer, method)(*args)
-                answer = self._waiting.get(token)
+                _, answer = self._waiting.get(token, (child, None))
                 if answer is None or answer.done():
                     continue  # abandoned by the runner (shutdown)
                 if record is None:
@@ -200,17 +204,17 @@ class JudgeWorker:
         except (asyncio.IncompleteReadError, OSError):
             pass  # the child exited
         code = await child.wait()
-        if self._child is child:  # not stopped on purpose
+        if self._child is child:
             self._child = None
-            lived = time.monotonic() - self._started_at
-            self._crashes = self._crashes + 1 if lived < _YOUNG else 1
+        if child is not self._stopped:
+            self._crashes = self._crashes + 1 if time.monotonic() - started < _YOUNG else 1
             log.error(
                 "the judge worker (pid %d) exited with code %d; the next judge call starts a new one",
                 child.pid,
                 code,
             )
-        for answer in self._waiting.values():
-            if not answer.done():
+        for went_to, answer in self._waiting.values():
+            if went_to is child and not answer.done():
                 answer.set_exception(
                     JudgeWorkerError(f"the judge worker exited (code {code}) during the call")
                 )
