@@ -262,6 +262,11 @@ def usable_cpus(cgroup: Path = Path("/sys/fs/cgroup")) -> float:
     return count
 
 
+def _worker_chosen(choice: Literal["auto", "worker", "inline"]) -> bool:
+    """Whether work goes to a worker process: ``auto`` when two or more CPUs are usable."""
+    return usable_cpus() >= 2 if choice == "auto" else choice == "worker"
+
+
 class Sessions(_Strict):
     keys: tuple[str, ...] = (
         "span:session.id",
@@ -285,7 +290,7 @@ class Sessions(_Strict):
     detection: Literal["auto", "worker", "inline"] = "auto"
 
     def detect_in_worker(self) -> bool:
-        return usable_cpus() >= 2 if self.detection == "auto" else self.detection == "worker"
+        return _worker_chosen(self.detection)
 
     @field_validator("keys")
     @classmethod
@@ -355,7 +360,7 @@ class Judge(_Strict):
         return bool(self.api_key or self.base_url)
 
     def call_in_worker(self) -> bool:
-        return usable_cpus() >= 2 if self.calls == "auto" else self.calls == "worker"
+        return _worker_chosen(self.calls)
 
     def price(self, model: str) -> Price | None:
         return self.prices.get(model) or DEFAULT_PRICES.get(model)

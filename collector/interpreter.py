@@ -1,5 +1,17 @@
 """Interpreter settings for skillgauge's long-running processes (``serve`` and its
-detection worker), in one place, with why each differs from Python's default."""
+workers), in one place, with why each differs from Python's default."""
+
+import os
+from pathlib import Path
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a worker started with ``python -m``: it imports this very copy of
+    the package, installed or not."""
+    package_root = str(Path(__file__).resolve().parents[1])
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
+
 
 # How long a thread may hold the GIL while another waits for it (Python's default is 5 ms).
 # The spool's writer and the receivers' loop each need it back after every SQLite call or

@@ -39,11 +39,11 @@ import signal
 import struct
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from collector.cli import setup_logging
 from collector.config import Config
+from collector.interpreter import child_env
 from collector.judging import judge_env
 from evaluators.evidence import Session
 from evaluators.judge.base import JudgeObserver, JudgeRequest
@@ -116,17 +116,13 @@ class JudgeWorker:
 
     async def start(self, timeout: float = 30.0) -> None:
         """Start the child and return once it answers (its imports done)."""
-        # The child imports this very copy of the package, installed or not.
-        package_root = str(Path(__file__).resolve().parents[1])
-        path = os.environ.get("PYTHONPATH")
-        env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
         child = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "collector.judge_worker",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            env=env,
+            env=child_env(),
         )
         assert child.stdin is not None and child.stdout is not None
         child.stdin.write(_frame(self._config))

@@ -39,7 +39,6 @@ import subprocess
 import sys
 import threading
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
 from google.protobuf.message import Message
@@ -51,7 +50,7 @@ from collector.config import Expectation
 from collector.detect.child import Requests, handle
 from collector.detect.expectations import Rules
 from collector.detect.stage import Batch, InlineDetection, OnFinished, Signal
-from collector.interpreter import DETECTION_GC_THRESHOLDS
+from collector.interpreter import DETECTION_GC_THRESHOLDS, child_env
 from collector.spans import Attributes
 
 log = logging.getLogger("skillgauge")
@@ -104,14 +103,10 @@ class WorkerDetection:
         to_parent, from_child = os.pipe()
         _widen(from_parent)
         _widen(from_child)
-        # The child imports this very copy of the package, installed or not.
-        package_root = str(Path(__file__).resolve().parents[2])
-        path = os.environ.get("PYTHONPATH")
-        env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
         self._child = subprocess.Popen(
             [sys.executable, "-m", "collector.detect.worker", str(to_child), str(from_child)],
             pass_fds=(to_child, from_child),
-            env=env,
+            env=child_env(),
         )
         os.close(to_child)
         os.close(from_child)
