@@ -21,7 +21,9 @@ Messages are pickles, each after its 4-byte length, on the child's stdin and std
 Tasks and results cross as plain fields: their classes are compiled, frozen dataclasses,
 which pickle but do not unpickle.
 
-Closing the child's stdin ends it, abandoning calls in flight (their rows say ``shutdown``).
+Closing the child's stdin ends it, abandoning calls in flight (their rows say ``shutdown``);
+the death of the server (kill -9 included) ends it at once, on Linux, and elsewhere stops
+it from starting calls whose verdicts no one could take.
 A child that dies fails the calls it had (``error / judge_error``); the next task starts a
 new one, at once the first time, then after 1, 2, 4 ... up to 30 s while children keep
 dying within a minute.
@@ -120,6 +122,7 @@ class JudgeWorker:
             sys.executable,
             "-m",
             "collector.judge_worker",
+            str(os.getpid()),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             env=child_env(),
@@ -239,8 +242,7 @@ class _Events:
         return taken
 
 
-async def _serve(inbox: asyncio.StreamReader, outbox: int) -> None:
-
+async def _serve(inbox: asyncio.StreamReader, outbox: int, parent: int) -> None:
     loop = asyncio.get_running_loop()
     transport, protocol = await loop.connect_write_pipe(
         asyncio.streams.FlowControlMixin, os.fdopen(outbox, "wb", buffering=0)
@@ -270,6 +272,8 @@ async def _serve(inbox: asyncio.StreamReader, outbox: int) -> None:
                 token, fields = await _read_frame(inbox)
             except asyncio.IncompleteReadError:
                 return  # the parent closed our stdin
+            if os.getppid() != parent:
+                return  # the server died: no one can take the verdict; its restart asks again
             call = asyncio.create_task(evaluate(token, fields, env))
             calls.add(call)
             call.add_done_callback(calls.discard)
@@ -280,7 +284,7 @@ async def _serve(inbox: asyncio.StreamReader, outbox: int) -> None:
         transport.close()
 
 
-async def _main() -> None:
+async def _main(parent: int) -> None:
     # The protocol owns stdout: keep a descriptor for it, and send stray prints to stderr.
     outbox = os.dup(1)
     os.dup2(2, 1)
@@ -288,7 +292,22 @@ async def _main() -> None:
     await asyncio.get_running_loop().connect_read_pipe(
         lambda: asyncio.StreamReaderProtocol(inbox), os.fdopen(0, "rb", buffering=0)
     )
-    await _serve(inbox, outbox)
+    await _serve(inbox, outbox, parent)
+
+
+def _die_with(parent: int) -> None:
+    """End this process when the server dies (kill -9 included): a call made for a dead server
+    is paid for and thrown away, and its restart makes it again.  Linux only; elsewhere the
+    parent check in ``_serve`` and stdin's end stop new calls."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it died before the line above took effect
+        os._exit(0)
 
 
 def main() -> int:
@@ -296,7 +315,9 @@ def main() -> int:
     # Ctrl-C or SIGTERM sent to the whole process group must not cut it short.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    asyncio.run(_main())
+    parent = int(sys.argv[1]) if len(sys.argv) > 1 else os.getppid()
+    _die_with(parent)
+    asyncio.run(_main(parent))
     return 0
 
 

@@ -90,6 +90,7 @@ def test_kill_9_mid_stream_loses_nothing_and_judges_once(tmp_path: Path) -> None
     server = Server(tmp_path, config)
     kills = 0
     killed_at: list[float] = []
+    dead_at: list[float] = []  # the server reaped: nothing it sent can still be on its way
     try:
         for n, (session, body, spans) in enumerate(session_requests()):
             export(server, body)
@@ -99,6 +100,7 @@ def test_kill_9_mid_stream_loses_nothing_and_judges_once(tmp_path: Path) -> None
                 killed_at.append(time.monotonic())
                 server.proc.send_signal(signal.SIGKILL)
                 server.proc.wait()
+                dead_at.append(time.monotonic())
                 kills += 1
                 server = Server(tmp_path, config)
         wait_for(lambda: len(rows(db, "SELECT 1 FROM coverage")) >= len(acked), timeout=90, interval=0.3)
@@ -126,7 +128,9 @@ def test_kill_9_mid_stream_loses_nothing_and_judges_once(tmp_path: Path) -> None
     assert sorted(json.dumps(v, sort_keys=True) for v in verdicts) == sorted(
         json.dumps(r, sort_keys=True) for r in judged_rows
     )
-    cut_off = sum(1 for seen in fake.requests for k in killed_at if k - 0.25 <= seen.at <= k)
+    cut_off = sum(
+        1 for seen in fake.requests for k, dead in zip(killed_at, dead_at, strict=True) if k - 0.25 <= seen.at <= dead
+    )
     repeated = len(fake.requests) - len(judged_rows)
     assert 0 <= repeated <= cut_off, (repeated, cut_off)
 

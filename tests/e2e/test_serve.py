@@ -250,3 +250,16 @@ def test_judge_worker_calls_the_judge_counts_on_metrics_and_ends_with_the_server
     judged = [r for r in rows if r["judge"] is not None]
     assert judged and all(r["status"] == "judged" for r in judged)
     assert not worker.exists() or "zombie" in (worker / "status").read_text()
+
+
+def test_a_judge_worker_dies_with_a_killed_server(tmp_path: Path) -> None:
+    judge = {"base_url": "http://127.0.0.1:9", "api_key": "test", "calls": "worker"}
+    srv = Server(tmp_path, {"judge": judge})
+    found = re.search(r"judge calls run in a worker process \(pid (\d+)\)", srv.log())
+    assert found, srv.log()
+    worker = Path(f"/proc/{found.group(1)}")
+    assert worker.exists()
+    srv.proc.send_signal(signal.SIGKILL)
+    srv.proc.wait()
+    # It ends with the server, even a killed one: no orphan goes on calling the judge.
+    wait_for(lambda: not worker.exists() or "zombie" in (worker / "status").read_text(), 10)
