@@ -41,6 +41,7 @@ import signal
 import struct
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from collector.cli import setup_logging
@@ -101,9 +102,12 @@ def _task(fields: TaskFields) -> JudgeTask:
 class JudgeWorker:
     """``evaluate(task)``, served by a child process (see the module doc)."""
 
-    def __init__(self, config: Config, observer: JudgeObserver) -> None:
+    def __init__(
+        self, config: Config, observer: JudgeObserver, crashed: Callable[[], None] = lambda: None
+    ) -> None:
         self._config = config
         self._observer = observer
+        self._crashed = crashed  # a child ended without being stopped (counted on /metrics)
         self._tokens = itertools.count(1)
         # By token: the answer awaited, and the child the task went to (a new child can
         # start while the old one's exit is still being read).
@@ -207,6 +211,7 @@ class JudgeWorker:
             self._child = None
         if child is not self._stopped:
             self._crashes = self._crashes + 1 if time.monotonic() - started < _YOUNG else 1
+            self._crashed()
             log.error(
                 "the judge worker (pid %d) exited with code %d; the next judge call starts a new one",
                 child.pid,

@@ -117,7 +117,7 @@ class Runner:
         self._worker: JudgeWorker | None = None
         self._env: JudgeEnv | None = None
         if judge is None and judge_in_worker and self.config.judge.configured:
-            self._worker = JudgeWorker(self.config, observer)
+            self._worker = JudgeWorker(self.config, observer, self.metrics.judge_worker_crashes.inc)
         else:
             self._env = judge_env(self.config, observer, judge, clock)
         self.judge = self._env.judge if self._env is not None else None

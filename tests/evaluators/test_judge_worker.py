@@ -48,6 +48,10 @@ async def until(predicate: object, timeout: float = 20.0) -> None:
         await asyncio.sleep(0.05)
 
 
+def crashes(c: Collected) -> float:
+    return metric_value(generate_latest(c.metrics.registry).decode(), "skillgauge_judge_worker_crashes_total")
+
+
 def judge_rows(c: Collected, session_id: str) -> list[EvaluationResult]:
     return [r for r in c.of(session_id).results if r.evaluation in JUDGED]
 
@@ -67,11 +71,13 @@ async def test_a_worker_killed_mid_call_costs_only_those_rows_and_the_next_call_
     for row in rows:  # an honest error, never a pass or a silent gap
         assert (row.status, row.reason, row.passed) == ("error", "judge_error", None)
         assert "judge worker exited" in row.explanation
+    assert crashes(c) == 1  # what an operator alerts on
 
     fake.script = default_verdict
     await c.run(session("s-2", loads=[load()]))  # a new child answers
     assert [r.status for r in judge_rows(c, "s-2")] == ["judged", "judged"]
     assert not judge_workers()  # and ended with the run
+    assert crashes(c) == 1  # a child stopped with the runner is no crash
 
 
 async def test_shutdown_mid_call_records_skipped_rows_and_ends_the_worker(fake: FakeAnthropic) -> None:
@@ -85,6 +91,7 @@ async def test_shutdown_mid_call_records_skipped_rows_and_ends_the_worker(fake: 
     assert [(r.status, r.reason) for r in judge_rows(c, "s-1")] == [("skipped", "shutdown")] * 2
     await c.runner.close()
     assert not Path(f"/proc/{pid}").exists()
+    assert crashes(c) == 0
 
 
 async def test_the_workers_accounting_reaches_this_process_metrics(fake: FakeAnthropic) -> None:
