@@ -29,3 +29,15 @@ def test_judge_call_cost_prints_a_line_for_each_way() -> None:
     lines = run.stdout.strip().splitlines()
     assert [line.split()[0] for line in lines] == ["sdk", "aiohttp", "judge"]
     assert all(float(line.split()[1]) > 0 for line in lines)
+
+
+def test_session_cost_prints_a_line_for_each_step() -> None:
+    script = Path(__file__).parent / "perf" / "session_cost.py"
+    run = subprocess.run(
+        [sys.executable, str(script), "--sessions", "40", "--rounds", "1"], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.strip().splitlines()
+    steps = [line.split()[0] for line in lines[1:]]
+    assert steps == ["unpickle", "plan", "results", "coverage", "metrics", "store", "all"]
+    assert all(float(line.split()[1]) > 0 for line in lines[1:])

@@ -1,0 +1,111 @@
+"""What the server spends on each closed session: ``python tests/perf/session_cost.py``.
+
+The benchmark's sessions are small (~9 spans), so at saturation the server closes a few
+thousand a second, and what it does per session counts beside what it does per span.  This
+builds the benchmark's sessions (recorded framework sessions, re-keyed) in process, then
+times each step ``serve`` takes for a session the detection worker sends back, with no
+judge configured (as in the benchmark's ingest phase):
+
+  unpickle   the ``Session`` as it arrives from the worker
+  plan       ``evaluators.suite.plan``: every deterministic row, judge rows skipped
+  results    each result as the JSON record the spool stores
+  coverage   the coverage line, the same way
+  metrics    ``Metrics.session_evaluated``
+  store      ``ResultStore.add``, what ``/v1/sessions/{id}`` serves
+
+Each figure is the best of ``--rounds`` passes, in microseconds a session.  The figures
+drift with the machine; compare the lines of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+sys.path.insert(0, str(HERE))
+
+import bench  # noqa: E402
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
+    ExportTraceServiceRequest,
+)
+
+from collector.config import parse  # noqa: E402
+from collector.export.metrics import Metrics  # noqa: E402
+from collector.export.store import ResultStore  # noqa: E402
+from collector.runner import settings_from  # noqa: E402
+from collector.sessions.assembler import Assembler  # noqa: E402
+from collector.sessions.spool import encode_record  # noqa: E402
+from evaluators import suite  # noqa: E402
+from evaluators.evidence import Session  # noqa: E402
+from evaluators.registry import SkillRegistry  # noqa: E402
+from evaluators.result import Coverage, EvaluationResult  # noqa: E402
+
+
+def closed_sessions(sessions: int) -> list[Session]:
+    config = parse({})
+    closed: list[Session] = []
+    assembler = Assembler(config.sessions, lambda session, reason: closed.append(session))  # detection inline
+    for n, body in enumerate(bench.requests_for(sessions)[0]):
+        assembler.add_spans(ExportTraceServiceRequest.FromString(body), n + 1, raw=body)
+    assembler.close_all("idle_timeout")
+    return closed
+
+
+def best(step: Callable[[], Any], rounds: int, count: int) -> float:
+    fastest = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        step()
+        fastest = min(fastest, time.perf_counter() - start)
+    return fastest / count * 1e6
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args(argv)
+
+    sessions = closed_sessions(args.sessions)
+    settings = settings_from(parse({}), SkillRegistry(), judge_available=False)
+    pickled = [pickle.dumps(s, pickle.HIGHEST_PROTOCOL) for s in sessions]
+    coverages = [
+        Coverage(s, [r for r in suite.plan(s, settings).slots if isinstance(r, EvaluationResult)])
+        for s in sessions
+    ]
+    records = [
+        ([encode_record(r.to_dict()) for r in c.results], encode_record(c.to_dict())) for c in coverages
+    ]
+    metrics, store = Metrics(), ResultStore()
+    n = len(sessions)
+    spans = sum(s.span_count for s in sessions)
+    results = sum(len(c.results) for c in coverages)
+    print(f"{n} sessions, {spans / n:.1f} spans and {results / n:.1f} results a session")
+    steps: dict[str, Callable[[], Any]] = {
+        "unpickle": lambda: [pickle.loads(p) for p in pickled],
+        "plan": lambda: [suite.plan(s, settings) for s in sessions],
+        "results": lambda: [[encode_record(r.to_dict()) for r in c.results] for c in coverages],
+        "coverage": lambda: [encode_record(c.to_dict()) for c in coverages],
+        "metrics": lambda: [metrics.session_evaluated(c.session, c.results, 0.1) for c in coverages],
+        "store": lambda: [
+            store.add(c.session.session_id, *r) for c, r in zip(coverages, records, strict=True)
+        ],
+    }
+    total = 0.0
+    for name, step in steps.items():
+        us = best(step, args.rounds, n)
+        total += us
+        print(f"{name:9} {us:6.1f} us a session")
+    print(f"{'all':9} {total:6.1f} us a session ({total / (spans / n):.1f} us a span)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
