@@ -183,7 +183,10 @@ class JudgeWorker:
         self._waiting[token] = (child, answer)
         try:
             child.stdin.write(_frame((token, pickle.dumps(_fields(task), pickle.HIGHEST_PROTOCOL))))
-            await child.stdin.drain()
+            try:
+                await child.stdin.drain()
+            except (BrokenPipeError, ConnectionResetError):  # it died before its exit was read
+                raise JudgeWorkerError("the judge worker exited before the task reached it") from None
             return await answer
         finally:
             self._waiting.pop(token, None)

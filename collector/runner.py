@@ -20,7 +20,7 @@ from typing import Any
 
 from collector.config import Config, parse
 from collector.export.metrics import Metrics
-from collector.judge_worker import JudgeWorker
+from collector.judge_worker import JudgeWorker, JudgeWorkerError
 from collector.judging import judge_env
 from evaluators import suite
 from evaluators.evidence import Session
@@ -208,6 +208,10 @@ class Runner:
             return result
         except asyncio.CancelledError:
             return _skipped(task, "shutdown", "still waiting for the judge when the collector shut down")
+        except JudgeWorkerError as err:  # the worker's exit is logged once, with its code
+            return unjudged(
+                task.evaluation, task.session, "error", "judge_error", f"not judged: {err}", **task.where
+            )
         except Exception as err:  # a bug must cost one row, not the session's account
             log.exception("judge evaluation %s failed", task.evaluation)
             return unjudged(

@@ -9,6 +9,7 @@ import dataclasses
 import logging
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def judge_rows(c: Collected, session_id: str) -> list[EvaluationResult]:
 
 
 async def test_a_worker_killed_mid_call_costs_only_those_rows_and_the_next_call_starts_a_new_one(
-    fake: FakeAnthropic,
+    fake: FakeAnthropic, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake.script = lambda seen: delay(4.0, then=default_verdict(seen))
     c = Collected(config(base_url=fake.base_url, api_key="k"), in_worker=True)
@@ -70,8 +71,12 @@ async def test_a_worker_killed_mid_call_costs_only_those_rows_and_the_next_call_
     assert {r.evaluation for r in rows} == JUDGED
     for row in rows:  # an honest error, never a pass or a silent gap
         assert (row.status, row.reason, row.passed) == ("error", "judge_error", None)
-        assert "judge worker exited" in row.explanation
+        assert row.explanation.startswith("not judged: the judge worker exited (code -9) during the call")
     assert crashes(c) == 1  # what an operator alerts on
+    # One line says the worker died; its calls are not reported as bugs with tracebacks.
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == [
+        f"the judge worker (pid {pid}) exited with code -9; the next judge call starts a new one"
+    ]
 
     fake.script = default_verdict
     await c.run(session("s-2", loads=[load()]))  # a new child answers
@@ -108,6 +113,19 @@ async def test_the_workers_accounting_reaches_this_process_metrics(fake: FakeAnt
     assert metric_value(text, "skillgauge_judge_cost_usd_total", model=model) == pytest.approx(
         sum(r.judge.cost_usd or 0.0 for r in rows if r.judge), rel=1e-6
     )
+
+
+async def test_a_task_sent_to_a_worker_already_dead_is_an_error_row_too(fake: FakeAnthropic) -> None:
+    c = Collected(config(base_url=fake.base_url, api_key="k"), in_worker=True)
+    await c.runner.start()
+    (pid,) = judge_workers()
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.5)  # dead, and this loop has not run to learn it: the tasks go to its pipe
+    await c.run(session("s-1", loads=[load()]))
+    rows = judge_rows(c, "s-1")
+    assert [(r.status, r.reason, r.passed) for r in rows] == [("error", "judge_error", None)] * 2
+    # The pipe may fail the write, or the exit may be read first: either way, it says so.
+    assert all(r.explanation.startswith("not judged: the judge worker exited") for r in rows), rows
 
 
 class _TestOnlyRubric:
