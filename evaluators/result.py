@@ -31,8 +31,8 @@ class JudgeUsage:
 
 
 # ``init=False`` and a written ``__init__``: compiled, it is ~20x cheaper than the one
-# ``dataclasses`` generates, which stays interpreted and sets each field through
-# ``object.__setattr__`` (a frozen class); every closed session makes several results.
+# ``dataclasses`` generates, which mypyc leaves interpreted; every closed session makes
+# several results.
 @dataclass(frozen=True, slots=True, init=False)
 class EvaluationResult:
     evaluation: str
@@ -80,24 +80,25 @@ class EvaluationResult:
                 raise ValueError("a judged result needs a score and passed")
         elif score is not None or label is not None or passed is not None:
             raise ValueError(f"a {status} result carries no score, label or passed")
-        # Frozen to every caller; only this constructor sets the fields.
-        self.evaluation = evaluation  # type: ignore[misc]
-        self.status = status  # type: ignore[misc]
-        self.reason = reason  # type: ignore[misc]
-        self.session_id = session_id  # type: ignore[misc]
-        self.revision = revision  # type: ignore[misc]
-        self.trace_id = trace_id  # type: ignore[misc]
-        self.span_id = span_id  # type: ignore[misc]
-        self.skill = skill  # type: ignore[misc]
-        self.framework = framework  # type: ignore[misc]
-        self.signal = signal  # type: ignore[misc]
-        self.score = score  # type: ignore[misc]
-        self.label = label  # type: ignore[misc]
-        self.passed = passed  # type: ignore[misc]
-        self.explanation = explanation  # type: ignore[misc]
-        self.body_source = body_source  # type: ignore[misc]
-        self.catalog_source = catalog_source  # type: ignore[misc]
-        self.judge = judge  # type: ignore[misc]
+        # Frozen: fields are set as ``dataclasses`` sets them (compiled, as cheap as a plain
+        # assignment, which a frozen class refuses when interpreted).
+        object.__setattr__(self, "evaluation", evaluation)
+        object.__setattr__(self, "status", status)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "session_id", session_id)
+        object.__setattr__(self, "revision", revision)
+        object.__setattr__(self, "trace_id", trace_id)
+        object.__setattr__(self, "span_id", span_id)
+        object.__setattr__(self, "skill", skill)
+        object.__setattr__(self, "framework", framework)
+        object.__setattr__(self, "signal", signal)
+        object.__setattr__(self, "score", score)
+        object.__setattr__(self, "label", label)
+        object.__setattr__(self, "passed", passed)
+        object.__setattr__(self, "explanation", explanation)
+        object.__setattr__(self, "body_source", body_source)
+        object.__setattr__(self, "catalog_source", catalog_source)
+        object.__setattr__(self, "judge", judge)
 
     def to_dict(self) -> dict[str, Any]:
         # Field by field: ``dataclasses.asdict`` deep-copies every value, and every closed
