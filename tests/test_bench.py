@@ -8,36 +8,30 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).parent / "perf" / "bench.py"
+PERF = Path(__file__).parent / "perf"
+
+
+def perf(script: str, *args: str) -> list[str]:
+    """The lines a script in tests/perf prints, once it has exited cleanly."""
+    run = subprocess.run([sys.executable, str(PERF / script), *args], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return run.stdout.strip().splitlines()
 
 
 def test_bench_short_mode_prints_its_figures_as_the_last_line() -> None:
-    run = subprocess.run([sys.executable, str(BENCH), "--short"], capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
-    figures = json.loads(run.stdout.strip().splitlines()[-1])
+    figures = json.loads(perf("bench.py", "--short")[-1])
     for key in ("ingest_spans_per_s", "decode_limit_spans_per_s", "ratio", "export_p99_ms", "rss_bytes_per_open_session"):
         assert figures[key] > 0, key
     assert figures["short"] is True
 
 
 def test_judge_call_cost_prints_a_line_for_each_way() -> None:
-    script = Path(__file__).parent / "perf" / "judge_call_cost.py"
-    run = subprocess.run(
-        [sys.executable, str(script), "--calls", "20", "--rounds", "1"], capture_output=True, text=True, timeout=120
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    lines = run.stdout.strip().splitlines()
+    lines = perf("judge_call_cost.py", "--calls", "20", "--rounds", "1")
     assert [line.split()[0] for line in lines] == ["sdk", "aiohttp", "judge"]
     assert all(float(line.split()[1]) > 0 for line in lines)
 
 
 def test_session_cost_prints_a_line_for_each_step() -> None:
-    script = Path(__file__).parent / "perf" / "session_cost.py"
-    run = subprocess.run(
-        [sys.executable, str(script), "--sessions", "40", "--rounds", "1"], capture_output=True, text=True, timeout=300
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    lines = run.stdout.strip().splitlines()
-    steps = [line.split()[0] for line in lines[1:]]
-    assert steps == ["unpickle", "plan", "results", "coverage", "metrics", "store", "all"]
-    assert all(float(line.split()[1]) > 0 for line in lines[1:])
+    lines = perf("session_cost.py", "--sessions", "40", "--rounds", "1")[1:]
+    assert [line.split()[0] for line in lines] == ["unpickle", "plan", "results", "coverage", "metrics", "store", "all"]
+    assert all(float(line.split()[1]) > 0 for line in lines)
