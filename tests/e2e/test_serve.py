@@ -26,6 +26,11 @@ SESSION = "strands-right_skill-0001"
 EXPECT = {"expectations": [{"when": {"user_message": "release notes"}, "expect": ["release-notes"]}]}
 
 
+def ended(process: Path) -> bool:
+    """A ``/proc/<pid>`` that is gone, or a zombie its parent (dead too) has not reaped."""
+    return not process.exists() or "zombie" in (process / "status").read_text()
+
+
 def _split_request(request: ExportTraceServiceRequest, start: int, stop: int) -> ExportTraceServiceRequest:
     part = ExportTraceServiceRequest()
     part.CopyFrom(request)
@@ -193,7 +198,7 @@ def test_detection_worker_answers_for_open_sessions_and_ends_with_the_server(tmp
     coverage = json.loads(record)
     assert coverage["close_reason"] == "shutdown"
     assert [load["status"] for load in coverage["skill_loads"]] == ["loaded"]
-    assert not worker.exists() or "zombie" in (worker / "status").read_text()
+    assert ended(worker)
 
 
 def test_a_killed_detection_worker_stops_the_server_and_a_restart_loses_nothing(tmp_path: Path) -> None:
@@ -249,7 +254,7 @@ def test_judge_worker_calls_the_judge_counts_on_metrics_and_ends_with_the_server
         rows = [json.loads(r) for (r,) in db.execute("SELECT record FROM results").fetchall()]
     judged = [r for r in rows if r["judge"] is not None]
     assert judged and all(r["status"] == "judged" for r in judged)
-    assert not worker.exists() or "zombie" in (worker / "status").read_text()
+    assert ended(worker)
 
 
 def test_a_judge_worker_dies_with_a_killed_server(tmp_path: Path) -> None:
@@ -262,4 +267,4 @@ def test_a_judge_worker_dies_with_a_killed_server(tmp_path: Path) -> None:
     srv.proc.send_signal(signal.SIGKILL)
     srv.proc.wait()
     # It ends with the server, even a killed one: no orphan goes on calling the judge.
-    wait_for(lambda: not worker.exists() or "zombie" in (worker / "status").read_text(), 10)
+    wait_for(lambda: ended(worker), 10)
