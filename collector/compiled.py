@@ -24,7 +24,8 @@ def stale() -> list[Path]:
     """Sources changed after their module was compiled: what runs is not what the file says."""
     found = []
     for path in compiled():
-        source = path.with_name(path.name.split(".", 1)[0] + ".py")
-        if source.exists() and source.stat().st_mtime > path.stat().st_mtime:
-            found.append(source)
+        for suffix in (".py", ".c"):  # mypyc's modules, and the C scanner
+            source = path.with_name(path.name.split(".", 1)[0] + suffix)
+            if source.exists() and source.stat().st_mtime > path.stat().st_mtime:
+                found.append(source)
     return found

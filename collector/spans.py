@@ -9,6 +9,10 @@ span), so a view reads each repeated field at most once, and keeps only what som
   full scan the first time it is asked for, so an undeclared key is slower, never missed.
 - span events: one pass collects the declared (event name, attribute) fields, in event
   order, and within an event in key order (an event read as a map has no other).
+
+Where the C scanner is built (``collector/wire_scan.c``; not in a pure-Python install), the
+detection worker reads both straight from the request's bytes instead (``scan``), and the
+views are given them: the same values, with no object made for an undeclared attribute.
 """
 
 from __future__ import annotations
@@ -37,6 +41,24 @@ _prefixes: tuple[str, ...] = ()
 _event_fields: dict[str, tuple[str, ...]] = {}  # event name -> attribute keys, sorted
 
 
+def _wire_scan() -> Any:
+    try:
+        from collector import wire_scan
+    except ImportError:  # a pure-Python install: the views make their one pass themselves
+        return None
+    return wire_scan
+
+
+wire_scan: Any = _wire_scan()  # the C scanner's module, or None
+_scanner: Any = None  # a wire_scan.Scanner for what ``index`` declared
+
+# One span as the scanner reads it: (resource position, trace_id, span_id, declared values or
+# None, flags, declared event fields or None); see ``collector/wire_scan.pyi``.
+Scanned = tuple[int, bytes, bytes, dict[str, Any] | None, int, list[EventField] | None]
+_NOTHING: dict[str, Any] = {}  # shared by views with no declared attribute: never changed
+_NO_EVENTS: list[EventField] = []
+
+
 def index(
     keys: Iterable[str], prefixes: Iterable[str] = (), event_fields: Iterable[tuple[str, str]] = ()
 ) -> None:
@@ -49,6 +71,34 @@ def index(
     for name, key in event_fields:
         fields.setdefault(name, set()).add(key)
     _event_fields = {name: tuple(sorted(attrs)) for name, attrs in fields.items()}
+    global _scanner
+    if wire_scan is not None:
+        _scanner = wire_scan.Scanner(sorted(_keys), (), _prefixes, _event_fields)
+
+
+def scan(raw: bytes | memoryview) -> list[Scanned] | None:
+    """Every span of an encoded trace request with its declared attributes and event fields,
+    in request order, read in C; None without the scanner, or for input it leaves to
+    protobuf (which then parses it, or raises)."""
+    if _scanner is None:
+        return None
+    found = _scanner.spans(raw)
+    return None if found is None else found[1]
+
+
+def scanned_values(
+    values: dict[str, Any] | None, flags: int, events: list[EventField] | None
+) -> tuple[dict[str, Any], list[EventField]]:
+    """A scanned span's values and event fields as the one pass reads them: the values the
+    scanner left encoded (anything but a lone string), decoded."""
+    if flags & 2:  # wire_scan.UNDECODED
+        if values:
+            values = {key: decoded_value(v) if type(v) is bytes else v for key, v in values.items()}
+        if events:
+            events = [
+                (at, name, key, decoded_value(v) if type(v) is bytes else v) for at, name, key, v in events
+            ]
+    return (values or _NOTHING), (events or _NO_EVENTS)
 
 
 def value_of(value: AnyValue) -> Any:
@@ -123,9 +173,14 @@ class Attributes:
 
     __slots__ = ("_all", "_kvs", "_prefixed", "_values")
 
-    def __init__(self, kvs: Any) -> None:
+    def __init__(self, kvs: Any, scanned: dict[str, Any] | None = None, prefixed: bool = False) -> None:
+        """``scanned``: the declared values, already read from the bytes (``scan``)."""
         self._kvs = kvs
         self._all: dict[str, Any] | None = None
+        if scanned is not None:
+            self._values = scanned
+            self._prefixed = prefixed
+            return
         keys, prefixes = _keys, _prefixes
         values: dict[str, Any] = {}
         prefixed = False
@@ -257,13 +312,18 @@ class SpanView:
     __slots__ = ("_events", "attrs", "resource", "scope", "span")
 
     def __init__(
-        self, span: Span, scope: str, resource: ResourceView, attrs: Attributes | None = None
+        self,
+        span: Span,
+        scope: str,
+        resource: ResourceView,
+        attrs: Attributes | None = None,
+        events: list[EventField] | None = None,
     ) -> None:
         self.span = span
         self.scope = scope
         self.resource = resource
         self.attrs = attrs if attrs is not None else Attributes(span.attributes)  # one pass each
-        self._events: list[EventField] | None = None
+        self._events = events
 
     @property
     def events(self) -> list[EventField]:

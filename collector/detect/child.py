@@ -10,7 +10,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from collector.detect.stage import Batch, InlineDetection
-from collector.spans import MappedTracesData
+from collector.spans import Attributes, MappedTracesData, Scanned, scan, scanned_values
 
 Item = tuple[Any, str, Resource]  # (span or log record, scope name, resource)
 
@@ -23,9 +23,10 @@ _LAYOUT: dict[str, tuple[type[Message], str, str, str]] = {
 }
 
 
-def items_of(signal: str, raw: bytes | memoryview) -> tuple[Message, list[Item]]:
-    """A request, and its items in the order the assembler counts them (parsing copies what
-    it keeps, so ``raw`` may be a buffer that is reused)."""
+def items_of(signal: str, raw: bytes | memoryview) -> tuple[Message, list[Item], list[Scanned] | None]:
+    """A request, its items in the order the assembler counts them, and for spans what the
+    scanner read of each (parsing and scanning copy what they keep, so ``raw`` may be a
+    buffer that is reused)."""
     request_type, by_resource, by_scope, field = _LAYOUT[signal]
     request = request_type.FromString(raw)
     items: list[Item] = []
@@ -34,10 +35,14 @@ def items_of(signal: str, raw: bytes | memoryview) -> tuple[Message, list[Item]]
         for scope_items in getattr(resource_items, by_scope):
             scope = scope_items.scope.name
             items += [(item, scope, resource) for item in getattr(scope_items, field)]
-    return request, items
+    scanned = scan(raw) if signal == "traces" else None
+    if scanned is not None and len(scanned) != len(items):
+        scanned = None  # cannot happen (both read every span); never mismatch them
+    return request, items, scanned
 
 
-Requests = dict[int, tuple[list[Item], Batch]]  # request number -> its items, begun not ended
+# request number -> its items, what was scanned of them, and its batch: begun, not ended
+Requests = dict[int, tuple[list[Item], list[Scanned] | None, Batch]]
 
 
 def handle(
@@ -50,16 +55,25 @@ def handle(
     if kind == "items":
         _, number, signal_name, raw, pairs, last = message
         if raw is not None:
-            request, items = items_of(signal_name, raw)
-            requests[number] = (items, detection.begin(signal_name, request, None))  # raw may be reused
-        items, batch = requests[number]
+            request, items, scanned = items_of(signal_name, raw)
+            requests[number] = (
+                items,
+                scanned,
+                detection.begin(signal_name, request, None),
+            )  # raw may be reused
+        items, scanned, batch = requests[number]
         resource: Resource | None = None
         for index, key in pairs:
             item, scope, item_resource = items[index]
             if item_resource is not resource:
                 resource = item_resource
                 batch.resource(resource)
-            if signal_name == "traces":
+            if scanned is not None:
+                _, _, _, values, flags, events = scanned[index]
+                indexed, fields = scanned_values(values, flags, events)
+                attrs = Attributes(item.attributes, indexed, bool(flags & 1))  # wire_scan.PREFIXED
+                batch.span(key, index, item, scope, attrs, fields)
+            elif signal_name == "traces":
                 batch.span(key, index, item, scope)
             else:
                 batch.log(key, index, item, scope)

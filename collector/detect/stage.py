@@ -28,7 +28,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.session import SessionEvidence
-from collector.spans import Attributes, LogView, ResourceView, SpanView
+from collector.spans import Attributes, EventField, LogView, ResourceView, SpanView
 from evaluators.evidence import Session
 
 Signal = Literal["traces", "logs"]
@@ -42,8 +42,18 @@ class Batch(Protocol):
         """The items that follow, until the next call, are under this resource.  ``attrs``:
         its attributes, if the caller read them already (they are read once)."""
 
-    def span(self, key: str, index: int, span: Span, scope: str, attrs: Attributes | None = None) -> None:
-        """Item ``index`` of the request (counted over all its spans) belongs to ``key``."""
+    def span(
+        self,
+        key: str,
+        index: int,
+        span: Span | None,
+        scope: str,
+        attrs: Attributes | None = None,
+        events: list[EventField] | None = None,
+    ) -> None:
+        """Item ``index`` of the request (counted over all its spans) belongs to ``key``.
+        ``attrs``, ``events``: what the caller read of it already.  ``span`` is None only
+        for a ``Detection`` that does not read spans (``reads_spans``)."""
 
     def log(self, key: str, index: int, record: LogRecord, scope: str) -> None:
         """Log record ``index`` of the request belongs to ``key``."""
@@ -143,8 +153,18 @@ class _InlineBatch:
         self._resource, self._attrs = resource, attrs
         self._view = None
 
-    def span(self, key: str, index: int, span: Span, scope: str, attrs: Attributes | None = None) -> None:
-        self._detection.evidence(key).observe_span(SpanView(span, scope, self._resource_view(), attrs))
+    def span(
+        self,
+        key: str,
+        index: int,
+        span: Span | None,
+        scope: str,
+        attrs: Attributes | None = None,
+        events: list[EventField] | None = None,
+    ) -> None:
+        assert span is not None  # inline detection reads spans
+        view = SpanView(span, scope, self._resource_view(), attrs, events)
+        self._detection.evidence(key).observe_span(view)
 
     def log(self, key: str, index: int, record: LogRecord, scope: str) -> None:
         self._detection.evidence(key).observe_log(LogView(record, scope, self._resource_view()))

@@ -51,7 +51,7 @@ from collector.detect.child import Requests, handle
 from collector.detect.expectations import Rules
 from collector.detect.stage import Batch, InlineDetection, OnFinished, Signal
 from collector.interpreter import DETECTION_GC_THRESHOLDS, child_env
-from collector.spans import Attributes
+from collector.spans import Attributes, EventField
 
 log = logging.getLogger("skillgauge")
 
@@ -308,7 +308,15 @@ class _WorkerBatch:
     def resource(self, resource: Resource, attrs: Attributes | None = None) -> None:
         pass  # the child walks the request itself
 
-    def span(self, key: str, index: int, span: Span, scope: str, attrs: Attributes | None = None) -> None:
+    def span(
+        self,
+        key: str,
+        index: int,
+        span: Span | None,
+        scope: str,
+        attrs: Attributes | None = None,
+        events: list[EventField] | None = None,
+    ) -> None:
         self._items.append((index, key))
 
     def log(self, key: str, index: int, record: LogRecord, scope: str) -> None:

@@ -33,8 +33,9 @@ from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.stage import Detection, InlineDetection
 from collector.receiver.errors import Backpressure
 from collector.sessions import keys
+from collector.sessions.keys import span_values
 from collector.sessions.spool import Closed
-from collector.spans import Attributes, as_text, value_of
+from collector.spans import Attributes, Scanned, as_text, value_of
 from evaluators.evidence import Session
 
 CLOSE_REASONS = (
@@ -51,6 +52,7 @@ CLOSE_REASONS = (
 _REOPEN_WHOLE = frozenset({"idle_timeout", "end_attribute"})
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
+_NO_VALUES: dict[str, Any] = {}  # a span with none of the wanted attributes: never changed
 
 
 @dataclass(slots=True)
@@ -116,9 +118,14 @@ class _Recent:
 
 def span_problem(span: Span) -> str | None:
     """Why a span cannot be used at all, or None."""
-    if len(span.trace_id) != 16 or span.trace_id == _ZERO_TRACE:
+    return ids_problem(span.trace_id, span.span_id)
+
+
+def ids_problem(trace_id: bytes, span_id: bytes) -> str | None:
+    """Why a span with these ids cannot be used at all, or None."""
+    if len(trace_id) != 16 or trace_id == _ZERO_TRACE:
         return "span with an invalid trace_id (need 16 non-zero bytes)"
-    if len(span.span_id) != 8 or span.span_id == _ZERO_SPAN:
+    if len(span_id) != 8 or span_id == _ZERO_SPAN:
         return "span with an invalid span_id (need 8 non-zero bytes)"
     return None
 
@@ -158,6 +165,10 @@ class Assembler:
             config.end_attribute
         }
         self._resource_keys = frozenset(key for where, key in self._keys if where == "resource")
+        # With detection elsewhere, the ids and these keys read straight from the bytes.
+        self._scanner = (
+            keys.KeyScanner(self._span_keys, self._resource_keys) if keys.KeyScanner.available() else None
+        )
         # Ordered by last activity, so the idle scan stops at the first live session.
         self._open: OrderedDict[str, OpenSession] = OrderedDict()
         self._opened_order: deque[tuple[float, str, int]] = deque()
@@ -208,13 +219,70 @@ class Assembler:
         of its size towards ``max_bytes`` instead of being measured (measuring a span means
         walking all of it again), and a detection worker is sent these bytes as they are."""
         now = self._clock()
+        touched: dict[str, OpenSession] = {}
+        scanned = None
+        if raw is not None and not self.detection.reads_spans and self._scanner is not None:
+            scanned = self._scanner.scan(raw)
+        if scanned is not None:
+            yield from self._walk_scanned(
+                scanned, request, raw, request_id, result, touched, now, slice_spans
+            )
+        else:
+            yield from self._walk(request, raw, request_id, result, touched, now, slice_spans)
+        for session in touched.values():
+            if session.ending:
+                self._close(session, "end_attribute")
+
+    def _walk_scanned(
+        self,
+        scanned: tuple[list[dict[str, Any]], list[Scanned]],
+        request: ExportTraceServiceRequest,
+        raw: bytes | None,
+        request_id: int,
+        result: Accepted,
+        touched: dict[str, OpenSession],
+        now: float,
+        slice_spans: int,
+    ) -> Iterator[None]:
+        """``_walk`` over what the scanner read: ids and wanted values, no span objects."""
+        resources, spans = scanned
+        share = len(raw or b"") // max(1, len(spans))
+        batch = self.detection.begin("traces", request, raw)
+        for index in range(len(spans)):
+            if index % slice_spans == slice_spans - 1:
+                yield
+            span = spans[index]
+            trace_id = span[1]
+            problem = ids_problem(trace_id, span[2])
+            if problem is not None:
+                result.reject(problem)
+                continue
+            values = span_values(span) or _NO_VALUES
+            session = self._place(values, resources[span[0]], trace_id, share, request_id, result, now)
+            if session is None:
+                continue
+            batch.span(session.key, index, None, "")
+            touched[session.key] = session
+            if self._over_limits(session):
+                touched.pop(session.key, None)
+        batch.end()
+
+    def _walk(
+        self,
+        request: ExportTraceServiceRequest,
+        raw: bytes | None,
+        request_id: int,
+        result: Accepted,
+        touched: dict[str, OpenSession],
+        now: float,
+        slice_spans: int,
+    ) -> Iterator[None]:
+        """Place each span of the request in its session (pausing as ``feed`` says)."""
         share: int | None = None
         if raw is not None:
             spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
             share = len(raw) // max(1, spans)
         batch = self.detection.begin("traces", request, raw)
-        touched: dict[str, OpenSession] = {}
-        end_key = self._config.end_attribute
         # What the walk reads.  Detection here: the full request, each span's attributes read
         # once, into the view detection reads too.  Detection elsewhere: only the keys, and
         # from the request's bytes through the narrow schema when there are bytes.
@@ -242,25 +310,42 @@ class Assembler:
                         result.reject(problem)
                         continue
                     values = pick(span.attributes, span_keys)
-                    key = self._key_of(values, resource_values)
-                    if self.skip is not None and self.skip(key, span.trace_id, request_id):
-                        result.accepted += 1  # evaluated before the restart: accounted for
+                    size = span.ByteSize() if share is None else share
+                    session = self._place(
+                        values, resource_values, span.trace_id, size, request_id, result, now
+                    )
+                    if session is None:
                         continue
-                    session = self._session_for(key, span.trace_id, now, request_id)
                     batch.span(session.key, index, span, scope, values if shared else None)
-                    session.spans += 1
-                    session.bytes += span.ByteSize() if share is None else share
-                    session.last_seen = now
-                    if values.get(end_key) in (True, "true", "True", 1):
-                        session.ending = True
                     touched[session.key] = session
-                    result.accepted += 1
                     if self._over_limits(session):
                         touched.pop(session.key, None)
         batch.end()
-        for session in touched.values():
-            if session.ending:
-                self._close(session, "end_attribute")
+
+    def _place(
+        self,
+        values: Any,
+        resource_values: Any,
+        trace_id: bytes,
+        size: int,
+        request_id: int,
+        result: Accepted,
+        now: float,
+    ) -> OpenSession | None:
+        """The open session a usable span joins, counted in it; None for a span that an
+        evaluation before a restart already accounted for."""
+        key = self._key_of(values, resource_values)
+        if self.skip is not None and self.skip(key, trace_id, request_id):
+            result.accepted += 1  # evaluated before the restart: accounted for
+            return None
+        session = self._session_for(key, trace_id, now, request_id)
+        session.spans += 1
+        session.bytes += size
+        session.last_seen = now
+        if values.get(self._config.end_attribute) in (True, "true", "True", 1):
+            session.ending = True
+        result.accepted += 1
+        return session
 
     def add_logs(
         self,

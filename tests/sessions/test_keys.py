@@ -136,7 +136,7 @@ class _Placements:
     def resource(self, resource: Any, attrs: Any = None) -> None:
         pass
 
-    def span(self, key: str, index: int, span: Any, scope: str, attrs: Any = None) -> None:
+    def span(self, key: str, index: int, span: Any, scope: str, attrs: Any = None, events: Any = None) -> None:
         self.placed.append((key, index))
 
     def end(self) -> None:
@@ -156,18 +156,24 @@ class _Placements:
 
 
 def test_the_assembler_places_spans_alike_reading_either_schema() -> None:
+    """The full request (detection inline), the C scanner (detection in a worker), and the
+    narrow schema (a worker, in a pure-Python install) place every span alike."""
     from collector.config import parse
     from collector.sessions.assembler import Accepted, Assembler
 
     outcomes = []
-    for reads_spans in (True, False):
+    for reads_spans, scanner in ((True, False), (False, True), (False, False)):
         stage = _Placements(reads_spans)
         assembler = Assembler(parse({}).sessions, lambda session, reason: None, detection=stage)  # type: ignore[arg-type]
+        if not scanner:
+            assembler._scanner = None
+        elif assembler._scanner is None:
+            continue  # a pure-Python install: no scanner to compare
         for n, request in enumerate(_recorded_requests()):
             for _ in assembler.feed(request, n + 1, Accepted(), raw=request.SerializeToString()):
                 pass
         assembler.close_all()
         outcomes.append((stage.placed, stage.closed))
-    assert outcomes[0] == outcomes[1]
+    assert all(outcome == outcomes[0] for outcome in outcomes[1:])
     placed, closed = outcomes[0]
     assert len(placed) > 100 and len(closed) == len({key for key, _ in placed}) > 20
