@@ -15,7 +15,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 SOURCE = Path("collector") / "wire_scan.c"
 
 
-class NativeBuildHook(BuildHookInterface):  # type: ignore[type-arg]
+class NativeBuildHook(BuildHookInterface):  # type: ignore[misc, type-arg, unused-ignore]
     PLUGIN_NAME = "custom"
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
