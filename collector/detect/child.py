@@ -10,7 +10,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from collector.detect.stage import Batch, InlineDetection
-from collector.spans import Attributes, MappedTracesData, Scanned, scan, scanned_values
+from collector.spans import Attributes, MappedTracesData, Scanned, ScannedTracesData, scan, scanned_values
 
 Item = tuple[Any, str, Resource]  # (span or log record, scope name, resource)
 
@@ -28,17 +28,24 @@ def items_of(signal: str, raw: bytes | memoryview) -> tuple[Message, list[Item],
     scanner read of each (parsing and scanning copy what they keep, so ``raw`` may be a
     buffer that is reused)."""
     request_type, by_resource, by_scope, field = _LAYOUT[signal]
-    request = request_type.FromString(raw)
+    scanned = scan(raw) if signal == "traces" else None
+    # Attributes and events scanned: parse the rest only.
+    request = (request_type if scanned is None else ScannedTracesData).FromString(raw)
+    items = _items(request, by_resource, by_scope, field)
+    if scanned is not None and len(scanned) != len(items):  # cannot happen: both read every span
+        request, scanned = request_type.FromString(raw), None
+        items = _items(request, by_resource, by_scope, field)
+    return request, items, scanned
+
+
+def _items(request: Message, by_resource: str, by_scope: str, field: str) -> list[Item]:
     items: list[Item] = []
     for resource_items in getattr(request, by_resource):
         resource = resource_items.resource
         for scope_items in getattr(resource_items, by_scope):
             scope = scope_items.scope.name
             items += [(item, scope, resource) for item in getattr(scope_items, field)]
-    scanned = scan(raw) if signal == "traces" else None
-    if scanned is not None and len(scanned) != len(items):
-        scanned = None  # cannot happen (both read every span); never mismatch them
-    return request, items, scanned
+    return items
 
 
 # request number -> its items, what was scanned of them, and its batch: begun, not ended

@@ -232,3 +232,25 @@ def test_the_scanner_holds_no_reference_to_the_buffer_it_read() -> None:
 def test_declared_event_fields_fit_the_scanner() -> None:
     # Eight fields per event name at most (collector/wire_scan.c); more would need a change there.
     assert max(len(v) for v in _event_fields.values()) <= 8
+
+
+def test_the_worker_finds_undeclared_keys_in_the_attributes_it_did_not_parse() -> None:
+    # With the scanner, the worker parses spans with their attributes left encoded; a key no
+    # detector declared (a deployment's own session key, say) is still found, and read alike.
+    from collector.detect.child import items_of
+    from collector.spans import Attributes
+
+    checked = 0
+    for request in _recorded()[::2]:
+        _, items, scanned = items_of("traces", request.SerializeToString())
+        assert scanned is not None
+        full_spans = [s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
+        for (item, _, _), entry, full in zip(items, scanned, full_spans, strict=True):
+            indexed, _ = scanned_values(entry[3], entry[4], entry[5])
+            attrs = Attributes(item.attributes, indexed, bool(entry[4] & spans.wire_scan.PREFIXED))
+            expected = {kv.key: value_of(kv.value) for kv in full.attributes}
+            assert set(attrs.keys()) == set(expected)
+            assert {key: attrs.get(key) for key in expected} == expected
+            assert attrs.get("not.there") is None and "not.there" not in attrs
+            checked += len(expected)
+    assert checked > 1000
