@@ -8,7 +8,7 @@ a missing verdict can never be read as a pass.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from evaluators.evidence import LOAD_STATUSES, Session, fold_skill_name
@@ -188,13 +188,23 @@ def unjudged(
 SELECTION, FOLLOWING, OMISSION = "skill_selection_accuracy", "skill_instruction_following", "skill_omission"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Coverage:
     """What a session's evaluation did and did not cover.  It must add up."""
 
     session: Session
-    results: list[EvaluationResult] = field(default_factory=list)
-    enabled: tuple[str, ...] = (SELECTION, FOLLOWING, OMISSION)  # evaluations that were configured on
+    results: list[EvaluationResult]
+    enabled: tuple[str, ...]  # evaluations that were configured on
+
+    def __init__(
+        self,
+        session: Session,
+        results: list[EvaluationResult] | None = None,
+        enabled: tuple[str, ...] = (SELECTION, FOLLOWING, OMISSION),
+    ) -> None:
+        self.session = session  # written: see ``EvaluationResult.__init__``
+        self.results = [] if results is None else results
+        self.enabled = enabled
 
     def accounting(self) -> dict[str, Any]:
         """Rows each evaluation owes the session, and rows it produced.
