@@ -540,6 +540,168 @@ static PyTypeObject ScannerType = {
     .tp_methods = Scanner_methods,
 };
 
+
+/* -- marker search ---------------------------------------------------------------------------
+
+   Detection asks of each prompt text which of a few groups of marker substrings it holds
+   (catalogs, tool blocks, injected bodies: 13 markers).  `in` searches once per marker; a
+   Markers object searches for all of them in one pass (Horspool's algorithm for a set of
+   patterns: the window is as long as the shortest marker, and the character at its end
+   says how far it may move on), and stops once every group is found.  Markers are ASCII. */
+
+#define MAX_MARKERS 32
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t count, window;
+    const char *text[MAX_MARKERS];
+    Py_ssize_t len[MAX_MARKERS];
+    uint32_t group_of[MAX_MARKERS]; /* the bit of the marker's group */
+    uint32_t in_group[32];          /* group bit -> its markers */
+    uint32_t all_groups;
+    uint32_t ends[256];  /* markers whose first `window` characters end with this one */
+    uint8_t shift[256];  /* how far the window may move when it ends with this character */
+    PyObject *keep;      /* the marker strs, alive as long as their UTF-8 is used */
+} Markers;
+
+static int Markers_init(Markers *self, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"groups", NULL};
+    PyObject *groups;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!:Markers", names, &PyTuple_Type, &groups)) return -1;
+    Py_ssize_t ngroups = PyTuple_GET_SIZE(groups);
+    if (ngroups == 0 || ngroups > 32) {
+        PyErr_SetString(PyExc_ValueError, "1 to 32 groups of markers");
+        return -1;
+    }
+    Py_XSETREF(self->keep, Py_NewRef(groups));
+    self->count = 0;
+    self->window = PY_SSIZE_T_MAX;
+    self->all_groups = 0;
+    memset(self->in_group, 0, sizeof self->in_group);
+    for (Py_ssize_t g = 0; g < ngroups; g++) {
+        PyObject *group = PyTuple_GET_ITEM(groups, g);
+        if (!PyTuple_Check(group) || PyTuple_GET_SIZE(group) == 0) {
+            PyErr_SetString(PyExc_TypeError, "each group is a non-empty tuple of str");
+            return -1;
+        }
+        self->all_groups |= 1u << g;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(group); i++) {
+            PyObject *marker = PyTuple_GET_ITEM(group, i);
+            if (!PyUnicode_Check(marker) || !PyUnicode_IS_ASCII(marker) || PyUnicode_GET_LENGTH(marker) == 0) {
+                PyErr_SetString(PyExc_ValueError, "markers are non-empty ASCII str");
+                return -1;
+            }
+            if (self->count == MAX_MARKERS) {
+                PyErr_SetString(PyExc_ValueError, "at most 32 markers");
+                return -1;
+            }
+            Py_ssize_t k = self->count++;
+            self->text[k] = (const char *)PyUnicode_1BYTE_DATA(marker);
+            self->len[k] = PyUnicode_GET_LENGTH(marker);
+            self->group_of[k] = 1u << g;
+            self->in_group[g] |= 1u << k;
+            if (self->len[k] < self->window) self->window = self->len[k];
+        }
+    }
+    Py_ssize_t w = self->window < 255 ? self->window : 255;
+    self->window = w;
+    memset(self->ends, 0, sizeof self->ends);
+    memset(self->shift, (int)w, sizeof self->shift);
+    for (Py_ssize_t k = 0; k < self->count; k++) {
+        const uint8_t *m = (const uint8_t *)self->text[k];
+        self->ends[m[w - 1]] |= 1u << k;
+        for (Py_ssize_t j = 0; j < w - 1; j++) {
+            uint8_t d = (uint8_t)(w - 1 - j);
+            if (d < self->shift[m[j]]) self->shift[m[j]] = d;
+        }
+    }
+    return 0;
+}
+
+/* The search over one kind of str data (UCS1, UCS2 or UCS4). */
+#define MARKERS_SEARCH(TYPE)                                                             \
+    static uint32_t search_##TYPE(const Markers *self, const TYPE *s, Py_ssize_t n) {    \
+        uint32_t found = 0, live = (self->count == 32) ? 0xFFFFFFFFu : ((1u << self->count) - 1); \
+        Py_ssize_t w = self->window;                                                     \
+        for (Py_ssize_t i = 0; i + w <= n;) {                                            \
+            TYPE c = s[i + w - 1];                                                       \
+            if (sizeof(TYPE) > 1 && c > 255) {                                         \
+                i += w;                                                                  \
+                continue;                                                                \
+            }                                                                            \
+            uint32_t candidates = self->ends[c] & live;                                  \
+            while (candidates) {                                                         \
+                int k = __builtin_ctz(candidates);                                       \
+                candidates &= candidates - 1;                                            \
+                Py_ssize_t len = self->len[k];                                           \
+                if (i + len > n) continue;                                               \
+                const uint8_t *m = (const uint8_t *)self->text[k];                       \
+                Py_ssize_t j = 0;                                                        \
+                while (j < len && s[i + j] == m[j]) j++;                                 \
+                if (j == len) {                                                          \
+                    uint32_t g = self->group_of[k];                                      \
+                    found |= g;                                                          \
+                    live &= ~self->in_group[__builtin_ctz(g)];                           \
+                    candidates &= live;                                                  \
+                    if (found == self->all_groups) return found;                         \
+                }                                                                        \
+            }                                                                            \
+            i += self->shift[c];                                                         \
+        }                                                                                \
+        return found;                                                                    \
+    }
+
+MARKERS_SEARCH(Py_UCS1)
+MARKERS_SEARCH(Py_UCS2)
+MARKERS_SEARCH(Py_UCS4)
+
+static PyObject *Markers_found(Markers *self, PyObject *text) {
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    if (self->count == 0) {
+        PyErr_SetString(PyExc_ValueError, "Markers was not initialised");
+        return NULL;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    uint32_t found;
+    switch (PyUnicode_KIND(text)) {
+    case PyUnicode_1BYTE_KIND:
+        found = search_Py_UCS1(self, PyUnicode_1BYTE_DATA(text), n);
+        break;
+    case PyUnicode_2BYTE_KIND:
+        found = search_Py_UCS2(self, PyUnicode_2BYTE_DATA(text), n);
+        break;
+    default:
+        found = search_Py_UCS4(self, PyUnicode_4BYTE_DATA(text), n);
+        break;
+    }
+    return PyLong_FromUnsignedLong(found);
+}
+
+static void Markers_dealloc(Markers *self) {
+    Py_XDECREF(self->keep);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef Markers_methods[] = {
+    {"found", (PyCFunction)Markers_found, METH_O,
+     "found(text) -> int: bit g set when text holds a marker of group g"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject MarkersType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "collector.wire_scan.Markers",
+    .tp_basicsize = sizeof(Markers),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Which groups of ASCII marker substrings a str holds, in one pass.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Markers_init,
+    .tp_dealloc = (destructor)Markers_dealloc,
+    .tp_methods = Markers_methods,
+};
+
 static struct PyModuleDef module = {
     .m_base = PyModuleDef_HEAD_INIT,
     .m_name = "wire_scan",
@@ -548,7 +710,7 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit_wire_scan(void) {
-    if (PyType_Ready(&ScannerType) < 0) return NULL;
+    if (PyType_Ready(&ScannerType) < 0 || PyType_Ready(&MarkersType) < 0) return NULL;
     empty_bytes = PyBytes_FromStringAndSize("", 0);
     if (empty_bytes == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
@@ -556,6 +718,12 @@ PyMODINIT_FUNC PyInit_wire_scan(void) {
     Py_INCREF(&ScannerType);
     if (PyModule_AddObject(m, "Scanner", (PyObject *)&ScannerType) < 0) {
         Py_DECREF(&ScannerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&MarkersType);
+    if (PyModule_AddObject(m, "Markers", (PyObject *)&MarkersType) < 0) {
+        Py_DECREF(&MarkersType);
         Py_DECREF(m);
         return NULL;
     }

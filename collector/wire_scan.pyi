@@ -28,3 +28,10 @@ class Scanner:
         """(each ResourceSpans' declared resource attributes, every span as (its ResourceSpans'
         position, trace_id, span_id, declared attributes, flags, declared event fields)), or
         None for input protobuf must judge.  Values are str, or encoded AnyValue bytes."""
+
+class Markers:
+    """Which groups of ASCII marker substrings a str holds, in one pass."""
+
+    def __init__(self, groups: tuple[tuple[str, ...], ...]) -> None: ...
+    def found(self, text: str) -> int:
+        """Bit g set when ``text`` holds a marker of ``groups[g]``."""
