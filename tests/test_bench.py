@@ -23,6 +23,14 @@ def test_bench_short_mode_prints_its_figures_as_the_last_line() -> None:
     for key in ("ingest_spans_per_s", "decode_limit_spans_per_s", "ratio", "export_p99_ms", "rss_bytes_per_open_session"):
         assert figures[key] > 0, key
     assert figures["short"] is True
+    assert figures["cpu_us_per_span"]["server"] > 0 and figures["cpu_us_per_span"]["detection worker"] > 0
+
+
+def test_bench_ingest_only_mode_measures_the_saturation_phase_alone() -> None:
+    lines = perf("bench.py", "--short", "--ingest-only")
+    figures = json.loads(lines[-1])
+    assert figures["ingest_spans_per_s"] > 0 and figures["cpu_us_per_span"]["server"] > 0
+    assert not any(line.startswith(("decode limit", "open sessions", "judged")) for line in lines)
 
 
 def test_judge_call_cost_prints_a_line_for_each_way() -> None:

@@ -41,6 +41,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -422,6 +423,56 @@ def rss_bytes(pid: int) -> int:
     return total
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid: int) -> list[int]:
+    return [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
+
+
+class CpuWindow:
+    """CPU the server and its detection worker use between ``warmup`` seconds from now and
+    ``seconds`` (the counted part of a ``drive``), measured from ``/proc`` on a thread."""
+
+    def __init__(self, server: Server, warmup: float, seconds: float) -> None:
+        self.pids = {"server": server.proc.pid}
+        for child in children(server.proc.pid):
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+            self.pids["detection worker" if b"collector.detect.worker" in cmdline else f"child {child}"] = child
+        self.used: dict[str, float] = {}
+        self._thread = threading.Thread(target=self._measure, args=(warmup, seconds), daemon=True)
+        self._thread.start()
+
+    def _measure(self, warmup: float, seconds: float) -> None:
+        time.sleep(warmup)
+        before, start = {n: cpu_seconds(p) for n, p in self.pids.items()}, time.monotonic()
+        time.sleep(seconds - warmup - 0.5)  # inside the phase
+        elapsed = time.monotonic() - start
+        self.used = {n: (cpu_seconds(p) - before[n]) / elapsed for n, p in self.pids.items()}
+
+    def per_span(self, spans_per_s: float) -> str:
+        self._thread.join()
+        return ", ".join(f"{n} {c:.2f} cores, {c / spans_per_s * 1e6:.1f} us a span" for n, c in self.used.items())
+
+
+def saturate(
+    server: Server, bodies: list[bytes], seconds: float, clients: int, warmup: float
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """Clients flat out; prints the figures, returns them with the CPU each process used."""
+    window = CpuWindow(server, warmup, seconds)
+    flat = drive(server, bodies, seconds, clients, warmup=warmup)
+    print(
+        f"ingest, {clients} clients (gRPC + HTTP), durable spool: {flat['spans_per_s']:,.0f} spans/s, "
+        f"{flat['requests_per_s']:.1f} req/s, p50 {flat['p50_ms']:.1f} ms, p99 {flat['p99_ms']:.1f} ms, "
+        f"refused with backpressure {flat['errors']}"
+    )
+    print(f"  CPU at saturation: {window.per_span(flat['spans_per_s'])}")
+    return flat, {n: round(c / flat["spans_per_s"] * 1e6, 1) for n, c in window.used.items()}
+
+
 def open_session_memory(
     tmp: Path, sessions: int, spans_per_session: int, detection: str
 ) -> tuple[float, float]:
@@ -619,6 +670,11 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="sessions.detection for the served figures (default: serve's own default, auto)",
     )
+    args.add_argument(
+        "--ingest-only",
+        action="store_true",
+        help="only the saturation phase (to compare two builds run in turn): ingest and CPU a span",
+    )
     opts = args.parse_args(argv)
     short = opts.short
     seconds, warmup = (4.0, 1.0) if short else (25.0, 5.0)  # counted: the last 3 or 20 s
@@ -632,6 +688,16 @@ def main(argv: list[str] | None = None) -> int:
     bodies, spans = requests_for(200 if short else 2000)
     mean_span = sum(len(b) for b in bodies) / spans
     print(f"traffic: {len(bodies)} requests, {spans} spans, {mean_span:.0f} bytes/span on the wire")
+
+    if opts.ingest_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            server = Server(Path(tmp), {"sessions": {"idle_timeout": "2s", "detection": opts.detection}})
+            try:
+                flat, cpu = saturate(server, bodies, seconds, clients, warmup)
+            finally:
+                server.stop()
+        print(json.dumps({"ingest_spans_per_s": round(flat["spans_per_s"]), "cpu_us_per_span": cpu, "short": short}))
+        return 0
 
     # The best of several one-second trials: a stretch of a slower machine (seen: 75k against
     # 92k spans/s for one five-second trial) must not shrink the ratio's denominator.
@@ -653,12 +719,7 @@ def main(argv: list[str] | None = None) -> int:
             Path(tmp) / "ingest", {"sessions": {"idle_timeout": "2s", "detection": opts.detection}}
         )
         try:
-            flat = drive(server, bodies, seconds, clients, warmup=warmup)
-            print(
-                f"ingest, {clients} clients (gRPC + HTTP), durable spool: {flat['spans_per_s']:,.0f} spans/s, "
-                f"{flat['requests_per_s']:.1f} req/s, p50 {flat['p50_ms']:.1f} ms, p99 {flat['p99_ms']:.1f} ms, "
-                f"refused with backpressure {flat['errors']}"
-            )
+            flat, cpu = saturate(server, bodies, seconds, clients, warmup)
             settle(server, 1.0 if short else 10.0)
             half = drive(
                 server,
@@ -702,6 +763,7 @@ def main(argv: list[str] | None = None) -> int:
         "rss_bytes_per_open_session": round(per_session),
         "raw_bytes_per_open_session": round(raw),
         "detect_us_per_span": round(detect_us, 2),
+        "cpu_us_per_span": cpu,  # at saturation, by process
         "long_session_detect_us_per_span": round(long_us, 1),
         "eval_lag_p95_s": round(judged["lag_p95_s"], 3),
         "judge_input_tokens_ratio": round(judged["tokens_ratio"], 3),
