@@ -709,25 +709,26 @@ static struct PyModuleDef module = {
     .m_size = -1,
 };
 
+static int add_type(PyObject *m, const char *name, PyTypeObject *type) {
+    if (PyType_Ready(type) < 0) return -1;
+    Py_INCREF(type);
+    if (PyModule_AddObject(m, name, (PyObject *)type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
+    return 0;
+}
+
 PyMODINIT_FUNC PyInit_wire_scan(void) {
-    if (PyType_Ready(&ScannerType) < 0 || PyType_Ready(&MarkersType) < 0) return NULL;
     empty_bytes = PyBytes_FromStringAndSize("", 0);
     if (empty_bytes == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    Py_INCREF(&ScannerType);
-    if (PyModule_AddObject(m, "Scanner", (PyObject *)&ScannerType) < 0) {
-        Py_DECREF(&ScannerType);
+    if (add_type(m, "Scanner", &ScannerType) < 0 || add_type(m, "Markers", &MarkersType) < 0 ||
+        PyModule_AddIntConstant(m, "PREFIXED", PREFIXED) < 0 ||
+        PyModule_AddIntConstant(m, "UNDECODED", UNDECODED) < 0) {
         Py_DECREF(m);
         return NULL;
     }
-    Py_INCREF(&MarkersType);
-    if (PyModule_AddObject(m, "Markers", (PyObject *)&MarkersType) < 0) {
-        Py_DECREF(&MarkersType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    PyModule_AddIntConstant(m, "PREFIXED", PREFIXED);
-    PyModule_AddIntConstant(m, "UNDECODED", UNDECODED);
     return m;
 }

@@ -28,6 +28,19 @@ FIXTURES = Path(__file__).parent / "fixtures"
 FRAMEWORKS = FIXTURES / "frameworks"
 
 
+def pb_field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field, for encodings no SDK here writes."""
+    return pb_varint(number << 3 | 2) + pb_varint(len(payload)) + payload
+
+
+def pb_varint(n: int) -> bytes:
+    out = b""
+    while n >= 0x80:
+        out += bytes([n & 0x7F | 0x80])
+        n >>= 7
+    return out + bytes([n])
+
+
 def trace_requests(path: Path) -> list[ExportTraceServiceRequest]:
     return [parse_json(ExportTraceServiceRequest, line.encode()) for line in path.read_text().splitlines() if line.strip()]
 

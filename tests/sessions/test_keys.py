@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from support import FRAMEWORKS, trace_requests
+from support import FRAMEWORKS, pb_field, pb_varint, trace_requests
 
 from collector.sessions import keys
 from collector.spans import value_of
@@ -42,23 +42,11 @@ def test_every_recorded_attribute_reads_the_same_as_with_the_full_classes() -> N
 
 def _span(*attributes: bytes) -> Any:
     """A narrow span holding these encoded ``KeyValue`` messages as its attributes."""
-    span_bytes = b"".join(_field(9, kv) for kv in attributes)
-    request = _field(1, _field(2, _field(2, span_bytes)))  # resource_spans / scope_spans / spans
+    span_bytes = b"".join(pb_field(9, kv) for kv in attributes)
+    request = pb_field(1, pb_field(2, pb_field(2, span_bytes)))  # resource_spans / scope_spans / spans
     (span,) = keys.TraceRequest.FromString(request).resource_spans[0].scope_spans[0].spans
     return span
 
-
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited field."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
-def _varint(n: int) -> bytes:
-    out = b""
-    while n >= 0x80:
-        out += bytes([n & 0x7F | 0x80])
-        n >>= 7
-    return out + bytes([n])
 
 
 def test_a_key_written_after_its_value_is_still_found() -> None:
@@ -111,7 +99,7 @@ def test_long_keys_and_empty_values() -> None:
 )
 def test_a_session_key_value_reads_as_the_full_class_reads_it(value: bytes) -> None:
     # ``picked`` reads a lone string field itself; every other encoding goes to the full class.
-    span = _span(b"\x0a\x0asession.id\x12" + _varint(len(value)) + value)
+    span = _span(b"\x0a\x0asession.id\x12" + pb_varint(len(value)) + value)
     try:
         expected: Any = value_of(AnyValue.FromString(value))
     except DecodeError as err:

@@ -11,7 +11,7 @@ import pytest
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from support import FRAMEWORKS, trace_requests
+from support import FRAMEWORKS, pb_field, trace_requests
 
 import collector.detect  # noqa: F401 - declares the keys the views read
 from collector import spans
@@ -87,21 +87,10 @@ def test_every_recorded_resource_and_session_key_reads_the_same() -> None:
 # -- encodings no SDK here writes ------------------------------------------------------------
 
 
-def _field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
-def _varint(n: int) -> bytes:
-    out = b""
-    while n >= 0x80:
-        out += bytes([n & 0x7F | 0x80])
-        n >>= 7
-    return out + bytes([n])
-
 
 def _request(*span_fields: bytes, ids: bool = True) -> bytes:
-    span = (_field(1, b"t" * 16) + _field(2, b"s" * 8) if ids else b"") + b"".join(span_fields)
-    return _field(1, _field(2, _field(2, span)))
+    span = (pb_field(1, b"t" * 16) + pb_field(2, b"s" * 8) if ids else b"") + b"".join(span_fields)
+    return pb_field(1, pb_field(2, pb_field(2, span)))
 
 
 def _compare(raw: bytes) -> list[Any] | None:
@@ -114,11 +103,11 @@ def _compare(raw: bytes) -> list[Any] | None:
 
 def test_fields_in_any_order_and_keys_written_twice() -> None:
     value = AnyValue(string_value="s-1").SerializeToString()
-    value_first = _field(2, value) + _field(1, b"session.id")  # a key after its value
+    value_first = pb_field(2, value) + pb_field(1, b"session.id")  # a key after its value
     twice = KeyValue(key="tool.name", value=AnyValue(string_value="a")).SerializeToString()
     again = KeyValue(key="tool.name", value=AnyValue(string_value="b")).SerializeToString()
-    ids_last = _request(_field(9, value_first), _field(9, twice), _field(9, again), ids=False)
-    raw = _field(1, _field(2, _field(2, _field(9, value_first) + _field(1, b"t" * 16) + _field(2, b"s" * 8))))
+    ids_last = _request(pb_field(9, value_first), pb_field(9, twice), pb_field(9, again), ids=False)
+    raw = pb_field(1, pb_field(2, pb_field(2, pb_field(9, value_first) + pb_field(1, b"t" * 16) + pb_field(2, b"s" * 8))))
     assert _compare(raw) == [(b"t" * 16, b"s" * 8, {"session.id": "s-1"}, False, [])]
     (span,) = _compare(ids_last) or []
     assert span[2] == {"session.id": "s-1", "tool.name": "b"}  # the last value written
@@ -142,19 +131,19 @@ def test_fields_in_any_order_and_keys_written_twice() -> None:
     ],
 )
 def test_every_kind_of_value_reads_as_the_full_class_reads_it(value: bytes) -> None:
-    attribute = _field(1, b"gen_ai.tool.name") + _field(2, value)
-    event = _field(2, b"gen_ai.user.message") + _field(3, _field(1, b"content") + _field(2, value))
-    scanned = _compare(_request(_field(9, attribute), _field(11, event)))
+    attribute = pb_field(1, b"gen_ai.tool.name") + pb_field(2, value)
+    event = pb_field(2, b"gen_ai.user.message") + pb_field(3, pb_field(1, b"content") + pb_field(2, value))
+    scanned = _compare(_request(pb_field(9, attribute), pb_field(11, event)))
     assert scanned is not None
     assert scanned[0][2] == {"gen_ai.tool.name": value_of(AnyValue.FromString(value))}
 
 
 def test_prefixed_keys_and_event_fields_in_order() -> None:
-    prefixed = _field(1, b"llm.input_messages.0.message.content") + _field(2, AnyValue(string_value="hi").SerializeToString())
+    prefixed = pb_field(1, b"llm.input_messages.0.message.content") + pb_field(2, AnyValue(string_value="hi").SerializeToString())
     content = AnyValue(string_value="c").SerializeToString()
-    user = _field(3, _field(1, b"content") + _field(2, content)) + _field(2, b"gen_ai.user.message")  # name last
-    other = _field(2, b"not.declared") + _field(3, _field(1, b"content") + _field(2, content))
-    scanned = _compare(_request(_field(9, prefixed), _field(11, other), _field(11, user)))
+    user = pb_field(3, pb_field(1, b"content") + pb_field(2, content)) + pb_field(2, b"gen_ai.user.message")  # name last
+    other = pb_field(2, b"not.declared") + pb_field(3, pb_field(1, b"content") + pb_field(2, content))
+    scanned = _compare(_request(pb_field(9, prefixed), pb_field(11, other), pb_field(11, user)))
     assert scanned is not None
     (_, _, values, prefixed_found, events) = scanned[0]
     assert prefixed_found and values == {"llm.input_messages.0.message.content": "hi"}
@@ -167,10 +156,10 @@ def test_prefixed_keys_and_event_fields_in_order() -> None:
         b"\x0a\x05ab",  # shorter than it says
         b"\x0a\x81",  # a length cut off
         b"\x08\x01",  # resource_spans as a varint
-        _field(1, b"\x0b\x0c"),  # a group
-        _field(1, _field(2, _field(2, b"\x09\x01"))),  # a span's trace_id as fixed64
-        _field(1, _field(2, _field(2, _field(9, b"\x08\x01")))),  # a key as a varint
-        _field(1, _field(2, _field(2, _field(9, _field(1, b"llm.input_messages.\xff"))))),  # a prefixed key, not UTF-8
+        pb_field(1, b"\x0b\x0c"),  # a group
+        pb_field(1, pb_field(2, pb_field(2, b"\x09\x01"))),  # a span's trace_id as fixed64
+        pb_field(1, pb_field(2, pb_field(2, pb_field(9, b"\x08\x01")))),  # a key as a varint
+        pb_field(1, pb_field(2, pb_field(2, pb_field(9, pb_field(1, b"llm.input_messages.\xff"))))),  # a prefixed key, not UTF-8
     ],
 )
 def test_input_it_does_not_expect_is_left_to_protobuf(raw: bytes) -> None:
@@ -178,7 +167,7 @@ def test_input_it_does_not_expect_is_left_to_protobuf(raw: bytes) -> None:
 
 
 def test_invalid_utf8_in_a_value_is_left_for_the_full_class_to_reject() -> None:
-    raw = _request(_field(9, _field(1, b"gen_ai.tool.name") + _field(2, b"\x0a\x02\xff\xfe")))
+    raw = _request(pb_field(9, pb_field(1, b"gen_ai.tool.name") + pb_field(2, b"\x0a\x02\xff\xfe")))
     (span,) = scan(raw) or []
     assert span[3] == {"gen_ai.tool.name": b"\x0a\x02\xff\xfe"} and span[4] & spans.wire_scan.UNDECODED
     with pytest.raises(DecodeError):
