@@ -74,7 +74,9 @@ async def test_a_worker_killed_mid_call_costs_only_those_rows_and_the_next_call_
         assert row.explanation.startswith("not judged: the judge worker exited (code -9) during the call")
     assert crashes(c) == 1  # what an operator alerts on
     # One line says the worker died; its calls are not reported as bugs with tracebacks.
-    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == [
+    # (skillgauge's own log: asyncio logs at ERROR whatever aiohttp session an earlier test
+    # left unclosed when the collector happens to free it, as it did once in CI.)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR and r.name == "skillgauge"] == [
         f"the judge worker (pid {pid}) exited with code -9; the next judge call starts a new one"
     ]
 
