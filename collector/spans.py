@@ -86,6 +86,11 @@ def scan(raw: bytes | memoryview) -> list[Scanned] | None:
     return None if found is None else found[1]
 
 
+def decoded_values(values: dict[str, Any]) -> dict[str, Any]:
+    """Scanned values with those the scanner left encoded (bytes) decoded."""
+    return {key: decoded_value(v) if type(v) is bytes else v for key, v in values.items()}
+
+
 def scanned_values(
     values: dict[str, Any] | None, flags: int, events: list[EventField] | None
 ) -> tuple[dict[str, Any], list[EventField]]:
@@ -93,7 +98,7 @@ def scanned_values(
     scanner left encoded (anything but a lone string), decoded."""
     if flags & 2:  # wire_scan.UNDECODED
         if values:
-            values = {key: decoded_value(v) if type(v) is bytes else v for key, v in values.items()}
+            values = decoded_values(values)
         if events:
             events = [
                 (at, name, key, decoded_value(v) if type(v) is bytes else v) for at, name, key, v in events

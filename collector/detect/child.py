@@ -63,11 +63,8 @@ def handle(
         _, number, signal_name, raw, pairs, last = message
         if raw is not None:
             request, items, scanned = items_of(signal_name, raw)
-            requests[number] = (
-                items,
-                scanned,
-                detection.begin(signal_name, request, None),
-            )  # raw may be reused
+            batch = detection.begin(signal_name, request, None)  # not raw: its buffer is reused
+            requests[number] = (items, scanned, batch)
         items, scanned, batch = requests[number]
         resource: Resource | None = None
         for index, key in pairs:

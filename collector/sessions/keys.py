@@ -20,7 +20,7 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from collector.spans import Scanned, decoded_value, map_entry, wire_scan
+from collector.spans import Scanned, decoded_value, decoded_values, map_entry, wire_scan
 
 _F = descriptor_pb2.FieldDescriptorProto
 _ONE, _MANY = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
@@ -96,14 +96,10 @@ class KeyScanner:
         if found is None:
             return None
         resources, spans = found
-        return [_decoded(values) if values else {} for values in resources], spans
-
-
-def _decoded(values: dict[str, Any]) -> dict[str, Any]:
-    return {key: decoded_value(v) if type(v) is bytes else v for key, v in values.items()}
+        return [decoded_values(values) if values else {} for values in resources], spans
 
 
 def span_values(span: Scanned) -> dict[str, Any] | None:
     """A scanned span's wanted values, decoded (None: none found)."""
     values = span[3]
-    return _decoded(values) if values and span[4] & 2 else values  # wire_scan.UNDECODED
+    return decoded_values(values) if values and span[4] & 2 else values  # wire_scan.UNDECODED
