@@ -55,7 +55,9 @@ _scanner: Any = None  # a wire_scan.Scanner for what ``index`` declared
 # One span as the scanner reads it: (resource position, trace_id, span_id, declared values or
 # None, flags, declared event fields or None); see ``collector/wire_scan.pyi``.
 Scanned = tuple[int, bytes, bytes, dict[str, Any] | None, int, list[EventField] | None]
-_NOTHING: dict[str, Any] = {}  # shared by views with no declared attribute: never changed
+PREFIXED = 1  # flags, as wire_scan.PREFIXED: a key with a declared prefix was found
+UNDECODED = 2  # flags, as wire_scan.UNDECODED: a value was left as its encoded AnyValue
+NO_VALUES: dict[str, Any] = {}  # shared by every span with no declared attribute: never changed
 _NO_EVENTS: list[EventField] = []
 
 
@@ -64,14 +66,13 @@ def index(
 ) -> None:
     """Declare the attribute keys (and key prefixes) and the (event name, attribute) fields
     that views collect in their single pass.  Adds to what was declared before."""
-    global _keys, _prefixes, _event_fields
+    global _keys, _prefixes, _event_fields, _scanner
     _keys = _keys | frozenset(keys)
     _prefixes = tuple(dict.fromkeys((*_prefixes, *prefixes)))
     fields = {name: set(attrs) for name, attrs in _event_fields.items()}
     for name, key in event_fields:
         fields.setdefault(name, set()).add(key)
     _event_fields = {name: tuple(sorted(attrs)) for name, attrs in fields.items()}
-    global _scanner
     if wire_scan is not None:
         _scanner = wire_scan.Scanner(sorted(_keys), (), _prefixes, _event_fields)
 
@@ -96,14 +97,22 @@ def scanned_values(
 ) -> tuple[dict[str, Any], list[EventField]]:
     """A scanned span's values and event fields as the one pass reads them: the values the
     scanner left encoded (anything but a lone string), decoded."""
-    if flags & 2:  # wire_scan.UNDECODED
+    if flags & UNDECODED:
         if values:
             values = decoded_values(values)
         if events:
             events = [
                 (at, name, key, decoded_value(v) if type(v) is bytes else v) for at, name, key, v in events
             ]
-    return (values or _NOTHING), (events or _NO_EVENTS)
+    return (values or NO_VALUES), (events or _NO_EVENTS)
+
+
+def scanned_view_parts(kvs: Any, span: Scanned) -> tuple[Attributes, list[EventField]]:
+    """A scanned span's attributes (``kvs``: the parsed span's, for undeclared keys) and its
+    declared event fields, ready for ``SpanView``."""
+    _, _, _, values, flags, events = span
+    indexed, fields = scanned_values(values, flags, events)
+    return Attributes(kvs, indexed, bool(flags & PREFIXED)), fields
 
 
 def value_of(value: AnyValue) -> Any:
@@ -197,7 +206,7 @@ class Attributes:
                     values[key] = decoded_value(kvs[key])
                     prefixed = True
         else:
-            for kv in kvs if type(kvs) is not _Raw else map(KeyValue.FromString, kvs):
+            for kv in kvs:
                 key = kv.key
                 if key in keys:
                     values[key] = value_of(kv.value)

@@ -10,7 +10,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from collector.detect.stage import Batch, InlineDetection
-from collector.spans import Attributes, MappedTracesData, Scanned, ScannedTracesData, scan, scanned_values
+from collector.spans import MappedTracesData, Scanned, ScannedTracesData, scan, scanned_view_parts
 
 Item = tuple[Any, str, Resource]  # (span or log record, scope name, resource)
 
@@ -73,9 +73,7 @@ def handle(
                 resource = item_resource
                 batch.resource(resource)
             if scanned is not None:
-                _, _, _, values, flags, events = scanned[index]
-                indexed, fields = scanned_values(values, flags, events)
-                attrs = Attributes(item.attributes, indexed, bool(flags & 1))  # wire_scan.PREFIXED
+                attrs, fields = scanned_view_parts(item.attributes, scanned[index])
                 batch.span(key, index, item, scope, attrs, fields)
             elif signal_name == "traces":
                 batch.span(key, index, item, scope)

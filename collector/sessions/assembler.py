@@ -52,7 +52,6 @@ CLOSE_REASONS = (
 _REOPEN_WHOLE = frozenset({"idle_timeout", "end_attribute"})
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
-_NO_VALUES: dict[str, Any] = {}  # a span with none of the wanted attributes: never changed
 
 
 @dataclass(slots=True)
@@ -257,7 +256,7 @@ class Assembler:
             if problem is not None:
                 result.reject(problem)
                 continue
-            values = span_values(span) or _NO_VALUES
+            values = span_values(span)
             session = self._place(values, resources[span[0]], trace_id, share, request_id, result, now)
             if session is None:
                 continue

@@ -20,7 +20,7 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from collector.spans import Scanned, decoded_value, decoded_values, map_entry, wire_scan
+from collector.spans import NO_VALUES, UNDECODED, Scanned, decoded_value, decoded_values, map_entry, wire_scan
 
 _F = descriptor_pb2.FieldDescriptorProto
 _ONE, _MANY = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
@@ -99,7 +99,9 @@ class KeyScanner:
         return [decoded_values(values) if values else {} for values in resources], spans
 
 
-def span_values(span: Scanned) -> dict[str, Any] | None:
-    """A scanned span's wanted values, decoded (None: none found)."""
+def span_values(span: Scanned) -> dict[str, Any]:
+    """A scanned span's wanted values, decoded (``NO_VALUES``: none found)."""
     values = span[3]
-    return decoded_values(values) if values and span[4] & 2 else values  # wire_scan.UNDECODED
+    if not values:
+        return NO_VALUES
+    return decoded_values(values) if span[4] & UNDECODED else values

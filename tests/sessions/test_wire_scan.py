@@ -218,6 +218,10 @@ def test_the_scanner_holds_no_reference_to_the_buffer_it_read() -> None:
     assert [(t, s) for _, t, s, *_ in found] == [(t, s) for t, s, *_ in before]
 
 
+def test_the_flags_python_reads_are_the_scanners() -> None:
+    assert (spans.PREFIXED, spans.UNDECODED) == (spans.wire_scan.PREFIXED, spans.wire_scan.UNDECODED)
+
+
 def test_declared_event_fields_fit_the_scanner() -> None:
     # Eight fields per event name at most (collector/wire_scan.c); more would need a change there.
     assert max(len(v) for v in _event_fields.values()) <= 8
