@@ -243,30 +243,6 @@ class Storage(_Strict):
 _KEY = re.compile(r"^(span|resource):\S+$")
 
 
-def usable_cpus(cgroup: Path = Path("/sys/fs/cgroup")) -> float:
-    """CPUs this process may use: its affinity, capped by a cgroup CPU quota (a container's
-    CPU limit, which affinity does not show)."""
-    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    count = float(len(affinity) if affinity is not None else os.cpu_count() or 1)
-    try:  # cgroup v2: "max 100000" or "<quota> <period>"
-        quota, period = (cgroup / "cpu.max").read_text().split()
-        if quota != "max":
-            count = min(count, int(quota) / int(period))
-    except (OSError, ValueError):
-        try:  # cgroup v1
-            quota_us = int((cgroup / "cpu" / "cpu.cfs_quota_us").read_text())
-            if quota_us > 0:
-                count = min(count, quota_us / int((cgroup / "cpu" / "cpu.cfs_period_us").read_text()))
-        except (OSError, ValueError):
-            pass
-    return count
-
-
-def _worker_chosen(choice: Literal["auto", "worker", "inline"]) -> bool:
-    """Whether work goes to a worker process: ``auto`` when two or more CPUs are usable."""
-    return usable_cpus() >= 2 if choice == "auto" else choice == "worker"
-
-
 class Sessions(_Strict):
     keys: tuple[str, ...] = (
         "span:session.id",
@@ -285,12 +261,6 @@ class Sessions(_Strict):
     # Closed sessions kept in memory so late spans reopen them whole (a new revision).
     reopen_cache: int = Field(2_000, ge=0)
     check_interval: Seconds = 1.0
-    # Where ``serve`` detects skill loads: in a worker process beside it (a second core), or
-    # inline in the serving process; ``auto`` picks the worker when two or more CPUs are usable.
-    detection: Literal["auto", "worker", "inline"] = "auto"
-
-    def detect_in_worker(self) -> bool:
-        return _worker_chosen(self.detection)
 
     @field_validator("keys")
     @classmethod
@@ -351,16 +321,10 @@ class Judge(_Strict):
     max_input_tokens: int = Field(default=200_000, ge=2_000)  # AgentCore's per-evaluation input quota
     budget: Budget = Budget()
     prices: dict[str, Price] = {}
-    # Where ``serve`` makes judge calls: in a worker process beside it (the API client costs
-    # milliseconds of CPU a call), or inline; ``auto`` picks the worker with two or more CPUs.
-    calls: Literal["auto", "worker", "inline"] = "auto"
 
     @property
     def configured(self) -> bool:
         return bool(self.api_key or self.base_url)
-
-    def call_in_worker(self) -> bool:
-        return _worker_chosen(self.calls)
 
     def price(self, model: str) -> Price | None:
         return self.prices.get(model) or DEFAULT_PRICES.get(model)

@@ -27,9 +27,8 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -37,7 +36,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector.config import Config
 from collector.detect.expectations import Rules
-from collector.detect.worker import WorkerDetection
 from collector.export.metrics import Metrics
 from collector.export.store import ResultStore
 from collector.receiver.errors import Backpressure
@@ -79,26 +77,19 @@ class Pipeline:
         config: Config,
         spool: Spool | None = None,
         metrics: Metrics | None = None,
-        detect_in_worker: bool = False,
-        judge_in_worker: bool = False,
     ) -> None:
         self.config = config
         self.metrics = metrics or Metrics()
         outbox_capacity = config.export.otlp.queue_size if config.export.otlp else 100_000
         self.spool = spool if spool is not None else open_spool(config.storage.path, outbox_capacity)
         self.store = ResultStore()
-        # ``serve`` detects in a worker process (``sessions.detection``); started by ``start``.
-        self.worker = WorkerDetection(self._on_close, config.expectations) if detect_in_worker else None
         self.assembler = Assembler(
             config.sessions,
             self._on_close,
             rules=Rules.compile(config.expectations),
             on_record=self._on_record,
-            detection=self.worker,
         )
-        self.runner = Runner(
-            self._deliver, config, self.metrics, store=self._store_result, judge_in_worker=judge_in_worker
-        )
+        self.runner = Runner(self._deliver, config, self.metrics, store=self._store_result)
         self.sinks: list[ResultSink] = []  # exporters; each gets every finished Coverage
         self.closed: list[Coverage] = []  # kept only when ``keep_closed`` (replay)
         self.keep_closed = False
@@ -116,7 +107,6 @@ class Pipeline:
         self._spool_bytes = 0
         self._checkpointed_at = 0.0
         self._reopened_seen = 0
-        self._loop: asyncio.AbstractEventLoop | None = None  # the pipeline's own, once started
         self.metrics.judge_configured.set(1 if config.judge.configured else 0)
 
     # -- intake ---------------------------------------------------------------------------
@@ -128,12 +118,6 @@ class Pipeline:
         if len(self._pending) >= bound:
             raise Backpressure(
                 f"{len(self._pending)} requests wait to be assembled (sessions.max_pending_requests); retry later",
-                retry_after=1.0,
-            )
-        if self.worker is not None and self.worker.backlog >= bound:
-            raise Backpressure(
-                f"{self.worker.backlog} requests wait for the detection worker (sessions.max_pending_requests); "
-                "retry later",
                 retry_after=1.0,
             )
         if self._spool_bytes > self.config.storage.max_bytes:
@@ -151,14 +135,12 @@ class Pipeline:
         raw = item.raw if item.raw is not None else item.request.SerializeToString()
         if item.signal == "logs":
             request_id = await self.spool.append(item.signal, raw)
-            return await self._on_pipeline_loop(self._assemble_logs(item, request_id))
+            self._last_request = max(self._last_request, request_id)
+            return self.assemble(item, request_id)
         assert isinstance(item.request, ExportTraceServiceRequest)
         checked = check_spans(item.request)
         request_id = await self.spool.append(item.signal, raw)
-        if self._loop is None or self._loop is asyncio.get_running_loop():
-            self._enqueue(item, request_id)
-        else:
-            self._loop.call_soon_threadsafe(self._enqueue, item, request_id)
+        self._enqueue(item, request_id)
         self._count(item, checked)
         return checked
 
@@ -167,15 +149,6 @@ class Pipeline:
         self._pending.append((item, request_id))
         self._wake.set()
         self._start_worker()
-
-    async def _assemble_logs(self, item: Received, request_id: int) -> Accepted:
-        self._last_request = max(self._last_request, request_id)
-        return self.assemble(item, request_id)
-
-    async def _on_pipeline_loop(self, work: Coroutine[Any, Any, T]) -> T:
-        if self._loop is None or self._loop is asyncio.get_running_loop():
-            return await work
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self._loop))
 
     def _start_worker(self) -> None:
         if self._worker is None or self._worker.done():
@@ -280,8 +253,6 @@ class Pipeline:
 
     async def drain(self, timeout: float = 30.0) -> None:
         """Wait for sessions being finished, evaluations in flight and their records."""
-        if self.worker is not None:
-            await self.worker.settle(timeout)
         await self.runner.drain(timeout)
         waiting = set(self._recording) | ({self._recorder} if self._recorder is not None else set())
         if waiting:
@@ -378,16 +349,8 @@ class Pipeline:
         self._spool_bytes = self.spool.size_bytes()
         self.metrics.spool_bytes.set(self._spool_bytes)
         self.metrics.pending_requests.labels("assembler").set(len(self._pending))
-        self.metrics.pending_requests.labels("detection").set(self.worker.backlog if self.worker else 0)
 
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        # The workers import the package side by side: a second or more each on a slow machine.
-        if self.worker is not None:
-            self.worker.start()
-            await asyncio.gather(self.worker.started(), self.runner.start())
-        else:
-            await self.runner.start()
         await self.recover()
         self._ticker = asyncio.create_task(self._tick_forever(), name="skillgauge-ticker")
 
@@ -414,17 +377,8 @@ class Pipeline:
         closed = self.assembler.close_all("shutdown")
         self.metrics.sessions_open.set(0)
         await self.drain(timeout)
-        if self.worker is not None:
-            await self.worker.stop(timeout)
         await self.runner.close()
-        if self.worker is not None and self.worker.lost:
-            log.warning(
-                "shutdown: closed %d open sessions, not evaluated (the detection worker is gone); "
-                "the restart evaluates them from the spool",
-                closed,
-            )
-        else:
-            log.info("shutdown: closed and evaluated %d open sessions", closed)
+        log.info("shutdown: closed and evaluated %d open sessions", closed)
         for sink in self.sinks:
             await sink.shutdown(timeout)
         if self.spool.durable:

@@ -3,7 +3,7 @@
 ``submit`` is called from the assembler's close callback and must not block: the
 evaluators plan the session at once (deterministic rows, not-applicable and skipped rows
 are final), and the judge work runs as tasks, at most ``judge.max_concurrency`` at a time,
-their calls made here or, under ``serve``, in a child process (``judge.calls``).
+their calls made on this event loop.
 A session's ``Coverage`` is delivered once, when all of its rows are in.  The judge queue
 is bounded (``judge.max_queue``): beyond it a judge evaluation becomes ``skipped /
 queue_full``, never dropped.  ``drain`` waits for the work in flight (shutdown, end of
@@ -20,12 +20,11 @@ from typing import Any
 
 from collector.config import Config, parse
 from collector.export.metrics import Metrics
-from collector.judge_worker import JudgeWorker, JudgeWorkerError
 from collector.judging import judge_env
 from evaluators import suite
 from evaluators.evidence import Session
 from evaluators.judge.base import Judge
-from evaluators.judge.execute import JudgeEnv, execute
+from evaluators.judge.execute import execute
 from evaluators.judge.verdicts import Level, Scale
 from evaluators.plan import CustomSpec, JudgeTask, Policy, Settings
 from evaluators.registry import SkillRegistry, load_registry
@@ -101,7 +100,6 @@ class Runner:
         judge: Judge | None = None,
         clock: Callable[[], float] = time.time,
         store: StoreResult | None = None,
-        judge_in_worker: bool = False,
     ) -> None:
         self._deliver = deliver
         # Exactly once: every judge verdict is committed (``store``) as soon as it arrives, and
@@ -113,15 +111,9 @@ class Runner:
         self.metrics = metrics or Metrics()
         self.registry = load_registry(self.config.skills.paths)  # validated with the config
         observer = _MetricsObserver(self.metrics)
-        # Judge calls run here (``_env``) or in a child process (``_worker``, see judge_worker).
-        self._worker: JudgeWorker | None = None
-        self._env: JudgeEnv | None = None
-        if judge is None and judge_in_worker and self.config.judge.configured:
-            self._worker = JudgeWorker(self.config, observer, self.metrics.judge_worker_crashes.inc)
-        else:
-            self._env = judge_env(self.config, observer, judge, clock)
+        self._env = judge_env(self.config, observer, judge, clock)
         self.judge = self._env.judge if self._env is not None else None
-        self.settings = settings_from(self.config, self.registry, self._judging)
+        self.settings = settings_from(self.config, self.registry, self._env is not None)
         # The judge evaluations configured on, named in every coverage line.
         self.enabled = tuple(name for name in suite.JUDGE_EVALUATIONS if self.settings.policy(name).enabled)
         self.metrics.skill_labels.learn([s.name for s in self.registry.skills.values()])
@@ -137,19 +129,6 @@ class Runner:
                 ", ".join(sorted(s.name for s in self.registry.skills.values())),
             )
 
-    @property
-    def _judging(self) -> bool:
-        return self._env is not None or self._worker is not None
-
-    @property
-    def calls_in_worker(self) -> bool:
-        return self._worker is not None
-
-    async def start(self) -> None:
-        """Start the judge worker, if judge calls run in one."""
-        if self._worker is not None:
-            await self._worker.start()
-
     def submit(self, session: Session) -> None:
         closed_at = time.monotonic()
         plan = suite.plan(session, self.settings)
@@ -164,7 +143,7 @@ class Runner:
             if earlier is not None:
                 slots[i] = EvaluationResult.from_dict(earlier)
                 self.metrics.judge_reused.inc()
-            elif not self._judging:  # planned with a judge that is gone: cannot happen, but never drop
+            elif self._env is None:  # planned with a judge that is gone: cannot happen, but never drop
                 slots[i] = _skipped(slot, "no_judge_configured", "no judge is configured")
             elif self._queued >= self.config.judge.max_queue:
                 slots[i] = _skipped(
@@ -198,20 +177,13 @@ class Runner:
     async def _judge(self, task: JudgeTask) -> EvaluationResult:
         try:
             async with self._semaphore:
-                if self._worker is not None:
-                    result = await self._worker.evaluate(task)
-                else:
-                    assert self._env is not None
-                    result = await execute(task, self._env)
+                assert self._env is not None
+                result = await execute(task, self._env)
             if self._store is not None:
                 await self._store(result)
             return result
         except asyncio.CancelledError:
             return _skipped(task, "shutdown", "still waiting for the judge when the collector shut down")
-        except JudgeWorkerError as err:  # the worker's exit is logged once, with its code
-            return unjudged(
-                task.evaluation, task.session, "error", "judge_error", f"not judged: {err}", **task.where
-            )
         except Exception as err:  # a bug must cost one row, not the session's account
             log.exception("judge evaluation %s failed", task.evaluation)
             return unjudged(
@@ -269,8 +241,6 @@ class Runner:
             await asyncio.wait(late, timeout=5.0)
 
     async def close(self) -> None:
-        if self._worker is not None:
-            await self._worker.stop()
         if self.judge is not None:
             await self.judge.close()
 

@@ -9,7 +9,6 @@ import logging
 import re
 import signal
 import ssl
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
@@ -17,17 +16,15 @@ from urllib.parse import urlsplit, urlunsplit
 import grpc
 from aiohttp import web
 
-from collector import __version__, compiled
+from collector import __version__
 from collector.config import Config, Listener, Status
 from collector.export import status
 from collector.export.otlp import OtlpExporter
 from collector.export.outbox import SpoolOutbox
-from collector.interpreter import GC_THRESHOLDS, SWITCH_INTERVAL
 from collector.pipeline import Pipeline
 from collector.receiver import auth as listener_auth
 from collector.receiver import grpc as grpc_receiver
 from collector.receiver import http as http_receiver
-from collector.receiver.loop import ReceiverLoop
 from collector.receiver.redact import redacting
 from collector.sessions.spool import MemorySpool
 
@@ -42,15 +39,10 @@ class Service:
     _grpc: grpc.aio.Server | None = None
     _runners: list[web.AppRunner] = field(default_factory=list)  # the OTLP/HTTP receiver's
     _status: web.AppRunner | None = None
-    _receivers: ReceiverLoop = field(default_factory=ReceiverLoop)
     _ready: bool = False
 
     def __post_init__(self) -> None:
-        self.pipeline = Pipeline(
-            self.config,
-            detect_in_worker=self.config.sessions.detect_in_worker(),
-            judge_in_worker=self.config.judge.call_in_worker(),
-        )
+        self.pipeline = Pipeline(self.config)
 
     async def start(self) -> None:
         pipeline = self.pipeline
@@ -74,33 +66,28 @@ class Service:
             await exporter.start()
         await pipeline.start()  # after the sinks: a restart re-exports through them
         consume = redacting(pipeline.consume, self.config.redact)  # before the spool sees a value
-        self._receivers.start()
         if receivers.grpc is not None:
-            self._grpc, self.ports["grpc"] = await self._receivers.call(
-                grpc_receiver.start(
-                    receivers.grpc,
-                    consume,
-                    answered("grpc"),
-                    self.config.auth_for(receivers.grpc),
-                    pipeline.admit,
-                )
+            self._grpc, self.ports["grpc"] = await grpc_receiver.start(
+                receivers.grpc,
+                consume,
+                answered("grpc"),
+                self.config.auth_for(receivers.grpc),
+                pipeline.admit,
             )
         if receivers.http is not None:
-            runner, self.ports["http"] = await self._receivers.call(
-                self._serve(
-                    http_receiver.app(
-                        receivers.http,
-                        consume,
-                        answered("http"),
-                        self.config.auth_for(receivers.http),
-                        pipeline.admit,
-                    ),
-                    receivers.http.host,
-                    receivers.http.port,
-                    "receivers.otlp.http.endpoint",
-                    auto_decompress=False,
-                    tls=_tls(receivers.http),
-                )
+            runner, self.ports["http"] = await self._serve(
+                http_receiver.app(
+                    receivers.http,
+                    consume,
+                    answered("http"),
+                    self.config.auth_for(receivers.http),
+                    pipeline.admit,
+                ),
+                receivers.http.host,
+                receivers.http.port,
+                "receivers.otlp.http.endpoint",
+                auto_decompress=False,
+                tls=_tls(receivers.http),
             )
             self._runners.append(runner)
         status_cfg = self.config.status
@@ -176,16 +163,13 @@ class Service:
                 "spool: %s (acknowledged spans survive a crash)", getattr(self.pipeline.spool, "path", "?")
             )
         s = cfg.sessions
-        modules = len(compiled.compiled())
         log.info(
-            "sessions: keys %s; close after %gs idle, %gs max, %d spans, end attribute %s; detection %s; %s",
+            "sessions: keys %s; close after %gs idle, %gs max, %d spans, end attribute %s",
             ", ".join(s.keys),
             s.idle_timeout,
             s.max_duration,
             s.max_spans,
             s.end_attribute,
-            "in a worker process" if self.pipeline.worker is not None else "inline (sessions.detection)",
-            f"hot path compiled ({modules} modules)" if modules else "hot path in pure Python (not compiled)",
         )
         if cfg.export.otlp is not None:
             otlp = cfg.export.otlp
@@ -202,10 +186,10 @@ class Service:
             log.info("export: no export.otlp endpoint; results are on /metrics and /v1/sessions/{id} only")
         if cfg.judge.configured:
             log.info(
-                "judge: %s via %s; calls %s",
+                "judge: %s via %s; at most %d calls at a time",
                 cfg.judge.model,
                 _safe_url(cfg.judge.base_url) if cfg.judge.base_url else "api.anthropic.com",
-                "in a worker process" if self.pipeline.runner.calls_in_worker else "inline (judge.calls)",
+                cfg.judge.max_concurrency,
             )
         else:
             log.warning(
@@ -229,8 +213,7 @@ class Service:
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop taking requests, close and evaluate every open session, flush, exit."""
         self.pipeline.draining = True
-        await self._receivers.call(self._stop_receivers(timeout))
-        await self._receivers.stop(timeout)
+        await self._stop_receivers(timeout)
         await self.pipeline.shutdown(timeout)
         if self._status is not None:  # the status API answers until the end
             await self._status.cleanup()
@@ -287,8 +270,6 @@ def escape_logs() -> None:
 
 async def serve(config: Config) -> None:
     escape_logs()
-    sys.setswitchinterval(SWITCH_INTERVAL)
-    gc.set_threshold(*GC_THRESHOLDS)
     service = Service(config)
     await service.start()
     stop = asyncio.Event()
@@ -298,6 +279,3 @@ async def serve(config: Config) -> None:
     await stop.wait()
     log.info("signal received: draining")
     await service.stop()
-    worker = service.pipeline.worker
-    if worker is not None and worker.lost:  # exit non-zero, so a supervisor restarts us
-        raise RuntimeError("stopped because the detection worker exited; a restart replays the spool")

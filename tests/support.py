@@ -21,8 +21,8 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from collector.otlp.views import value_of
 from collector.receiver.decode import parse_json
-from collector.spans import value_of
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FRAMEWORKS = FIXTURES / "frameworks"

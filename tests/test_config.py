@@ -28,8 +28,6 @@ def test_defaults_match_the_design() -> None:
         ({"sessions": {"idle_timeout": "5 minutes"}}, "sessions.idle_timeout: '5 minutes' is not a duration"),
         ({"sessions": {"keys": ["session.id"]}}, "must be 'span:<attribute>' or 'resource:<attribute>'"),
         ({"status": {"endpoint": "9464"}}, "status.endpoint: '9464' is not host:port"),
-        ({"sessions": {"detection": "process"}}, "sessions.detection: Input should be 'auto', 'worker' or 'inline'"),
-        ({"judge": {"calls": "process"}}, "judge.calls: Input should be 'auto', 'worker' or 'inline'"),
         ({"receivers": {"otlp": {"grpc": {"max_request_bytes": "lots"}}}}, "receivers.otlp.grpc.max_request_bytes"),
         ({"expectations": [{"when": {"user_message": "("}, "expect": "x"}]}, "is not a regular expression"),
         ({"expectations": [{"when": {}, "expect": []}]}, "expectations.0.expect"),
@@ -74,19 +72,3 @@ def test_check_config_command(tmp_path: Path) -> None:
     missing = subprocess.run([*run, str(tmp_path / "nope.yaml")], capture_output=True, text=True)
     assert missing.returncode == 2 and "cannot read config file" in missing.stderr
     assert load(good).sessions.idle_timeout == 30
-
-
-def test_auto_detection_counts_a_container_cpu_limit(tmp_path: Path) -> None:
-    from collector.config import usable_cpus
-
-    (tmp_path / "cpu.max").write_text("150000 100000\n")  # a 1.5-CPU limit (cgroup v2)
-    assert usable_cpus(tmp_path) == min(1.5, usable_cpus(tmp_path / "none"))
-    (tmp_path / "cpu.max").write_text("max 100000\n")
-    assert usable_cpus(tmp_path) == usable_cpus(tmp_path / "none") >= 1
-    v1 = tmp_path / "v1"
-    (v1 / "cpu").mkdir(parents=True)
-    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("50000\n")
-    (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
-    assert usable_cpus(v1) == 0.5
-    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")  # no limit
-    assert usable_cpus(v1) == usable_cpus(tmp_path / "none")

@@ -13,36 +13,25 @@ from typing import Any
 import orjson
 
 from collector.detect import patterns
-from collector.spans import SpanView, as_text
+from collector.otlp.views import SpanView
 from evaluators.evidence import ToolCall
 
 
 def has_marker(view: SpanView, markers: tuple[tuple[str, str | None], ...]) -> bool:
-    """Whether the span has one of the marker keys (with the value given, if any).  Every
-    marker key is declared (``patterns.READ_KEYS``), so the view's one pass found it."""
-    indexed = view.attrs.indexed
-    for key, expected in markers:
-        value = indexed.get(key, _ABSENT)
-        if value is not _ABSENT and (expected is None or as_text(value) == expected):
-            return True
-    return False
-
-
-_ABSENT: Any = object()
+    """Whether the span has one of the marker keys (with the value given, if any)."""
+    attrs = view.attrs
+    return any(
+        key in attrs and (expected is None or attrs.text(key) == expected) for key, expected in markers
+    )
 
 
 def event_text(view: SpanView, events: tuple[tuple[str, str], ...]) -> str | None:
     """The first event holding one of ``events``; within it, the field listed first."""
-    best: tuple[int, int] | None = None
-    found: Any = None
-    for position, name, key, value in view.events:
-        if best is not None and position > best[0]:
-            break
-        if (name, key) in events:
-            rank = (position, events.index((name, key)))
-            if best is None or rank < best:
-                best, found = rank, value
-    return None if best is None else as_text(found)
+    for event in view.events:
+        for name, key in events:
+            if name == event.name and key in event.attrs:
+                return event.attrs.text(key)
+    return None
 
 
 def tool_call(view: SpanView) -> ToolCall | None:

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from collector.config import Expectation
-from collector.spans import Attributes
+from collector.otlp.views import Attributes
 
 EXPECTED_SKILLS_ATTRIBUTE = "skillgauge.expected_skills"
 

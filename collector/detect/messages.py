@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from collector.detect.content import flatten_text, parse_json
-from collector.spans import SpanView, as_text
+from collector.otlp.views import SpanView
 
 # (event name or "" for span attributes, attribute key, role the text plays)
 PROMPT_FIELDS: tuple[tuple[str, str, str], ...] = (
@@ -41,7 +41,7 @@ def _index(fields: tuple[tuple[str, str, str], ...]) -> dict[str, tuple[tuple[st
     for event_name, key, role in fields:
         if event_name:
             events.setdefault(event_name, []).append((key, role))
-    return {name: tuple(keys) for name, keys in events.items()}
+    return {name: tuple(sorted(keys, key=lambda kr: kr[0])) for name, keys in events.items()}
 
 
 _PROMPT_ATTRIBUTES = tuple((key, role) for event, key, role in PROMPT_FIELDS if not event)
@@ -49,38 +49,28 @@ _PROMPT_EVENTS = _index(PROMPT_FIELDS)
 _RESPONSE_ATTRIBUTES = tuple((key, "") for event, key in RESPONSE_FIELDS if not event)
 _RESPONSE_EVENTS = _index(tuple((event, key, "") for event, key in RESPONSE_FIELDS))
 
-# What views must collect for the functions here (see ``collector.spans.index``).
-READ_KEYS: frozenset[str] = frozenset(
-    key for event, key, _ in (*PROMPT_FIELDS, *((e, k, "") for e, k in RESPONSE_FIELDS)) if not event
-)
-READ_PREFIXES: tuple[str, ...] = (FLATTENED_PREFIX,)
-READ_EVENT_FIELDS: frozenset[tuple[str, str]] = frozenset(
-    (event, key) for event, key, _ in (*PROMPT_FIELDS, *((e, k, "") for e, k in RESPONSE_FIELDS)) if event
-)
-
 
 def _field_texts(
     view: SpanView, attributes: tuple[tuple[str, str], ...], events: dict[str, tuple[tuple[str, str], ...]]
 ) -> list[tuple[str, str]]:
-    """(role, text) of the listed span attributes, then of the listed event attributes.
-    (A list, not a generator: compiled, a generator costs more than the few fields.)"""
+    """(role, text) of the listed span attributes, then of the listed event attributes
+    (events in span order; within an event, its listed keys in key order)."""
     found: list[tuple[str, str]] = []
-    indexed = view.attrs.indexed  # every key listed here is declared (``READ_KEYS``)
+    attrs = view.attrs
     for key, role in attributes:
-        value = indexed.get(key)
-        if value is not None:
-            text = as_text(value)
-            if text:
-                found.append((role, text))
-    for _, name, key, value in view.events:  # collected once per span, in event order
-        wanted = events.get(name)
+        text = attrs.text(key)
+        if text:
+            found.append((role, text))
+    if not events:
+        return found
+    for event in view.events:
+        wanted = events.get(event.name)
         if wanted is None:
             continue
-        for wanted_key, role in wanted:
-            if key == wanted_key:
-                text = as_text(value)
-                if text:
-                    found.append((role, text))
+        for key, role in wanted:
+            text = event.attrs.text(key)
+            if text:
+                found.append((role, text))
     return found
 
 

@@ -178,26 +178,3 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
 
 # Log records name their event here when they predate OTLP's event_name field.
 LOG_EVENT_NAME_KEY = "event.name"
-
-# Every span / log attribute and span event field the tables above name: views collect these
-# in one pass over a span and skip the rest (``collector.spans.index``).
-READ_KEYS: frozenset[str] = frozenset(
-    {
-        *(key for key, _ in TOOL_SPAN_MARKERS),
-        *(key for key, _ in AGENT_SPAN_MARKERS),
-        *TOOL_NAME_KEYS,
-        *TOOL_CALL_ID_KEYS,
-        *TOOL_ARGUMENT_KEYS,
-        *(key for key, _ in ARGUMENT_ATTRIBUTES),
-        *TOOL_RESULT_KEYS,
-        *TOOL_STATUS_KEYS,
-        ERROR_TYPE_KEY,
-        *SKILL_NAME_ATTRIBUTES,
-        *SKILL_RESOLVED_ATTRIBUTES,
-        LOG_EVENT_NAME_KEY,
-        *LOG_SKILL_ACTIVATED.values(),
-        *(key for keys in LOG_TOOL_RESULTS.values() for key in keys),
-        *LOG_CONTENT_ATTRIBUTES,
-    }
-)
-READ_EVENT_FIELDS: frozenset[tuple[str, str]] = frozenset({*TOOL_ARGUMENT_EVENTS, *TOOL_RESULT_EVENTS})

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from collector.detect import catalogs, file_reads, messages, patterns, shell_reads, skill_tools, transcript
 from collector.detect.content import has_marker, parse_json, result_text, tool_call
@@ -19,7 +19,7 @@ from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.outcome import text_outcome
 from collector.detect.transcript import Injection, MessageCall, MessageResult, injections_in
-from collector.spans import LogView, SpanView, wire_scan
+from collector.otlp.views import LogView, SpanView
 from evaluators.evidence import (
     Catalog,
     ContentCapture,
@@ -45,28 +45,7 @@ _INJECTION_MARKERS: tuple[str, ...] = transcript.INJECTION_MARKERS
 
 
 def _has_any(text: str, markers: tuple[str, ...]) -> bool:
-    for marker in markers:  # noqa: SIM110 - a loop makes no generator per call
-        if marker in text:
-            return True
-    return False
-
-
-# What ``_scan`` looks for, by walk: bit 0 catalogs, bit 1 tool blocks, bit 2 injections;
-# then, in each string of a text with a catalog marker, a catalog's own markers.
-_SCAN_GROUPS = (catalogs.RAW_MARKERS, _BLOCK_MARKERS, _INJECTION_MARKERS)
-_CATALOG_GROUPS = (catalogs.MARKERS,)
-# Where the C module is built (``collector/wire_scan.c``), all of a search's markers are
-# looked for in one pass instead of one ``in`` each.
-_SCAN_MARKERS: Any = None if wire_scan is None else wire_scan.Markers(_SCAN_GROUPS)
-_CATALOG_MARKERS: Any = None if wire_scan is None else wire_scan.Markers(_CATALOG_GROUPS)
-
-
-def _groups_in(text: str, markers: Any, groups: tuple[tuple[str, ...], ...]) -> int:
-    """Bit g set when ``text`` holds one of ``groups[g]`` (``markers``: their C search)."""
-    if markers is not None:
-        found: int = markers.found(text)
-        return found
-    return sum(1 << bit for bit, group in enumerate(groups) if _has_any(text, group))
+    return any(marker in text for marker in markers)
 
 
 _HISTORIES = 4  # message histories remembered per session (see ``_unread_part``); 0 reads each whole
@@ -151,11 +130,7 @@ class SessionEvidence:
         self.span_count += 1
         if not self.framework:
             self.framework = framework_of(view.scope)
-        if (
-            self._rules.by_attribute
-            or _EXPECTED in view.attrs.indexed
-            or _EXPECTED in view.resource.attrs.indexed
-        ):
+        if self._rules.by_attribute or _EXPECTED in view.attrs or _EXPECTED in view.resource.attrs:
             self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs))
         call = tool_call(view)
         if call is not None:
@@ -270,8 +245,9 @@ class SessionEvidence:
         Each of the three walks over the decoded text runs only when the raw text holds one
         of its markers: a marker inside any decoded string is in the raw text too.
         """
-        groups = _groups_in(raw, _SCAN_MARKERS, _SCAN_GROUPS)
-        wants_catalog, wants_blocks, wants_injections = bool(groups & 1), bool(groups & 2), bool(groups & 4)
+        wants_catalog = _has_any(raw, catalogs.RAW_MARKERS)
+        wants_blocks = _has_any(raw, _BLOCK_MARKERS)
+        wants_injections = _has_any(raw, _INJECTION_MARKERS)
         if not (wants_catalog or wants_blocks or wants_injections):
             return
         digest = hash(raw)
@@ -286,9 +262,7 @@ class SessionEvidence:
         if wants_catalog:
             for text in strings:
                 # The same catalog comes back inside every later history: parse it once.
-                if _groups_in(text, _CATALOG_MARKERS, _CATALOG_GROUPS) and self._first_sight(
-                    ("catalog", text)
-                ):
+                if _has_any(text, catalogs.MARKERS) and self._first_sight(("catalog", text)):
                     found = catalogs.find(text)
                     if found is not None:
                         self.catalog.advertise(found[1], found[0])

@@ -62,7 +62,7 @@ def app(pipeline: Pipeline, ready: Callable[[], bool], auth: BearerAuth | None =
             body["open"] = {
                 "revision": live.revision,
                 "spans": live.spans,
-                "skill_loads": await pipeline.assembler.detection.skill_loads(session_id),
+                "skill_loads": pipeline.assembler.loads_so_far(session_id),
                 "why_no_results": "the session is still open; it is evaluated when it closes "
                 f"(idle {pipeline.config.sessions.idle_timeout:g}s, max duration, end attribute or limits)",
             }

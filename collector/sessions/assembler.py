@@ -22,7 +22,6 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -30,12 +29,10 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector.config import Sessions as SessionsConfig
 from collector.detect.expectations import NO_RULES, Rules
-from collector.detect.stage import Detection, InlineDetection
+from collector.detect.session import SessionEvidence
+from collector.otlp.views import Attributes, LogView, ResourceView, SpanView, as_text
 from collector.receiver.errors import Backpressure
-from collector.sessions import keys
-from collector.sessions.keys import span_values
 from collector.sessions.spool import Closed
-from collector.spans import Attributes, Scanned, as_text, value_of
 from evaluators.evidence import Session
 
 CLOSE_REASONS = (
@@ -72,6 +69,7 @@ class OpenSession:
     __slots__ = (
         "bytes",
         "ending",
+        "evidence",
         "first_request",
         "key",
         "last_request",
@@ -83,8 +81,11 @@ class OpenSession:
         "traces",
     )
 
-    def __init__(self, key: str, revision: int, now: float, provisional: bool) -> None:
+    def __init__(
+        self, key: str, revision: int, now: float, provisional: bool, evidence: SessionEvidence
+    ) -> None:
         self.key = key
+        self.evidence = evidence  # what its spans and log records showed so far
         self.revision = revision
         self.first_request = 0
         self.last_request = 0
@@ -106,9 +107,9 @@ Skip = Callable[[str | None, bytes, int], bool]
 
 @dataclass(slots=True)
 class _Recent:
-    """A closed session kept for a while, so late spans can reopen it whole (the detection
-    stage keeps its evidence under the same key)."""
+    """A closed session kept for a while, so late spans can reopen it whole."""
 
+    evidence: SessionEvidence
     revision: int
     first_request: int
     traces: set[bytes]
@@ -151,23 +152,13 @@ class Assembler:
         rules: Rules = NO_RULES,
         clock: Callable[[], float] = time.monotonic,
         on_record: OnRecord | None = None,
-        detection: Detection | None = None,
     ) -> None:
         self._config = config
+        self._on_close = on_close
         self._on_record = on_record
         self._clock = clock
-        # Where evidence is built: here by default; ``on_close`` then gets each session at once.
-        self.detection: Detection = detection if detection is not None else InlineDetection(on_close, rules)
+        self._rules = rules
         self._keys = tuple(k.split(":", 1) for k in config.keys)
-        # The only attributes the assembler itself reads: session keys and the end attribute.
-        self._span_keys = frozenset(key for where, key in self._keys if where == "span") | {
-            config.end_attribute
-        }
-        self._resource_keys = frozenset(key for where, key in self._keys if where == "resource")
-        # With detection elsewhere, the ids and these keys read straight from the bytes.
-        self._scanner = (
-            keys.KeyScanner(self._span_keys, self._resource_keys) if keys.KeyScanner.available() else None
-        )
         # Ordered by last activity, so the idle scan stops at the first live session.
         self._open: OrderedDict[str, OpenSession] = OrderedDict()
         self._opened_order: deque[tuple[float, str, int]] = deque()
@@ -210,94 +201,22 @@ class Assembler:
         slice_spans: int = 128,
         raw: bytes | None = None,
     ) -> Iterator[None]:
-        """Assemble a request, pausing (yielding) every ``slice_spans`` spans so that a caller
-        on the event loop can let other work through in between (each pause costs a turn of
-        the loop; receivers run on a loop of their own, so the slices need not be short).
+        """Place each span of a request in its session and hand it to that session's evidence,
+        pausing (yielding) every ``slice_spans`` spans so that a caller on the event loop can
+        let other work through in between.
 
         ``raw``: the request as received, when known.  Each span then counts an equal share
         of its size towards ``max_bytes`` instead of being measured (measuring a span means
-        walking all of it again), and a detection worker is sent these bytes as they are."""
+        walking all of it again)."""
         now = self._clock()
         touched: dict[str, OpenSession] = {}
-        scanned = None
-        if raw is not None and not self.detection.reads_spans and self._scanner is not None:
-            scanned = self._scanner.scan(raw)
-        if scanned is not None:
-            yield from self._walk_scanned(
-                scanned, request, raw, request_id, result, touched, now, slice_spans
-            )
-        else:
-            yield from self._walk(request, raw, request_id, result, touched, now, slice_spans)
-        for session in touched.values():
-            if session.ending:
-                self._close(session, "end_attribute")
-
-    def _walk_scanned(
-        self,
-        scanned: tuple[list[dict[str, Any]], list[Scanned]],
-        request: ExportTraceServiceRequest,
-        raw: bytes | None,
-        request_id: int,
-        result: Accepted,
-        touched: dict[str, OpenSession],
-        now: float,
-        slice_spans: int,
-    ) -> Iterator[None]:
-        """``_walk`` over what the scanner read: ids and wanted values, no span objects."""
-        resources, spans = scanned
-        share = len(raw or b"") // max(1, len(spans))
-        batch = self.detection.begin("traces", request, raw)
-        for index in range(len(spans)):
-            if index % slice_spans == slice_spans - 1:
-                yield
-            span = spans[index]
-            trace_id = span[1]
-            problem = ids_problem(trace_id, span[2])
-            if problem is not None:
-                result.reject(problem)
-                continue
-            values = span_values(span)
-            session = self._place(values, resources[span[0]], trace_id, share, request_id, result, now)
-            if session is None:
-                continue
-            batch.span(session.key, index, None, "")
-            touched[session.key] = session
-            if self._over_limits(session):
-                touched.pop(session.key, None)
-        batch.end()
-
-    def _walk(
-        self,
-        request: ExportTraceServiceRequest,
-        raw: bytes | None,
-        request_id: int,
-        result: Accepted,
-        touched: dict[str, OpenSession],
-        now: float,
-        slice_spans: int,
-    ) -> Iterator[None]:
-        """Place each span of the request in its session (pausing as ``feed`` says)."""
         share: int | None = None
         if raw is not None:
             spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
             share = len(raw) // max(1, spans)
-        batch = self.detection.begin("traces", request, raw)
-        # What the walk reads.  Detection here: the full request, each span's attributes read
-        # once, into the view detection reads too.  Detection elsewhere: only the keys, and
-        # from the request's bytes through the narrow schema when there are bytes.
-        walked: Any = request
-        pick: Callable[[Any, Any], Any] = _picked
-        span_keys, resource_keys = self._span_keys, self._resource_keys
-        shared = self.detection.reads_spans
-        if shared:
-            pick = _attributes
-        elif raw is not None:
-            walked, pick = keys.TraceRequest.FromString(raw), keys.picked
         index = -1
-        for resource_spans in walked.resource_spans:
-            resource = resource_spans.resource
-            resource_values = pick(resource.attributes, resource_keys)
-            batch.resource(resource, resource_values if shared else None)
+        for resource_spans in request.resource_spans:
+            resource = ResourceView(resource_spans.resource)
             for scope_spans in resource_spans.scope_spans:
                 scope = scope_spans.scope.name
                 for span in scope_spans.spans:
@@ -308,23 +227,25 @@ class Assembler:
                     if problem is not None:
                         result.reject(problem)
                         continue
-                    values = pick(span.attributes, span_keys)
+                    view = SpanView(span, scope, resource)
                     size = span.ByteSize() if share is None else share
                     session = self._place(
-                        values, resource_values, span.trace_id, size, request_id, result, now
+                        view.attrs, resource.attrs, span.trace_id, size, request_id, result, now
                     )
                     if session is None:
                         continue
-                    batch.span(session.key, index, span, scope, values if shared else None)
+                    session.evidence.observe_span(view)
                     touched[session.key] = session
                     if self._over_limits(session):
                         touched.pop(session.key, None)
-        batch.end()
+        for session in touched.values():
+            if session.ending:
+                self._close(session, "end_attribute")
 
     def _place(
         self,
-        values: Any,
-        resource_values: Any,
+        values: Attributes,
+        resource_values: Attributes,
         trace_id: bytes,
         size: int,
         request_id: int,
@@ -358,17 +279,13 @@ class Assembler:
             self.admit()
         now = self._clock()
         result = Accepted()
-        batch = self.detection.begin("logs", request, raw)
-        index = -1
         for resource_logs in request.resource_logs:
-            resource = resource_logs.resource
-            batch.resource(resource)
-            resource_values = _picked(resource.attributes, self._resource_keys)
+            resource = ResourceView(resource_logs.resource)
             for scope_logs in resource_logs.scope_logs:
                 scope = scope_logs.scope.name
                 for record in scope_logs.log_records:
-                    index += 1
-                    key = self._key_of(_picked(record.attributes, self._span_keys), resource_values)
+                    view = LogView(record, scope, resource)
+                    key = self._key_of(view.attrs, resource.attrs)
                     trace_id = (
                         record.trace_id
                         if len(record.trace_id) == 16 and record.trace_id != _ZERO_TRACE
@@ -381,12 +298,11 @@ class Assembler:
                         result.accepted += 1
                         continue
                     session = self._session_for(key, trace_id, now, request_id)
-                    batch.log(session.key, index, record, scope)
+                    session.evidence.observe_log(view)
                     session.bytes += record.ByteSize()
                     session.last_seen = now
                     result.accepted += 1
                     self._over_limits(session)
-        batch.end()
         return result
 
     def admit(self) -> None:
@@ -395,8 +311,8 @@ class Assembler:
                 f"{len(self._open)} sessions open (sessions.max_open); retry later", retry_after=5.0
             )
 
-    def _key_of(self, values: Any, resource: Any) -> str | None:
-        """The session key: ``values`` and ``resource`` map keys to values (dicts or views)."""
+    def _key_of(self, values: Attributes, resource: Attributes) -> str | None:
+        """The session key: the first configured key present, on the item or its resource."""
         for where, key in self._keys:
             value = (values if where == "span" else resource).get(key)
             if value is not None:
@@ -435,9 +351,9 @@ class Assembler:
         revision = max(self._revisions.pop(key, 0), recent.revision if recent else 0) + 1
         if revision > 1:
             self.reopened += 1
-        session = OpenSession(key, revision, now, provisional)
+        evidence = recent.evidence if recent is not None else SessionEvidence(self._rules)
+        session = OpenSession(key, revision, now, provisional, evidence)
         if recent is not None:  # late spans: the new revision carries the earlier ones too
-            self.detection.reopen(key)
             session.first_request = recent.first_request
             session.traces = recent.traces
             session.spans = recent.spans
@@ -449,7 +365,7 @@ class Assembler:
 
     def _fold(self, provisional: OpenSession, into: OpenSession) -> None:
         del self._open[provisional.key]
-        self.detection.fold(provisional.key, into.key)
+        into.evidence.absorb(provisional.evidence)
         into.bytes += provisional.bytes
         into.spans += provisional.spans
         into.opened_at = min(into.opened_at, provisional.opened_at)
@@ -535,13 +451,13 @@ class Assembler:
                     tuple(sorted(t.hex() for t in session.traces)),
                 )
             )
-        self.detection.finish(session.key, session.revision, reason, keep)
+        self._on_close(session.evidence.finish(session.key, session.revision, reason), reason)
         if keep:
             self._recent[session.key] = _Recent(
-                session.revision, session.first_request, session.traces, session.spans
+                session.evidence, session.revision, session.first_request, session.traces, session.spans
             )
             while len(self._recent) > self._config.reopen_cache:
-                self.detection.forget(self._recent.popitem(last=False)[0])
+                self._recent.popitem(last=False)
 
     def oldest_request(self) -> int | None:
         """The first spooled request an open session still needs (None: none open)."""
@@ -551,18 +467,7 @@ class Assembler:
     def open_sessions(self) -> Iterable[OpenSession]:
         return self._open.values()
 
-
-def _attributes(kvs: Any, wanted: frozenset[str]) -> Attributes:
-    """Every declared attribute, in one pass that detection's span view then reuses."""
-    return Attributes(kvs)
-
-
-def _picked(kvs: Any, wanted: frozenset[str]) -> dict[str, Any]:
-    """The values of the ``wanted`` keys among ``kvs`` (a repeated KeyValue field)."""
-    found: dict[str, Any] = {}
-    if wanted:
-        for kv in kvs:
-            key = kv.key
-            if key in wanted:
-                found[key] = value_of(kv.value)
-    return found
+    def loads_so_far(self, key: str) -> int | None:
+        """Skill loads detected so far in an open session (None: not open)."""
+        session = self._open.get(key)
+        return None if session is None else len(session.evidence.skill_loads)

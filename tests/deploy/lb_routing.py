@@ -26,7 +26,7 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
-from collector.spans import value_of
+from collector.otlp.views import value_of
 
 MAX_POSITIONS = 36000
 WEIGHT = 100

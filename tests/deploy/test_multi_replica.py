@@ -18,7 +18,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from promserver import Prometheus, fixture_requests, require, send_grpc
 from support import Server, metric_value, wait_for
 
-from collector.spans import value_of
+from collector.otlp.views import value_of
 
 
 @pytest.fixture(autouse=True, scope="module")

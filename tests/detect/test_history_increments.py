@@ -17,9 +17,9 @@ from support import FRAMEWORKS
 from collector.config import parse
 from collector.detect import messages, session
 from collector.detect.session import SessionEvidence
+from collector.otlp.views import ResourceView, SpanView
 from collector.receiver.errors import ReceiveError
 from collector.replay import replay, requests_in
-from collector.spans import ResourceView, SpanView
 from evaluators.evidence import Session
 
 RECORDINGS = sorted(str(p) for p in FRAMEWORKS.glob("*/*.jsonl"))

@@ -13,8 +13,8 @@ from support import FRAMEWORKS, trace_requests
 from collector.config import parse
 from collector.detect import catalogs, shell_reads
 from collector.detect.content import tool_call
+from collector.otlp.views import ResourceView, SpanView
 from collector.replay import replay
-from collector.spans import ResourceView, SpanView
 from evaluators import skill_md
 from evaluators.evidence import Session, ToolCall
 
@@ -152,23 +152,18 @@ def test_replay_over_every_recording_prints_the_expected_coverage() -> None:
 
 
 def test_flattened_messages_read_in_message_order_whatever_order_the_attributes_came_in() -> None:
-    """OpenInference flattens messages into llm.input_messages.<i>... keys.  The worker reads
-    attributes as a map, in no particular order: the texts still come in message order."""
+    """OpenInference flattens messages into llm.input_messages.<i>... keys, which may arrive
+    in any order: the texts still come in message order."""
     from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
     from opentelemetry.proto.resource.v1.resource_pb2 import Resource
     from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
     from collector.detect import messages
-    from collector.spans import MappedTracesData
-
     fields = {f"llm.input_messages.{i}.message.content": f"text {i}" for i in (10, 2, 0, 1)}
     fields |= {f"llm.input_messages.{i}.message.role": "user" for i in (10, 2, 0, 1)}
     span = Span(trace_id=b"t" * 16, span_id=b"s" * 8, name="llm")
     span.attributes.extend(KeyValue(key=k, value=AnyValue(string_value=v)) for k, v in fields.items())
-    mapped = MappedTracesData()
-    mapped.resource_spans.add().scope_spans.add().spans.add().ParseFromString(span.SerializeToString())
     in_order = ["text 0", "text 1", "text 2", "text 10"]
-    for read in (span, mapped.resource_spans[0].scope_spans[0].spans[0]):
-        view = SpanView(read, "openinference", ResourceView(Resource()))
-        assert [text for role, text in messages.prompt_texts(view) if role == "flattened"] == in_order
-        assert messages.user_texts(view) == in_order
+    view = SpanView(span, "openinference", ResourceView(Resource()))
+    assert [text for role, text in messages.prompt_texts(view) if role == "flattened"] == in_order
+    assert messages.user_texts(view) == in_order

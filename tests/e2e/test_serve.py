@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import re
 import signal
 import sqlite3
 import sys
@@ -139,7 +137,7 @@ def test_startup_log_names_every_listener(server: Server) -> None:
     for port in (server.grpc_port, server.http_port, server.status_port):
         assert f"127.0.0.1:{port}" in log
     assert "judge: NOT configured" in log
-    assert "; detection in a worker process" in log or "; detection inline" in log
+    assert "sessions: keys session.id" in log or "sessions: keys span:session.id" in log
 
 
 def test_sigterm_closes_and_evaluates_open_sessions(tmp_path: Path) -> None:
@@ -166,12 +164,18 @@ def test_health_endpoints(server: Server) -> None:
     assert code == 200 and body["status"] == "ready"
 
 
-def test_detection_worker_answers_for_open_sessions_and_ends_with_the_server(tmp_path: Path) -> None:
-    srv = Server(tmp_path, {"sessions": {"idle_timeout": "1h", "detection": "worker"}})
-    found = re.search(r"detection runs in a worker process \(pid (\d+)\)", srv.log())
-    assert found, srv.log()
-    worker = Path(f"/proc/{found.group(1)}")
-    assert worker.exists()
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started that are still running."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def test_serve_is_one_process_that_answers_for_open_sessions_and_evaluates_them_at_sigterm(
+    tmp_path: Path,
+) -> None:
+    srv = Server(tmp_path, {"sessions": {"idle_timeout": "1h"}})
     (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl")
     session_id = next(
         kv.value.string_value
@@ -184,12 +188,8 @@ def test_detection_worker_answers_for_open_sessions_and_ends_with_the_server(tmp
     exporter = GrpcSpanExporter(endpoint=f"127.0.0.1:{srv.grpc_port}", insecure=True)
     assert exporter.export(readable_spans(request)) == SpanExportResult.SUCCESS
     status, body = srv.get_json(f"/v1/sessions/{session_id}")
-    assert status == 200 and body["open"]["skill_loads"] == 1, body  # counted by the worker
-    metrics = srv.metrics()
-    assert metric_value(metrics, "skillgauge_pending_requests", stage="detection") == 0
-    # A Ctrl-C reaching the whole process group must not cut the worker short: the server
-    # still needs it to finish the open session when it shuts down.
-    os.kill(int(found.group(1)), signal.SIGINT)
+    assert status == 200 and body["open"]["skill_loads"] == 1, body
+    assert children(srv.proc.pid) == []  # no detection or judge process beside it
     srv.proc.send_signal(signal.SIGTERM)
     assert srv.stop() == 0
     assert "closed and evaluated 1 open sessions" in srv.log()
@@ -198,54 +198,21 @@ def test_detection_worker_answers_for_open_sessions_and_ends_with_the_server(tmp
     coverage = json.loads(record)
     assert coverage["close_reason"] == "shutdown"
     assert [load["status"] for load in coverage["skill_loads"]] == ["loaded"]
-    assert ended(worker)
 
 
-def test_a_killed_detection_worker_stops_the_server_and_a_restart_loses_nothing(tmp_path: Path) -> None:
-    config = {"sessions": {"idle_timeout": "1h", "detection": "worker"}}
-    srv = Server(tmp_path, config)
-    found = re.search(r"detection runs in a worker process \(pid (\d+)\)", srv.log())
-    assert found, srv.log()
-    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl")
-    exporter = GrpcSpanExporter(endpoint=f"127.0.0.1:{srv.grpc_port}", insecure=True)
-    assert exporter.export(readable_spans(request)) == SpanExportResult.SUCCESS
-    os.kill(int(found.group(1)), signal.SIGKILL)
-    assert srv.proc.wait(timeout=20) == 1  # non-zero: a supervisor restarts it
-    first_log = srv.log()
-    assert "the detection worker exited" in first_log and "restart replays the spool" in first_log
-    assert "closed 1 open sessions, not evaluated" in first_log  # no false claim of evaluation
-
-    again = Server(tmp_path, config)  # the same storage path: the spool is replayed
-    assert "recovered from the spool" in again.log()
-    again.proc.send_signal(signal.SIGTERM)
-    assert again.stop() == 0
-    with sqlite3.connect(tmp_path / "data" / "skillgauge.sqlite") as db:
-        records = [json.loads(r) for (r,) in db.execute("SELECT record FROM coverage").fetchall()]
-    spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
-    assert [(r["spans"], [load["status"] for load in r["skill_loads"]]) for r in records] == [
-        (spans, ["loaded"])
-    ]
-
-
-def test_judge_worker_calls_the_judge_counts_on_metrics_and_ends_with_the_server(tmp_path: Path) -> None:
+def test_serve_calls_the_judge_and_counts_on_metrics(tmp_path: Path) -> None:
     fake = FakeAnthropic().start()
     try:
-        judge = {"base_url": fake.base_url, "api_key": "test", "calls": "worker"}
+        judge = {"base_url": fake.base_url, "api_key": "test"}
         srv = Server(tmp_path, {"sessions": {"idle_timeout": "1s", "check_interval": "0.2s"}, "judge": judge})
-        log = srv.log()
-        found = re.search(r"judge calls run in a worker process \(pid (\d+)\)", log)
-        assert found and "; calls in a worker process" in log, log
-        worker = Path(f"/proc/{found.group(1)}")
         (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl")
         exporter = GrpcSpanExporter(endpoint=f"127.0.0.1:{srv.grpc_port}", insecure=True)
         assert exporter.export(readable_spans(request)) == SpanExportResult.SUCCESS
-        # The calls were made by the child; their accounting is on the server's /metrics.
         wait_for(
             lambda: metric_value(srv.metrics(), "skillgauge_judge_requests_total", outcome="ok") >= 2, 30
         )
         assert len(fake.requests) >= 2
-        # As with the detection worker, a Ctrl-C to the process group is the server's to handle.
-        os.kill(int(found.group(1)), signal.SIGINT)
+        assert children(srv.proc.pid) == []
         srv.proc.send_signal(signal.SIGTERM)
         assert srv.stop() == 0
     finally:
@@ -254,17 +221,3 @@ def test_judge_worker_calls_the_judge_counts_on_metrics_and_ends_with_the_server
         rows = [json.loads(r) for (r,) in db.execute("SELECT record FROM results").fetchall()]
     judged = [r for r in rows if r["judge"] is not None]
     assert judged and all(r["status"] == "judged" for r in judged)
-    assert ended(worker)
-
-
-def test_a_judge_worker_dies_with_a_killed_server(tmp_path: Path) -> None:
-    judge = {"base_url": "http://127.0.0.1:9", "api_key": "test", "calls": "worker"}
-    srv = Server(tmp_path, {"judge": judge})
-    found = re.search(r"judge calls run in a worker process \(pid (\d+)\)", srv.log())
-    assert found, srv.log()
-    worker = Path(f"/proc/{found.group(1)}")
-    assert worker.exists()
-    srv.proc.send_signal(signal.SIGKILL)
-    srv.proc.wait()
-    # It ends with the server, even a killed one: no orphan goes on calling the judge.
-    wait_for(lambda: ended(worker), 10)

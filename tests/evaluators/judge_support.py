@@ -69,15 +69,13 @@ def config(data: dict[str, Any] | None = None, **judge: Any) -> Config:
 
 
 class Collected:
-    """A runner that keeps every coverage it delivers; ``in_worker``: judge calls in a child
-    process, as ``serve`` makes them."""
+    """A runner that keeps every coverage it delivers."""
 
     def __init__(
         self,
         cfg: Config | None = None,
         judge: Judge | None = None,
         clock: Any = None,
-        in_worker: bool = False,
     ) -> None:
         self.coverages: list[Coverage] = []
         self.metrics = Metrics()
@@ -87,17 +85,13 @@ class Collected:
             cfg or config(),
             self.metrics,
             judge,
-            judge_in_worker=in_worker,
             **extra,
         )
-        assert self.runner.calls_in_worker == in_worker
 
     async def run(self, *sessions: Session) -> list[Coverage]:
         for s in sessions:
             self.runner.submit(s)
         await self.runner.drain(10)
-        if self.runner.calls_in_worker:  # end the child; another run starts a new one
-            await self.runner.close()
         return self.coverages
 
     def of(self, session_id: str) -> Coverage:

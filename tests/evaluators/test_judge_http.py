@@ -23,12 +23,6 @@ def fake() -> Iterator[FakeAnthropic]:
     server.stop()
 
 
-@pytest.fixture(params=["inline", "worker"])
-def in_worker(request: pytest.FixtureRequest) -> bool:
-    """Judge calls in this process, or in the child process ``serve`` makes them in."""
-    return bool(request.param == "worker")
-
-
 def judge_config(fake: FakeAnthropic, **judge: object) -> Config:
     return config(base_url=fake.base_url, api_key="test-key", backoff="10ms", **judge)
 
@@ -37,8 +31,8 @@ def metrics_text(c: Collected) -> str:
     return generate_latest(c.metrics.registry).decode()
 
 
-async def test_wire_format_forced_tool_and_cache_breakpoints(fake: FakeAnthropic, in_worker: bool) -> None:
-    c = Collected(judge_config(fake), in_worker=in_worker)
+async def test_wire_format_forced_tool_and_cache_breakpoints(fake: FakeAnthropic) -> None:
+    c = Collected(judge_config(fake))
     await c.run(session(loads=[load()]))
     following = fake.of_kind("skill_instruction_following")[0]
     credential = following.headers.get("x-api-key") or following.headers.get("authorization", "")
@@ -57,13 +51,13 @@ async def test_wire_format_forced_tool_and_cache_breakpoints(fake: FakeAnthropic
     )
 
 
-async def test_429_with_retry_after_is_honoured_then_succeeds(fake: FakeAnthropic, in_worker: bool) -> None:
+async def test_429_with_retry_after_is_honoured_then_succeeds(fake: FakeAnthropic) -> None:
     fake.queue(
         status(429, retry_after=0.3, evaluation="skill_selection_accuracy"),
         status(529, evaluation="skill_selection_accuracy"),
         status(500, evaluation="skill_selection_accuracy"),
     )
-    c = Collected(judge_config(fake), in_worker=in_worker)
+    c = Collected(judge_config(fake))
     await c.run(session(loads=[load()]))
     calls = fake.of_kind("skill_selection_accuracy")
     assert len(calls) == 4
@@ -75,9 +69,9 @@ async def test_429_with_retry_after_is_honoured_then_succeeds(fake: FakeAnthropi
         assert metric_value(m, "skillgauge_judge_requests_total", model=MODEL, outcome=outcome) >= 1, outcome
 
 
-async def test_retries_exhausted_is_an_error_row(fake: FakeAnthropic, in_worker: bool) -> None:
+async def test_retries_exhausted_is_an_error_row(fake: FakeAnthropic) -> None:
     fake.queue(*(status(529, evaluation="skill_omission") for _ in range(3)))
-    c = Collected(judge_config(fake, max_retries=2), in_worker=in_worker)
+    c = Collected(judge_config(fake, max_retries=2))
     await c.run(session())
     row = only(c.rows(), "skill_omission")
     assert (row.status, row.reason, row.passed, row.score) == ("error", "judge_overloaded", None, None)
@@ -93,9 +87,9 @@ async def test_too_long_retry_after_gives_up_at_once(fake: FakeAnthropic) -> Non
     assert len(fake.of_kind("skill_omission")) == 1
 
 
-async def test_slow_judge_times_out(fake: FakeAnthropic, in_worker: bool) -> None:
+async def test_slow_judge_times_out(fake: FakeAnthropic) -> None:
     fake.queue(*(delay(1.0, evaluation="skill_omission") for _ in range(2)))
-    c = Collected(judge_config(fake, timeout="0.3s", max_retries=1), in_worker=in_worker)
+    c = Collected(judge_config(fake, timeout="0.3s", max_retries=1))
     await c.run(session())
     row = only(c.rows(), "skill_omission")
     assert (row.status, row.reason, row.passed) == ("error", "judge_timeout", None)
@@ -105,10 +99,8 @@ async def test_slow_judge_times_out(fake: FakeAnthropic, in_worker: bool) -> Non
     )
 
 
-async def test_a_reply_that_is_not_json_is_an_error_row_after_the_retries(
-    fake: FakeAnthropic, in_worker: bool
-) -> None:
-    c = Collected(judge_config(fake, max_retries=1), in_worker=in_worker)
+async def test_a_reply_that_is_not_json_is_an_error_row_after_the_retries(fake: FakeAnthropic) -> None:
+    c = Collected(judge_config(fake, max_retries=1))
     fake.queue(garbled("<html>bad gateway</html>"), garbled("[1, 2]"))
     await c.run(session("s-1"))
     fake.queue(garbled("[1, 2]"), garbled("<html>bad gateway</html>"))
@@ -131,13 +123,13 @@ async def test_a_reply_that_is_not_json_is_an_error_row_after_the_retries(
     )
 
 
-async def test_malformed_tool_input_is_retried_once(fake: FakeAnthropic, in_worker: bool) -> None:
+async def test_malformed_tool_input_is_retried_once(fake: FakeAnthropic) -> None:
     fake.queue(verdict({"reasoning": "yes!", "rating": "YES!!"}, evaluation="skill_selection_accuracy"))
     fake.queue(
         text("I think Yes.", evaluation="skill_omission"),
         verdict({"reasoning": "", "should_have_used_skill": "maybe"}, evaluation="skill_omission"),
     )
-    c = Collected(judge_config(fake), in_worker=in_worker)
+    c = Collected(judge_config(fake))
     await c.run(session(loads=[load()]), session("s-2"))
     selection = only(c.of("s-1").results, "skill_selection_accuracy")
     assert (selection.status, selection.passed) == ("judged", True)  # the retry was valid
@@ -152,8 +144,8 @@ async def test_malformed_tool_input_is_retried_once(fake: FakeAnthropic, in_work
     )
 
 
-async def test_prompt_caching_makes_the_same_skill_cheaper(fake: FakeAnthropic, in_worker: bool) -> None:
-    c = Collected(judge_config(fake), in_worker=in_worker)
+async def test_prompt_caching_makes_the_same_skill_cheaper(fake: FakeAnthropic) -> None:
+    c = Collected(judge_config(fake))
     await c.run(session("first", loads=[load()]))
     await c.run(*(session(f"later-{i}", loads=[load()]) for i in range(5)))
     rows = c.rows("skill_instruction_following")
@@ -172,9 +164,9 @@ async def test_prompt_caching_makes_the_same_skill_cheaper(fake: FakeAnthropic, 
     )
 
 
-async def test_concurrency_is_bounded_and_queue_is_visible(fake: FakeAnthropic, in_worker: bool) -> None:
+async def test_concurrency_is_bounded_and_queue_is_visible(fake: FakeAnthropic) -> None:
     fake.script = lambda seen: delay(0.15, then=default_verdict(seen))
-    c = Collected(judge_config(fake, max_concurrency=2), in_worker=in_worker)
+    c = Collected(judge_config(fake, max_concurrency=2))
     for i in range(4):
         c.runner.submit(session(f"s-{i}", loads=[load()]))
     assert c.runner.queued == 8

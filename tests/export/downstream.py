@@ -125,7 +125,7 @@ class Downstream:
 
     def spans(self) -> list[tuple[dict[str, Any], Span]]:
         """(resource attributes, span) for every span received."""
-        from collector.spans import value_of
+        from collector.otlp.views import value_of
 
         with self._lock:
             requests = list(self.traces)
@@ -162,6 +162,6 @@ class Downstream:
 
 
 def attrs(kvs: Any) -> dict[str, Any]:
-    from collector.spans import value_of
+    from collector.otlp.views import value_of
 
     return {kv.key: value_of(kv.value) for kv in kvs}

@@ -27,7 +27,7 @@ def seeds(target: str) -> list[bytes]:
     recordings = sorted(FRAMEWORKS.glob("*/*.traces.jsonl"))[:12]
     if target == "otlp_json":
         return [path.read_bytes().splitlines()[0] for path in recordings]
-    if target in ("otlp_protobuf", "wire_scan"):
+    if target == "otlp_protobuf":
         return [trace_requests(path)[0].SerializeToString() for path in recordings]
     skills = sorted((FRAMEWORKS.parent / "skills").glob("*/SKILL.md"))
     return [path.read_bytes() for path in skills] + [b"cat /a/SKILL.md | head", b"<available_skills></available_skills>"]

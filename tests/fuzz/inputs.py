@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from collector.config import parse
@@ -18,7 +17,6 @@ from collector.detect.transcript import blocks, injections
 from collector.receiver import decode
 from collector.receiver.errors import ReceiveError
 from collector.sessions.assembler import Assembler
-from collector.spans import scan
 from evaluators import skill_md
 
 CLEAR_REJECTIONS: tuple[type[Exception], ...] = (ReceiveError, skill_md.SkillFormatError)
@@ -72,17 +70,6 @@ def transcript(data: bytes) -> None:
     list(injections(text))
 
 
-def wire_scan(data: bytes) -> None:
-    """The C scanner reads any bytes without raising: None, or the spans protobuf reads."""
-    scanned = scan(data)
-    try:
-        request = ExportTraceServiceRequest.FromString(data)
-    except DecodeError:
-        return
-    if scanned is not None:
-        ids = [(s.trace_id, s.span_id) for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
-        assert [(trace_id, span_id) for _, trace_id, span_id, *_ in scanned] == ids
-
 
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "otlp_json": otlp_json,
@@ -91,5 +78,4 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "catalogs": catalog_text,
     "shell": shell_command,
     "transcript": transcript,
-    "wire_scan": wire_scan,
 }

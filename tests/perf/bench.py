@@ -61,8 +61,8 @@ from support import FRAMEWORKS, Server, trace_requests  # noqa: E402
 
 from collector.config import parse  # noqa: E402
 from collector.detect import session as session_module  # noqa: E402
+from collector.otlp.views import value_of  # noqa: E402
 from collector.sessions.assembler import Accepted, Assembler  # noqa: E402
-from collector.spans import value_of  # noqa: E402
 
 SESSION_KEYS = frozenset({"session.id", "gen_ai.conversation.id", "langsmith.metadata.session_id"})
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"

@@ -1,0 +1,175 @@
+"""Read-only views over the one decoded form of OTLP: the protobuf messages as received.
+
+The assembler and the detectors read spans and log records only through these views.  A
+view reads a repeated field at most once, when somebody first asks for it, and converts a
+value to Python only when it is asked for:
+
+- ``Attributes``: a span's, log record's, resource's or span event's attributes; the first
+  lookup indexes the keys (a key written twice keeps its last value, as in a map), and each
+  value becomes a Python value (``value_of``) the first time it is read.
+- ``SpanView.events``: the span's events, each with its own ``Attributes``, in span order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+_ERROR = Status.STATUS_CODE_ERROR
+_EVENT_NAME = "event.name"
+_MISSING: Any = object()
+
+
+def value_of(value: AnyValue) -> Any:
+    """An OTLP AnyValue as a plain Python value (str, bool, int, float, bytes, list, dict)."""
+    kind = value.WhichOneof("value")
+    if kind == "string_value":
+        return value.string_value
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return [value_of(v) for v in value.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: value_of(kv.value) for kv in value.kvlist_value.values}
+    return getattr(value, kind)
+
+
+def as_text(value: Any) -> str | None:
+    """A value as the text a detector reads: strings as they are, anything else as JSON."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    # bytes can sit inside arrays and kvlists too: render them as hex, like OTLP/JSON ids.
+    return json.dumps(
+        value, ensure_ascii=False, default=lambda b: b.hex() if isinstance(b, bytes) else str(b)
+    )
+
+
+class Attributes:
+    """Key lookup over a repeated ``KeyValue`` field, read lazily (see the module doc)."""
+
+    __slots__ = ("_kvs", "_raw", "_values")
+
+    def __init__(self, kvs: Iterable[KeyValue]) -> None:
+        self._kvs = kvs
+        self._raw: dict[str, AnyValue] | None = None
+        self._values: dict[str, Any] = {}
+
+    def _index(self) -> dict[str, AnyValue]:
+        if self._raw is None:
+            self._raw = {kv.key: kv.value for kv in self._kvs}
+        return self._raw
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._index()
+
+    def get(self, key: str) -> Any:
+        """The value under ``key`` as a Python value, or None."""
+        value = self._values.get(key, _MISSING)
+        if value is _MISSING:
+            raw = self._index().get(key)
+            value = self._values[key] = None if raw is None else value_of(raw)
+        return value
+
+    def text(self, key: str) -> str | None:
+        return as_text(self.get(key))
+
+    def first_text(self, keys: Iterable[str]) -> str | None:
+        """The text of the first of ``keys`` present (which may be empty), or None."""
+        for key in keys:
+            if key in self:
+                return self.text(key)
+        return None
+
+    def keys(self) -> Iterable[str]:
+        return self._index().keys()
+
+    def keys_with_prefix(self, prefix: str) -> list[str]:
+        return [key for key in self._index() if key.startswith(prefix)]
+
+    def with_prefix(self, prefix: str) -> dict[str, Any]:
+        return {key: self.get(key) for key in self.keys_with_prefix(prefix)}
+
+
+class ResourceView:
+    """One resource, shared by every span or log record under it."""
+
+    __slots__ = ("attrs",)
+
+    def __init__(self, resource: Resource) -> None:
+        self.attrs = Attributes(resource.attributes)
+
+
+class EventView:
+    """One span event: its position in the span, its name and its attributes."""
+
+    __slots__ = ("attrs", "name", "position")
+
+    def __init__(self, position: int, event: Span.Event) -> None:
+        self.position = position
+        self.name = event.name
+        self.attrs = Attributes(event.attributes)
+
+
+class SpanView:
+    __slots__ = ("_events", "attrs", "resource", "scope", "span")
+
+    def __init__(self, span: Span, scope: str, resource: ResourceView) -> None:
+        self.span = span
+        self.scope = scope
+        self.resource = resource
+        self.attrs = Attributes(span.attributes)
+        self._events: list[EventView] | None = None
+
+    @property
+    def events(self) -> list[EventView]:
+        """The span's events, in span order."""
+        if self._events is None:
+            self._events = [EventView(at, event) for at, event in enumerate(self.span.events)]
+        return self._events
+
+    @property
+    def name(self) -> str:
+        return self.span.name
+
+    @property
+    def trace_id(self) -> str:
+        return self.span.trace_id.hex()
+
+    @property
+    def span_id(self) -> str:
+        return self.span.span_id.hex()
+
+    @property
+    def is_error(self) -> bool:
+        return self.span.status.code == _ERROR
+
+    @property
+    def status_message(self) -> str:
+        return self.span.status.message
+
+
+class LogView:
+    __slots__ = ("attrs", "record", "resource", "scope")
+
+    def __init__(self, record: LogRecord, scope: str, resource: ResourceView) -> None:
+        self.record = record
+        self.scope = scope
+        self.resource = resource
+        self.attrs = Attributes(record.attributes)
+
+    @property
+    def event_name(self) -> str:
+        # OTLP 1.5+ has a field; older emitters put it in the `event.name` attribute.
+        return self.record.event_name or self.attrs.text(_EVENT_NAME) or ""
+
+    @property
+    def body(self) -> Any:
+        return value_of(self.record.body)
