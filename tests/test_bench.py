@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
 PERF = Path(__file__).parent / "perf"
 
 
@@ -31,6 +33,33 @@ def test_bench_ingest_only_mode_measures_the_saturation_phase_alone() -> None:
     figures = json.loads(lines[-1])
     assert figures["ingest_spans_per_s"] > 0 and figures["cpu_us_per_span"]["server"] > 0
     assert not any(line.startswith(("decode limit", "open sessions", "judged")) for line in lines)
+
+
+def test_bench_routes_whole_sessions_to_replicas() -> None:
+    """Each request split by session: every span of a session (and of its traces) on one
+    replica, no span lost, every replica given some."""
+    sys.path.insert(0, str(PERF))
+    import bench
+
+    bodies, spans = bench.requests_for(60)
+    routed, owned = bench.route(bodies, 3)
+    assert sum(bench.span_count(b) for requests in routed for b in requests) == spans
+    assert all(owned) and sum(len(names) for names in owned) == len(set().union(*owned)) == 60
+    names: list[set[str]] = [set(), set(), set()]
+    traces: list[set[bytes]] = [set(), set(), set()]
+    for n, requests in enumerate(routed):
+        for body in requests:
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            for rs in request.resource_spans:
+                for ss in rs.scope_spans:
+                    for span in ss.spans:
+                        names[n].add(bench._session_of(span.attributes) or bench._session_of(rs.resource.attributes))
+                        traces[n].add(span.trace_id)
+        names[n].discard("")  # spans linked to their session by their trace only
+        assert names[n] == set(owned[n])
+    for a, b in ((0, 1), (0, 2), (1, 2)):
+        assert not names[a] & names[b] and not traces[a] & traces[b], (a, b)
 
 
 def test_judge_call_cost_prints_a_line_for_each_way() -> None:

@@ -52,13 +52,16 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "deploy"))
 # This checkout's code, in process too (an editable install elsewhere must not stand in for it).
 sys.path.insert(0, str(HERE.parent.parent))
 
 from export.downstream import Downstream  # noqa: E402
 from fake_anthropic import FakeAnthropic  # noqa: E402
+from lb_routing import HashRing, split_traces  # noqa: E402
 from support import FRAMEWORKS, Server, trace_requests  # noqa: E402
 
+# The collector's modules the in-process measurements run (some may move: repoint them here).
 from collector.config import parse  # noqa: E402
 from collector.detect import session as session_module  # noqa: E402
 from collector.sessions.assembler import Accepted, Assembler  # noqa: E402
@@ -74,6 +77,7 @@ END_ATTRIBUTE = "skillgauge.session.end"
 CACHE_WRITE_PRICE, CACHE_READ_PRICE = 1.25, 0.1
 MIN_CACHE_TOKENS = 1024  # the smallest cacheable prefix for Sonnet models
 REFUSED_PAUSE = 0.25  # seconds a client waits after a refusal (OTLP exporters back off 1-5 s)
+ROUTING_ATTRIBUTE = "session.id"  # the exporter's routing_attributes: [session.id]
 
 
 # -- traffic -----------------------------------------------------------------------------------
@@ -157,6 +161,60 @@ def requests_for(
     if in_request:
         bodies.append(request.SerializeToString())
     return bodies, total
+
+
+def replica_endpoint(n: int) -> str:
+    """Replica ``n``'s name on the ring (a StatefulSet pod's, not a port of this run)."""
+    return f"skillgauge-{n}:4317"
+
+
+def _session_of(attributes: Any) -> str:
+    return next((kv.value.string_value for kv in attributes if kv.key in SESSION_KEYS), "")
+
+
+def route(bodies: list[bytes], count: int) -> tuple[list[list[bytes]], list[list[str]]]:
+    """``bodies`` split per replica as the loadbalancing exporter splits each batch it
+    receives (``SplitTraces``, then one merged request per endpoint), and the sessions each
+    replica got, in order.
+
+    One difference, so that the recordings route as agents configured for it would: the
+    exporter reads ``session.id`` from the resource or a trace's first span, while these
+    recordings key some sessions by ``gen_ai.conversation.id`` or
+    ``langsmith.metadata.session_id`` and leave some spans unkeyed (linked by their trace).
+    So a trace's key is ``session.id=<its session's id>|``, the id any of its spans or
+    resources carries (deploy/kubernetes asks agents to put ``session.id`` on every span)."""
+    ring = HashRing([replica_endpoint(n) for n in range(count)])
+    index = {replica_endpoint(n): n for n in range(count)}
+    requests = []
+    for body in bodies:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        requests.append(request)
+    session_of_trace: dict[bytes, str] = {}
+    for request in requests:
+        for rs in request.resource_spans:
+            on_resource = _session_of(rs.resource.attributes)
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    name = _session_of(span.attributes) or on_resource
+                    if name:
+                        session_of_trace.setdefault(span.trace_id, name)
+    routed: list[list[bytes]] = [[] for _ in range(count)]
+    sessions: list[dict[str, None]] = [{} for _ in range(count)]  # ordered sets
+    for request in requests:
+        parts = [ExportTraceServiceRequest() for _ in range(count)]
+        for trace in split_traces(request):
+            name = session_of_trace.get(trace.resource_spans[0].scope_spans[0].spans[0].trace_id, "")
+            n = index[ring.endpoint_for(f"{ROUTING_ATTRIBUTE}={name}|".encode())]
+            parts[n].resource_spans.extend(trace.resource_spans)  # the exporter's mergeTraces
+            sessions[n][name] = None
+        for n, part in enumerate(parts):
+            if part.resource_spans:
+                routed[n].append(part.SerializeToString())
+    empty = [n for n, bodies_n in enumerate(routed) if not bodies_n]
+    if empty:
+        raise SystemExit(f"replicas {empty} get no session of this traffic: run fewer replicas")
+    return routed, [list(s) for s in sessions]
 
 
 def span_count(body: bytes) -> int:
