@@ -593,7 +593,8 @@ def saturate(
     window = CpuWindow(servers, warmup, seconds)
     flat = drive(servers, routed, seconds, clients, warmup=warmup)
     print(
-        f"ingest, {len(servers)} replicas x {clients} clients (gRPC + HTTP), durable spool: "
+        f"ingest, {len(servers)} replica{'s' if len(servers) > 1 else ''} x {clients} clients (gRPC + HTTP), "
+        "durable spool: "
         f"{flat['spans_per_s']:,.0f} spans/s in all, {flat['requests_per_s']:.1f} req/s, "
         f"p50 {flat['p50_ms']:.1f} ms, p99 {flat['p99_ms']:.1f} ms, refused with backpressure {flat['errors']}"
     )
