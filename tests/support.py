@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -87,12 +88,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# serve's startup line (INFO): "... listening: OTLP/gRPC 127.0.0.1:PORT (...) | OTLP/HTTP ... | status ..."
+_LISTENING = re.compile(r"listening: (.*)")
+_BOUND = {"grpc": re.compile(r"OTLP/gRPC \S+:(\d+) "), "http": re.compile(r"OTLP/HTTP \S+:(\d+) "),
+          "status": re.compile(r"status \S+:(\d+) ")}
+
+
 class Server:
     """``skillgauge serve`` in a subprocess, on free loopback ports.
 
     ``env`` adds environment variables (for ``${env:VAR}`` in the config); ``status_token``
     is sent to /metrics and /v1/sessions; ``status_ssl`` is the client context for a status
-    API with ``tls`` (https)."""
+    API with ``tls`` (https).  ``bound_ports``: every listener binds port 0 and the ports are
+    read back from serve's startup line, so no other process can take a port between its
+    choice and its bind (``free_port``'s window); ``wait=False`` returns before serve is
+    ready (call ``wait_ready``, which learns the ports, before using them)."""
 
     def __init__(
         self,
@@ -102,10 +112,16 @@ class Server:
         env: dict[str, str] | None = None,
         status_token: str | None = None,
         status_ssl: ssl.SSLContext | None = None,
+        bound_ports: bool = False,
+        wait: bool = True,
     ) -> None:
         self.status_token = status_token
         self.status_ssl = status_ssl
-        self.grpc_port, self.http_port, self.status_port = free_port(), free_port(), free_port()
+        self._bound_ports = bound_ports
+        if bound_ports:
+            self.grpc_port = self.http_port = self.status_port = 0
+        else:
+            self.grpc_port, self.http_port, self.status_port = free_port(), free_port(), free_port()
         config: dict[str, Any] = {
             "receivers": {"otlp": {
                 "grpc": {"endpoint": f"127.0.0.1:{self.grpc_port}"},
@@ -126,7 +142,8 @@ class Server:
             [sys.executable, "-m", "collector", "serve", "--config", str(self.config_path)],
             stdout=self._log, stderr=subprocess.STDOUT, env=env,
         )
-        self.wait_ready()
+        if wait:
+            self.wait_ready()
 
     @property
     def status_url(self) -> str:
@@ -144,11 +161,25 @@ class Server:
     def log(self) -> str:
         return self.log_path.read_text()
 
+    def _read_bound_ports(self) -> bool:
+        """The ports from serve's startup line, once it is logged (after serve is ready)."""
+        line = _LISTENING.search(self.log())
+        if line is None:
+            return False
+        for name, pattern in _BOUND.items():
+            found = pattern.search(line.group(1))
+            if found:
+                setattr(self, f"{name}_port", int(found.group(1)))
+        return True
+
     def wait_ready(self, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"skillgauge serve exited: {self.log()}")
+            if self._bound_ports and not self.status_port and not self._read_bound_ports():
+                time.sleep(0.1)
+                continue
             try:
                 with self._open("/readyz", timeout=1) as resp:
                     if resp.status == 200:

@@ -7,6 +7,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 PERF = Path(__file__).parent / "perf"
 
@@ -18,19 +21,70 @@ def perf(script: str, *args: str) -> list[str]:
     return run.stdout.strip().splitlines()
 
 
+def _served_by_each_replica(figures: dict[str, Any], replicas: int) -> None:
+    """Every replica acknowledged spans and used CPU; the machine's rate is their sum."""
+    assert figures["replicas"] == replicas
+    rates = figures["replica_spans_per_s"]
+    assert len(rates) == replicas and all(rate > 0 for rate in rates), rates
+    assert abs(figures["ingest_spans_per_s"] - sum(rates)) <= replicas  # each rounded on its own
+    cpu = figures["cpu_us_per_span"]
+    assert sorted(cpu) == [f"replica {n}" for n in range(replicas)] and all(us > 0 for us in cpu.values()), cpu
+
+
 def test_bench_short_mode_prints_its_figures_as_the_last_line() -> None:
-    figures = json.loads(perf("bench.py", "--short")[-1])
-    for key in ("ingest_spans_per_s", "decode_limit_spans_per_s", "ratio", "export_p99_ms", "rss_bytes_per_open_session"):
+    lines = perf("bench.py", "--short", "--replicas", "2")
+    figures = json.loads(lines[-1])
+    for key in (
+        "ingest_spans_per_s",
+        "decode_limit_spans_per_s",
+        "ratio",
+        "export_p99_ms",
+        "rss_bytes_per_open_session",
+        "detect_us_per_span",
+        "long_session_detect_us_per_span",
+        "eval_lag_p95_s",
+        "judge_input_tokens_ratio",
+    ):
         assert figures[key] > 0, key
     assert figures["short"] is True
-    assert figures["cpu_us_per_span"]["server"] > 0 and figures["cpu_us_per_span"]["detection worker"] > 0
+    _served_by_each_replica(figures, 2)
+    # The machine's ingest (every replica's) over the one-core decode limit.
+    assert abs(figures["ratio"] - figures["ingest_spans_per_s"] / figures["decode_limit_spans_per_s"]) < 0.001
+    assert any(line.startswith("  per replica:") for line in lines)
 
 
 def test_bench_ingest_only_mode_measures_the_saturation_phase_alone() -> None:
-    lines = perf("bench.py", "--short", "--ingest-only")
+    lines = perf("bench.py", "--short", "--ingest-only", "--replicas", "2")
     figures = json.loads(lines[-1])
-    assert figures["ingest_spans_per_s"] > 0 and figures["cpu_us_per_span"]["server"] > 0
+    _served_by_each_replica(figures, 2)
     assert not any(line.startswith(("decode limit", "open sessions", "judged")) for line in lines)
+
+
+def test_bench_routes_whole_sessions_to_replicas() -> None:
+    """Each request split by session: every span of a session (and of its traces) on one
+    replica, no span lost, every replica given some."""
+    sys.path.insert(0, str(PERF))
+    import bench
+
+    bodies, spans = bench.requests_for(60)
+    routed, owned = bench.route(bodies, 3)
+    assert sum(bench.span_count(b) for requests in routed for b in requests) == spans
+    assert all(owned) and sum(len(names) for names in owned) == len(set().union(*owned)) == 60
+    names: list[set[str]] = [set(), set(), set()]
+    traces: list[set[bytes]] = [set(), set(), set()]
+    for n, requests in enumerate(routed):
+        for body in requests:
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            for rs in request.resource_spans:
+                for ss in rs.scope_spans:
+                    for span in ss.spans:
+                        names[n].add(bench._session_of(span.attributes) or bench._session_of(rs.resource.attributes))
+                        traces[n].add(span.trace_id)
+        names[n].discard("")  # spans linked to their session by their trace only
+        assert names[n] == set(owned[n])
+    for a, b in ((0, 1), (0, 2), (1, 2)):
+        assert not names[a] & names[b] and not traces[a] & traces[b], (a, b)
 
 
 def test_judge_call_cost_prints_a_line_for_each_way() -> None:

@@ -1,32 +1,52 @@
 """skillgauge benchmark: one command, figures on stdout, one JSON object as the last line.
 
-    python tests/perf/bench.py            # full run (a few minutes on 2 cores)
-    python tests/perf/bench.py --short    # seconds; CI runs this so the benchmark cannot rot
+    python tests/perf/bench.py               # full run (a few minutes on 2 cores)
+    python tests/perf/bench.py --replicas 2  # the same with two replicas (default: one a core)
+    python tests/perf/bench.py --short       # seconds; CI runs this so the benchmark cannot rot
 
 Traffic is real: the recorded framework sessions in tests/fixtures/frameworks, re-keyed to
-many sessions (new session ids and trace ids), packed into 512-span requests.  The server
-is a real ``skillgauge serve`` subprocess with its default durable SQLite spool; clients are
-separate processes sending pre-encoded requests over OTLP/gRPC and OTLP/HTTP.
+many sessions (new session ids and trace ids), packed into 512-span requests.
+
+Served figures are measured the way skillgauge scales out: N replicas (``--replicas``,
+default one a core; 2 with ``--short``), each a real ``skillgauge serve`` subprocess with
+its own data dir (default durable SQLite spool) and its own ports (bound as port 0 and read
+back from serve's startup line), behind the OpenTelemetry Collector's loadbalancing exporter
+with ``routing_key: attributes``, ``routing_attributes: [session.id]``.  Before timing, each
+512-span request is split as that exporter splits a batch (``route``): per trace, each trace
+to the replica its session's key ``session.id=<id>|`` hashes to on the exporter's ring
+(tests/deploy/lb_routing.py: CRC-32, 36,000 positions, 100 a replica, the replicas named
+``skillgauge-<i>:4317`` so that the split is the same on every run), the traces for one
+replica merged into one request.  Every span of a session goes to one replica.  Each
+replica has its own client processes (2 with ``--short``, else 4; gRPC and HTTP in turn:
+what one server had before replicas) sending it pre-encoded requests.
 
 Figures:
+  replicas                   N, the skillgauge serve processes of the served phases below
   decode_limit_spans_per_s   parse + every attribute to a Python value, same requests, one core
                              (the best of five one-second trials)
-  ingest_spans_per_s         acknowledged spans/s at saturation (gRPC + HTTP clients), over the
-                             last 20 s of a 25 s phase (see ``drive``)
-  ratio                      ingest / decode limit
-  export_p99_ms              Export call latency at 50 % of the ingest rate (after the saturation
-                             phase's sessions have closed and their requests been deleted)
-  rss_bytes_per_open_session RSS growth per open session (10,000 sessions x 50 spans), with the
-                             raw span bytes per session beside it
+  ingest_spans_per_s         acknowledged spans/s at saturation, the machine's: the sum over
+                             replicas, over the last 20 s of a 25 s phase (see ``drive``)
+  replica_spans_per_s        the same for each replica
+  ratio                      ingest (the machine's) / decode limit (one core)
+  cpu_us_per_span            CPU a span at saturation, for each replica process (with its child
+                             processes' CPU, if it has any), over that replica's spans
+  export_p99_ms              Export call latency at 50 % of each replica's ingest rate, over
+                             every replica's calls (after the saturation phase's sessions have
+                             closed and their requests been deleted)
+  rss_bytes_per_open_session RSS growth per open session (10,000 sessions x 50 spans routed over
+                             the replicas; the replicas' growth summed), with the raw span bytes
+                             per session beside it
   detect_us_per_span         assembler + detectors per span, in process, one core
   long_session_detect_us_per_span  the same for one long session whose chat spans each record
                              the conversation so far (beside it, the cost of reading each whole)
   eval_lag_p95_s             session close (the ack of the request carrying its end span) to
                              its last evaluation span at a downstream OTLP receiver; one skill's
-                             recorded session at 100 sessions/s, fake Anthropic judge
+                             recorded session at 100 sessions/s, fake Anthropic judge; ONE
+                             replica (a lag, not a rate: more replicas would only share it out)
   judge_input_tokens_ratio   billed input tokens for those sessions with prompt caching over the
                              same requests without it (the fake server's usage; cache writes bill
-                             at 1.25x, reads at 0.1x, as Anthropic prices them)
+                             at 1.25x, reads at 0.1x, as Anthropic prices them); the same
+                             single replica
 
 Phoenix is not compared: it is not installed here, and its receiver needs its own server.
 """
@@ -34,6 +54,7 @@ Phoenix is not compared: it is not installed here, and its receiver needs its ow
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import multiprocessing as mp
@@ -43,6 +64,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +75,16 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "deploy"))
 # This checkout's code, in process too (an editable install elsewhere must not stand in for it).
 sys.path.insert(0, str(HERE.parent.parent))
 
 from export.downstream import Downstream  # noqa: E402
 from fake_anthropic import FakeAnthropic  # noqa: E402
+from lb_routing import HashRing, split_traces  # noqa: E402
 from support import FRAMEWORKS, Server, trace_requests  # noqa: E402
 
+# The collector's modules the in-process measurements run (some may move: repoint them here).
 from collector.config import parse  # noqa: E402
 from collector.detect import session as session_module  # noqa: E402
 from collector.otlp.views import value_of  # noqa: E402
@@ -74,6 +100,7 @@ END_ATTRIBUTE = "skillgauge.session.end"
 CACHE_WRITE_PRICE, CACHE_READ_PRICE = 1.25, 0.1
 MIN_CACHE_TOKENS = 1024  # the smallest cacheable prefix for Sonnet models
 REFUSED_PAUSE = 0.25  # seconds a client waits after a refusal (OTLP exporters back off 1-5 s)
+ROUTING_ATTRIBUTE = "session.id"  # the exporter's routing_attributes: [session.id]
 
 
 # -- traffic -----------------------------------------------------------------------------------
@@ -157,6 +184,60 @@ def requests_for(
     if in_request:
         bodies.append(request.SerializeToString())
     return bodies, total
+
+
+def replica_endpoint(n: int) -> str:
+    """Replica ``n``'s name on the ring (a StatefulSet pod's, not a port of this run)."""
+    return f"skillgauge-{n}:4317"
+
+
+def _session_of(attributes: Any) -> str:
+    return next((kv.value.string_value for kv in attributes if kv.key in SESSION_KEYS), "")
+
+
+def route(bodies: list[bytes], count: int) -> tuple[list[list[bytes]], list[list[str]]]:
+    """``bodies`` split per replica as the loadbalancing exporter splits each batch it
+    receives (``SplitTraces``, then one merged request per endpoint), and the sessions each
+    replica got, in order.
+
+    One difference, so that the recordings route as agents configured for it would: the
+    exporter reads ``session.id`` from the resource or a trace's first span, while these
+    recordings key some sessions by ``gen_ai.conversation.id`` or
+    ``langsmith.metadata.session_id`` and leave some spans unkeyed (linked by their trace).
+    So a trace's key is ``session.id=<its session's id>|``, the id any of its spans or
+    resources carries (deploy/kubernetes asks agents to put ``session.id`` on every span)."""
+    ring = HashRing([replica_endpoint(n) for n in range(count)])
+    index = {replica_endpoint(n): n for n in range(count)}
+    requests = []
+    for body in bodies:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        requests.append(request)
+    session_of_trace: dict[bytes, str] = {}
+    for request in requests:
+        for rs in request.resource_spans:
+            on_resource = _session_of(rs.resource.attributes)
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    name = _session_of(span.attributes) or on_resource
+                    if name:
+                        session_of_trace.setdefault(span.trace_id, name)
+    routed: list[list[bytes]] = [[] for _ in range(count)]
+    sessions: list[dict[str, None]] = [{} for _ in range(count)]  # ordered sets
+    for request in requests:
+        parts = [ExportTraceServiceRequest() for _ in range(count)]
+        for trace in split_traces(request):
+            name = session_of_trace.get(trace.resource_spans[0].scope_spans[0].spans[0].trace_id, "")
+            n = index[ring.endpoint_for(f"{ROUTING_ATTRIBUTE}={name}|".encode())]
+            parts[n].resource_spans.extend(trace.resource_spans)  # the exporter's mergeTraces
+            sessions[n][name] = None
+        for n, part in enumerate(parts):
+            if part.resource_spans:
+                routed[n].append(part.SerializeToString())
+    empty = [n for n, bodies_n in enumerate(routed) if not bodies_n]
+    if empty:
+        raise SystemExit(f"replicas {empty} get no session of this traffic: run fewer replicas")
+    return routed, [list(s) for s in sessions]
 
 
 def span_count(body: bytes) -> int:
@@ -266,15 +347,29 @@ def long_session_cost(turns: int) -> tuple[float, float]:
 
 
 def _grpc_client(
-    port: int, bodies: list[bytes], seconds: float, warmup: float, interval: float, out: Any, first_round: int
+    replica: int,
+    port: int,
+    bodies: list[bytes],
+    seconds: float,
+    warmup: float,
+    interval: float,
+    out: Any,
+    first_round: int,
 ) -> None:
     channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 64 << 20)])
     export = channel.unary_unary(EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)
-    _drive(lambda body: export(body, timeout=30), bodies, seconds, warmup, interval, out, first_round)
+    _drive(replica, lambda body: export(body, timeout=30), bodies, seconds, warmup, interval, out, first_round)
 
 
 def _http_client(
-    port: int, bodies: list[bytes], seconds: float, warmup: float, interval: float, out: Any, first_round: int
+    replica: int,
+    port: int,
+    bodies: list[bytes],
+    seconds: float,
+    warmup: float,
+    interval: float,
+    out: Any,
+    first_round: int,
 ) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 
@@ -285,7 +380,7 @@ def _http_client(
         if response.status != 200:
             raise RuntimeError(f"HTTP {response.status}")
 
-    _drive(send, bodies, seconds, warmup, interval, out, first_round)
+    _drive(replica, send, bodies, seconds, warmup, interval, out, first_round)
 
 
 def fresh(body: bytes | list[bytes], round_: int) -> bytes:
@@ -316,7 +411,14 @@ def cut(body: bytes) -> list[bytes]:
 
 
 def _drive(
-    send: Any, bodies: list[bytes], seconds: float, warmup: float, interval: float, out: Any, first_round: int
+    replica: int,
+    send: Any,
+    bodies: list[bytes],
+    seconds: float,
+    warmup: float,
+    interval: float,
+    out: Any,
+    first_round: int,
 ) -> None:
     counts = [span_count(b) for b in bodies]
     pieces = [cut(b) for b in bodies]
@@ -348,6 +450,7 @@ def _drive(
         i += 1
     out.put(
         {
+            "replica": replica,
             "spans": spans,
             "errors": errors,
             "latencies": latencies,
@@ -357,31 +460,36 @@ def _drive(
 
 
 def drive(
-    server: Server,
-    bodies: list[bytes],
+    servers: list[Server],
+    routed: list[list[bytes]],
     seconds: float,
     clients: int,
-    rate: float = 0.0,
+    rates: list[float] | None = None,
     first_round: int = 0,
     warmup: float = 0.0,
 ) -> dict[str, Any]:
-    """Run gRPC and HTTP clients in separate processes; ``rate`` (requests/s in all) 0 = flat out.
-    Each pass over ``bodies`` carries new sessions (see ``fresh``), numbered from ``first_round``.
+    """Run ``clients`` client processes for each replica (gRPC and HTTP in turn), each
+    sending a share of that replica's requests ``routed[n]`` to it; ``rates`` (requests/s
+    to each replica, over its clients) None = flat out.  Each pass over the requests carries
+    new sessions (see ``fresh``), numbered from ``first_round``.
 
-    Only the last ``seconds - warmup`` seconds are counted.  Flat out, the server's bounded
+    Only the last ``seconds - warmup`` seconds are counted.  Flat out, each server's bounded
     queues (``sessions.max_pending_requests``, twice 64 requests) fill in the first seconds:
     counted from the start, the acknowledgements that filled them would add up to ~65k spans
     never processed within the phase.  Counted once they are full, acknowledgements keep
     pace with processing."""
     queue: Any = mp.Queue()
-    interval = clients / rate if rate else 0.0
     procs = []
-    for n in range(clients):
-        share = bodies[n::clients] or bodies
-        target, port = (_grpc_client, server.grpc_port) if n % 2 == 0 else (_http_client, server.http_port)
-        procs.append(
-            mp.Process(target=target, args=(port, share, seconds, warmup, interval, queue, first_round))
-        )
+    for replica, (server, bodies) in enumerate(zip(servers, routed, strict=True)):
+        interval = clients / rates[replica] if rates else 0.0
+        for n in range(clients):
+            share = bodies[n::clients] or bodies
+            target, port = (_grpc_client, server.grpc_port) if n % 2 == 0 else (_http_client, server.http_port)
+            procs.append(
+                mp.Process(
+                    target=target, args=(replica, port, share, seconds, warmup, interval, queue, first_round)
+                )
+            )
     for p in procs:
         p.start()
     results = [queue.get(timeout=seconds + 120) for _ in procs]
@@ -389,44 +497,65 @@ def drive(
         p.join()
     latencies = sorted(x for r in results for x in r["latencies"])  # acknowledged requests only
     elapsed = max(r["elapsed"] for r in results)
+    by_replica = [[r for r in results if r["replica"] == n] for n in range(len(servers))]
     return {
         "spans_per_s": sum(r["spans"] for r in results) / elapsed,
+        "replica_spans_per_s": [sum(r["spans"] for r in rs) / elapsed for rs in by_replica],
         "requests_per_s": (len(latencies) + sum(r["errors"] for r in results)) / elapsed,
         "ok_requests_per_s": len(latencies) / elapsed,
+        "replica_ok_requests_per_s": [sum(len(r["latencies"]) for r in rs) / elapsed for rs in by_replica],
         "errors": sum(r["errors"] for r in results),
         "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else 0.0,
         "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else 0.0,
     }
 
 
-def settle(server: Server, quiet: float) -> None:
+def settle(servers: list[Server], quiet: float) -> None:
     """Let the saturation phase's backlog clear before measuring latency at half load: its
     sessions close (idle timeout) and the spool deletes their requests (checkpoint every 5 s),
     a burst that steady traffic at half load would not have."""
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        _, status = server.get_json("/readyz")
-        if status.get("open_sessions", 0) == 0:
-            break
-        time.sleep(0.5)
+    for server in servers:
+        while time.monotonic() < deadline:
+            _, status = server.get_json("/readyz")
+            if status.get("open_sessions", 0) == 0:
+                break
+            time.sleep(0.5)
     time.sleep(quiet)
 
 
+@contextlib.contextmanager
+def replicas(tmp: Path, count: int, extra: dict[str, Any]) -> Iterator[list[Server]]:
+    """``count`` ``skillgauge serve`` processes, each with its own data dir under ``tmp`` and
+    its own ports (port 0, read back from its startup line), started together."""
+    servers: list[Server] = []
+    try:
+        for n in range(count):
+            (tmp / f"replica-{n}").mkdir()
+            servers.append(Server(tmp / f"replica-{n}", extra, bound_ports=True, wait=False))
+        for server in servers:
+            server.wait_ready(timeout=60)
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
 def rss_bytes(pid: int) -> int:
-    """Resident bytes of a process and its children (``serve``'s detection worker)."""
+    """Resident bytes of a process and its child processes, if any."""
     total = 0
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             total += int(line.split()[1]) * 1024
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        total += sum(rss_bytes(int(child)) for child in (task / "children").read_text().split())
-    return total
+    return total + sum(rss_bytes(child) for child in children(pid))
 
 
 def cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) a process has used so far, all its threads."""
+    """CPU time (user + system) a process has used so far, all its threads, with its child
+    processes': the live ones' (recursively) and the reaped ones' (cutime + cstime)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return own + sum(cpu_seconds(child) for child in children(pid))
 
 
 def children(pid: int) -> list[int]:
@@ -434,14 +563,11 @@ def children(pid: int) -> list[int]:
 
 
 class CpuWindow:
-    """CPU the server and its detection worker use between ``warmup`` seconds from now and
-    ``seconds`` (the counted part of a ``drive``), measured from ``/proc`` on a thread."""
+    """CPU each replica process (with its children) uses between ``warmup`` seconds from now
+    and ``seconds`` (the counted part of a ``drive``), measured from ``/proc`` on a thread."""
 
-    def __init__(self, server: Server, warmup: float, seconds: float) -> None:
-        self.pids = {"server": server.proc.pid}
-        for child in children(server.proc.pid):
-            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
-            self.pids["detection worker" if b"collector.detect.worker" in cmdline else f"child {child}"] = child
+    def __init__(self, servers: list[Server], warmup: float, seconds: float) -> None:
+        self.pids = {f"replica {n}": server.proc.pid for n, server in enumerate(servers)}
         self.used: dict[str, float] = {}
         self._thread = threading.Thread(target=self._measure, args=(warmup, seconds), daemon=True)
         self._thread.start()
@@ -453,71 +579,92 @@ class CpuWindow:
         elapsed = time.monotonic() - start
         self.used = {n: (cpu_seconds(p) - before[n]) / elapsed for n, p in self.pids.items()}
 
-    def per_span(self, spans_per_s: float) -> str:
+    def per_span(self, spans_per_s: list[float]) -> dict[str, float]:
+        """Microseconds of each replica's CPU a span it acknowledged."""
         self._thread.join()
-        return ", ".join(f"{n} {c:.2f} cores, {c / spans_per_s * 1e6:.1f} us a span" for n, c in self.used.items())
+        used = self.used.items()
+        return {n: c / rate * 1e6 if rate else float("nan") for (n, c), rate in zip(used, spans_per_s, strict=True)}
 
 
 def saturate(
-    server: Server, bodies: list[bytes], seconds: float, clients: int, warmup: float
+    servers: list[Server], routed: list[list[bytes]], seconds: float, clients: int, warmup: float
 ) -> tuple[dict[str, Any], dict[str, float]]:
-    """Clients flat out; prints the figures, returns them with the CPU each process used."""
-    window = CpuWindow(server, warmup, seconds)
-    flat = drive(server, bodies, seconds, clients, warmup=warmup)
+    """Clients flat out; prints the figures, returns them with each replica's CPU a span."""
+    window = CpuWindow(servers, warmup, seconds)
+    flat = drive(servers, routed, seconds, clients, warmup=warmup)
     print(
-        f"ingest, {clients} clients (gRPC + HTTP), durable spool: {flat['spans_per_s']:,.0f} spans/s, "
-        f"{flat['requests_per_s']:.1f} req/s, p50 {flat['p50_ms']:.1f} ms, p99 {flat['p99_ms']:.1f} ms, "
-        f"refused with backpressure {flat['errors']}"
+        f"ingest, {len(servers)} replica{'s' if len(servers) > 1 else ''} x {clients} clients (gRPC + HTTP), "
+        "durable spool: "
+        f"{flat['spans_per_s']:,.0f} spans/s in all, {flat['requests_per_s']:.1f} req/s, "
+        f"p50 {flat['p50_ms']:.1f} ms, p99 {flat['p99_ms']:.1f} ms, refused with backpressure {flat['errors']}"
     )
-    print(f"  CPU at saturation: {window.per_span(flat['spans_per_s'])}")
-    return flat, {n: round(c / flat["spans_per_s"] * 1e6, 1) for n, c in window.used.items()}
+    rates = flat["replica_spans_per_s"]
+    print(
+        f"  per replica: {', '.join(f'{r:,.0f}' for r in rates)} spans/s (mean {sum(rates) / len(rates):,.0f})"
+    )
+    cpu = window.per_span(rates)
+    print(
+        "  CPU at saturation: "
+        + ", ".join(f"{n} {c:.2f} cores, {cpu[n]:.1f} us a span" for n, c in window.used.items())
+    )
+    return flat, {n: round(us, 1) for n, us in cpu.items()}
 
 
 def open_session_memory(
-    tmp: Path, sessions: int, spans_per_session: int, detection: str
+    tmp: Path, sessions: int, spans_per_session: int, detection: str, replica_count: int
 ) -> tuple[float, float]:
-    """(RSS bytes per open session, raw span bytes per session)."""
+    """(RSS bytes per open session, raw span bytes per session): the sessions routed over the
+    replicas, each replica's RSS growth summed."""
     bodies, _ = requests_for(sessions, spans_per_session=spans_per_session)
     raw = sum(len(b) for b in bodies) / sessions
-    server = Server(tmp, {"sessions": {"idle_timeout": "1h", "detection": detection}})
-    try:
-        channel = grpc.insecure_channel(
-            f"127.0.0.1:{server.grpc_port}", options=[("grpc.max_send_message_length", 64 << 20)]
-        )
-        export = channel.unary_unary(
-            EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b
-        )
-        # One session first, answered for: every module detection imports is loaded (in the
-        # worker too) before the baseline is read.
-        warm_up, _ = requests_for(1, spans_per_session=spans_per_session)
-        export(fresh(warm_up[0], 9_999), timeout=60)
-        code, _ = server.get_json(f"/v1/sessions/r09999{0:07d}")
-        assert code == 200, code
-        before = rss_bytes(server.proc.pid)
-        for body in bodies:
-            while True:
-                try:
-                    export(body, timeout=60)
-                    break
-                except grpc.RpcError as err:  # backpressure: retry as an exporter would
-                    if err.code() != grpc.StatusCode.UNAVAILABLE:
-                        raise
-                    time.sleep(REFUSED_PAUSE)
+    routed, owned = route(bodies, replica_count)
+    warm_up, _ = requests_for(1, spans_per_session=spans_per_session)
+    with replicas(tmp, replica_count, {"sessions": {"idle_timeout": "1h", "detection": detection}}) as servers:
+        exports = []
+        for server in servers:
+            channel = grpc.insecure_channel(
+                f"127.0.0.1:{server.grpc_port}", options=[("grpc.max_send_message_length", 64 << 20)]
+            )
+            exports.append(
+                channel.unary_unary(EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+            )
+        # One session first, answered for: every module detection imports is loaded (in any
+        # child process too) before the baseline is read.
+        for server, export in zip(servers, exports, strict=True):
+            export(fresh(warm_up[0], 9_999), timeout=60)
+            code, _ = server.get_json(f"/v1/sessions/r09999{0:07d}")
+            assert code == 200, code
+        before = [rss_bytes(server.proc.pid) for server in servers]
+
+        def send(export: Any, requests: list[bytes]) -> None:
+            for body in requests:
+                while True:
+                    try:
+                        export(body, timeout=60)
+                        break
+                    except grpc.RpcError as err:  # backpressure: retry as an exporter would
+                        if err.code() != grpc.StatusCode.UNAVAILABLE:
+                            raise
+                        time.sleep(REFUSED_PAUSE)
+
+        with ThreadPoolExecutor(len(servers)) as pool:
+            sending = [pool.submit(send, export, rb) for export, rb in zip(exports, routed, strict=True)]
+            for sent in sending:
+                sent.result()
         # Acknowledged means spooled; assembly follows: wait until every session is open.
         deadline = time.monotonic() + 120
-        while True:
-            _, status = server.get_json("/readyz")
-            if status.get("open_sessions", 0) >= sessions * 0.99 or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert status.get("open_sessions", 0) >= sessions * 0.99, status
-        # An open session's status is answered once everything sent before it is detected.
-        code, _ = server.get_json(f"/v1/sessions/{SESSION_TAG.decode()}{sessions - 1:07d}")
-        assert code == 200, code
-        after = rss_bytes(server.proc.pid)
-    finally:
-        server.stop()
-    return (after - before) / sessions, raw
+        for server, names in zip(servers, owned, strict=True):
+            while True:
+                _, status = server.get_json("/readyz")
+                if status.get("open_sessions", 0) >= len(names) * 0.99 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert status.get("open_sessions", 0) >= len(names) * 0.99, (status, len(names))
+            # An open session's status is answered once everything sent before it is detected.
+            code, _ = server.get_json(f"/v1/sessions/{names[-1]}")
+            assert code == 200, code
+        after = [rss_bytes(server.proc.pid) for server in servers]
+    return (sum(after) - sum(before)) / sessions, raw
 
 
 # -- evaluation lag and judge tokens (fake judge, downstream receiver) -------------------------
@@ -597,8 +744,9 @@ def _merged(path: Path) -> ExportTraceServiceRequest:
 
 
 def judged_sessions(tmp: Path, sessions: int, rate: float, detection: str) -> dict[str, float]:
-    """Send ``sessions`` sessions at ``rate``/s to a server with a judge and an exporter; the
-    p95 of close -> exported, and the judge's billed input tokens with and without caching."""
+    """Send ``sessions`` sessions at ``rate``/s to one server (one replica) with a judge and an
+    exporter; the p95 of close -> exported, and the judge's billed input tokens with and
+    without caching."""
     judge = _UsageLedger().start()
     downstream = _ArrivalClock()
     server = Server(
@@ -608,6 +756,7 @@ def judged_sessions(tmp: Path, sessions: int, rate: float, detection: str) -> di
             "judge": {"base_url": judge.base_url, "api_key": "bench", "max_concurrency": 16},
             "export": {"otlp": {"endpoint": downstream.endpoint, "retry": {"initial_interval": "0.1s"}}},
         },
+        bound_ports=True,
     )
     acked: dict[str, float] = {}
     try:
@@ -665,6 +814,14 @@ def main(argv: list[str] | None = None) -> int:
     args = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     args.add_argument("--short", action="store_true", help="a quick run (CI): small traffic, short phases")
     args.add_argument(
+        "--replicas",
+        type=int,
+        default=None,
+        metavar="N",
+        help="skillgauge serve replicas for the served figures (default: one a core, "
+        f"{os.cpu_count()} here; 2 with --short)",
+    )
+    args.add_argument(
         "--detection",
         choices=("auto", "worker", "inline"),
         default="auto",
@@ -677,26 +834,45 @@ def main(argv: list[str] | None = None) -> int:
     )
     opts = args.parse_args(argv)
     short = opts.short
+    replica_count = opts.replicas if opts.replicas is not None else 2 if short else os.cpu_count() or 1
+    if replica_count < 1:
+        args.error("--replicas must be at least 1")
     seconds, warmup = (4.0, 1.0) if short else (25.0, 5.0)  # counted: the last 3 or 20 s
-    clients = 2 if short else 4
+    clients = 2 if short else 4  # for each replica
     open_sessions = 500 if short else 10_000
     judged_count = 100 if short else 1000
 
     print(
-        f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}, pid {os.getpid()}; detection: {opts.detection}"
+        f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}, pid {os.getpid()}; "
+        f"detection: {opts.detection}; replicas: {replica_count}"
     )
     bodies, spans = requests_for(200 if short else 2000)
     mean_span = sum(len(b) for b in bodies) / spans
     print(f"traffic: {len(bodies)} requests, {spans} spans, {mean_span:.0f} bytes/span on the wire")
+    routed, owned = route(bodies, replica_count)
+    print(
+        f"routed by {ROUTING_ATTRIBUTE} on the loadbalancing exporter's ring: "
+        + "; ".join(
+            f"replica {n} {len(names)} sessions, {sum(span_count(b) for b in rb)} spans in {len(rb)} requests"
+            for n, (names, rb) in enumerate(zip(owned, routed, strict=True))
+        )
+    )
+    served = {"sessions": {"idle_timeout": "2s", "detection": opts.detection}}
 
     if opts.ingest_only:
-        with tempfile.TemporaryDirectory() as tmp:
-            server = Server(Path(tmp), {"sessions": {"idle_timeout": "2s", "detection": opts.detection}})
-            try:
-                flat, cpu = saturate(server, bodies, seconds, clients, warmup)
-            finally:
-                server.stop()
-        print(json.dumps({"ingest_spans_per_s": round(flat["spans_per_s"]), "cpu_us_per_span": cpu, "short": short}))
+        with tempfile.TemporaryDirectory() as tmp, replicas(Path(tmp), replica_count, served) as servers:
+            flat, cpu = saturate(servers, routed, seconds, clients, warmup)
+        print(
+            json.dumps(
+                {
+                    "replicas": replica_count,
+                    "ingest_spans_per_s": round(flat["spans_per_s"]),
+                    "replica_spans_per_s": [round(r) for r in flat["replica_spans_per_s"]],
+                    "cpu_us_per_span": cpu,
+                    "short": short,
+                }
+            )
+        )
         return 0
 
     # The best of several one-second trials: a stretch of a slower machine (seen: 75k against
@@ -715,37 +891,30 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "ingest").mkdir()
-        server = Server(
-            Path(tmp) / "ingest", {"sessions": {"idle_timeout": "2s", "detection": opts.detection}}
-        )
-        try:
-            flat, cpu = saturate(server, bodies, seconds, clients, warmup)
-            settle(server, 1.0 if short else 10.0)
-            half = drive(
-                server,
-                bodies,
-                seconds,
-                clients,
-                rate=flat["ok_requests_per_s"] / 2,
-                first_round=10_000,
-                warmup=warmup,
-            )
+        with replicas(Path(tmp) / "ingest", replica_count, served) as servers:
+            flat, cpu = saturate(servers, routed, seconds, clients, warmup)
+            print(f"  ratio (ingest in all / decode limit of one core): {flat['spans_per_s'] / limit:.3f}")
+            settle(servers, 1.0 if short else 10.0)
+            rates = [r / 2 for r in flat["replica_ok_requests_per_s"]]
+            assert all(rates), f"a replica acknowledged nothing at saturation: {rates}"
+            half = drive(servers, routed, seconds, clients, rates=rates, first_round=10_000, warmup=warmup)
             print(
-                f"at 50% load ({flat['ok_requests_per_s'] / 2:.1f} req/s): p50 {half['p50_ms']:.1f} ms, "
+                f"at 50% load ({sum(rates):.1f} req/s in all: "
+                f"{', '.join(f'{r:.1f}' for r in rates)} per replica): p50 {half['p50_ms']:.1f} ms, "
                 f"p99 {half['p99_ms']:.1f} ms, refused {half['errors']}"
             )
-        finally:
-            server.stop()
         (Path(tmp) / "memory").mkdir()
-        per_session, raw = open_session_memory(Path(tmp) / "memory", open_sessions, 50, opts.detection)
+        per_session, raw = open_session_memory(
+            Path(tmp) / "memory", open_sessions, 50, opts.detection, replica_count
+        )
         print(
-            f"open sessions: {open_sessions} x 50 spans: {per_session:,.0f} RSS bytes/session "
-            f"(raw spans {raw:,.0f} bytes; target <= {1.5 * raw + 4096:,.0f})"
+            f"open sessions: {open_sessions} x 50 spans over {replica_count} replicas: "
+            f"{per_session:,.0f} RSS bytes/session (raw spans {raw:,.0f} bytes; target <= {1.5 * raw + 4096:,.0f})"
         )
         (Path(tmp) / "judged").mkdir()
         judged = judged_sessions(Path(tmp) / "judged", judged_count, 100.0, opts.detection)
         print(
-            f"judged sessions: {judged['sessions']} of one skill at {judged['sent_per_s']:.0f}/s, "
+            f"judged sessions (one replica): {judged['sessions']} of one skill at {judged['sent_per_s']:.0f}/s, "
             f"{judged['exported_sessions']} exported: close -> exported p50 {judged['lag_p50_s']:.2f} s, "
             f"p95 {judged['lag_p95_s']:.2f} s"
         )
@@ -756,14 +925,16 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     figures = {
-        "ingest_spans_per_s": round(flat["spans_per_s"]),
+        "replicas": replica_count,
+        "ingest_spans_per_s": round(flat["spans_per_s"]),  # the machine's: summed over replicas
+        "replica_spans_per_s": [round(r) for r in flat["replica_spans_per_s"]],
         "decode_limit_spans_per_s": round(limit),
         "ratio": round(flat["spans_per_s"] / limit, 3),
         "export_p99_ms": round(half["p99_ms"], 1),
         "rss_bytes_per_open_session": round(per_session),
         "raw_bytes_per_open_session": round(raw),
         "detect_us_per_span": round(detect_us, 2),
-        "cpu_us_per_span": cpu,  # at saturation, by process
+        "cpu_us_per_span": cpu,  # at saturation, by replica process
         "long_session_detect_us_per_span": round(long_us, 1),
         "eval_lag_p95_s": round(judged["lag_p95_s"], 3),
         "judge_input_tokens_ratio": round(judged["tokens_ratio"], 3),
