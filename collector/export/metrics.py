@@ -178,12 +178,6 @@ class Metrics:
             "Judge verdicts committed before a restart and reused instead of calling the judge again.",
             registry=r,
         )
-        self.judge_worker_crashes = Counter(
-            "skillgauge_judge_worker_crashes",
-            "Judge worker processes that ended without being stopped (each fails its calls in "
-            "flight as judge_error rows; the next call starts a new one).",
-            registry=r,
-        )
         self.judge_queue = Gauge(
             "skillgauge_judge_queue_depth", "Judge evaluations waiting or in flight.", registry=r
         )

@@ -611,7 +611,7 @@ def saturate(
 
 
 def open_session_memory(
-    tmp: Path, sessions: int, spans_per_session: int, detection: str, replica_count: int
+    tmp: Path, sessions: int, spans_per_session: int, replica_count: int
 ) -> tuple[float, float]:
     """(RSS bytes per open session, raw span bytes per session): the sessions routed over the
     replicas, each replica's RSS growth summed."""
@@ -619,7 +619,7 @@ def open_session_memory(
     raw = sum(len(b) for b in bodies) / sessions
     routed, owned = route(bodies, replica_count)
     warm_up, _ = requests_for(1, spans_per_session=spans_per_session)
-    with replicas(tmp, replica_count, {"sessions": {"idle_timeout": "1h", "detection": detection}}) as servers:
+    with replicas(tmp, replica_count, {"sessions": {"idle_timeout": "1h"}}) as servers:
         exports = []
         for server in servers:
             channel = grpc.insecure_channel(
@@ -743,7 +743,7 @@ def _merged(path: Path) -> ExportTraceServiceRequest:
     return merged
 
 
-def judged_sessions(tmp: Path, sessions: int, rate: float, detection: str) -> dict[str, float]:
+def judged_sessions(tmp: Path, sessions: int, rate: float) -> dict[str, float]:
     """Send ``sessions`` sessions at ``rate``/s to one server (one replica) with a judge and an
     exporter; the p95 of close -> exported, and the judge's billed input tokens with and
     without caching."""
@@ -752,7 +752,7 @@ def judged_sessions(tmp: Path, sessions: int, rate: float, detection: str) -> di
     server = Server(
         tmp,
         {
-            "sessions": {"idle_timeout": "1h", "detection": detection},
+            "sessions": {"idle_timeout": "1h"},
             "judge": {"base_url": judge.base_url, "api_key": "bench", "max_concurrency": 16},
             "export": {"otlp": {"endpoint": downstream.endpoint, "retry": {"initial_interval": "0.1s"}}},
         },
@@ -822,12 +822,6 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} here; 2 with --short)",
     )
     args.add_argument(
-        "--detection",
-        choices=("auto", "worker", "inline"),
-        default="auto",
-        help="sessions.detection for the served figures (default: serve's own default, auto)",
-    )
-    args.add_argument(
         "--ingest-only",
         action="store_true",
         help="only the saturation phase (to compare two builds run in turn): ingest and CPU a span",
@@ -844,7 +838,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}, pid {os.getpid()}; "
-        f"detection: {opts.detection}; replicas: {replica_count}"
+        f"replicas: {replica_count}"
     )
     bodies, spans = requests_for(200 if short else 2000)
     mean_span = sum(len(b) for b in bodies) / spans
@@ -857,7 +851,7 @@ def main(argv: list[str] | None = None) -> int:
             for n, (names, rb) in enumerate(zip(owned, routed, strict=True))
         )
     )
-    served = {"sessions": {"idle_timeout": "2s", "detection": opts.detection}}
+    served = {"sessions": {"idle_timeout": "2s"}}
 
     if opts.ingest_only:
         with tempfile.TemporaryDirectory() as tmp, replicas(Path(tmp), replica_count, served) as servers:
@@ -905,14 +899,14 @@ def main(argv: list[str] | None = None) -> int:
             )
         (Path(tmp) / "memory").mkdir()
         per_session, raw = open_session_memory(
-            Path(tmp) / "memory", open_sessions, 50, opts.detection, replica_count
+            Path(tmp) / "memory", open_sessions, 50, replica_count
         )
         print(
             f"open sessions: {open_sessions} x 50 spans over {replica_count} replicas: "
             f"{per_session:,.0f} RSS bytes/session (raw spans {raw:,.0f} bytes; target <= {1.5 * raw + 4096:,.0f})"
         )
         (Path(tmp) / "judged").mkdir()
-        judged = judged_sessions(Path(tmp) / "judged", judged_count, 100.0, opts.detection)
+        judged = judged_sessions(Path(tmp) / "judged", judged_count, 100.0)
         print(
             f"judged sessions (one replica): {judged['sessions']} of one skill at {judged['sent_per_s']:.0f}/s, "
             f"{judged['exported_sessions']} exported: close -> exported p50 {judged['lag_p50_s']:.2f} s, "
@@ -938,7 +932,6 @@ def main(argv: list[str] | None = None) -> int:
         "long_session_detect_us_per_span": round(long_us, 1),
         "eval_lag_p95_s": round(judged["lag_p95_s"], 3),
         "judge_input_tokens_ratio": round(judged["tokens_ratio"], 3),
-        "detection": opts.detection,
         "short": short,
     }
     print(json.dumps(figures))
