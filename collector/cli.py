@@ -45,8 +45,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from collector.export.store import replay_records
     from collector.replay import replay
+    from collector.state.results import replay_records
 
     config = _config(args.config)
     outcome = asyncio.run(replay(args.paths, config))

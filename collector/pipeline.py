@@ -36,12 +36,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector.config import Config
 from collector.detect.expectations import Rules
+from collector.evaluate.runner import Runner
 from collector.export.metrics import Metrics
-from collector.export.store import ResultStore
 from collector.receiver.errors import Backpressure
-from collector.runner import Runner
 from collector.sessions.assembler import Accepted, Assembler, check_spans
-from collector.sessions.spool import Closed, Recorded, Recovery, Spool, encode_record, open_spool
+from collector.state.results import ResultStore
+from collector.state.store import Closed, Recorded, Recovery, Spool, encode_record, open_spool
 from evaluators.evidence import Session
 from evaluators.result import Coverage, EvaluationResult
 

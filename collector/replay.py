@@ -20,7 +20,7 @@ from collector.pipeline import Pipeline, Received
 from collector.receiver import decode
 from collector.receiver.errors import InvalidRequest, ReceiveError
 from collector.receiver.redact import Redactor
-from collector.sessions.spool import MemorySpool
+from collector.state.store import MemorySpool
 from evaluators.result import Coverage
 
 SUFFIXES = (".json", ".jsonl", ".binpb", ".pb")

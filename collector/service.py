@@ -18,7 +18,6 @@ from aiohttp import web
 
 from collector import __version__
 from collector.config import Config, Listener, Status
-from collector.export import status
 from collector.export.otlp import OtlpExporter
 from collector.export.outbox import SpoolOutbox
 from collector.pipeline import Pipeline
@@ -26,7 +25,8 @@ from collector.receiver import auth as listener_auth
 from collector.receiver import grpc as grpc_receiver
 from collector.receiver import http as http_receiver
 from collector.receiver.redact import redacting
-from collector.sessions.spool import MemorySpool
+from collector.state.store import MemorySpool
+from collector.status import extension as status
 
 log = logging.getLogger("skillgauge")
 

@@ -116,7 +116,7 @@ class SpoolOutbox:
 
 
 class SpoolStore(Protocol):
-    """The part of ``collector.sessions.spool.Spool`` an outbox uses."""
+    """The part of ``collector.state.store.Spool`` an outbox uses."""
 
     durable: bool
 

@@ -32,7 +32,7 @@ from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.session import SessionEvidence
 from collector.otlp.views import Attributes, LogView, ResourceView, SpanView, as_text
 from collector.receiver.errors import Backpressure
-from collector.sessions.spool import Closed
+from collector.state.store import Closed
 from evaluators.evidence import Session
 
 CLOSE_REASONS = (

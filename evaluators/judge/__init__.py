@@ -1,6 +1,6 @@
 """The judge: protocol, prompts, verdicts, budgets, sampling, retries.
 
-``evaluators.judge.anthropic`` (the Claude client) is imported only by whoever builds one,
+``collector.evaluate.anthropic`` (the Claude client) is imported only by whoever builds one,
 so the rest of ``evaluators`` stays free of the SDK.
 """
 

@@ -1,7 +1,7 @@
 """The judge seam: a request in, a tool-call reply (or a classified failure) out.
 
 ``Judge`` is a one-method protocol so that tests and other providers can stand in for
-Anthropic (``evaluators.judge.testing.FakeJudge``; ``evaluators.judge.anthropic`` is the
+Anthropic (``evaluators.judge.testing.FakeJudge``; ``collector.evaluate.anthropic`` is the
 real one).  Nothing here does I/O.
 """
 

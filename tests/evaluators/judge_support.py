@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from collector.config import Config, parse
+from collector.evaluate.runner import Runner
 from collector.export.metrics import Metrics
-from collector.runner import Runner
 from evaluators.evidence import Catalog, CatalogEntry, Session, SkillLoad, ToolCall, Turn
 from evaluators.judge.base import Judge
 from evaluators.result import Coverage, EvaluationResult

@@ -8,9 +8,9 @@ import pytest
 from judge_support import RELEASE_BODY, SKILLS, Collected, config, load, only, session
 
 from collector.config import ConfigError, parse
+from collector.evaluate.retry import RetryPolicy, retry_after
 from evaluators.judge import prompt
 from evaluators.judge.budget import Budget, Budgets, Limits
-from evaluators.judge.retry import RetryPolicy, retry_after
 from evaluators.judge.sampling import sampled_in
 from evaluators.judge.testing import FakeJudge
 from evaluators.registry import RegistryError, load_registry, same_body

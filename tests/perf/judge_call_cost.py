@@ -28,9 +28,9 @@ import anthropic
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from evaluators.judge.anthropic import AnthropicJudge, message_params  # noqa: E402
+from collector.evaluate.anthropic import AnthropicJudge, message_params  # noqa: E402
+from collector.evaluate.retry import RetryPolicy  # noqa: E402
 from evaluators.judge.base import Block, JudgeRequest  # noqa: E402
-from evaluators.judge.retry import RetryPolicy  # noqa: E402
 
 _SERVER = """
 import sys, time

@@ -37,11 +37,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 )
 
 from collector.config import parse  # noqa: E402
+from collector.evaluate.runner import settings_from  # noqa: E402
 from collector.export.metrics import Metrics  # noqa: E402
-from collector.export.store import ResultStore  # noqa: E402
-from collector.runner import settings_from  # noqa: E402
 from collector.sessions.assembler import Assembler  # noqa: E402
-from collector.sessions.spool import encode_record  # noqa: E402
+from collector.state.results import ResultStore  # noqa: E402
+from collector.state.store import encode_record  # noqa: E402
 from evaluators import suite  # noqa: E402
 from evaluators.evidence import Session  # noqa: E402
 from evaluators.registry import SkillRegistry  # noqa: E402

@@ -1,7 +1,7 @@
 """The spool: what must survive ``kill -9``, in one SQLite database (WAL).
 
 * every accepted OTLP request, committed before it is acknowledged (its bytes in segment
-  files beside the database, ``collector.sessions.segments``; where they are, in ``spooled``);
+  files beside the database, ``collector.state.segments``; where they are, in ``spooled``);
 * which session revisions closed, up to which request, over which traces;
 * each judge verdict as it arrives, under its idempotency key (reused after a crash);
 * each evaluated revision's coverage line, holding every result of the revision;
@@ -40,7 +40,7 @@ from typing import Any, Protocol, TypeVar
 
 import orjson
 
-from collector.sessions.segments import Segments, Spooled
+from collector.state.segments import Segments, Spooled
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from support import FRAMEWORKS, trace_requests
 
 from collector.config import parse
 from collector.pipeline import Pipeline, Received
-from collector.sessions.spool import Closed, SqliteSpool, encode_record
+from collector.state.store import Closed, SqliteSpool, encode_record
 
 
 def _config(tmp: Path) -> object:
@@ -124,7 +124,7 @@ def test_retention_finds_expired_rows_through_an_index(tmp_path: Path) -> None:
     # Checked at every checkpoint against a week of coverage lines: a scan would read them all.
     import sqlite3
 
-    from collector.sessions.spool import _EXPIRE
+    from collector.state.store import _EXPIRE
 
     asyncio.run(SqliteSpool(tmp_path).shutdown())  # creates the schema
     with sqlite3.connect(tmp_path / "skillgauge.sqlite") as db:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from collector.sessions.segments import Spooled
-from collector.sessions.spool import Closed, SqliteSpool, encode_record
+from collector.state.segments import Spooled
+from collector.state.store import Closed, SqliteSpool, encode_record
 
 RECORD = {"evaluation": "skill_omission", "status": "not_applicable", "explanation": "x" * 200}
 

@@ -17,6 +17,7 @@ from typing import Any
 import anthropic
 import orjson
 
+from collector.evaluate.retry import RetryPolicy
 from evaluators.judge.base import (
     VERDICT_TOOL,
     FailureKind,
@@ -26,7 +27,6 @@ from evaluators.judge.base import (
     JudgeRequest,
     NullObserver,
 )
-from evaluators.judge.retry import RetryPolicy
 
 Sleep = Callable[[float], Awaitable[None]]
 _EPHEMERAL: dict[str, Any] = {"type": "ephemeral"}

@@ -19,12 +19,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from collector.config import Config, parse
+from collector.evaluate.execute import execute
+from collector.evaluate.judge import judge_env
 from collector.export.metrics import Metrics
-from collector.judging import judge_env
 from evaluators import suite
 from evaluators.evidence import Session
 from evaluators.judge.base import Judge
-from evaluators.judge.execute import execute
 from evaluators.judge.verdicts import Level, Scale
 from evaluators.plan import CustomSpec, JudgeTask, Policy, Settings
 from evaluators.registry import SkillRegistry, load_registry

@@ -11,11 +11,11 @@ from collections.abc import Callable
 
 from collector.config import Budget as BudgetConfig
 from collector.config import Config
+from collector.evaluate.execute import JudgeEnv
+from collector.evaluate.retry import RetryPolicy
 from evaluators.judge.base import Judge, JudgeObserver
 from evaluators.judge.budget import Budget, Budgets, Limits
-from evaluators.judge.execute import JudgeEnv
 from evaluators.judge.pricing import Prices
-from evaluators.judge.retry import RetryPolicy
 
 
 def _limits(budget: BudgetConfig) -> Limits:
@@ -25,7 +25,7 @@ def _limits(budget: BudgetConfig) -> Limits:
 def build_judge(config: Config, observer: JudgeObserver) -> Judge | None:
     if not config.judge.configured:
         return None
-    from evaluators.judge.anthropic import AnthropicJudge
+    from collector.evaluate.anthropic import AnthropicJudge
 
     j = config.judge
     return AnthropicJudge(
