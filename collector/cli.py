@@ -7,11 +7,29 @@ import asyncio
 import json
 import logging
 import sys
+from pathlib import Path
 from typing import TextIO
 
+import yaml
+
 from collector import __version__
-from collector.config import Config, ConfigError, load
+from collector.config import Config, ConfigError, parse
 from evaluators.result import Coverage
+
+
+def load(path: str | Path | None) -> Config:
+    """The config file at ``path`` (None: the defaults), parsed and validated."""
+    if path is None:
+        return parse({})
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read config file ({err.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML - {err}") from None
+    return parse(data, str(path))
 
 
 def _config(path: str | None) -> Config:
@@ -23,7 +41,7 @@ def _config(path: str | None) -> Config:
 
 
 def setup_logging(level: str, name: str = "%(name)s") -> None:
-    """Log lines on stderr; ``name`` stands before each message (a worker names itself)."""
+    """Log lines on stderr; ``name`` stands before each message."""
     logging.basicConfig(
         level=level.upper(), format=f"%(asctime)s %(levelname)s {name}: %(message)s", stream=sys.stderr
     )

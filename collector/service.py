@@ -17,16 +17,18 @@ import grpc
 from aiohttp import web
 
 from collector import __version__
-from collector.config import Config, Listener, Status
+from collector.config import Config
 from collector.export.otlp import OtlpExporter
 from collector.export.outbox import SpoolOutbox
 from collector.pipeline import Pipeline
 from collector.receiver import auth as listener_auth
 from collector.receiver import grpc as grpc_receiver
 from collector.receiver import http as http_receiver
+from collector.receiver.config import Listener
 from collector.receiver.redact import redacting
 from collector.state.store import MemorySpool
 from collector.status import extension as status
+from collector.status.config import Status
 
 log = logging.getLogger("skillgauge")
 

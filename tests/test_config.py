@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from collector.config import ConfigError, load, parse
+from collector.cli import load
+from collector.config import ConfigError, parse
 
 
 def test_defaults_match_the_design() -> None:

@@ -6,7 +6,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from collector.config import Expectation
+from collector.detect.config import Expectation
 from collector.otlp.views import Attributes
 
 EXPECTED_SKILLS_ATTRIBUTE = "skillgauge.expected_skills"

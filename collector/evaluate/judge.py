@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from collector.config import Budget as BudgetConfig
 from collector.config import Config
+from collector.evaluate.config import Budget as BudgetConfig
 from collector.evaluate.execute import JudgeEnv
 from collector.evaluate.retry import RetryPolicy
 from evaluators.judge.base import Judge, JudgeObserver

@@ -35,8 +35,8 @@ from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from collector.config import OtlpExport, Retry
 from collector.export import encode
+from collector.export.config import OtlpExport, Retry
 from collector.export.metrics import Metrics
 from collector.export.outbox import Entry, MemoryOutbox, Outbox
 from evaluators.result import Coverage

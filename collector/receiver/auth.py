@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 from aiohttp import web
 
-from collector.config import BearerAuth, Tls
+from collector.receiver.config import BearerAuth, Tls
 
 CHALLENGE = 'Bearer realm="skillgauge"'
 MESSAGE = "missing or invalid bearer token: send the header 'Authorization: Bearer <token>'"

@@ -11,10 +11,10 @@ from __future__ import annotations
 import grpc
 from google.protobuf.message import Message
 
-from collector.config import BearerAuth, Listener
 from collector.pipeline import Received
 from collector.receiver import auth as listener_auth
 from collector.receiver import decode
+from collector.receiver.config import BearerAuth, Listener
 from collector.receiver.errors import ReceiveError, Unauthenticated, answer
 from collector.receiver.responses import response_for
 from collector.receiver.types import Admit, Consume, OnAnswer

@@ -12,10 +12,10 @@ from aiohttp import web
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from collector.config import BearerAuth, Listener
 from collector.pipeline import Received
 from collector.receiver import auth as listener_auth
 from collector.receiver import decode
+from collector.receiver.config import BearerAuth, Listener
 from collector.receiver.errors import InvalidRequest, ReceiveError, TooLarge, Unauthenticated, answer
 from collector.receiver.responses import response_for
 from collector.receiver.types import Admit, Consume, OnAnswer

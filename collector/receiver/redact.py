@@ -21,8 +21,8 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from collector.config import Redact
 from collector.pipeline import Received
+from collector.receiver.config import Redact
 from collector.receiver.types import Consume
 from collector.sessions.assembler import Accepted
 

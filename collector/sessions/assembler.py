@@ -27,11 +27,11 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from collector.config import Sessions as SessionsConfig
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.session import SessionEvidence
 from collector.otlp.views import Attributes, LogView, ResourceView, SpanView, as_text
 from collector.receiver.errors import Backpressure
+from collector.sessions.config import Sessions as SessionsConfig
 from collector.state.store import Closed
 from evaluators.evidence import Session
 

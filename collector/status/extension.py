@@ -12,9 +12,9 @@ from collections.abc import Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from collector.config import BearerAuth
 from collector.pipeline import Pipeline
 from collector.receiver import auth as listener_auth
+from collector.receiver.config import BearerAuth
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 

@@ -14,8 +14,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from support import metric_value
 
-from collector.config import OtlpExport, Retry
 from collector.export import encode
+from collector.export.config import OtlpExport, Retry
 from collector.export.metrics import Metrics
 from collector.export.otlp import OK, Channel, OtlpExporter, Outcome, backoff, classify_grpc, classify_http
 from collector.export.outbox import Entry, MemoryOutbox

@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 from support import FRAMEWORKS, Server, metric_value, readable_spans, trace_requests, wait_for
 
-from collector.config import BearerAuth
 from collector.receiver.auth import Bearer
+from collector.receiver.config import BearerAuth
 
 RECEIVER_TOKEN = "rcv-7f3a9c1e5b2d4f60aa"
 STATUS_TOKEN = "status-0c9e8d7b6a5f4e3dbb"

@@ -16,7 +16,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.trace.export import SpanExportResult
 from support import FRAMEWORKS, Server, readable_spans, trace_requests, wait_for
 
-from collector.config import ConfigError, Redact, parse
+from collector.config import ConfigError, parse
+from collector.receiver.config import Redact
 from collector.receiver.redact import REDACTED, Redactor
 
 EMAIL = "alice.liddell@example.com"

@@ -1,0 +1,192 @@
+"""Evaluation config: the judge (model, prices, budgets, retries), the skills registry, and
+each evaluator's policy."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import (
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from collector.configtypes import Seconds, Strict, read_secret
+
+
+class Price(Strict):
+    """US dollars per million tokens.  Cache prices default to the API's multipliers of ``input``."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0)  # default 0.1 x input
+    cache_write: float | None = Field(default=None, ge=0)  # default 1.25 x input (5-minute cache)
+
+
+# List prices of the default model's class; override or extend them under judge.prices.
+DEFAULT_PRICES: dict[str, Price] = {
+    "claude-sonnet-5-5": Price(input=3.0, output=15.0),
+}
+
+
+class Budget(Strict):
+    """Hard ceilings on judge spend.  Windows are calendar hours and days (UTC)."""
+
+    tokens_per_hour: int | None = Field(default=None, gt=0)
+    tokens_per_day: int | None = Field(default=None, gt=0)
+    usd_per_hour: float | None = Field(default=None, gt=0)
+    usd_per_day: float | None = Field(default=None, gt=0)
+
+    @property
+    def uses_usd(self) -> bool:
+        return self.usd_per_hour is not None or self.usd_per_day is not None
+
+
+class Judge(Strict):
+    api_key: str | None = None
+    api_key_file: str | None = None  # instead of api_key: the key is the file's content
+    base_url: str | None = None
+    model: str = "claude-sonnet-5-5"
+    timeout: Seconds = 60.0  # per API call
+    max_retries: int = Field(default=3, ge=0, le=10)  # on 429, 529, 5xx, timeouts and connection errors
+    backoff: Seconds = 1.0  # first retry delay without retry-after; doubles each retry
+    max_backoff: Seconds = 30.0
+    max_retry_after: Seconds = 120.0  # a longer retry-after ends the call as rate limited
+    max_concurrency: int = Field(default=4, gt=0)
+    max_queue: int = Field(
+        default=1000, gt=0
+    )  # judge evaluations waiting or in flight; beyond: skipped/queue_full
+    max_tokens: int = Field(default=1024, gt=0)  # output tokens per verdict
+    max_input_tokens: int = Field(default=200_000, ge=2_000)  # AgentCore's per-evaluation input quota
+    budget: Budget = Budget()
+    prices: dict[str, Price] = Field(default_factory=dict)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.api_key or self.base_url)
+
+    def price(self, model: str) -> Price | None:
+        return self.prices.get(model) or DEFAULT_PRICES.get(model)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _key_from_file(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("api_key_file"):
+            if data.get("api_key"):
+                raise ValueError("set api_key or api_key_file, not both")
+            key = read_secret(str(data["api_key_file"]), "api_key_file").strip()
+            if not key:
+                raise ValueError(f"api_key_file: {data['api_key_file']!r} is empty")
+            data = {**data, "api_key": key}
+        return data
+
+    def __repr__(self) -> str:  # never print the key
+        return f"Judge(model={self.model!r}, base_url={self.base_url!r}, api_key={'***' if self.api_key else None})"
+
+
+class Skills(Strict):
+    """The operator's skill folders (``<name>/SKILL.md``), validated per the spec at load time."""
+
+    paths: tuple[str, ...] = ()
+
+    @field_validator("paths")
+    @classmethod
+    def _valid_skills(cls, paths: tuple[str, ...]) -> tuple[str, ...]:
+        from evaluators.registry import RegistryError, load_registry
+
+        try:
+            load_registry(paths)
+        except RegistryError as err:
+            raise ValueError(str(err)) from None
+        return paths
+
+
+_CUSTOM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_]+)\}")
+PLACEHOLDERS = (
+    "invoked_skill",
+    "skill_content",
+    "available_skills",
+    "user_message",
+    "context",
+    "available_tools",
+    "tool_turn",
+)
+
+
+class Evaluator(Strict):
+    enabled: bool = True
+    sampling: float = Field(default=100.0, gt=0, le=100)  # percent of sessions, chosen by session hash
+    model: str | None = None  # overrides judge.model
+    budget: Budget = Budget()  # on top of judge.budget
+
+
+class ScaleEntry(Strict):
+    label: str = Field(min_length=1, max_length=64)
+    value: float
+    definition: str = Field(min_length=1)
+
+
+class CustomEvaluator(Evaluator):
+    name: str
+    level: Literal["tool_call", "session"] = "session"
+    instructions: str = Field(min_length=1)
+    rating_scale: tuple[ScaleEntry, ...] = Field(min_length=2)
+    scale_kind: Literal["categorical", "numerical"] = "categorical"
+    pass_threshold: float | None = None  # default: the highest value on the scale
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        if not _CUSTOM_NAME.match(name):
+            raise ValueError(
+                f"{name!r} must be 1-63 chars of a-z, 0-9, '_' and '-' (it becomes custom.<name>)"
+            )
+        return name
+
+    @field_validator("instructions")
+    @classmethod
+    def _placeholders(cls, text: str) -> str:
+        unknown = sorted({p for p in _PLACEHOLDER.findall(text) if p not in PLACEHOLDERS})
+        if unknown:
+            raise ValueError(
+                f"unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)} - use {', '.join(PLACEHOLDERS)}"
+            )
+        return text
+
+    @field_validator("rating_scale")
+    @classmethod
+    def _scale(cls, scale: tuple[ScaleEntry, ...]) -> tuple[ScaleEntry, ...]:
+        labels = [e.label for e in scale]
+        values = [e.value for e in scale]
+        if len(set(labels)) != len(labels) or len(set(values)) != len(values):
+            raise ValueError("every rating_scale entry needs a distinct label and a distinct value")
+        return scale
+
+
+class Evaluators(Strict):
+    skill_invoked: Evaluator = Evaluator()
+    skill_selection_accuracy: Evaluator = Evaluator()
+    skill_instruction_following: Evaluator = Evaluator()
+    skill_omission: Evaluator = Evaluator(sampling=10.0)  # runs on many sessions: sampled on its own
+    custom: tuple[CustomEvaluator, ...] = ()
+
+    @field_validator("custom")
+    @classmethod
+    def _distinct(cls, custom: tuple[CustomEvaluator, ...]) -> tuple[CustomEvaluator, ...]:
+        names = [c.name for c in custom]
+        if len(set(names)) != len(names):
+            raise ValueError("custom evaluator names must be distinct")
+        if len(custom) > 25:
+            raise ValueError("at most 25 custom evaluators (AgentCore's limit)")
+        return custom
+
+    def judged(self) -> list[tuple[str, Evaluator]]:
+        """The judge evaluators with their settings, custom ones as ``custom.<name>``."""
+        return [
+            ("skill_selection_accuracy", self.skill_selection_accuracy),
+            ("skill_instruction_following", self.skill_instruction_following),
+            ("skill_omission", self.skill_omission),
+            *((f"custom.{c.name}", c) for c in self.custom),
+        ]

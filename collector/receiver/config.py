@@ -1,0 +1,146 @@
+"""The receivers' config: OTLP listeners (gRPC, HTTP), their TLS and bearer auth, redaction."""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any, Literal
+
+from pydantic import (
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from collector.configtypes import Bytes, Endpoint, Strict, explain, read_secret
+
+
+class BearerAuth(Strict):
+    """``Authorization: Bearer <token>`` required on every request to a listener.
+
+    The token comes from the environment (``bearer_token: ${env:SKILLGAUGE_TOKEN}``) or a
+    file (``bearer_token_file``, one token per line: several lines let clients move to a new
+    token before the old one is removed).  Tokens are compared in constant time and never
+    printed; a token that expands to nothing is an error, never an open door.
+    """
+
+    bearer_token: SecretStr | None = None
+    bearer_token_file: str | None = None
+    _tokens: tuple[bytes, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="after")
+    def _load(self) -> BearerAuth:
+        if (self.bearer_token is None) == (self.bearer_token_file is None):
+            raise ValueError(
+                "set exactly one of bearer_token (e.g. ${env:SKILLGAUGE_TOKEN}) or bearer_token_file"
+            )
+        if self.bearer_token is not None:
+            lines = [self.bearer_token.get_secret_value()]
+        else:
+            lines = read_secret(str(self.bearer_token_file), "bearer_token_file").splitlines()
+        tokens = [line.strip() for line in lines if line.strip()]
+        if not tokens:
+            raise ValueError("the bearer token is empty - an empty token would let anyone in")
+        if any(not t.isascii() or not t.isprintable() or " " in t for t in tokens):
+            raise ValueError("a bearer token must be printable ASCII without spaces")
+        self._tokens = tuple(t.encode() for t in tokens)
+        return self
+
+    @property
+    def tokens(self) -> tuple[bytes, ...]:
+        return self._tokens
+
+
+class Tls(Strict):
+    """TLS for one listener (PEM files); with ``client_ca_file`` it is mutual TLS: every
+    client must present a certificate signed by that CA."""
+
+    cert_file: str
+    key_file: str
+    client_ca_file: str | None = None
+    min_version: Literal["1.2", "1.3"] = "1.2"
+
+    @model_validator(mode="after")
+    def _loadable(self) -> Tls:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        try:
+            context.load_cert_chain(self.cert_file, self.key_file)
+        except (OSError, ssl.SSLError) as err:
+            raise ValueError(
+                f"cannot load cert_file {self.cert_file!r} with key_file {self.key_file!r} "
+                f"({err.strerror or err}) - both must be PEM files, the key matching the certificate"
+            ) from None
+        if self.client_ca_file is not None:
+            try:
+                context.load_verify_locations(cafile=self.client_ca_file)
+            except (OSError, ssl.SSLError) as err:
+                raise ValueError(
+                    f"cannot load client_ca_file {self.client_ca_file!r} ({err.strerror or err}) - "
+                    "it must hold PEM CA certificates"
+                ) from None
+        return self
+
+
+ListenerAuth = BearerAuth | Literal["none"] | None  # None: the top-level ``auth``; "none": open
+
+
+class Secured(Strict):
+    tls: Tls | None = None
+    auth: ListenerAuth = None
+
+    @field_validator("auth", mode="before")
+    @classmethod
+    def _one_auth(cls, value: Any) -> Any:
+        # Validated here so that a mistake gets one message, not one per union member.
+        if value is None or value == "none" or isinstance(value, BearerAuth):
+            return value
+        if not isinstance(value, dict):
+            raise ValueError(
+                "write auth: none (open), or auth: {bearer_token: ...} or {bearer_token_file: ...}"
+            )
+        try:
+            return BearerAuth.model_validate(value)
+        except ValidationError as err:
+            raise ValueError(explain(err).replace("(top level): ", "")) from None
+
+
+class Listener(Secured):
+    endpoint: Endpoint
+    max_request_bytes: Bytes = 16 * 1024**2  # after decompression, as OTLP specifies
+
+    @property
+    def host(self) -> str:
+        return self.endpoint.rpartition(":")[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.endpoint.rpartition(":")[2])
+
+
+class OtlpReceivers(Strict):
+    grpc: Listener | None = Listener(endpoint="0.0.0.0:4317")
+    http: Listener | None = Listener(endpoint="0.0.0.0:4318")
+
+
+class Receivers(Strict):
+    otlp: OtlpReceivers = OtlpReceivers()
+
+
+class Redact(Strict):
+    """Attribute keys whose values are replaced by ``[REDACTED]`` as requests arrive, so they
+    never reach the spool, the judge, the status API or exported evaluation spans.  A key
+    ending in ``.*`` matches every key under it (``user.*``)."""
+
+    attributes: tuple[str, ...] = ()
+
+    @field_validator("attributes")
+    @classmethod
+    def _keys(cls, keys: tuple[str, ...]) -> tuple[str, ...]:
+        for key in keys:
+            if not key.strip() or key.strip() != key or key in ("*", ".*"):
+                raise ValueError(f"{key!r} is not an attribute key, e.g. user.email or user.*")
+        return keys
+
+    def matches(self, key: str) -> bool:
+        return any(key == k or (k.endswith(".*") and key.startswith(k[:-1])) for k in self.attributes)

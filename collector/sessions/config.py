@@ -1,0 +1,46 @@
+"""The sessions' config section: keys, close rules, limits."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import (
+    Field,
+    field_validator,
+)
+
+from collector.configtypes import Bytes, Seconds, Strict
+
+_KEY = re.compile(r"^(span|resource):\S+$")
+
+
+class Sessions(Strict):
+    keys: tuple[str, ...] = (
+        "span:session.id",
+        "span:gen_ai.conversation.id",
+        "span:langsmith.metadata.session_id",  # LangSmith OTel mode flattens run metadata
+        "resource:session.id",
+    )
+    idle_timeout: Seconds = 300.0
+    max_duration: Seconds = 6 * 3600.0
+    max_spans: int = Field(20_000, gt=0)
+    max_bytes: Bytes = 200 * 1000**2
+    max_open: int = Field(100_000, gt=0)
+    # Acknowledged (spooled) trace requests waiting for the assembler; beyond this, backpressure.
+    max_pending_requests: int = Field(64, gt=0)
+    end_attribute: str = "skillgauge.session.end"
+    # Closed sessions kept in memory so late spans reopen them whole (a new revision).
+    reopen_cache: int = Field(2_000, ge=0)
+    check_interval: Seconds = 1.0
+
+    @field_validator("keys")
+    @classmethod
+    def _keys(cls, keys: tuple[str, ...]) -> tuple[str, ...]:
+        for key in keys:
+            if not _KEY.match(key):
+                raise ValueError(
+                    f"{key!r} must be 'span:<attribute>' or 'resource:<attribute>', e.g. span:session.id"
+                )
+        if not keys:
+            raise ValueError("list at least one key, e.g. [span:session.id]")
+        return keys
