@@ -223,25 +223,6 @@ CASES: list[Case] = [
         [],
     ),
     (
-        "judge worker: three crashes in ten minutes",
-        {"skillgauge_judge_worker_crashes_total": "0 0 1 1 2 2 3 3 3 3 3 3 3 3 3 3 3 3 3 3"},
-        [
-            (
-                "10m",
-                "SkillgaugeJudgeWorkerCrashing",
-                [({}, "The judge worker process ended unasked 3 times in 15 minutes")],
-            ),
-            ("40m", "SkillgaugeJudgeWorkerCrashing", []),
-        ],
-        [],
-    ),
-    (
-        "judge worker: one crash is no alert",
-        {"skillgauge_judge_worker_crashes_total": "0 0 1 1 1 1 1 1 1 1"},
-        [("9m", "SkillgaugeJudgeWorkerCrashing", [])],
-        [],
-    ),
-    (
         "ingest: 10% of requests refused",
         {
             'skillgauge_requests_total{protocol="grpc",signal="traces",outcome="ok"}': "0+90x60",
