@@ -15,11 +15,12 @@ from pathlib import Path
 
 from google.protobuf.message import Message
 
+from collector.component import Retryable
 from collector.config import Config
-from collector.pipeline import Pipeline, Received
+from collector.otlp.received import Received
 from collector.receiver import decode
 from collector.receiver.errors import InvalidRequest, ReceiveError
-from collector.receiver.redact import Redactor
+from collector.service import Chain
 from collector.state.store import MemorySpool
 from evaluators.result import Coverage
 
@@ -74,9 +75,9 @@ def _json_request(chunk: bytes) -> tuple[decode.Signal, Message]:
 
 
 async def replay(paths: list[str], config: Config) -> ReplayOutcome:
-    pipeline = Pipeline(config, spool=MemorySpool())
-    pipeline.keep_closed = True
-    redact = Redactor(config.redact)  # recorded files get the same redaction as live requests
+    """Evaluate the files through the same chain ``serve`` runs, with a store in memory."""
+    chain = Chain(config, store=MemorySpool())
+    chain.recorder.keep_closed = True
     outcome = ReplayOutcome()
     files = list(input_files(paths))
     if not files:
@@ -89,15 +90,29 @@ async def replay(paths: list[str], config: Config) -> ReplayOutcome:
                 if isinstance(item, ReceiveError):
                     outcome.problems.append(f"{where}: {item}")
                     continue
-                redact(item.request)
-                accepted = pipeline.assemble(item)
+                try:
+                    await _take(chain, item)
+                except Retryable as err:
+                    outcome.problems.append(f"{where}: not taken: {err}")
+                    continue
+                accepted = item.outcome
                 outcome.items_rejected += accepted.rejected
                 if accepted.rejected:
                     outcome.problems.append(f"{where}: {accepted.rejected} rejected: {accepted.message}")
         except OSError as err:
             outcome.problems.append(f"{path}: cannot read ({err.strerror})")
-    pipeline.assembler.close_all("end_of_input")
-    await pipeline.drain()
-    await pipeline.runner.close()
-    outcome.coverages = pipeline.closed
+    await chain.sessions.settle()
+    await chain.sessions.close_all("end_of_input")
+    await chain.drain()
+    await chain.runner.close()
+    outcome.coverages = chain.recorder.closed
     return outcome
+
+
+async def _take(chain: Chain, item: Received) -> None:
+    """``item`` into the chain; when a bound is reached, once more after the queue drains."""
+    try:
+        await chain.consume(item)
+    except Retryable:
+        await chain.sessions.settle()
+        await chain.consume(item)

@@ -1,5 +1,16 @@
-"""``skillgauge serve``: start the receivers and the status API around one pipeline, and
-drain cleanly on SIGTERM / SIGINT."""
+"""The one place that knows the whole flow: ``build`` makes the chain from the config,
+``Service`` runs it under ``skillgauge serve`` with its receivers and status extension.
+
+    receivers -> [redact] -> spool -> sessions (detect) -> evaluate -> record -> export (fan-out)
+
+Crash safety, in order of events:
+  request spooled -> acknowledged -> session closes (revision, request range recorded)
+  -> each judge verdict committed as it arrives -> exporters' outboxes committed -> coverage
+  committed (the revision is done) -> outbox drained downstream.
+A restart replays the store from the oldest request an unfinished session needs, skips
+spans of revisions already done, finishes revisions that closed but were not done (reusing
+committed verdicts: no second judge call), and drains what the outboxes still hold.
+"""
 
 from __future__ import annotations
 
@@ -11,45 +22,144 @@ import signal
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import grpc
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from collector import __version__
 from collector.config import Config
+from collector.detect.expectations import Rules
+from collector.evaluate.runner import Runner
+from collector.export.fanout import Fanout
+from collector.export.metrics import Metrics
 from collector.export.otlp import OtlpExporter
 from collector.export.outbox import SpoolOutbox
-from collector.pipeline import Pipeline
+from collector.otlp.received import Received
 from collector.receiver import auth as listener_auth
 from collector.receiver import grpc as grpc_receiver
 from collector.receiver import http as http_receiver
 from collector.receiver.config import Listener
 from collector.receiver.redact import redacting
-from collector.state.store import MemorySpool
+from collector.sessions.stage import SessionsStage
+from collector.spool.stage import SpoolStage
+from collector.state.recorder import Recorder
+from collector.state.results import ResultStore
+from collector.state.store import MemorySpool, Spool, open_spool
 from collector.status import extension as status
 from collector.status.config import Status
+from collector.status.view import State
+from evaluators.result import EvaluationResult
 
 log = logging.getLogger("skillgauge")
+
+
+class Chain:
+    """The stages, built and linked; ``consume`` is the first stage's."""
+
+    def __init__(self, config: Config, store: Spool | None = None, metrics: Metrics | None = None) -> None:
+        self.config = config
+        self.metrics = metrics or Metrics()
+        outbox_capacity = config.export.otlp.queue_size if config.export.otlp else 100_000
+        self.store = store if store is not None else open_spool(config.storage.path, outbox_capacity)
+        self.results = ResultStore()
+        self.fanout = Fanout()
+        self.recorder = Recorder(self.store, self.results, self.metrics, self.fanout)
+        self.runner = Runner(self.recorder, config, self.metrics, store=self._store_result)
+        self.sessions = SessionsStage(
+            config.sessions, config.storage, Rules.compile(config.expectations), self.store, self.metrics, self.runner
+        )
+        self.spool = SpoolStage(self.store, self.sessions, config.storage.max_bytes, self.sessions.admit)
+        self.intake = redacting(self.spool, config.redact)  # before the spool sees a value
+        self.ready = False
+        self.draining = False
+        self.metrics.judge_configured.set(1 if config.judge.configured else 0)
+
+    async def _store_result(self, result: EvaluationResult) -> None:
+        await self.store.save_result(result.key, result.session_id, result.revision, result.to_dict())
+
+    def admit(self) -> None:
+        self.spool.admit()
+
+    async def consume(self, item: Received) -> None:
+        await self.intake.consume(item)
+
+    async def start(self) -> None:
+        """Recover what a previous process left, then start closing sessions on time."""
+        if self.store.durable:
+            recovery = self.store.recovery()
+            self.runner.recovered = dict(recovery.results)
+            await self.sessions.recover(recovery)
+        self.sessions.start()
+
+    async def drain(self, timeout: float = 30.0) -> None:
+        """Wait for evaluations in flight and their records."""
+        await self.runner.drain(timeout)
+        await self.recorder.drain(timeout)
+
+    async def shutdown(self, timeout: float = 10.0) -> None:
+        """Close every open session (reason ``shutdown``), evaluate it, flush, stop."""
+        self.draining = True
+        await self.intake.shutdown(timeout)
+        await self.store.shutdown(timeout)
+
+    # -- the status view ---------------------------------------------------------------------
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        return self.metrics.registry
+
+    @property
+    def results_capacity(self) -> int:
+        return self.results.capacity
+
+    def state(self) -> State:
+        return "draining" if self.draining else "ready" if self.ready else "starting"
+
+    def open_count(self) -> int:
+        return self.sessions.assembler.open_count
+
+    def refresh(self) -> None:
+        self.sessions.refresh()
+        self.spool.refresh()
+        self.metrics.spool_bytes.set(self.spool.size_bytes)
+
+    async def session(self, session_id: str) -> tuple[dict[str, Any] | None, list[Any]]:
+        await self.sessions.settle()  # what was acknowledged is visible here
+        live = self.sessions.assembler.get(session_id)
+        summary: dict[str, Any] | None = None
+        if live is not None:
+            summary = {
+                "revision": live.revision,
+                "spans": live.spans,
+                "skill_loads": self.sessions.assembler.loads_so_far(session_id),
+                "why_no_results": "the session is still open; it is evaluated when it closes "
+                f"(idle {self.config.sessions.idle_timeout:g}s, max duration, end attribute or limits)",
+            }
+        return summary, self.results.get(session_id) or []
+
+    def count_refusal(self, endpoint: str) -> None:
+        self.metrics.status_rejected.labels(endpoint, "unauthenticated").inc()
 
 
 @dataclass
 class Service:
     config: Config
-    pipeline: Pipeline = field(init=False)
+    chain: Chain = field(init=False)
     ports: dict[str, int] = field(default_factory=dict)
     _grpc: grpc.aio.Server | None = None
     _runners: list[web.AppRunner] = field(default_factory=list)  # the OTLP/HTTP receiver's
     _status: web.AppRunner | None = None
-    _ready: bool = False
 
     def __post_init__(self) -> None:
-        self.pipeline = Pipeline(self.config)
+        self.chain = Chain(self.config)
 
     async def start(self) -> None:
-        pipeline = self.pipeline
+        chain = self.chain
         receivers = self.config.receivers.otlp
-        metrics = pipeline.metrics
+        metrics = chain.metrics
 
         def answered(protocol: str) -> Callable[[str, str, str], None]:
             def on_answer(signal_name: str, outcome: str, reason: str) -> None:
@@ -60,30 +170,29 @@ class Service:
             return on_answer
 
         if self.config.export.otlp is not None:
-            spool = pipeline.spool
+            store = chain.store
             exporter = OtlpExporter(
-                self.config.export.otlp, metrics, outbox=lambda signal: SpoolOutbox(spool, f"otlp_{signal}")
+                self.config.export.otlp, metrics, outbox=lambda signal: SpoolOutbox(store, f"otlp_{signal}")
             )
-            pipeline.sinks.append(exporter)
+            chain.fanout.exporters.append(exporter)
             await exporter.start()
-        await pipeline.start()  # after the sinks: a restart re-exports through them
-        consume = redacting(pipeline.consume, self.config.redact)  # before the spool sees a value
+        await chain.start()  # after the exporters: a restart re-exports through them
         if receivers.grpc is not None:
             self._grpc, self.ports["grpc"] = await grpc_receiver.start(
                 receivers.grpc,
-                consume,
+                chain.intake,
                 answered("grpc"),
                 self.config.auth_for(receivers.grpc),
-                pipeline.admit,
+                chain.admit,
             )
         if receivers.http is not None:
             runner, self.ports["http"] = await self._serve(
                 http_receiver.app(
                     receivers.http,
-                    consume,
+                    chain.intake,
                     answered("http"),
                     self.config.auth_for(receivers.http),
-                    pipeline.admit,
+                    chain.admit,
                 ),
                 receivers.http.host,
                 receivers.http.port,
@@ -95,7 +204,7 @@ class Service:
         status_cfg = self.config.status
         host, _, port = status_cfg.endpoint.rpartition(":")
         self._status, self.ports["status"] = await self._serve(
-            status.app(pipeline, lambda: self._ready, self.config.auth_for(status_cfg)),
+            status.app(chain, self.config.auth_for(status_cfg)),
             host.strip("[]"),
             int(port),
             "status.endpoint",
@@ -104,7 +213,7 @@ class Service:
         # What start-up built (modules, handlers, the recovered state) lives as long as the
         # process: keep it out of every later full garbage collection.
         gc.freeze()
-        self._ready = True
+        chain.ready = True
         self._log_startup()
 
     async def _serve(
@@ -158,11 +267,11 @@ class Service:
                 "redact: values of %s are replaced by [REDACTED] as requests arrive",
                 ", ".join(cfg.redact.attributes),
             )
-        if isinstance(self.pipeline.spool, MemorySpool):
+        if isinstance(self.chain.store, MemorySpool):
             log.warning('storage.path is ":memory:": spans are NOT durable; a crash loses open sessions')
         else:
             log.info(
-                "spool: %s (acknowledged spans survive a crash)", getattr(self.pipeline.spool, "path", "?")
+                "spool: %s (acknowledged spans survive a crash)", getattr(self.chain.store, "path", "?")
             )
         s = cfg.sessions
         log.info(
@@ -181,7 +290,7 @@ class Service:
                 " and gen_ai.evaluation.result log records" if otlp.logs else "",
                 _safe_url(otlp.endpoint),
                 "gRPC" if otlp.protocol == "grpc" else "HTTP",
-                "spooled" if self.pipeline.spool.durable else "in-memory",
+                "spooled" if self.chain.store.durable else "in-memory",
                 otlp.queue_size,
             )
         else:
@@ -214,9 +323,9 @@ class Service:
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop taking requests, close and evaluate every open session, flush, exit."""
-        self.pipeline.draining = True
+        self.chain.draining = True
         await self._stop_receivers(timeout)
-        await self.pipeline.shutdown(timeout)
+        await self.chain.shutdown(timeout)
         if self._status is not None:  # the status API answers until the end
             await self._status.cleanup()
         log.info("skillgauge stopped")

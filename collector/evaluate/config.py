@@ -4,7 +4,7 @@ each evaluator's policy."""
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import (
     Field,
@@ -190,3 +190,25 @@ class Evaluators(Strict):
             ("skill_omission", self.skill_omission),
             *((f"custom.{c.name}", c) for c in self.custom),
         ]
+
+
+
+class Evaluation(Protocol):
+    """The sections the evaluate stage reads (``collector.config.Config`` has them all)."""
+
+    @property
+    def judge(self) -> Judge: ...
+
+    @property
+    def evaluators(self) -> Evaluators: ...
+
+    @property
+    def skills(self) -> Skills: ...
+
+
+class Defaults(Strict):
+    """Every evaluation section at its defaults."""
+
+    judge: Judge = Judge()
+    evaluators: Evaluators = Evaluators()
+    skills: Skills = Skills()

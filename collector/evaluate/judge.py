@@ -1,16 +1,13 @@
-"""How a process calls the judge: ``judge_env`` builds what ``execute`` needs from the config.
-
-The runner uses it when judge calls run in the serving process, the judge worker when they
-run in a child; either way one process holds the client and the budgets.
-"""
+"""How the evaluate stage calls the judge: ``judge_env`` builds what ``execute`` needs (the
+client, prices, budgets shared by every call) from the config."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 
-from collector.config import Config
 from collector.evaluate.config import Budget as BudgetConfig
+from collector.evaluate.config import Evaluation
 from collector.evaluate.execute import JudgeEnv
 from collector.evaluate.retry import RetryPolicy
 from evaluators.judge.base import Judge, JudgeObserver
@@ -22,7 +19,7 @@ def _limits(budget: BudgetConfig) -> Limits:
     return Limits(budget.tokens_per_hour, budget.tokens_per_day, budget.usd_per_hour, budget.usd_per_day)
 
 
-def build_judge(config: Config, observer: JudgeObserver) -> Judge | None:
+def build_judge(config: Evaluation, observer: JudgeObserver) -> Judge | None:
     if not config.judge.configured:
         return None
     from collector.evaluate.anthropic import AnthropicJudge
@@ -38,7 +35,7 @@ def build_judge(config: Config, observer: JudgeObserver) -> Judge | None:
 
 
 def judge_env(
-    config: Config,
+    config: Evaluation,
     observer: JudgeObserver,
     judge: Judge | None = None,
     clock: Callable[[], float] = time.time,

@@ -18,10 +18,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from collector.config import Config, parse
+from collector.component import Consumer
+from collector.evaluate.config import Defaults, Evaluation
 from collector.evaluate.execute import execute
 from collector.evaluate.judge import judge_env
 from collector.export.metrics import Metrics
+from collector.state.recorder import Evaluated
 from evaluators import suite
 from evaluators.evidence import Session
 from evaluators.judge.base import Judge
@@ -32,11 +34,10 @@ from evaluators.result import Coverage, EvaluationResult, result_key, unjudged
 
 log = logging.getLogger("skillgauge")
 
-Deliver = Callable[[Coverage, float], None]  # (coverage, seconds since the session closed)
 StoreResult = Callable[[EvaluationResult], Awaitable[None]]
 
 
-def settings_from(config: Config, registry: SkillRegistry, judge_available: bool) -> Settings:
+def settings_from(config: Evaluation, registry: SkillRegistry, judge_available: bool) -> Settings:
     ev = config.evaluators
     policies = {
         name: Policy(e.enabled, e.sampling, e.model)
@@ -92,22 +93,24 @@ class _MetricsObserver:
 
 
 class Runner:
+    """The evaluate stage: each closed ``Session`` in, its ``Evaluated`` account out."""
+
     def __init__(
         self,
-        deliver: Deliver,
-        config: Config | None = None,
+        next: Consumer[Evaluated],
+        config: Evaluation | None = None,
         metrics: Metrics | None = None,
         judge: Judge | None = None,
         clock: Callable[[], float] = time.time,
         store: StoreResult | None = None,
     ) -> None:
-        self._deliver = deliver
+        self.next = next
         # Exactly once: every judge verdict is committed (``store``) as soon as it arrives, and
         # verdicts committed before a restart (``recovered``, by idempotency key) are reused
         # instead of asking the judge again.
         self._store = store
         self.recovered: dict[str, dict[str, Any]] = {}
-        self.config = config or parse({})
+        self.config = config or Defaults()
         self.metrics = metrics or Metrics()
         self.registry = load_registry(self.config.skills.paths)  # validated with the config
         observer = _MetricsObserver(self.metrics)
@@ -129,7 +132,16 @@ class Runner:
                 ", ".join(sorted(s.name for s in self.registry.skills.values())),
             )
 
-    def submit(self, session: Session) -> None:
+    async def consume(self, item: Session) -> None:
+        """Plan the session's evaluations; hand its account on at once when no judge call is
+        needed, else when the last call ends."""
+        finished = self.submit(item)
+        if finished is not None:
+            await self.next.consume(finished)
+
+    def submit(self, session: Session) -> Evaluated | None:
+        """Plan a session; its account if it is already complete, else None (judge calls
+        run as tasks, and the last one to end hands the account on)."""
         closed_at = time.monotonic()
         plan = suite.plan(session, self.settings)
         for skill in plan.body_mismatches:
@@ -155,8 +167,7 @@ class Runner:
                 self._queued += 1
                 pending.append((i, slot))
         if not pending:
-            self._finish_now(session, slots, closed_at)
-            return
+            return self._finished(session, slots, closed_at)
         self.metrics.judge_queue.set(self._queued)
         calls = []
         for _, judge_task in pending:
@@ -167,12 +178,13 @@ class Runner:
         finish = asyncio.create_task(self._gather(session, slots, pending, calls, closed_at))
         self._in_flight.add(finish)
         finish.add_done_callback(self._in_flight.discard)
+        return None
 
-    def _finish_now(
+    def _finished(
         self, session: Session, slots: list[EvaluationResult | JudgeTask], closed_at: float
-    ) -> None:
+    ) -> Evaluated:
         results = [s for s in slots if isinstance(s, EvaluationResult)]
-        self._deliver(Coverage(session, results, self.enabled), time.monotonic() - closed_at)
+        return Evaluated(Coverage(session, results, self.enabled), closed_at)
 
     async def _judge(self, task: JudgeTask) -> EvaluationResult:
         try:
@@ -215,7 +227,7 @@ class Runner:
                     judge_task, "shutdown", "still waiting for the judge when the collector shut down"
                 )
             )
-        self._finish_now(session, slots, closed_at)
+        await self.next.consume(self._finished(session, slots, closed_at))
 
     @property
     def in_flight(self) -> int:
@@ -239,6 +251,11 @@ class Runner:
             for call in list(self._calls):
                 call.cancel()
             await asyncio.wait(late, timeout=5.0)
+
+    async def shutdown(self, timeout: float) -> None:
+        await self.drain(timeout)
+        await self.close()
+        await self.next.shutdown(timeout)
 
     async def close(self) -> None:
         if self.judge is not None:

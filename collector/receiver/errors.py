@@ -3,7 +3,8 @@
 Every answer OTLP 1.11 asks for, in one table: bad data is permanent (INVALID_ARGUMENT /
 400), an oversized request is permanent (RESOURCE_EXHAUSTED without RetryInfo / 413),
 backpressure is retryable (UNAVAILABLE with RetryInfo / 503 with Retry-After), a missing
-or wrong bearer token is UNAUTHENTICATED / 401.
+or wrong bearer token is UNAUTHENTICATED / 401.  The chain's own failures
+(``collector.component.Permanent`` / ``Retryable``) are translated here too (``sorted_error``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 import grpc
 from google.protobuf.duration_pb2 import Duration
 from google.rpc import code_pb2, error_details_pb2, status_pb2
+
+from collector.component import Permanent, Retryable
 
 
 class ReceiveError(Exception):
@@ -62,6 +65,20 @@ class Backpressure(ReceiveError):
     def __init__(self, message: str, retry_after: float = 5.0) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+# What a receiver catches: its own errors and the chain's.
+ANSWERED = (ReceiveError, Permanent, Retryable)
+
+
+def sorted_error(error: Exception) -> ReceiveError:
+    """The receiver error a failure answers as: the chain's ``Retryable`` is backpressure,
+    its ``Permanent`` is invalid data."""
+    if isinstance(error, ReceiveError):
+        return error
+    if isinstance(error, Retryable):
+        return Backpressure(str(error), retry_after=error.retry_after)
+    return InvalidRequest(str(error))
 
 
 @dataclass(frozen=True, slots=True)

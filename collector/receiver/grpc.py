@@ -11,13 +11,13 @@ from __future__ import annotations
 import grpc
 from google.protobuf.message import Message
 
-from collector.pipeline import Received
+from collector.otlp.received import Received
 from collector.receiver import auth as listener_auth
 from collector.receiver import decode
 from collector.receiver.config import BearerAuth, Listener
-from collector.receiver.errors import ReceiveError, Unauthenticated, answer
+from collector.receiver.errors import ANSWERED, Unauthenticated, answer, sorted_error
 from collector.receiver.responses import response_for
-from collector.receiver.types import Admit, Consume, OnAnswer
+from collector.receiver.types import Admit, Intake, OnAnswer
 
 SERVICES: dict[decode.Signal, str] = {
     "traces": "opentelemetry.proto.collector.trace.v1.TraceService",
@@ -26,14 +26,17 @@ SERVICES: dict[decode.Signal, str] = {
 
 
 def _export(
-    signal: decode.Signal, consume: Consume, on_answer: OnAnswer, admit: Admit
+    signal: decode.Signal, intake: Intake, on_answer: OnAnswer, admit: Admit
 ) -> grpc.RpcMethodHandler:
     async def export(body: bytes, context: grpc.aio.ServicerContext) -> Message:
         try:
             admit()  # refuse under backpressure before paying for the decode
             request = decode.decode(signal, body, "protobuf")
-            result = await consume(Received(signal, request, "grpc", raw=body))
-        except ReceiveError as error:
+            item = Received(signal, request, "grpc", raw=body)
+            await intake.consume(item)
+            result = item.outcome
+        except ANSWERED as failure:
+            error = sorted_error(failure)
             on_answer(signal, "error", error.reason)
             reply = answer(error)
             await context.abort(reply.grpc_code, reply.message, trailing_metadata=reply.grpc_trailers())
@@ -52,7 +55,7 @@ def _signal_of(method: str) -> str:
 
 async def start(
     listener: Listener,
-    consume: Consume,
+    intake: Intake,
     on_answer: OnAnswer,
     auth: BearerAuth | None = None,
     admit: Admit = lambda: None,
@@ -77,7 +80,7 @@ async def start(
         server.add_generic_rpc_handlers(
             (
                 grpc.method_handlers_generic_handler(
-                    service, {"Export": _export(signal, consume, on_answer, admit)}
+                    service, {"Export": _export(signal, intake, on_answer, admit)}
                 ),
             )
         )

@@ -12,13 +12,21 @@ from aiohttp import web
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from collector.pipeline import Received
+from collector.otlp.received import Received
 from collector.receiver import auth as listener_auth
 from collector.receiver import decode
 from collector.receiver.config import BearerAuth, Listener
-from collector.receiver.errors import InvalidRequest, ReceiveError, TooLarge, Unauthenticated, answer
+from collector.receiver.errors import (
+    ANSWERED,
+    InvalidRequest,
+    ReceiveError,
+    TooLarge,
+    Unauthenticated,
+    answer,
+    sorted_error,
+)
 from collector.receiver.responses import response_for
-from collector.receiver.types import Admit, Consume, OnAnswer
+from collector.receiver.types import Admit, Intake, OnAnswer
 
 _MEDIA = {"protobuf": "application/x-protobuf", "json": "application/json"}
 
@@ -43,7 +51,7 @@ def _error_response(error: ReceiveError, encoding: decode.Encoding) -> web.Respo
 
 
 def make_handler(
-    signal: decode.Signal, listener: Listener, consume: Consume, on_answer: OnAnswer, admit: Admit
+    signal: decode.Signal, listener: Listener, intake: Intake, on_answer: OnAnswer, admit: Admit
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     limit = listener.max_request_bytes
 
@@ -55,8 +63,11 @@ def make_handler(
             body = await _read_body(request, limit)
             message = decode.decode(signal, body, encoding)
             raw = body if encoding == "protobuf" else None
-            result = await consume(Received(signal, message, "http", raw=raw))
-        except ReceiveError as error:
+            item = Received(signal, message, "http", raw=raw)
+            await intake.consume(item)
+            result = item.outcome
+        except ANSWERED as failure:
+            error = sorted_error(failure)
             on_answer(signal, "error", error.reason)
             return _error_response(error, encoding)
         on_answer(signal, "partial" if result.rejected else "ok", "")
@@ -103,7 +114,7 @@ def _unauthenticated(on_answer: OnAnswer) -> listener_auth.Refusal:
 
 def app(
     listener: Listener,
-    consume: Consume,
+    intake: Intake,
     on_answer: OnAnswer,
     auth: BearerAuth | None = None,
     admit: Admit = lambda: None,
@@ -113,6 +124,6 @@ def app(
     if auth is not None:
         middlewares.append(listener_auth.middleware(listener_auth.Bearer(auth), _unauthenticated(on_answer)))
     application = web.Application(client_max_size=listener.max_request_bytes + 1, middlewares=middlewares)
-    application.router.add_post("/v1/traces", make_handler("traces", listener, consume, on_answer, admit))
-    application.router.add_post("/v1/logs", make_handler("logs", listener, consume, on_answer, admit))
+    application.router.add_post("/v1/traces", make_handler("traces", listener, intake, on_answer, admit))
+    application.router.add_post("/v1/logs", make_handler("logs", listener, intake, on_answer, admit))
     return application

@@ -21,10 +21,9 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from collector.pipeline import Received
+from collector.otlp.received import Received
 from collector.receiver.config import Redact
-from collector.receiver.types import Consume
-from collector.sessions.assembler import Accepted
+from collector.receiver.types import Intake
 
 REDACTED = "[REDACTED]"
 MIN_SCRUB_CHARS = 4  # shorter values ("1", "eu") would shred unrelated text
@@ -90,15 +89,22 @@ def _replace(text: str, values: list[str]) -> str:
     return text
 
 
-def redacting(consume: Consume, config: Redact) -> Consume:
-    """``consume`` behind redaction; ``consume`` itself when nothing is to be redacted."""
-    if not config.attributes:
-        return consume
-    redactor = Redactor(config)
+class Redacting:
+    """A stage before ``next`` that redacts each request (see the module doc)."""
 
-    async def consume_redacted(item: Received) -> Accepted:
-        if redactor(item.request):
+    def __init__(self, config: Redact, next: Intake) -> None:
+        self._redactor = Redactor(config)
+        self.next = next
+
+    async def consume(self, item: Received) -> None:
+        if self._redactor(item.request):
             item = replace(item, raw=None)  # the bytes as received still hold the values
-        return await consume(item)
+        await self.next.consume(item)
 
-    return consume_redacted
+    async def shutdown(self, timeout: float) -> None:
+        await self.next.shutdown(timeout)
+
+
+def redacting(next: Intake, config: Redact) -> Intake:
+    """``next`` behind redaction; ``next`` itself when nothing is to be redacted."""
+    return Redacting(config, next) if config.attributes else next

@@ -6,8 +6,8 @@ from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from collector.otlp.received import Accepted
 from collector.receiver.decode import Signal
-from collector.sessions.assembler import Accepted
 
 
 def response_for(signal: Signal, result: Accepted) -> Message:

@@ -1,12 +1,13 @@
-"""The three callables a receiver is built from (the pipeline provides them)."""
+"""What a receiver is built from: the chain's first stage, a way to count its answers, and
+an admission check made before the request is read."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
-from collector.pipeline import Received
-from collector.sessions.assembler import Accepted
+from collector.component import Consumer
+from collector.otlp.received import Received
 
-Consume = Callable[[Received], Awaitable[Accepted]]  # take one decoded request
+Intake = Consumer[Received]  # takes one decoded request; fills its ``outcome``
 OnAnswer = Callable[[str, str, str], None]  # (signal, outcome, reason): count the answer
-Admit = Callable[[], None]  # raises Backpressure when the pipeline cannot take a request now
+Admit = Callable[[], None]  # raises ``Retryable`` when the chain cannot take a request now

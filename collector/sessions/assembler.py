@@ -27,10 +27,11 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from collector.component import Retryable
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.session import SessionEvidence
+from collector.otlp.received import Accepted
 from collector.otlp.views import Attributes, LogView, ResourceView, SpanView, as_text
-from collector.receiver.errors import Backpressure
 from collector.sessions.config import Sessions as SessionsConfig
 from collector.state.store import Closed
 from evaluators.evidence import Session
@@ -49,20 +50,6 @@ CLOSE_REASONS = (
 _REOPEN_WHOLE = frozenset({"idle_timeout", "end_attribute"})
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
-
-
-@dataclass(slots=True)
-class Accepted:
-    """What became of one request's items: how many were taken, why the rest were not."""
-
-    accepted: int = 0
-    rejected: int = 0
-    message: str = ""
-
-    def reject(self, why: str) -> None:
-        self.rejected += 1
-        if why not in self.message:
-            self.message = f"{self.message}; {why}" if self.message else why
 
 
 class OpenSession:
@@ -307,7 +294,7 @@ class Assembler:
 
     def admit(self) -> None:
         if len(self._open) >= self._config.max_open:
-            raise Backpressure(
+            raise Retryable(
                 f"{len(self._open)} sessions open (sessions.max_open); retry later", retry_after=5.0
             )
 

@@ -140,6 +140,9 @@ class Recovery:
 
 class Spool(Protocol):
     durable: bool
+    # Closed revisions not yet evaluated (session, revision) -> the first request they need:
+    # what a restart must replay for them.
+    unfinished: dict[tuple[str, int], int]
 
     async def append(self, signal: str, payload: bytes) -> int:
         """Commit one request; return its id once it is durable."""
@@ -188,6 +191,7 @@ class MemorySpool:
     durable = False
 
     def __init__(self, outbox_capacity: int = 100_000) -> None:
+        self.unfinished: dict[tuple[str, int], int] = {}
         self._next = 0
         self._outbox: dict[str, dict[str, tuple[str, bytes, float]]] = {}
         self._capacity = outbox_capacity
@@ -197,13 +201,14 @@ class MemorySpool:
         return self._next
 
     def record_closed(self, closed: Closed) -> None:
-        return None
+        self.unfinished[(closed.session, closed.revision)] = closed.first_request
 
     async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
         return None
 
     async def save_coverage(self, revisions: list[Recorded]) -> None:
-        return None
+        for session, revision, _, _ in revisions:
+            self.unfinished.pop((session, revision), None)
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
         box = self._outbox.setdefault(channel, {})
@@ -271,6 +276,7 @@ class SqliteSpool:
     durable = True
 
     def __init__(self, directory: str | Path, outbox_capacity: int = 100_000) -> None:
+        self.unfinished: dict[tuple[str, int], int] = {}
         self.path = Path(directory) / "skillgauge.sqlite"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -400,6 +406,7 @@ class SqliteSpool:
         return await self._submit(insert, urgent=True)
 
     def record_closed(self, closed: Closed) -> None:
+        self.unfinished[(closed.session, closed.revision)] = closed.first_request
         row = (
             closed.session,
             closed.revision,
@@ -432,6 +439,8 @@ class SqliteSpool:
         ]
         if rows:
             await self._submit(_Rows(_INSERT_COVERAGE, rows))
+        for session, revision, _, _ in revisions:
+            self.unfinished.pop((session, revision), None)
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
         capacity = self._capacity

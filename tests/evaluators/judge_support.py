@@ -8,6 +8,7 @@ from typing import Any
 from collector.config import Config, parse
 from collector.evaluate.runner import Runner
 from collector.export.metrics import Metrics
+from collector.state.recorder import Evaluated
 from evaluators.evidence import Catalog, CatalogEntry, Session, SkillLoad, ToolCall, Turn
 from evaluators.judge.base import Judge
 from evaluators.result import Coverage, EvaluationResult
@@ -68,6 +69,19 @@ def config(data: dict[str, Any] | None = None, **judge: Any) -> Config:
     return parse(data)
 
 
+class _Collecting:
+    """Keeps each account the runner hands on."""
+
+    def __init__(self, into: list[Coverage]) -> None:
+        self._into = into
+
+    async def consume(self, item: Evaluated) -> None:
+        self._into.append(item.coverage)
+
+    async def shutdown(self, timeout: float) -> None:
+        return None
+
+
 class Collected:
     """A runner that keeps every coverage it delivers."""
 
@@ -81,7 +95,7 @@ class Collected:
         self.metrics = Metrics()
         extra = {"clock": clock} if clock else {}
         self.runner = Runner(
-            lambda c, _lag: self.coverages.append(c),
+            _Collecting(self.coverages),
             cfg or config(),
             self.metrics,
             judge,
@@ -90,7 +104,7 @@ class Collected:
 
     async def run(self, *sessions: Session) -> list[Coverage]:
         for s in sessions:
-            self.runner.submit(s)
+            await self.runner.consume(s)
         await self.runner.drain(10)
         return self.coverages
 

@@ -168,7 +168,7 @@ async def test_concurrency_is_bounded_and_queue_is_visible(fake: FakeAnthropic) 
     fake.script = lambda seen: delay(0.15, then=default_verdict(seen))
     c = Collected(judge_config(fake, max_concurrency=2))
     for i in range(4):
-        c.runner.submit(session(f"s-{i}", loads=[load()]))
+        await c.runner.consume(session(f"s-{i}", loads=[load()]))
     assert c.runner.queued == 8
     assert metric_value(metrics_text(c), "skillgauge_judge_queue_depth") == 8
     await c.runner.drain(10)

@@ -253,7 +253,7 @@ async def test_shutdown_deadline_records_skipped_rows() -> None:
             pass
 
     c = Collected(config(), Stuck())  # type: ignore[arg-type]
-    c.runner.submit(session(loads=[load()]))
+    await c.runner.consume(session(loads=[load()]))
     await c.runner.drain(0.05)
     (coverage,) = c.coverages
     stuck = [r for r in coverage.results if r.reason == "shutdown"]

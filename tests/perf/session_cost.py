@@ -3,10 +3,9 @@
 The benchmark's sessions are small (~9 spans), so at saturation the server closes a few
 thousand a second, and what it does per session counts beside what it does per span.  This
 builds the benchmark's sessions (recorded framework sessions, re-keyed) in process, then
-times each step ``serve`` takes for a session the detection worker sends back, with no
-judge configured (as in the benchmark's ingest phase):
+times each step ``serve`` takes for a session once it closes, with no judge configured (as
+in the benchmark's ingest phase):
 
-  unpickle   the ``Session`` as it arrives from the worker
   plan       ``evaluators.suite.plan``: every deterministic row, judge rows skipped
   results    each result as the JSON record the spool stores
   coverage   the coverage line, the same way
@@ -20,7 +19,6 @@ drift with the machine; compare the lines of one run.
 from __future__ import annotations
 
 import argparse
-import pickle
 import sys
 import time
 from collections.abc import Callable
@@ -51,7 +49,7 @@ from evaluators.result import Coverage, EvaluationResult  # noqa: E402
 def closed_sessions(sessions: int) -> list[Session]:
     config = parse({})
     closed: list[Session] = []
-    assembler = Assembler(config.sessions, lambda session, reason: closed.append(session))  # detection inline
+    assembler = Assembler(config.sessions, lambda session, reason: closed.append(session))
     for n, body in enumerate(bench.requests_for(sessions)[0]):
         assembler.add_spans(ExportTraceServiceRequest.FromString(body), n + 1, raw=body)
     assembler.close_all("idle_timeout")
@@ -75,7 +73,6 @@ def main(argv: list[str] | None = None) -> int:
 
     sessions = closed_sessions(args.sessions)
     settings = settings_from(parse({}), SkillRegistry(), judge_available=False)
-    pickled = [pickle.dumps(s, pickle.HIGHEST_PROTOCOL) for s in sessions]
     coverages = [
         Coverage(s, [r for r in suite.plan(s, settings).slots if isinstance(r, EvaluationResult)])
         for s in sessions
@@ -89,7 +86,6 @@ def main(argv: list[str] | None = None) -> int:
     results = sum(len(c.results) for c in coverages)
     print(f"{n} sessions, {spans / n:.1f} spans and {results / n:.1f} results a session")
     steps: dict[str, Callable[[], Any]] = {
-        "unpickle": lambda: [pickle.loads(p) for p in pickled],
         "plan": lambda: [suite.plan(s, settings) for s in sessions],
         "results": lambda: [[encode_record(r.to_dict()) for r in c.results] for c in coverages],
         "coverage": lambda: [encode_record(c.to_dict()) for c in coverages],

@@ -9,8 +9,8 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from support import FRAMEWORKS, trace_requests
 
+from collector.component import Retryable as Backpressure
 from collector.config import Config, parse
-from collector.receiver.errors import Backpressure
 from collector.sessions.assembler import Accepted, Assembler
 from evaluators.evidence import Session
 

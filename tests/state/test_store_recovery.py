@@ -8,7 +8,8 @@ from pathlib import Path
 from support import FRAMEWORKS, trace_requests
 
 from collector.config import parse
-from collector.pipeline import Pipeline, Received
+from collector.otlp.received import Received
+from collector.service import Chain as Pipeline
 from collector.state.store import Closed, SqliteSpool, encode_record
 
 
@@ -21,8 +22,8 @@ async def _first_life(tmp: Path) -> None:
     for name in ("right_skill", "no_skill"):
         (request,) = trace_requests(FRAMEWORKS / "strands" / f"{name}.traces.jsonl")
         await pipeline.consume(Received("traces", request, "test"))
-    await pipeline.settle()
-    pipeline.assembler.close("strands-no_skill-0001", "end_attribute")
+    await pipeline.sessions.settle()
+    await pipeline.sessions.close("strands-no_skill-0001", "end_attribute")
     await pipeline.drain()
     # no shutdown: the process "dies" with right_skill open; the writer thread is abandoned
     await asyncio.sleep(0.2)
@@ -30,8 +31,8 @@ async def _first_life(tmp: Path) -> None:
 
 async def _second_life(tmp: Path) -> Pipeline:
     pipeline = Pipeline(_config(tmp))  # type: ignore[arg-type]
-    pipeline.keep_closed = True
-    await pipeline.recover()
+    pipeline.recorder.keep_closed = True
+    await pipeline.start()
     return pipeline
 
 
@@ -42,13 +43,13 @@ def test_open_sessions_are_rebuilt_and_evaluated_ones_are_not_evaluated_again(tm
 
     async def check() -> None:
         pipeline = await _second_life(tmp_path)
-        assert [s.key for s in pipeline.assembler.open_sessions()] == ["strands-right_skill-0001"]
-        (open_session,) = pipeline.assembler.open_sessions()
+        assert [s.key for s in pipeline.sessions.assembler.open_sessions()] == ["strands-right_skill-0001"]
+        (open_session,) = pipeline.sessions.assembler.open_sessions()
         assert open_session.spans == 6
-        pipeline.assembler.close_all("shutdown")
+        await pipeline.sessions.close_all("shutdown")
         await pipeline.drain()
-        assert [c.session.session_id for c in pipeline.closed] == ["strands-right_skill-0001"]
-        await pipeline.spool.shutdown()
+        assert [c.session.session_id for c in pipeline.recorder.closed] == ["strands-right_skill-0001"]
+        await pipeline.store.shutdown()
 
     asyncio.run(check())
 
@@ -58,14 +59,14 @@ def test_a_new_revision_supersedes_the_old_results_which_stay_on_record(tmp_path
         pipeline = Pipeline(_config(tmp_path))  # type: ignore[arg-type]
         (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
         await pipeline.consume(Received("traces", request, "test"))
-        await pipeline.settle()
-        pipeline.assembler.close("strands-right_skill-0001", "idle_timeout")
+        await pipeline.sessions.settle()
+        await pipeline.sessions.close("strands-right_skill-0001", "idle_timeout")
         await pipeline.drain()
         await pipeline.consume(Received("traces", request, "test"))  # the same spans, late
-        await pipeline.settle()
-        pipeline.assembler.close("strands-right_skill-0001", "idle_timeout")
+        await pipeline.sessions.settle()
+        await pipeline.sessions.close("strands-right_skill-0001", "idle_timeout")
         await pipeline.drain()
-        await pipeline.spool.shutdown()
+        await pipeline.store.shutdown()
         import sqlite3
 
         with sqlite3.connect(tmp_path / "skillgauge.sqlite") as db:

@@ -1,0 +1,43 @@
+"""An OTLP Export request as it travels the chain, and what became of its items."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from google.protobuf.message import Message
+
+Signal = Literal["traces", "logs"]
+
+
+@dataclass(slots=True)
+class Accepted:
+    """What became of one request's items: how many were taken, why the rest were not."""
+
+    accepted: int = 0
+    rejected: int = 0
+    message: str = ""
+
+    def reject(self, why: str) -> None:
+        self.rejected += 1
+        if why not in self.message:
+            self.message = f"{self.message}; {why}" if self.message else why
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """One decoded request.  Stages fill ``outcome``; the receiver answers with it."""
+
+    signal: Signal
+    request: Message
+    protocol: str  # grpc | http | replay | spool
+    raw: bytes | None = None  # the request's protobuf bytes as received: spooled as they are
+    outcome: Accepted = field(default_factory=Accepted)
+
+
+@dataclass(frozen=True, slots=True)
+class Spooled:
+    """A received request once the store holds it, under its request id."""
+
+    received: Received
+    request_id: int

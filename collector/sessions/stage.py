@@ -1,0 +1,284 @@
+"""The sessions stage: spooled requests in arrival order, through the assembler (which groups
+items into sessions and feeds each session's evidence), closed sessions on to ``next``.
+
+A trace request is queued and assembled by one task, so its Export answer is the spool's
+commit, not detection (the queue is bounded: ``sessions.max_pending_requests``).  A log
+request is assembled before its answer, because whether a record can be used depends on its
+session key.  A ticker closes idle and expired sessions and checkpoints the store.
+
+Restart (``recover``): the store's requests are replayed from the oldest one an unfinished
+session needs; spans of revisions already evaluated are skipped; revisions that closed but
+were not evaluated are closed again at the same point of the replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from collector.component import Consumer, Retryable
+from collector.detect.expectations import Rules
+from collector.export.metrics import Metrics
+from collector.otlp.received import Accepted, Received, Signal, Spooled
+from collector.sessions.assembler import Assembler
+from collector.sessions.config import Sessions
+from collector.state.config import Storage
+from collector.state.store import Closed, Recovery, Spool
+from evaluators.evidence import Session
+
+log = logging.getLogger("skillgauge")
+_CLOSE_BATCH = 8  # sessions closed (and planned for evaluation) per event-loop turn
+
+
+class SessionsStage:
+    def __init__(
+        self,
+        config: Sessions,
+        storage: Storage,
+        rules: Rules,
+        store: Spool,
+        metrics: Metrics,
+        next: Consumer[Session],
+    ) -> None:
+        self.config = config
+        self.storage = storage
+        self.store = store
+        self.metrics = metrics
+        self.next = next
+        self.assembler = Assembler(config, self._on_close, rules=rules, on_record=store.record_closed)
+        self._closed: list[Session] = []  # closed by the assembler, not yet handed on
+        self._pending: deque[Spooled] = deque()  # spooled, acknowledged, not assembled
+        self._assembling = False
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._checkpoints: set[asyncio.Task[None]] = set()
+        self._last_request = 0
+        self._checkpointed_at = 0.0
+        self._reopened_seen = 0
+
+    # -- intake ---------------------------------------------------------------------------
+
+    def admit(self) -> None:
+        """Raise ``Retryable`` when a bound is reached; nothing has been taken yet."""
+        self.assembler.admit()
+        if len(self._pending) >= self.config.max_pending_requests:
+            raise Retryable(
+                f"{len(self._pending)} requests wait to be assembled (sessions.max_pending_requests); "
+                "retry later",
+                retry_after=1.0,
+            )
+
+    async def consume(self, item: Spooled) -> None:
+        received = item.received
+        self._last_request = max(self._last_request, item.request_id)
+        if received.signal == "logs":
+            await self.assemble(received, item.request_id)
+            return
+        self._pending.append(item)
+        self._wake.set()
+        self._start()
+        self._count(received, received.outcome)
+
+    def _start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._assemble_forever(), name="skillgauge-assembler")
+
+    async def _assemble_forever(self) -> None:
+        while True:
+            if not self._pending:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            item = self._pending[0]
+            self._assembling = True
+            try:
+                request = item.received.request
+                assert isinstance(request, ExportTraceServiceRequest)
+                for _ in self.assembler.feed(request, item.request_id, Accepted(), raw=item.received.raw):
+                    await self._forward()
+                    await asyncio.sleep(0)  # acknowledgements need not wait for a whole request
+                await self._forward()
+            except Exception:  # one bad request must not stop assembly for everyone
+                log.exception("assembling spooled request %d failed", item.request_id)
+            finally:
+                self._pending.popleft()
+                self._assembling = False
+            self.metrics.sessions_open.set(self.assembler.open_count)
+
+    async def settle(self) -> None:
+        """Wait until every acknowledged request has been assembled (read-your-writes)."""
+        while self._pending or self._assembling:
+            self._start()
+            await asyncio.sleep(0.001)
+
+    async def assemble(self, item: Received, request_id: int = 0, *, admit: bool = True) -> Accepted:
+        """Assemble one request now; its outcome is also ``item.outcome``."""
+        request = item.request
+        if item.signal == "traces":
+            assert isinstance(request, ExportTraceServiceRequest)
+            result = self.assembler.add_spans(request, request_id, admit=admit, raw=item.raw)
+        else:
+            assert isinstance(request, ExportLogsServiceRequest)
+            result = self.assembler.add_logs(request, request_id, admit=admit, raw=item.raw)
+        item.outcome.accepted, item.outcome.rejected, item.outcome.message = (
+            result.accepted,
+            result.rejected,
+            result.message,
+        )
+        self._count(item, result)
+        self.metrics.sessions_open.set(self.assembler.open_count)
+        await self._forward()
+        return result
+
+    def _count(self, item: Received, result: Accepted) -> None:
+        self.metrics.received.labels(item.signal, item.protocol).inc(result.accepted)
+        if result.rejected:
+            self.metrics.rejected.labels(item.signal, "invalid_item").inc(result.rejected)
+
+    # -- closing --------------------------------------------------------------------------
+
+    def _on_close(self, session: Session, reason: str) -> None:
+        self.metrics.session_closed(reason)
+        self._closed.append(session)
+
+    async def _forward(self) -> None:
+        while self._closed:
+            await self.next.consume(self._closed.pop(0))
+
+    async def close(self, key: str, reason: str) -> None:
+        """Close one open session now."""
+        self.assembler.close(key, reason)
+        await self._forward()
+
+    async def close_all(self, reason: str) -> int:
+        closed = self.assembler.close_all(reason)
+        self.metrics.sessions_open.set(0)
+        await self._forward()
+        return closed
+
+    # -- restart ---------------------------------------------------------------------------
+
+    async def recover(self, recovery: Recovery) -> None:
+        """Rebuild what a previous process left: open sessions, unfinished revisions."""
+        started = time.monotonic()
+        unfinished = self._prepare(recovery)
+        requests = spans = 0
+        for request_id, signal, payload in self.store.requests(recovery.replay_from):
+            while unfinished and unfinished[0].last_request < request_id:
+                done = unfinished.pop(0)
+                await self.close(done.session, done.reason)
+            kind: Signal = "traces" if signal == "traces" else "logs"
+            request = ExportTraceServiceRequest() if kind == "traces" else ExportLogsServiceRequest()
+            request.ParseFromString(payload)
+            spans += (await self.assemble(Received(kind, request, "spool"), request_id, admit=False)).accepted
+            self._last_request = request_id
+            requests += 1
+            if requests % 200 == 0:
+                await asyncio.sleep(0)  # let signals and timers run during a long replay
+        for done in unfinished:
+            await self.close(done.session, done.reason)
+        self.assembler.skip = None
+        log.log(
+            logging.INFO if requests or recovery.closed else logging.DEBUG,
+            "recovered from the spool in %.1fs: %d requests (%d items) replayed, %d sessions open, "
+            "%d closed revisions re-evaluated, %d judge verdicts reusable",
+            time.monotonic() - started,
+            requests,
+            spans,
+            self.assembler.open_count,
+            len(self.store.unfinished),
+            len(recovery.results),
+        )
+
+    def _prepare(self, recovery: Recovery) -> list[Closed]:
+        """Set revisions and the skip rule; return revisions to finish, in request order."""
+        done: dict[str, list[Closed]] = {}
+        by_trace: dict[bytes, list[Closed]] = {}
+        unfinished: list[Closed] = []
+        for session, revisions in recovery.closed.items():
+            for closed in revisions:
+                if (session, closed.revision) in recovery.evaluated:
+                    done.setdefault(session, []).append(closed)
+                    for trace in closed.traces:
+                        by_trace.setdefault(bytes.fromhex(trace), []).append(closed)
+                    self.assembler.seed_revision(session, closed.revision)
+                else:
+                    unfinished.append(closed)
+        for closed in unfinished:
+            self.assembler.seed_revision(closed.session, closed.revision - 1)
+
+        def skip(key: str | None, trace_id: bytes, request_id: int) -> bool:
+            revisions = done.get(key, ()) if key is not None else by_trace.get(trace_id, ())
+            return any(c.first_request <= request_id <= c.last_request for c in revisions)
+
+        self.assembler.skip = skip
+        return sorted(unfinished, key=lambda c: c.last_request)
+
+    # -- housekeeping ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the ticker: idle and expired sessions close, the store is checkpointed."""
+        self._ticker = asyncio.create_task(self._tick_forever(), name="skillgauge-ticker")
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.check_interval)
+            try:
+                # Many sessions can fall due at once: close them a few at a time, so that
+                # acknowledgements are not held up behind their evaluation.
+                while self.assembler.close_due(limit=_CLOSE_BATCH) == _CLOSE_BATCH:
+                    await self._forward()
+                    await asyncio.sleep(0)
+                await self.tick()
+            except Exception:  # a bug here must not stop sessions from closing forever
+                log.exception("session tick failed")
+
+    async def tick(self) -> None:
+        self.assembler.close_due()
+        await self._forward()
+        self.refresh()
+        now = time.monotonic()
+        if self.store.durable and now - self._checkpointed_at >= self.storage.checkpoint_interval:
+            self._checkpointed_at = now
+            task = asyncio.create_task(
+                self.store.checkpoint(self.replay_from(), self.storage.retention), name="skillgauge-checkpoint"
+            )
+            self._checkpoints.add(task)
+            task.add_done_callback(self._checkpoints.discard)
+
+    def replay_from(self) -> int:
+        """The oldest spooled request a restart would still need."""
+        waiting = self._pending[0].request_id if self._pending else None
+        oldest = self.assembler.oldest_request()
+        needed = [r for r in (waiting, oldest, *self.store.unfinished.values()) if r]
+        return min(needed) if needed else self._last_request + 1
+
+    def refresh(self) -> None:
+        """Bring this stage's gauges up to date."""
+        self.metrics.sessions_open.set(self.assembler.open_count)
+        reopened, self._reopened_seen = self.assembler.reopened - self._reopened_seen, self.assembler.reopened
+        if reopened:
+            self.metrics.sessions_reopened.inc(reopened)
+        self.metrics.pending_requests.labels("assembler").set(len(self._pending))
+
+    async def shutdown(self, timeout: float) -> None:
+        """Assemble what was acknowledged, close every open session (``shutdown``), hand the
+        sessions on, checkpoint, then shut ``next`` down."""
+        if self._ticker is not None:
+            self._ticker.cancel()
+        await self.settle()
+        if self._task is not None:
+            self._task.cancel()
+        closed = await self.close_all("shutdown")
+        await self.next.shutdown(timeout)
+        log.info("shutdown: closed and evaluated %d open sessions", closed)
+        if self._checkpoints:
+            await asyncio.wait(set(self._checkpoints), timeout=timeout)
+        if self.store.durable:
+            await self.store.checkpoint(self.replay_from(), self.storage.retention)

@@ -1,0 +1,54 @@
+"""The spool stage: a request is committed to the store before it is acknowledged.
+
+``consume`` appends the request's bytes to the store's write-ahead log, waits for the
+commit, and only then hands it on (``Spooled``, with its request id) and returns, so that
+an acknowledged request survives ``kill -9``.  Which spans of a trace request are usable
+is known before the commit (``check_spans``), so the answer does not wait for detection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from collector.component import Consumer, Retryable
+from collector.otlp.received import Received, Spooled
+from collector.sessions.assembler import check_spans
+from collector.state.store import Spool
+
+
+class SpoolStage:
+    def __init__(
+        self, store: Spool, next: Consumer[Spooled], max_bytes: int, admit_next: Callable[[], None]
+    ) -> None:
+        self.store = store
+        self.next = next
+        self._max_bytes = max_bytes
+        self._admit_next = admit_next
+        self.size_bytes = 0  # as last read (``refresh``)
+
+    def admit(self) -> None:
+        """Raise ``Retryable`` when a bound is reached; nothing has been taken yet."""
+        self._admit_next()
+        if self.size_bytes > self._max_bytes:
+            raise Retryable(
+                f"the spool holds {self.size_bytes} bytes (storage.max_bytes); retry later", retry_after=10.0
+            )
+
+    def refresh(self) -> None:
+        self.size_bytes = self.store.size_bytes()
+
+    async def consume(self, item: Received) -> None:
+        self.admit()
+        raw = item.raw if item.raw is not None else item.request.SerializeToString()
+        if item.signal == "traces":
+            assert isinstance(item.request, ExportTraceServiceRequest)
+            checked = check_spans(item.request)
+            item.outcome.accepted, item.outcome.rejected = checked.accepted, checked.rejected
+            item.outcome.message = checked.message
+        request_id = await self.store.append(item.signal, raw)
+        await self.next.consume(Spooled(item, request_id))
+
+    async def shutdown(self, timeout: float) -> None:
+        await self.next.shutdown(timeout)

@@ -1,0 +1,93 @@
+"""The record stage: a session's finished account is handed to the exporters, then committed
+as done, in that order.
+
+Once the exporters' outboxes hold a session's results durably, its coverage line (with
+every result) is committed and the revision counts as evaluated: a crash before that
+commit evaluates the revision again after the restart (reusing committed verdicts), a
+crash after it never does.  Sessions that finish while a batch is being committed wait for
+the next: one task and one transaction for all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from collector.component import Consumer
+from collector.export.metrics import Metrics
+from collector.state.results import ResultStore
+from collector.state.store import Recorded, Spool, encode_record
+from evaluators.result import Coverage
+
+log = logging.getLogger("skillgauge")
+_RECORD_BATCH = 64  # evaluated sessions per transaction (~2 ms of the loop)
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluated:
+    """A session's finished account, and when (monotonic) the session closed."""
+
+    coverage: Coverage
+    closed_at: float
+
+
+class Recorder:
+    def __init__(
+        self, store: Spool, results: ResultStore, metrics: Metrics, next: Consumer[Coverage]
+    ) -> None:
+        self.store = store
+        self.results = results
+        self.metrics = metrics
+        self.next = next
+        self.closed: list[Coverage] = []  # every account recorded, kept only when ``keep_closed``
+        self.keep_closed = False
+        self._waiting: deque[Evaluated] = deque()
+        self._task: asyncio.Task[None] | None = None
+
+    async def consume(self, item: Evaluated) -> None:
+        self._waiting.append(item)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._record_waiting(), name="skillgauge-record")
+
+    async def _record_waiting(self) -> None:
+        waiting = self._waiting
+        while waiting:  # a bounded batch at a time: the loop's other work waits for each
+            await self._record([waiting.popleft() for _ in range(min(len(waiting), _RECORD_BATCH))])
+
+    async def _record(self, batch: list[Evaluated]) -> None:
+        ready: list[tuple[Evaluated, Recorded]] = []
+        for item in batch:
+            coverage = item.coverage
+            session = coverage.session
+            try:
+                await self.next.consume(coverage)
+                records = [encode_record(r.to_dict()) for r in coverage.results]
+                summary = encode_record(coverage.to_dict())
+                ready.append((item, (session.session_id, session.revision, records, summary)))
+            except Exception:  # the revision stays unfinished: a restart evaluates it again
+                log.exception("recording session %r revision %d failed", session.session_id, session.revision)
+        try:
+            await self.store.save_coverage([recorded for _, recorded in ready])
+        except Exception:  # as above, for every revision of the batch
+            log.exception("recording %d evaluated sessions failed", len(ready))
+            return
+        now = time.monotonic()
+        for item, (session_id, _, records, summary) in ready:
+            coverage = item.coverage
+            self.results.add(session_id, records, summary)
+            if self.keep_closed:
+                self.closed.append(coverage)
+            self.metrics.session_evaluated(coverage.session, coverage.results, now - item.closed_at)
+            log.debug("session %r evaluated: %d results", session_id, len(coverage.results))
+
+    async def drain(self, timeout: float) -> None:
+        """Wait until every account taken so far is recorded."""
+        if self._task is not None and not self._task.done():
+            await asyncio.wait({self._task}, timeout=timeout)
+
+    async def shutdown(self, timeout: float) -> None:
+        await self.drain(timeout)
+        await self.next.shutdown(timeout)
