@@ -2,7 +2,7 @@
 
 from collector import spans
 from collector.config import Sessions
-from collector.detect import messages, patterns
+from collector.detect import facts, messages
 from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE
 from collector.detect.session import SessionEvidence
 
@@ -12,14 +12,14 @@ from collector.detect.session import SessionEvidence
 _DEFAULTS = Sessions.model_validate({})
 spans.index(
     keys=(
-        *patterns.READ_KEYS,
+        *facts.READ_KEYS,
         *messages.READ_KEYS,
         EXPECTED_SKILLS_ATTRIBUTE,
         _DEFAULTS.end_attribute,
         *(key.split(":", 1)[1] for key in _DEFAULTS.keys),
     ),
     prefixes=messages.READ_PREFIXES,
-    event_fields=(*patterns.READ_EVENT_FIELDS, *messages.READ_EVENT_FIELDS),
+    event_fields=(*facts.READ_EVENT_FIELDS, *messages.READ_EVENT_FIELDS),
 )
 
 __all__ = ["SessionEvidence"]

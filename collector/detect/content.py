@@ -1,6 +1,6 @@
 """Where each convention keeps a tool call's name, arguments and result.
 
-``tool_call`` reads a span through the key tables of ``patterns`` and returns the call as
+``tool_call`` reads a span through the key tables of ``facts`` and returns the call as
 evidence; the skill detectors then only look at evidence, never at conventions.
 """
 
@@ -12,14 +12,14 @@ from typing import Any
 
 import orjson
 
-from collector.detect import patterns
+from collector.detect import facts
 from collector.spans import SpanView, as_text
 from evaluators.evidence import ToolCall
 
 
 def has_marker(view: SpanView, markers: tuple[tuple[str, str | None], ...]) -> bool:
     """Whether the span has one of the marker keys (with the value given, if any).  Every
-    marker key is declared (``patterns.READ_KEYS``), so the view's one pass found it."""
+    marker key is declared (``facts.READ_KEYS``), so the view's one pass found it."""
     indexed = view.attrs.indexed
     for key, expected in markers:
         value = indexed.get(key, _ABSENT)
@@ -47,48 +47,48 @@ def event_text(view: SpanView, events: tuple[tuple[str, str], ...]) -> str | Non
 
 def tool_call(view: SpanView) -> ToolCall | None:
     """The tool call a span records, or None if it is not a tool span."""
-    if not has_marker(view, patterns.TOOL_SPAN_MARKERS):
+    if not has_marker(view, facts.TOOL_SPAN_MARKERS):
         return None
     attrs = view.attrs
-    name = attrs.first_text(patterns.TOOL_NAME_KEYS)
+    name = attrs.first_text(facts.TOOL_NAME_KEYS)
     if not name and view.name.startswith("execute_tool "):
         name = view.name.split(" ", 2)[1]
     if not name:
         return None
-    arguments = attrs.first_text(patterns.TOOL_ARGUMENT_KEYS)
+    arguments = attrs.first_text(facts.TOOL_ARGUMENT_KEYS)
     if arguments is None:
-        arguments = event_text(view, patterns.TOOL_ARGUMENT_EVENTS)
+        arguments = event_text(view, facts.TOOL_ARGUMENT_EVENTS)
     if arguments is None:
         arguments = _argument_attributes(view)
-    result = attrs.first_text(patterns.TOOL_RESULT_KEYS)
+    result = attrs.first_text(facts.TOOL_RESULT_KEYS)
     if result is None:
-        result = event_text(view, patterns.TOOL_RESULT_EVENTS)
+        result = event_text(view, facts.TOOL_RESULT_EVENTS)
     return ToolCall(
         name=name,
         span_id=view.span_id,
         trace_id=view.trace_id,
         start_unix_nano=view.span.start_time_unix_nano,
-        call_id=attrs.first_text(patterns.TOOL_CALL_ID_KEYS),
+        call_id=attrs.first_text(facts.TOOL_CALL_ID_KEYS),
         arguments=arguments,
         result=result,
         error=_error(view),
-        skill_attribute=attrs.first_text(patterns.SKILL_NAME_ATTRIBUTES),
-        skill_resolved=any(key in attrs for key in patterns.SKILL_RESOLVED_ATTRIBUTES),
+        skill_attribute=attrs.first_text(facts.SKILL_NAME_ATTRIBUTES),
+        skill_resolved=any(key in attrs for key in facts.SKILL_RESOLVED_ATTRIBUTES),
     )
 
 
 def _argument_attributes(view: SpanView) -> str | None:
-    found = {arg: view.attrs.text(key) for key, arg in patterns.ARGUMENT_ATTRIBUTES if key in view.attrs}
+    found = {arg: view.attrs.text(key) for key, arg in facts.ARGUMENT_ATTRIBUTES if key in view.attrs}
     return json.dumps(found) if found else None
 
 
 def _error(view: SpanView) -> str | None:
     if view.is_error:
-        return view.status_message or view.attrs.text(patterns.ERROR_TYPE_KEY) or "span status ERROR"
-    if patterns.ERROR_TYPE_KEY in view.attrs:
-        return view.attrs.text(patterns.ERROR_TYPE_KEY)
-    status = view.attrs.first_text(patterns.TOOL_STATUS_KEYS)
-    if status is not None and status.lower() not in patterns.TOOL_SUCCESS_VALUES:
+        return view.status_message or view.attrs.text(facts.ERROR_TYPE_KEY) or "span status ERROR"
+    if facts.ERROR_TYPE_KEY in view.attrs:
+        return view.attrs.text(facts.ERROR_TYPE_KEY)
+    status = view.attrs.first_text(facts.TOOL_STATUS_KEYS)
+    if status is not None and status.lower() not in facts.TOOL_SUCCESS_VALUES:
         return f"tool status {status}"
     return None
 

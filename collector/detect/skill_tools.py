@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collector.detect import patterns
+from collector.detect import facts
 from collector.detect.content import arguments_of, result_text
 from collector.detect.outcome import outcome
 from evaluators import skill_md
@@ -10,9 +10,9 @@ from evaluators.evidence import SkillLoad, ToolCall
 
 
 def argument_key(tool: str) -> str | None:
-    key = patterns.SKILL_TOOLS.get(tool)
+    key = facts.SKILL_TOOLS.get(tool)
     if key is None:
-        for suffix, suffix_key in patterns.SKILL_TOOL_SUFFIXES.items():
+        for suffix, suffix_key in facts.SKILL_TOOL_SUFFIXES.items():
             if tool.endswith(suffix):
                 return suffix_key
     return key

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from collector.detect import patterns
+from collector.detect import facts
 from collector.detect.content import flatten_text, parse_json
 
 
@@ -194,10 +194,10 @@ def injections_in(strings: Iterable[str]) -> Iterator[Injection]:
     """Injections in strings already taken out of a value (``all_strings``)."""
     for text in strings:
         if "<skill " in text:
-            for match in patterns.INJECTED_SKILL_TAG.finditer(text):
+            for match in facts.INJECTED_SKILL_TAG.finditer(text):
                 yield Injection(match.group(1), match.group(3).strip(), match.group(2), follows_tool=False)
         if text.startswith("Base directory for this skill:"):
-            base = patterns.BASE_DIRECTORY.match(text)
+            base = facts.BASE_DIRECTORY.match(text)
             if base is not None:
                 directory = base.group(1).strip().rstrip("/")
                 yield Injection(

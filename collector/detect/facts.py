@@ -1,6 +1,8 @@
-"""Facts about how harnesses record skills.  Everything here describes someone's output.
+"""Facts about how harnesses record skills: everything here is a fact about some harness's
+output format (tool names, argument keys, attribute keys, event names, message shapes,
+catalog formats, refusal phrases).
 
-The detectors in this package read these tables and contain no harness names of their own:
+The signal modules in this package read these tables and name no harness themselves:
 supporting a new harness should mean adding a row here.
 """
 
