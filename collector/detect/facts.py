@@ -150,6 +150,53 @@ BASE_DIRECTORY: re.Pattern[str] = re.compile(  # Claude's follow-up user message
     r"^Base directory for this skill:\s*(\S[^\n]*)\n(.*)", re.DOTALL
 )
 
+# -- prompts and answers ---------------------------------------------------------------
+
+# Where a span keeps prompt text: (event name or "" for span attributes, attribute key, role
+# the text plays).
+PROMPT_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("gen_ai.system.message", "content", "system"),  # Strands legacy
+    ("gen_ai.user.message", "content", "user"),
+    ("gen_ai.assistant.message", "content", "assistant"),
+    ("gen_ai.tool.message", "content", "tool"),  # on chat spans: results fed back to the model
+    ("gen_ai.choice", "message", "assistant"),
+    ("gen_ai.client.inference.operation.details", "gen_ai.system_instructions", "system"),
+    ("gen_ai.client.inference.operation.details", "gen_ai.input.messages", "messages"),
+    ("", "gen_ai.system_instructions", "system"),  # GenAI semconv
+    ("", "gen_ai.input.messages", "messages"),
+    ("", "input.value", "messages"),  # OpenInference
+    ("", "gen_ai.prompt", "messages"),  # LangSmith OTel mode
+    ("", "gcp.vertex.agent.llm_request", "messages"),  # ADK legacy schema
+    ("", "user_prompt", "user"),  # Claude Code interaction span (OTEL_LOG_USER_PROMPTS=1)
+)
+# OpenInference flattens messages into one attribute per field:
+# llm.input_messages.<i>.message.content / ...contents.<j>.message_content.text, and .message.role.
+FLATTENED_PREFIX = "llm.input_messages."
+FLATTENED_SUFFIXES: tuple[str, ...] = (".message.content", ".message_content.text")
+FLATTENED_ROLE_SUFFIX = ".message.role"
+# Where a span keeps its recorded answer: (event name or "" for span attributes, attribute key).
+RESPONSE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("gen_ai.choice", "message"),  # Strands legacy
+    ("gen_ai.client.inference.operation.details", "gen_ai.output.messages"),
+    ("", "gen_ai.output.messages"),  # GenAI semconv
+    ("", "output.value"),  # OpenInference
+    ("", "gen_ai.completion"),  # LangSmith OTel mode
+)
+# Message roles of a user request: "human" is LangChain's (Deep Agents, LangGraph).
+USER_ROLES: tuple[str, ...] = ("user", "human")
+# Where a message keeps its body, first present wins: GenAI semconv messages use "parts".
+MESSAGE_BODY_KEYS: tuple[str, ...] = ("parts", "content")
+# Where a recorded request keeps its message list, first non-empty wins: {"messages": [...]}
+# (Anthropic Messages API bodies, LangGraph state), {"input": [...]} (OpenAI Responses API).
+HISTORY_KEYS: tuple[str, ...] = ("messages", "input")
+# Content parts that are text: untyped, or typed "text"; their text, first present wins.
+TEXT_PART_TYPES: tuple[str | None, ...] = (None, "text")
+TEXT_PART_KEYS: tuple[str, ...] = ("text", "content")
+# Untyped content parts that hold a tool call or result rather than text (Strands).
+TOOL_PART_KEYS: tuple[str, ...] = ("toolResult", "toolUse")
+
+# -- log records ------------------------------------------------------------------------
+
 # Log records (OTLP logs, by event name) that carry skill evidence.
 LOG_SKILL_ACTIVATED: dict[str, str] = {"skill_activated": "skill.name"}  # Claude Code
 LOG_TOOL_RESULTS: dict[str, tuple[str, str]] = {"tool_result": ("tool_use_id", "success")}  # Claude Code
