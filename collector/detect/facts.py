@@ -9,6 +9,7 @@ supporting a new harness should mean adding a row here.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 # Native skill tools: tool name -> argument holding the skill name.
 SKILL_TOOLS: dict[str, str] = {
@@ -142,13 +143,68 @@ DENIALS: re.Pattern[str] = re.compile(
     re.IGNORECASE,
 )
 
+# -- message blocks: tool calls and results inside recorded conversations ----------------
+
+
+@dataclass(frozen=True, slots=True)
+class CallFields:
+    """Where a message block keeps a tool call's parts."""
+
+    id: str
+    name: str
+    arguments: str
+    within: str = ""  # the name and arguments sit in this key's dict, the id beside it
+    json_arguments: bool = False  # the arguments are JSON text, decoded when they parse
+
+
+@dataclass(frozen=True, slots=True)
+class ResultFields:
+    """Where a message block keeps a tool result's parts."""
+
+    id: str
+    text: str
+    error: str = ""  # the key that says the call failed; "": the format does not say
+    error_value: str = ""  # the value of ``error`` that means failed; "": any truthy value
+
+
+# Blocks a dict holds under one key, the block being that key's dict: (key, fields), in order.
+# Strands: {"toolUse": {...}}, {"toolResult": {...}}.
+KEYED_BLOCKS: tuple[tuple[str, CallFields | ResultFields], ...] = (
+    ("toolUse", CallFields("toolUseId", "name", "input")),
+    ("toolResult", ResultFields("toolUseId", "content", error="status", error_value="error")),
+)
+# Blocks a dict is by its "type" value.
+BLOCK_TYPE_KEY = "type"
+TYPED_BLOCKS: dict[str, CallFields | ResultFields] = {
+    "tool_use": CallFields("id", "name", "input"),  # Anthropic Messages API
+    "tool_result": ResultFields("tool_use_id", "content", error="is_error"),  # Anthropic Messages API
+    "tool_call": CallFields("id", "name", "arguments"),  # GenAI semconv parts
+    "tool_call_response": ResultFields("id", "response"),  # GenAI semconv parts
+}
+# Blocks a dict is when its id key is present and one key holds a value (None: any dict):
+# (key, value, fields), tried in order after the two tables above.
+TAGGED_BLOCKS: tuple[tuple[str, str | None, CallFields | ResultFields], ...] = (
+    ("role", "tool", ResultFields("tool_call_id", "content")),  # OpenAI chat: a role "tool" message
+    # OpenAI chat: a tool_calls[] entry, {"id", "function": {"name", "arguments": "<JSON>"}}
+    ("function", None, CallFields("id", "name", "arguments", within="function", json_arguments=True)),
+)
+# Every block above needs one of these words in the text (a key, a type value, an id key), so
+# text without any of them holds no block and is not walked.
+BLOCK_MARKERS: tuple[str, ...] = ("toolUse", "toolResult", "tool_use", "tool_result", "tool_call", "function")
+
+# -- injected skill bodies --------------------------------------------------------------
+
 # Skill bodies a harness injects into the conversation without a tool call.
+INJECTED_SKILL_MARKER = "<skill "
 INJECTED_SKILL_TAG: re.Pattern[str] = re.compile(  # Deep Agents pinned skills
     r'<skill\s+name="([^"]*)"(?:\s+path="([^"]*)")?\s*>(.*?)(?:</skill>|\Z)', re.DOTALL
 )
-BASE_DIRECTORY: re.Pattern[str] = re.compile(  # Claude's follow-up user message
-    r"^Base directory for this skill:\s*(\S[^\n]*)\n(.*)", re.DOTALL
-)
+# Claude Code's user message after a Skill call: the skill's folder, then its body.
+BASE_DIRECTORY_PREFIX = "Base directory for this skill:"
+BASE_DIRECTORY: re.Pattern[str] = re.compile(r"^Base directory for this skill:\s*(\S[^\n]*)\n(.*)", re.DOTALL)
+# Text without these holds no injection.  ``u003cskill`` is ``<skill`` as JSON encoders that
+# escape HTML characters (Go's, for one) write it.
+INJECTION_MARKERS: tuple[str, ...] = (INJECTED_SKILL_MARKER, "u003cskill ", BASE_DIRECTORY_PREFIX)
 
 # -- catalogs ---------------------------------------------------------------------------
 

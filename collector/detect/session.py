@@ -40,8 +40,8 @@ DETECTORS: tuple[Callable[[ToolCall], SkillLoad | None], ...] = (
 )
 
 # Substrings without which a piece of prompt text holds nothing for each walk of ``_scan``.
-_BLOCK_MARKERS: tuple[str, ...] = transcript.BLOCK_MARKERS
-_INJECTION_MARKERS: tuple[str, ...] = transcript.INJECTION_MARKERS
+_BLOCK_MARKERS: tuple[str, ...] = facts.BLOCK_MARKERS
+_INJECTION_MARKERS: tuple[str, ...] = facts.INJECTION_MARKERS
 
 
 def _has_any(text: str, markers: tuple[str, ...]) -> bool:
