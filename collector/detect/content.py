@@ -51,8 +51,8 @@ def tool_call(view: SpanView) -> ToolCall | None:
         return None
     attrs = view.attrs
     name = attrs.first_text(facts.TOOL_NAME_KEYS)
-    if not name and view.name.startswith("execute_tool "):
-        name = view.name.split(" ", 2)[1]
+    if not name and view.name.startswith(facts.TOOL_SPAN_NAME_PREFIX):
+        name = view.name[len(facts.TOOL_SPAN_NAME_PREFIX) :].split(" ", 1)[0]
     if not name:
         return None
     arguments = attrs.first_text(facts.TOOL_ARGUMENT_KEYS)
@@ -123,8 +123,7 @@ def arguments_of(call: ToolCall) -> dict[str, Any] | str | None:
     """A call's arguments as a dict, or the bare string a single-argument tool recorded."""
     parsed = parse_json(call.arguments)
     if isinstance(parsed, dict):
-        # OpenInference may wrap keyword arguments: {"args": [...], "kwargs": {...}}.
-        inner = parsed.get("kwargs") or parsed.get("input")
+        inner = first_truthy(parsed, facts.ARGUMENT_WRAPPERS)
         return inner if isinstance(inner, dict) else parsed
     if isinstance(parsed, str):
         return parsed
@@ -140,7 +139,7 @@ def flatten_text(value: Any) -> str:
     if isinstance(value, list):
         return "\n".join(t for t in (flatten_text(v) for v in value) if t)
     if isinstance(value, dict):
-        for key in ("text", "content", "output", "result", "instructions", "response", "parts", "data"):
+        for key in facts.TEXT_FIELDS:
             if key in value:
                 return flatten_text(value[key])
         return ""
@@ -150,3 +149,21 @@ def flatten_text(value: Any) -> str:
 def result_text(call: ToolCall) -> str:
     parsed = parse_json(call.result)
     return flatten_text(parsed) if parsed is not None else (call.result or "")
+
+
+def first_present(d: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    """The value of the first of ``keys`` that ``d`` has (None if it has none)."""
+    for key in keys:
+        if key in d:
+            return d[key]
+    return None
+
+
+def first_truthy(d: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    """The first truthy value of ``keys`` in ``d``, else the last key's value (``a or b``)."""
+    value = None
+    for key in keys:
+        value = d.get(key)
+        if value:
+            break
+    return value

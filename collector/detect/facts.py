@@ -328,6 +328,45 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
 # Log records name their event here when they predate OTLP's event_name field.
 LOG_EVENT_NAME_KEY = "event.name"
 
+# Facts the signal modules held as literals.
+# A tool span's name when no attribute names the tool: "execute_tool <tool>" (GenAI semconv).
+TOOL_SPAN_NAME_PREFIX = "execute_tool "
+# Keys that wrap a call's arguments, the first non-empty one wins: {"args": [...], "kwargs":
+# {...}} (OpenInference keyword arguments), {"input": ...} (LangSmith OTel mode).
+ARGUMENT_WRAPPERS: tuple[str, ...] = ("kwargs", "input")
+# Keys that hold the readable text of a recorded message or result: text parts and message
+# content, tool outputs ("output", "result"), the OpenAI Responses API's "instructions", GenAI
+# semconv tool_call_response "response" and message "parts", and "data" wrappers.
+TEXT_FIELDS: tuple[str, ...] = (
+    "text",
+    "content",
+    "output",
+    "result",
+    "instructions",
+    "response",
+    "parts",
+    "data",
+)
+# A skill tool result shorter than this, on one line, acknowledges a load without the body:
+# "Launching skill: x" (Claude Code), "Skill 'x' activated (no instructions available).".
+SKILL_ACK_MAX_CHARS = 80
+# Flag prefixes that make a verb write, whatever follows: sed -i.bak joins the backup suffix.
+WRITE_FLAG_PREFIXES: dict[str, str] = {"sed": "-i"}
+# A shell tool's exit code in its output: "Process exited with code 0" (OpenAI Agents sandbox
+# exec_command), "[Command succeeded with exit code 0]" and "exit_code": 0 (Deep Agents).
+EXIT_CODE: re.Pattern[str] = re.compile(r"(?:exit(?:ed with)? code|exit_code)\W{0,3}(-?\d+)", re.IGNORECASE)
+# How far from the end of the output the exit code is looked for.
+EXIT_CODE_TAIL_CHARS = 200
+# Where a JSON tool result says why it failed: the error field's message; for a failed status,
+# the first non-empty of these.
+ERROR_MESSAGE_FIELD = "error"
+STATUS_MESSAGE_FIELDS: tuple[str, ...] = ("content", "message")
+# Keys a JSON result may nest its fields under, one level down: {"data": {...}}.
+RESULT_WRAPPERS: tuple[str, ...] = ("data",)
+# Claude Code names its events "claude_code.<event>" in OTLP's event_name field and bare in
+# ``event.name``; the log tables use the bare names.
+LOG_EVENT_PREFIX = "claude_code."
+
 # Every span / log attribute and span event field the tables above name: views collect these
 # in one pass over a span and skip the rest (``collector.spans.index``).
 READ_KEYS: frozenset[str] = frozenset(

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from collector.detect import facts
-from collector.detect.content import flatten_text, parse_json
+from collector.detect.content import first_present, first_truthy, flatten_text, parse_json
 from collector.spans import SpanView, as_text
 
 
@@ -76,7 +76,7 @@ def user_texts(view: SpanView, prompts: list[tuple[str, str]] | None = None) -> 
             found.append(_text_only(parsed if parsed is not None else raw))
         elif role == "messages":
             found += [
-                _text_only(_first_present(m, facts.MESSAGE_BODY_KEYS))
+                _text_only(first_present(m, facts.MESSAGE_BODY_KEYS))
                 for m in _messages(raw)
                 if m.get("role") in facts.USER_ROLES
             ]
@@ -91,7 +91,7 @@ def _text_only(value: Any) -> str:
     if isinstance(value, dict):
         if value.get("type") not in facts.TEXT_PART_TYPES or _has_key(value, facts.TOOL_PART_KEYS):
             return ""
-        text = _first_present(value, facts.TEXT_PART_KEYS)
+        text = first_present(value, facts.TEXT_PART_KEYS)
         return text if isinstance(text, str) else ""
     if isinstance(value, list):
         return "\n".join(t for t in (_text_only(v) for v in value) if t)
@@ -149,35 +149,17 @@ def answer_text(raw: str) -> str | None:
     """The readable answer in a recorded response: the last message of a list, or the text."""
     parsed = parse_json(raw)
     if isinstance(parsed, list) and parsed and isinstance(parsed[0], dict) and "role" in parsed[0]:
-        return flatten_text(_first_set(parsed[-1], facts.MESSAGE_BODY_KEYS)) or None
+        return flatten_text(first_truthy(parsed[-1], facts.MESSAGE_BODY_KEYS)) or None
     return (flatten_text(parsed) if parsed is not None else raw) or None
 
 
 def _messages(raw: str) -> list[dict[str, Any]]:
     parsed = parse_json(raw)
     if isinstance(parsed, dict):
-        parsed = _first_set(parsed, facts.HISTORY_KEYS)
+        parsed = first_truthy(parsed, facts.HISTORY_KEYS)
     if isinstance(parsed, list):
         return [m for m in parsed if isinstance(m, dict)]
     return []
-
-
-def _first_present(d: dict[str, Any], keys: tuple[str, ...]) -> Any:
-    """The value of the first of ``keys`` that ``d`` has (None if it has none)."""
-    for key in keys:
-        if key in d:
-            return d[key]
-    return None
-
-
-def _first_set(d: dict[str, Any], keys: tuple[str, ...]) -> Any:
-    """The first truthy value of ``keys`` in ``d``, else the last key's value."""
-    value = None
-    for key in keys:
-        value = d.get(key)
-        if value:
-            break
-    return value
 
 
 def _has_key(d: dict[str, Any], keys: tuple[str, ...]) -> bool:

@@ -3,7 +3,7 @@
 ``observe_span`` and ``observe_log`` run once per item on the hot path: they classify it
 with cheap attribute checks, hand tool calls to the signal detectors in ``DETECTORS``, and
 scan prompt text only when a marker says it may hold something.  ``finish`` reconciles what
-only makes sense together (a Claude ``Skill`` span and its ``tool_result`` log; a call seen
+only makes sense together (a skill tool span and the log record of its result; a call seen
 only in messages; a body injected after a call) and returns the ``Session`` evaluators read.
 """
 
@@ -200,7 +200,7 @@ class SessionEvidence:
             record.span_id.hex(),
             record.time_unix_nano or record.observed_time_unix_nano,
         )
-        event = view.event_name.removeprefix("claude_code.")
+        event = view.event_name.removeprefix(facts.LOG_EVENT_PREFIX)
         if event in facts.LOG_SKILL_ACTIVATED:
             skill = view.attrs.text(facts.LOG_SKILL_ACTIVATED[event])
             if skill:

@@ -52,8 +52,9 @@ def skill_paths(command: str) -> list[str]:
         if words:
             verb = posixpath.basename(words[0])
             writes = facts.READ_VERBS.get(verb)
+            joined = facts.WRITE_FLAG_PREFIXES.get(verb)
             if writes is not None and not any(
-                w in writes or (w.startswith("-i") and verb == "sed") for w in words[1:]
+                w in writes or (joined is not None and w.startswith(joined)) for w in words[1:]
             ):
                 paths += [w for w in words[1:] if w.endswith("SKILL.md") and not w.startswith("-")]
         words = []

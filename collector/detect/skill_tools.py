@@ -1,4 +1,4 @@
-"""Signal: a framework's native skill tool (``skills``, ``Skill``, ``load_skill``, ...)."""
+"""Signal: a harness's native skill tool (``skills``, ``Skill``, ``load_skill``, ...)."""
 
 from __future__ import annotations
 
@@ -49,9 +49,9 @@ def detect(call: ToolCall) -> SkillLoad | None:
 
 
 def _body_without_ack(text: str) -> str | None:
-    # "Launching skill: x" / "Skill 'x' activated (no instructions available)." are loads
-    # without a body; anything longer is the instructions themselves.
+    # A short one-line acknowledgement is a load without a body; anything longer is the
+    # instructions themselves.
     stripped = text.strip()
-    if len(stripped) < 80 and ("\n" not in stripped):
+    if len(stripped) < facts.SKILL_ACK_MAX_CHARS and ("\n" not in stripped):
         return None
     return stripped or None
