@@ -11,22 +11,24 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# Native skill tools: tool name -> argument holding the skill name.
-SKILL_TOOLS: dict[str, str] = {
-    "skills": "skill_name",  # Strands AgentSkills plugin
-    "Skill": "skill",  # Claude Code / Claude Agent SDK
-    "load_skill": "skill_name",  # Google ADK SkillToolset, OpenAI Agents sandbox
-    "activate_skill": "name",  # Gemini CLI
-    "invoke_skill": "name",  # OpenHands
-}
-# ADK prefixes toolset tools (``myset_load_skill``); any ``*_load_skill`` is the same tool.
-SKILL_TOOL_SUFFIXES: dict[str, str] = {"_load_skill": "skill_name"}
+# -- spans ------------------------------------------------------------------------------
 
-# Tools that read a file: tool name -> arguments that may hold the path.
-READ_TOOLS: frozenset[str] = frozenset(
-    {"read", "Read", "read_file", "file_read", "filesystem_read", "read_text_file", "view", "cat_file"}
+# A tool span: one of these says so.
+TOOL_SPAN_MARKERS: tuple[tuple[str, str | None], ...] = (
+    ("gen_ai.operation.name", "execute_tool"),
+    ("openinference.span.kind", "TOOL"),
+    ("gen_ai.tool.name", None),
+    ("tool.name", None),
 )
-PATH_ARGUMENTS: tuple[str, ...] = ("file_path", "path", "filename", "filepath", "file")
+# A tool span's name when no attribute names the tool: "execute_tool <tool>" (GenAI semconv).
+TOOL_SPAN_NAME_PREFIX = "execute_tool "
+# Agent / session-root spans, whose first occurrence anchors session-level results.
+AGENT_SPAN_MARKERS: tuple[tuple[str, str | None], ...] = (
+    ("gen_ai.operation.name", "invoke_agent"),
+    ("openinference.span.kind", "AGENT"),
+)
+
+# -- tool calls on spans ----------------------------------------------------------------
 
 # Where each convention records a tool call: tried in order, first present wins.
 TOOL_NAME_KEYS: tuple[str, ...] = ("gen_ai.tool.name", "tool.name", "tool_name")
@@ -45,10 +47,10 @@ ARGUMENT_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("skill_name", "skill"),  # Claude Code Skill
 )
 TOOL_RESULT_KEYS: tuple[str, ...] = (
-    "gen_ai.tool.call.result",
-    "output.value",
-    "gen_ai.completion",
-    "gcp.vertex.agent.tool_response",
+    "gen_ai.tool.call.result",  # GenAI semconv
+    "output.value",  # OpenInference
+    "gen_ai.completion",  # LangSmith OTel mode
+    "gcp.vertex.agent.tool_response",  # ADK legacy schema
     "tool_output",
 )
 # Span events that carry arguments / results: (event name, attribute).
@@ -64,6 +66,37 @@ ERROR_TYPE_KEY = "error.type"
 TOOL_STATUS_KEYS: tuple[str, ...] = ("gen_ai.tool.status", "tool.status")
 TOOL_SUCCESS_VALUES: frozenset[str] = frozenset({"success", "ok", "completed"})
 
+# -- tool arguments and results, decoded ------------------------------------------------
+
+# Keys that wrap a call's arguments, the first non-empty one wins: {"args": [...], "kwargs":
+# {...}} (OpenInference keyword arguments), {"input": ...} (LangSmith OTel mode).
+ARGUMENT_WRAPPERS: tuple[str, ...] = ("kwargs", "input")
+# Keys that hold the readable text of a recorded message or result: text parts and message
+# content, tool outputs ("output", "result"), the OpenAI Responses API's "instructions", GenAI
+# semconv tool_call_response "response" and message "parts", and "data" wrappers.
+TEXT_FIELDS: tuple[str, ...] = (
+    "text",
+    "content",
+    "output",
+    "result",
+    "instructions",
+    "response",
+    "parts",
+    "data",
+)
+
+# -- skill tools ------------------------------------------------------------------------
+
+# Native skill tools: tool name -> argument holding the skill name.
+SKILL_TOOLS: dict[str, str] = {
+    "skills": "skill_name",  # Strands AgentSkills plugin
+    "Skill": "skill",  # Claude Code / Claude Agent SDK
+    "load_skill": "skill_name",  # Google ADK SkillToolset, OpenAI Agents sandbox
+    "activate_skill": "name",  # Gemini CLI
+    "invoke_skill": "name",  # OpenHands
+}
+# ADK prefixes toolset tools (``myset_load_skill``); any ``*_load_skill`` is the same tool.
+SKILL_TOOL_SUFFIXES: dict[str, str] = {"_load_skill": "skill_name"}
 # Span attributes naming the skill a tool call loads, when its arguments are not recorded.
 SKILL_NAME_ATTRIBUTES: tuple[str, ...] = (
     "gen_ai.skill.name",  # proposed GenAI semconv; ADK sets it even for unknown skills
@@ -71,11 +104,23 @@ SKILL_NAME_ATTRIBUTES: tuple[str, ...] = (
 )
 # Present only when the harness resolved the skill (ADK: absent for an unknown skill).
 SKILL_RESOLVED_ATTRIBUTES: tuple[str, ...] = ("gen_ai.skill.source.uri",)
-
+# A skill tool result shorter than this, on one line, acknowledges a load without the body:
+# "Launching skill: x" (Claude Code), "Skill 'x' activated (no instructions available).".
+SKILL_ACK_MAX_CHARS = 80
 # Tools whose result lists the catalog.
 CATALOG_TOOLS: frozenset[str] = frozenset({"list_skills", "search_skills"})
 
-# Shell tools: tool name -> arguments that may hold the command line.
+# -- read tools -------------------------------------------------------------------------
+
+# Tools that read a file, and the arguments that may hold the path.
+READ_TOOLS: frozenset[str] = frozenset(
+    {"read", "Read", "read_file", "file_read", "filesystem_read", "read_text_file", "view", "cat_file"}
+)
+PATH_ARGUMENTS: tuple[str, ...] = ("file_path", "path", "filename", "filepath", "file")
+
+# -- shell tools ------------------------------------------------------------------------
+
+# Shell tools, and the arguments that may hold the command line.
 SHELL_TOOLS: frozenset[str] = frozenset(
     {"bash", "Bash", "shell", "command", "exec_command", "execute", "run_shell_command", "terminal", "sh"}
 )
@@ -91,32 +136,27 @@ READ_VERBS: dict[str, frozenset[str]] = {
     "nl": frozenset(),
     "sed": frozenset({"-i", "--in-place"}),
 }
+# Flag prefixes that make a verb write, whatever follows: sed -i.bak joins the backup suffix.
+WRITE_FLAG_PREFIXES: dict[str, str] = {"sed": "-i"}
+# A shell tool's exit code in its output: "Process exited with code 0" (OpenAI Agents sandbox
+# exec_command), "[Command succeeded with exit code 0]" and "exit_code": 0 (Deep Agents).
+EXIT_CODE: re.Pattern[str] = re.compile(r"(?:exit(?:ed with)? code|exit_code)\W{0,3}(-?\d+)", re.IGNORECASE)
+# How far from the end of the output the exit code is looked for.
+EXIT_CODE_TAIL_CHARS = 200
 # Exit codes that still mean the read worked: 141 is SIGPIPE from a paged read (cat | head).
 OK_EXIT_CODES: frozenset[int] = frozenset({0, 141})
 
-# A tool span: one of these says so.
-TOOL_SPAN_MARKERS: tuple[tuple[str, str | None], ...] = (
-    ("gen_ai.operation.name", "execute_tool"),
-    ("openinference.span.kind", "TOOL"),
-    ("gen_ai.tool.name", None),
-    ("tool.name", None),
-)
-
-# Agent / session-root spans, whose first occurrence anchors session-level results.
-AGENT_SPAN_MARKERS: tuple[tuple[str, str | None], ...] = (
-    ("gen_ai.operation.name", "invoke_agent"),
-    ("openinference.span.kind", "AGENT"),
-)
+# -- outcomes ---------------------------------------------------------------------------
 
 # Whole lines a harness writes when it refuses a load, even under a success status.
 REFUSALS: re.Pattern[str] = re.compile(
     r"^\s*(?:"
-    r"Error:.*"
-    r"|Skill\s+'[^']*'\s+not\s+found.*"
-    r"|.*\bunknown skill\b.*"
+    r"Error:.*"  # Deep Agents read_file: "Error: File '...' not found"
+    r"|Skill\s+'[^']*'\s+not\s+found.*"  # Strands AgentSkills, under a success status
+    r"|.*\bunknown skill\b.*"  # Claude Code: "<tool_use_error>Unknown skill: x"
     r"|.*\bno such skill\b.*"
-    r"|<tool_use_error>.*"
-    r"|An error occurred while running the tool.*"
+    r"|<tool_use_error>.*"  # Claude Code
+    r"|An error occurred while running the tool.*"  # OpenAI Agents SDK's default failure handler
     r")$",
     re.IGNORECASE | re.MULTILINE,
 )
@@ -130,18 +170,67 @@ REFUSAL_WORDS: tuple[str, ...] = (
     "<tool_use_error>",
     "an error occurred while running the tool",
 )
-
-# Result fields that mark a failure in a JSON tool result.
+# Result fields that mark a failure in a JSON tool result ({"error_code": ...}: ADK), and the
+# field that holds its message.
 ERROR_FIELDS: tuple[str, ...] = ("is_error", "error", "error_code")
-# Result fields whose value says how the call went.
+ERROR_MESSAGE_FIELD = "error"
+# Result fields whose value says how the call went, and where a failed one says why (the
+# first non-empty wins).
 STATUS_FIELDS: tuple[str, ...] = ("status",)
 FAILED_STATUS_VALUES: frozenset[str] = frozenset({"error", "failed", "failure"})
-
+STATUS_MESSAGE_FIELDS: tuple[str, ...] = ("content", "message")
+# Keys a JSON result may nest its fields under, one level down: {"data": {...}}.
+RESULT_WRAPPERS: tuple[str, ...] = ("data",)
 # A harness's words when a call was not allowed to run (hooks, approvals).
 DENIALS: re.Pattern[str] = re.compile(
     r"\b(?:denied|not granted|not approved|rejected by (?:the )?user|cancel+ed by (?:a )?hook)\b",
     re.IGNORECASE,
 )
+
+# -- prompts and answers ---------------------------------------------------------------
+
+# Where a span keeps prompt text: (event name or "" for span attributes, attribute key, role
+# the text plays).
+PROMPT_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("gen_ai.system.message", "content", "system"),  # Strands legacy
+    ("gen_ai.user.message", "content", "user"),
+    ("gen_ai.assistant.message", "content", "assistant"),
+    ("gen_ai.tool.message", "content", "tool"),  # on chat spans: results fed back to the model
+    ("gen_ai.choice", "message", "assistant"),
+    ("gen_ai.client.inference.operation.details", "gen_ai.system_instructions", "system"),
+    ("gen_ai.client.inference.operation.details", "gen_ai.input.messages", "messages"),
+    ("", "gen_ai.system_instructions", "system"),  # GenAI semconv
+    ("", "gen_ai.input.messages", "messages"),
+    ("", "input.value", "messages"),  # OpenInference
+    ("", "gen_ai.prompt", "messages"),  # LangSmith OTel mode
+    ("", "gcp.vertex.agent.llm_request", "messages"),  # ADK legacy schema
+    ("", "user_prompt", "user"),  # Claude Code interaction span (OTEL_LOG_USER_PROMPTS=1)
+)
+# OpenInference flattens messages into one attribute per field:
+# llm.input_messages.<i>.message.content / ...contents.<j>.message_content.text, and .message.role.
+FLATTENED_PREFIX = "llm.input_messages."
+FLATTENED_SUFFIXES: tuple[str, ...] = (".message.content", ".message_content.text")
+FLATTENED_ROLE_SUFFIX = ".message.role"
+# Where a span keeps its recorded answer: (event name or "" for span attributes, attribute key).
+RESPONSE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("gen_ai.choice", "message"),  # Strands legacy
+    ("gen_ai.client.inference.operation.details", "gen_ai.output.messages"),
+    ("", "gen_ai.output.messages"),  # GenAI semconv
+    ("", "output.value"),  # OpenInference
+    ("", "gen_ai.completion"),  # LangSmith OTel mode
+)
+# Message roles of a user request: "human" is LangChain's (Deep Agents, LangGraph).
+USER_ROLES: tuple[str, ...] = ("user", "human")
+# Where a message keeps its body, first present wins: GenAI semconv messages use "parts".
+MESSAGE_BODY_KEYS: tuple[str, ...] = ("parts", "content")
+# Where a recorded request keeps its message list, first non-empty wins: {"messages": [...]}
+# (Anthropic Messages API bodies, LangGraph state), {"input": [...]} (OpenAI Responses API).
+HISTORY_KEYS: tuple[str, ...] = ("messages", "input")
+# Content parts that are text: untyped, or typed "text"; their text, first present wins.
+TEXT_PART_TYPES: tuple[str | None, ...] = (None, "text")
+TEXT_PART_KEYS: tuple[str, ...] = ("text", "content")
+# Untyped content parts that hold a tool call or result rather than text (Strands).
+TOOL_PART_KEYS: tuple[str, ...] = ("toolResult", "toolUse")
 
 # -- message blocks: tool calls and results inside recorded conversations ----------------
 
@@ -250,63 +339,25 @@ CATALOG_FILE_SUFFIX: re.Pattern[str] = re.compile(r"\s*\((?:file|path|location):
 # The sentence a markdown catalog shows instead of items when it lists no skill.
 CATALOG_EMPTY: re.Pattern[str] = re.compile(r"no skills (?:are )?(?:currently )?available", re.IGNORECASE)
 
-# -- prompts and answers ---------------------------------------------------------------
-
-# Where a span keeps prompt text: (event name or "" for span attributes, attribute key, role
-# the text plays).
-PROMPT_FIELDS: tuple[tuple[str, str, str], ...] = (
-    ("gen_ai.system.message", "content", "system"),  # Strands legacy
-    ("gen_ai.user.message", "content", "user"),
-    ("gen_ai.assistant.message", "content", "assistant"),
-    ("gen_ai.tool.message", "content", "tool"),  # on chat spans: results fed back to the model
-    ("gen_ai.choice", "message", "assistant"),
-    ("gen_ai.client.inference.operation.details", "gen_ai.system_instructions", "system"),
-    ("gen_ai.client.inference.operation.details", "gen_ai.input.messages", "messages"),
-    ("", "gen_ai.system_instructions", "system"),  # GenAI semconv
-    ("", "gen_ai.input.messages", "messages"),
-    ("", "input.value", "messages"),  # OpenInference
-    ("", "gen_ai.prompt", "messages"),  # LangSmith OTel mode
-    ("", "gcp.vertex.agent.llm_request", "messages"),  # ADK legacy schema
-    ("", "user_prompt", "user"),  # Claude Code interaction span (OTEL_LOG_USER_PROMPTS=1)
-)
-# OpenInference flattens messages into one attribute per field:
-# llm.input_messages.<i>.message.content / ...contents.<j>.message_content.text, and .message.role.
-FLATTENED_PREFIX = "llm.input_messages."
-FLATTENED_SUFFIXES: tuple[str, ...] = (".message.content", ".message_content.text")
-FLATTENED_ROLE_SUFFIX = ".message.role"
-# Where a span keeps its recorded answer: (event name or "" for span attributes, attribute key).
-RESPONSE_FIELDS: tuple[tuple[str, str], ...] = (
-    ("gen_ai.choice", "message"),  # Strands legacy
-    ("gen_ai.client.inference.operation.details", "gen_ai.output.messages"),
-    ("", "gen_ai.output.messages"),  # GenAI semconv
-    ("", "output.value"),  # OpenInference
-    ("", "gen_ai.completion"),  # LangSmith OTel mode
-)
-# Message roles of a user request: "human" is LangChain's (Deep Agents, LangGraph).
-USER_ROLES: tuple[str, ...] = ("user", "human")
-# Where a message keeps its body, first present wins: GenAI semconv messages use "parts".
-MESSAGE_BODY_KEYS: tuple[str, ...] = ("parts", "content")
-# Where a recorded request keeps its message list, first non-empty wins: {"messages": [...]}
-# (Anthropic Messages API bodies, LangGraph state), {"input": [...]} (OpenAI Responses API).
-HISTORY_KEYS: tuple[str, ...] = ("messages", "input")
-# Content parts that are text: untyped, or typed "text"; their text, first present wins.
-TEXT_PART_TYPES: tuple[str | None, ...] = (None, "text")
-TEXT_PART_KEYS: tuple[str, ...] = ("text", "content")
-# Untyped content parts that hold a tool call or result rather than text (Strands).
-TOOL_PART_KEYS: tuple[str, ...] = ("toolResult", "toolUse")
-
 # -- log records ------------------------------------------------------------------------
 
+# Log records name their event here when they predate OTLP's event_name field.
+LOG_EVENT_NAME_KEY = "event.name"
+# Claude Code names its events "claude_code.<event>" in OTLP's event_name field and bare in
+# ``event.name``; the tables below use the bare names.
+LOG_EVENT_PREFIX = "claude_code."
 # Log records (OTLP logs, by event name) that carry skill evidence.
 LOG_SKILL_ACTIVATED: dict[str, str] = {"skill_activated": "skill.name"}  # Claude Code
 LOG_TOOL_RESULTS: dict[str, tuple[str, str]] = {"tool_result": ("tool_use_id", "success")}  # Claude Code
 # Log record attributes that hold whole API requests / responses or prompts.
 LOG_CONTENT_ATTRIBUTES: tuple[str, ...] = (
-    "body",
-    "prompt",
-    "gen_ai.input.messages",
+    "body",  # Claude Code api_request_body / api_response_body (OTEL_LOG_RAW_API_BODIES)
+    "prompt",  # Claude Code user_prompt
+    "gen_ai.input.messages",  # GenAI semconv
     "gen_ai.output.messages",
 )
+
+# -- instrumentation scopes -------------------------------------------------------------
 
 # Instrumentation scope -> framework, by prefix.
 FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
@@ -325,50 +376,11 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("opentelemetry.instrumentation.llamaindex", "llamaindex"),
 )
 
-# Log records name their event here when they predate OTLP's event_name field.
-LOG_EVENT_NAME_KEY = "event.name"
+# -- what views collect -----------------------------------------------------------------
 
-# Facts the signal modules held as literals.
-# A tool span's name when no attribute names the tool: "execute_tool <tool>" (GenAI semconv).
-TOOL_SPAN_NAME_PREFIX = "execute_tool "
-# Keys that wrap a call's arguments, the first non-empty one wins: {"args": [...], "kwargs":
-# {...}} (OpenInference keyword arguments), {"input": ...} (LangSmith OTel mode).
-ARGUMENT_WRAPPERS: tuple[str, ...] = ("kwargs", "input")
-# Keys that hold the readable text of a recorded message or result: text parts and message
-# content, tool outputs ("output", "result"), the OpenAI Responses API's "instructions", GenAI
-# semconv tool_call_response "response" and message "parts", and "data" wrappers.
-TEXT_FIELDS: tuple[str, ...] = (
-    "text",
-    "content",
-    "output",
-    "result",
-    "instructions",
-    "response",
-    "parts",
-    "data",
-)
-# A skill tool result shorter than this, on one line, acknowledges a load without the body:
-# "Launching skill: x" (Claude Code), "Skill 'x' activated (no instructions available).".
-SKILL_ACK_MAX_CHARS = 80
-# Flag prefixes that make a verb write, whatever follows: sed -i.bak joins the backup suffix.
-WRITE_FLAG_PREFIXES: dict[str, str] = {"sed": "-i"}
-# A shell tool's exit code in its output: "Process exited with code 0" (OpenAI Agents sandbox
-# exec_command), "[Command succeeded with exit code 0]" and "exit_code": 0 (Deep Agents).
-EXIT_CODE: re.Pattern[str] = re.compile(r"(?:exit(?:ed with)? code|exit_code)\W{0,3}(-?\d+)", re.IGNORECASE)
-# How far from the end of the output the exit code is looked for.
-EXIT_CODE_TAIL_CHARS = 200
-# Where a JSON tool result says why it failed: the error field's message; for a failed status,
-# the first non-empty of these.
-ERROR_MESSAGE_FIELD = "error"
-STATUS_MESSAGE_FIELDS: tuple[str, ...] = ("content", "message")
-# Keys a JSON result may nest its fields under, one level down: {"data": {...}}.
-RESULT_WRAPPERS: tuple[str, ...] = ("data",)
-# Claude Code names its events "claude_code.<event>" in OTLP's event_name field and bare in
-# ``event.name``; the log tables use the bare names.
-LOG_EVENT_PREFIX = "claude_code."
-
-# Every span / log attribute and span event field the tables above name: views collect these
-# in one pass over a span and skip the rest (``collector.spans.index``).
+# Every span / log attribute and span event field the span and log tables above name: views
+# collect these in one pass over a span and skip the rest (``collector.spans.index``).  The
+# prompt fields are declared by ``messages``, which reads them.
 READ_KEYS: frozenset[str] = frozenset(
     {
         *(key for key, _ in TOOL_SPAN_MARKERS),
