@@ -11,24 +11,18 @@ import html
 import re
 from collections.abc import Callable
 
+from collector.detect import facts
 from evaluators.evidence import CatalogEntry
-
-_XML_BLOCK = re.compile(r"<available_skills>(.*?)</available_skills>", re.DOTALL)
-_XML_SKILL = re.compile(r"<skill>(.*?)</skill>", re.DOTALL)
-_XML_FIELD = re.compile(r"<(name|description|location)>(.*?)</\1>", re.DOTALL)
-_MD_ITEM = re.compile(r"^[-*]\s+\**`?([A-Za-z0-9][\w.-]*)`?\**\s*:\s*(.*)$")
-_FILE_SUFFIX = re.compile(r"\s*\((?:file|path|location):[^)]*\)\s*$")
-_EMPTY = re.compile(r"no skills (?:are )?(?:currently )?available", re.IGNORECASE)
 
 
 def available_skills_xml(text: str) -> list[CatalogEntry] | None:
-    """Strands, ADK, Claude API: ``<available_skills><skill><name>..`` (XML-escaped)."""
-    match = _XML_BLOCK.search(text)
+    """The XML shape: ``<available_skills><skill><name>..`` (XML-escaped)."""
+    match = facts.CATALOG_XML_BLOCK.search(text)
     if match is None:
         return None
     entries: list[CatalogEntry] = []
-    for skill in _XML_SKILL.finditer(match.group(1)):
-        fields = {k: html.unescape(v.strip()) for k, v in _XML_FIELD.findall(skill.group(1))}
+    for skill in facts.CATALOG_XML_SKILL.finditer(match.group(1)):
+        fields = {k: html.unescape(v.strip()) for k, v in facts.CATALOG_XML_FIELD.findall(skill.group(1))}
         if fields.get("name"):
             entries.append(
                 CatalogEntry(fields["name"], fields.get("description", ""), fields.get("location"))
@@ -50,11 +44,12 @@ def markdown_list(lead: re.Pattern[str]) -> Callable[[str], list[CatalogEntry] |
                 if entries:
                     break  # a blank line after the items ends the list
                 continue
-            item = _MD_ITEM.match(stripped) if line[:1] in "-*" else None
+            item = facts.CATALOG_ITEM.match(stripped) if line[:1] in "-*" else None
             if item is not None:
-                entries.append(CatalogEntry(item.group(1), _FILE_SUFFIX.sub("", item.group(2)).strip()))
+                description = facts.CATALOG_FILE_SUFFIX.sub("", item.group(2)).strip()
+                entries.append(CatalogEntry(item.group(1), description))
             elif not entries:
-                if _EMPTY.search(stripped):
+                if facts.CATALOG_EMPTY.search(stripped):
                     return []
                 if stripped.startswith("#"):
                     break
@@ -66,32 +61,17 @@ def markdown_list(lead: re.Pattern[str]) -> Callable[[str], list[CatalogEntry] |
     return parse
 
 
-# (shape name, cheap substring that must be present, parser)
+# (shape name, cheap substring that must be present, parser), tried in order.
 SHAPES: tuple[tuple[str, str, Callable[[str], list[CatalogEntry] | None]], ...] = (
-    ("available_skills_xml", "<available_skills>", available_skills_xml),
-    # OpenAI Agents sandbox, Strands Evals' markdown shape
-    (
-        "available_skills_markdown",
-        "vailable skills",
-        markdown_list(re.compile(r"^#{2,4}\s*Available skills\s*$", re.IGNORECASE | re.MULTILINE)),
-    ),
-    # Deep Agents "## Skills System" ... "**Available Skills:**"
-    (
-        "deepagents_skills_system",
-        "**Available Skills:**",
-        markdown_list(re.compile(r"^\*\*Available Skills:\*\*\s*$", re.MULTILINE)),
-    ),
-    # Claude Code's system reminder
-    (
-        "claude_skill_tool_list",
-        "available for use with the Skill tool",
-        markdown_list(re.compile(r"The following skills are available for use with the Skill tool:?")),
-    ),
+    (facts.CATALOG_XML_SHAPE, facts.CATALOG_XML_MARKER, available_skills_xml),
+    *((shape, marker, markdown_list(lead)) for shape, marker, lead in facts.CATALOG_MARKDOWN_SHAPES),
 )
 MARKERS: tuple[str, ...] = tuple(marker for _, marker, _ in SHAPES)
-# The markers as they survive in JSON text: encoders that escape HTML characters (Go's, for
-# one) write ``<`` as ``\u003c``, so the XML shape is looked for without its brackets.
-RAW_MARKERS: tuple[str, ...] = ("available_skills", *MARKERS[1:])
+# The markers as they survive in JSON text (``facts.CATALOG_XML_RAW_MARKER``).
+RAW_MARKERS: tuple[str, ...] = (
+    facts.CATALOG_XML_RAW_MARKER,
+    *(marker for _, marker, _ in facts.CATALOG_MARKDOWN_SHAPES),
+)
 
 
 @functools.lru_cache(maxsize=256)

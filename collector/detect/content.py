@@ -1,6 +1,6 @@
 """Where each convention keeps a tool call's name, arguments and result.
 
-``tool_call`` reads a span through the key tables of ``patterns`` and returns the call as
+``tool_call`` reads a span through the key tables of ``facts`` and returns the call as
 evidence; the skill detectors then only look at evidence, never at conventions.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from collector.detect import patterns
+from collector.detect import facts
 from collector.otlp.views import SpanView
 from evaluators.evidence import ToolCall
 
@@ -36,48 +36,48 @@ def event_text(view: SpanView, events: tuple[tuple[str, str], ...]) -> str | Non
 
 def tool_call(view: SpanView) -> ToolCall | None:
     """The tool call a span records, or None if it is not a tool span."""
-    if not has_marker(view, patterns.TOOL_SPAN_MARKERS):
+    if not has_marker(view, facts.TOOL_SPAN_MARKERS):
         return None
     attrs = view.attrs
-    name = attrs.first_text(patterns.TOOL_NAME_KEYS)
-    if not name and view.name.startswith("execute_tool "):
-        name = view.name.split(" ", 2)[1]
+    name = attrs.first_text(facts.TOOL_NAME_KEYS)
+    if not name and view.name.startswith(facts.TOOL_SPAN_NAME_PREFIX):
+        name = view.name[len(facts.TOOL_SPAN_NAME_PREFIX) :].split(" ", 1)[0]
     if not name:
         return None
-    arguments = attrs.first_text(patterns.TOOL_ARGUMENT_KEYS)
+    arguments = attrs.first_text(facts.TOOL_ARGUMENT_KEYS)
     if arguments is None:
-        arguments = event_text(view, patterns.TOOL_ARGUMENT_EVENTS)
+        arguments = event_text(view, facts.TOOL_ARGUMENT_EVENTS)
     if arguments is None:
         arguments = _argument_attributes(view)
-    result = attrs.first_text(patterns.TOOL_RESULT_KEYS)
+    result = attrs.first_text(facts.TOOL_RESULT_KEYS)
     if result is None:
-        result = event_text(view, patterns.TOOL_RESULT_EVENTS)
+        result = event_text(view, facts.TOOL_RESULT_EVENTS)
     return ToolCall(
         name=name,
         span_id=view.span_id,
         trace_id=view.trace_id,
         start_unix_nano=view.span.start_time_unix_nano,
-        call_id=attrs.first_text(patterns.TOOL_CALL_ID_KEYS),
+        call_id=attrs.first_text(facts.TOOL_CALL_ID_KEYS),
         arguments=arguments,
         result=result,
         error=_error(view),
-        skill_attribute=attrs.first_text(patterns.SKILL_NAME_ATTRIBUTES),
-        skill_resolved=any(key in attrs for key in patterns.SKILL_RESOLVED_ATTRIBUTES),
+        skill_attribute=attrs.first_text(facts.SKILL_NAME_ATTRIBUTES),
+        skill_resolved=any(key in attrs for key in facts.SKILL_RESOLVED_ATTRIBUTES),
     )
 
 
 def _argument_attributes(view: SpanView) -> str | None:
-    found = {arg: view.attrs.text(key) for key, arg in patterns.ARGUMENT_ATTRIBUTES if key in view.attrs}
+    found = {arg: view.attrs.text(key) for key, arg in facts.ARGUMENT_ATTRIBUTES if key in view.attrs}
     return json.dumps(found) if found else None
 
 
 def _error(view: SpanView) -> str | None:
     if view.is_error:
-        return view.status_message or view.attrs.text(patterns.ERROR_TYPE_KEY) or "span status ERROR"
-    if patterns.ERROR_TYPE_KEY in view.attrs:
-        return view.attrs.text(patterns.ERROR_TYPE_KEY)
-    status = view.attrs.first_text(patterns.TOOL_STATUS_KEYS)
-    if status is not None and status.lower() not in patterns.TOOL_SUCCESS_VALUES:
+        return view.status_message or view.attrs.text(facts.ERROR_TYPE_KEY) or "span status ERROR"
+    if facts.ERROR_TYPE_KEY in view.attrs:
+        return view.attrs.text(facts.ERROR_TYPE_KEY)
+    status = view.attrs.first_text(facts.TOOL_STATUS_KEYS)
+    if status is not None and status.lower() not in facts.TOOL_SUCCESS_VALUES:
         return f"tool status {status}"
     return None
 
@@ -112,8 +112,7 @@ def arguments_of(call: ToolCall) -> dict[str, Any] | str | None:
     """A call's arguments as a dict, or the bare string a single-argument tool recorded."""
     parsed = parse_json(call.arguments)
     if isinstance(parsed, dict):
-        # OpenInference may wrap keyword arguments: {"args": [...], "kwargs": {...}}.
-        inner = parsed.get("kwargs") or parsed.get("input")
+        inner = first_truthy(parsed, facts.ARGUMENT_WRAPPERS)
         return inner if isinstance(inner, dict) else parsed
     if isinstance(parsed, str):
         return parsed
@@ -129,7 +128,7 @@ def flatten_text(value: Any) -> str:
     if isinstance(value, list):
         return "\n".join(t for t in (flatten_text(v) for v in value) if t)
     if isinstance(value, dict):
-        for key in ("text", "content", "output", "result", "instructions", "response", "parts", "data"):
+        for key in facts.TEXT_FIELDS:
             if key in value:
                 return flatten_text(value[key])
         return ""
@@ -139,3 +138,21 @@ def flatten_text(value: Any) -> str:
 def result_text(call: ToolCall) -> str:
     parsed = parse_json(call.result)
     return flatten_text(parsed) if parsed is not None else (call.result or "")
+
+
+def first_present(d: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    """The value of the first of ``keys`` that ``d`` has (None if it has none)."""
+    for key in keys:
+        if key in d:
+            return d[key]
+    return None
+
+
+def first_truthy(d: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    """The first truthy value of ``keys`` in ``d``, else the last key's value (``a or b``)."""
+    value = None
+    for key in keys:
+        value = d.get(key)
+        if value:
+            break
+    return value

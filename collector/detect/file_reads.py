@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collector.detect import patterns
+from collector.detect import facts
 from collector.detect.content import arguments_of, result_text
 from collector.detect.outcome import outcome
 from evaluators import skill_md
@@ -10,11 +10,11 @@ from evaluators.evidence import Signal, SkillLoad, ToolCall
 
 
 def skill_path(call: ToolCall) -> str | None:
-    if call.name not in patterns.READ_TOOLS:
+    if call.name not in facts.READ_TOOLS:
         return None
     arguments = arguments_of(call)
     if isinstance(arguments, dict):
-        for key in patterns.PATH_ARGUMENTS:
+        for key in facts.PATH_ARGUMENTS:
             value = arguments.get(key)
             if isinstance(value, str):
                 return (

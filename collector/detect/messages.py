@@ -5,35 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from collector.detect.content import flatten_text, parse_json
+from collector.detect import facts
+from collector.detect.content import first_present, first_truthy, flatten_text, parse_json
 from collector.otlp.views import SpanView
-
-# (event name or "" for span attributes, attribute key, role the text plays)
-PROMPT_FIELDS: tuple[tuple[str, str, str], ...] = (
-    ("gen_ai.system.message", "content", "system"),  # Strands legacy
-    ("gen_ai.user.message", "content", "user"),
-    ("gen_ai.assistant.message", "content", "assistant"),
-    ("gen_ai.tool.message", "content", "tool"),  # on chat spans: results fed back to the model
-    ("gen_ai.choice", "message", "assistant"),
-    ("gen_ai.client.inference.operation.details", "gen_ai.system_instructions", "system"),
-    ("gen_ai.client.inference.operation.details", "gen_ai.input.messages", "messages"),
-    ("", "gen_ai.system_instructions", "system"),  # GenAI semconv
-    ("", "gen_ai.input.messages", "messages"),
-    ("", "input.value", "messages"),  # OpenInference
-    ("", "gen_ai.prompt", "messages"),  # LangSmith OTel mode
-    ("", "gcp.vertex.agent.llm_request", "messages"),  # ADK legacy schema
-    ("", "user_prompt", "user"),  # Claude Code interaction span (OTEL_LOG_USER_PROMPTS=1)
-)
-# OpenInference flattens messages: llm.input_messages.<i>.message.content / ...contents.<j>.message_content.text
-FLATTENED_PREFIX = "llm.input_messages."
-FLATTENED_SUFFIXES = (".message.content", ".message_content.text")
-RESPONSE_FIELDS: tuple[tuple[str, str], ...] = (
-    ("gen_ai.choice", "message"),
-    ("gen_ai.client.inference.operation.details", "gen_ai.output.messages"),
-    ("", "gen_ai.output.messages"),
-    ("", "output.value"),
-    ("", "gen_ai.completion"),
-)
 
 
 def _index(fields: tuple[tuple[str, str, str], ...]) -> dict[str, tuple[tuple[str, str], ...]]:
@@ -44,10 +18,10 @@ def _index(fields: tuple[tuple[str, str, str], ...]) -> dict[str, tuple[tuple[st
     return {name: tuple(sorted(keys, key=lambda kr: kr[0])) for name, keys in events.items()}
 
 
-_PROMPT_ATTRIBUTES = tuple((key, role) for event, key, role in PROMPT_FIELDS if not event)
-_PROMPT_EVENTS = _index(PROMPT_FIELDS)
-_RESPONSE_ATTRIBUTES = tuple((key, "") for event, key in RESPONSE_FIELDS if not event)
-_RESPONSE_EVENTS = _index(tuple((event, key, "") for event, key in RESPONSE_FIELDS))
+_PROMPT_ATTRIBUTES = tuple((key, role) for event, key, role in facts.PROMPT_FIELDS if not event)
+_PROMPT_EVENTS = _index(facts.PROMPT_FIELDS)
+_RESPONSE_ATTRIBUTES = tuple((key, "") for event, key in facts.RESPONSE_FIELDS if not event)
+_RESPONSE_EVENTS = _index(tuple((event, key, "") for event, key in facts.RESPONSE_FIELDS))
 
 
 def _field_texts(
@@ -78,7 +52,7 @@ def prompt_texts(view: SpanView) -> list[tuple[str, str]]:
     """(role, raw text) of every prompt-like field on the span."""
     found = _field_texts(view, _PROMPT_ATTRIBUTES, _PROMPT_EVENTS)
     for key in _flattened_keys(view):
-        if key.endswith(FLATTENED_SUFFIXES):
+        if key.endswith(facts.FLATTENED_SUFFIXES):
             flattened = view.attrs.text(key)
             if flattened:
                 found.append(("flattened", flattened))
@@ -95,9 +69,9 @@ def user_texts(view: SpanView, prompts: list[tuple[str, str]] | None = None) -> 
             found.append(_text_only(parsed if parsed is not None else raw))
         elif role == "messages":
             found += [
-                _text_only(m.get("parts") if "parts" in m else m.get("content"))
+                _text_only(first_present(m, facts.MESSAGE_BODY_KEYS))
                 for m in _messages(raw)
-                if m.get("role") in ("user", "human")
+                if m.get("role") in facts.USER_ROLES
             ]
     found += _flattened_user_texts(view)
     return [text.strip() for text in found if text and text.strip()]
@@ -108,9 +82,9 @@ def _text_only(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, dict):
-        if value.get("type") not in (None, "text") or "toolResult" in value or "toolUse" in value:
+        if value.get("type") not in facts.TEXT_PART_TYPES or _has_key(value, facts.TOOL_PART_KEYS):
             return ""
-        text = value.get("text", value.get("content"))
+        text = first_present(value, facts.TEXT_PART_KEYS)
         return text if isinstance(text, str) else ""
     if isinstance(value, list):
         return "\n".join(t for t in (_text_only(v) for v in value) if t)
@@ -120,7 +94,7 @@ def _text_only(value: Any) -> str:
 def _flattened_keys(view: SpanView) -> list[str]:
     """The span's flattened message keys in message and part order (``.2.`` before ``.10.``),
     whatever order the attributes were read in."""
-    keys = view.attrs.keys_with_prefix(FLATTENED_PREFIX)
+    keys = view.attrs.keys_with_prefix(facts.FLATTENED_PREFIX)
     if len(keys) > 1:
         keys.sort(key=_order)
     return keys
@@ -141,20 +115,20 @@ def _order(key: str) -> list[int | str]:
 
 def _flattened_user_texts(view: SpanView) -> list[str]:
     keys = _flattened_keys(view)
-    if not keys:  # most spans: no OpenInference messages
+    if not keys:  # most spans: no flattened messages
         return []
     roles: dict[str, str] = {}
     texts: dict[str, list[str]] = {}
     for key in keys:
-        index = key[len(FLATTENED_PREFIX) :].split(".", 1)[0]
-        if key.endswith(".message.role"):
+        index = key[len(facts.FLATTENED_PREFIX) :].split(".", 1)[0]
+        if key.endswith(facts.FLATTENED_ROLE_SUFFIX):
             roles[index] = view.attrs.text(key) or ""
-        elif key.endswith(FLATTENED_SUFFIXES):
+        elif key.endswith(facts.FLATTENED_SUFFIXES):
             texts.setdefault(index, []).append(view.attrs.text(key) or "")
     return [
         "\n".join(texts.get(i, []))
         for i in sorted(roles, key=lambda i: int(i) if i.isdigit() else 0)
-        if roles[i] in ("user", "human")
+        if roles[i] in facts.USER_ROLES
     ]
 
 
@@ -168,14 +142,21 @@ def answer_text(raw: str) -> str | None:
     """The readable answer in a recorded response: the last message of a list, or the text."""
     parsed = parse_json(raw)
     if isinstance(parsed, list) and parsed and isinstance(parsed[0], dict) and "role" in parsed[0]:
-        return flatten_text(parsed[-1].get("parts") or parsed[-1].get("content")) or None
+        return flatten_text(first_truthy(parsed[-1], facts.MESSAGE_BODY_KEYS)) or None
     return (flatten_text(parsed) if parsed is not None else raw) or None
 
 
 def _messages(raw: str) -> list[dict[str, Any]]:
     parsed = parse_json(raw)
     if isinstance(parsed, dict):
-        parsed = parsed.get("messages") or parsed.get("input")
+        parsed = first_truthy(parsed, facts.HISTORY_KEYS)
     if isinstance(parsed, list):
         return [m for m in parsed if isinstance(m, dict)]
     return []
+
+
+def _has_key(d: dict[str, Any], keys: tuple[str, ...]) -> bool:
+    for key in keys:  # noqa: SIM110 - a loop makes no generator per call
+        if key in d:
+            return True
+    return False

@@ -3,7 +3,7 @@
 ``observe_span`` and ``observe_log`` run once per item on the hot path: they classify it
 with cheap attribute checks, hand tool calls to the signal detectors in ``DETECTORS``, and
 scan prompt text only when a marker says it may hold something.  ``finish`` reconciles what
-only makes sense together (a Claude ``Skill`` span and its ``tool_result`` log; a call seen
+only makes sense together (a skill tool span and the log record of its result; a call seen
 only in messages; a body injected after a call) and returns the ``Session`` evaluators read.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from collector.detect import catalogs, file_reads, messages, patterns, shell_reads, skill_tools, transcript
+from collector.detect import catalogs, facts, file_reads, messages, shell_reads, skill_tools, transcript
 from collector.detect.content import has_marker, parse_json, result_text, tool_call
 from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.expectations import NO_RULES, Rules
@@ -40,8 +40,8 @@ DETECTORS: tuple[Callable[[ToolCall], SkillLoad | None], ...] = (
 )
 
 # Substrings without which a piece of prompt text holds nothing for each walk of ``_scan``.
-_BLOCK_MARKERS: tuple[str, ...] = transcript.BLOCK_MARKERS
-_INJECTION_MARKERS: tuple[str, ...] = transcript.INJECTION_MARKERS
+_BLOCK_MARKERS: tuple[str, ...] = facts.BLOCK_MARKERS
+_INJECTION_MARKERS: tuple[str, ...] = facts.INJECTION_MARKERS
 
 
 def _has_any(text: str, markers: tuple[str, ...]) -> bool:
@@ -59,7 +59,7 @@ _framework_cache: dict[str, str] = {}
 def framework_of(scope: str) -> str:
     found = _framework_cache.get(scope)
     if found is None:
-        found = next((fw for prefix, fw in patterns.FRAMEWORK_SCOPES if scope.startswith(prefix)), "")
+        found = next((fw for prefix, fw in facts.FRAMEWORK_SCOPES if scope.startswith(prefix)), "")
         if len(_framework_cache) < 1024:
             _framework_cache[scope] = found
     return found
@@ -137,7 +137,7 @@ class SessionEvidence:
             self._observe_tool(call)
             return
         start = view.span.start_time_unix_nano
-        if has_marker(view, patterns.AGENT_SPAN_MARKERS):
+        if has_marker(view, facts.AGENT_SPAN_MARKERS):
             self.agent_spans.append((start, view.trace_id, view.span_id))
         prompts = messages.prompt_texts(view)
         if prompts:
@@ -175,17 +175,17 @@ class SessionEvidence:
             record.span_id.hex(),
             record.time_unix_nano or record.observed_time_unix_nano,
         )
-        event = view.event_name.removeprefix("claude_code.")
-        if event in patterns.LOG_SKILL_ACTIVATED:
-            skill = view.attrs.text(patterns.LOG_SKILL_ACTIVATED[event])
+        event = view.event_name.removeprefix(facts.LOG_EVENT_PREFIX)
+        if event in facts.LOG_SKILL_ACTIVATED:
+            skill = view.attrs.text(facts.LOG_SKILL_ACTIVATED[event])
             if skill:
                 self._activated.setdefault(fold_skill_name(skill), (skill, seen))
-        elif event in patterns.LOG_TOOL_RESULTS:
-            id_key, success_key = patterns.LOG_TOOL_RESULTS[event]
+        elif event in facts.LOG_TOOL_RESULTS:
+            id_key, success_key = facts.LOG_TOOL_RESULTS[event]
             call_id = view.attrs.text(id_key)
             if call_id:
                 self._log_results[call_id] = (str(view.attrs.get(success_key)).lower() == "true", seen)
-        for key in patterns.LOG_CONTENT_ATTRIBUTES:
+        for key in facts.LOG_CONTENT_ATTRIBUTES:
             if key in view.attrs:
                 raw = view.attrs.text(key)
                 if raw:
@@ -206,7 +206,7 @@ class SessionEvidence:
             if load is not None:
                 self.skill_loads.append(load)
                 return
-        if call.name in patterns.CATALOG_TOOLS and call.result:
+        if call.name in facts.CATALOG_TOOLS and call.result:
             self._scan(call.result, _Seen(call.trace_id, call.span_id, call.start_unix_nano))
 
     def _first_sight(self, item: tuple[str, str]) -> bool:
@@ -434,7 +434,7 @@ class SessionEvidence:
                 status, message = "unresolved", None
             else:
                 status, message = text_outcome(result.text, None, result.is_error)
-                if status == "loaded" and patterns.DENIALS.search(result.text):
+                if status == "loaded" and facts.DENIALS.search(result.text):
                     status, message = "denied", result.text[:500]
             self.skill_loads.append(
                 SkillLoad(

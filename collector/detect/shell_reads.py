@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 import shlex
 
-from collector.detect import patterns
+from collector.detect import facts
 from collector.detect.content import arguments_of, result_text
 from collector.detect.file_reads import read_load
 from evaluators.evidence import SkillLoad, ToolCall
@@ -18,13 +18,13 @@ _SEPARATORS = frozenset({"&&", "||", ";", "|"})
 
 
 def command_of(call: ToolCall) -> str | None:
-    if call.name not in patterns.SHELL_TOOLS:
+    if call.name not in facts.SHELL_TOOLS:
         return None
     arguments = arguments_of(call)
     if isinstance(arguments, str):
         return arguments
     if isinstance(arguments, dict):
-        for key in patterns.COMMAND_ARGUMENTS:
+        for key in facts.COMMAND_ARGUMENTS:
             value = arguments.get(key)
             if isinstance(value, str):
                 return value
@@ -51,9 +51,10 @@ def skill_paths(command: str) -> list[str]:
             continue
         if words:
             verb = posixpath.basename(words[0])
-            writes = patterns.READ_VERBS.get(verb)
+            writes = facts.READ_VERBS.get(verb)
+            joined = facts.WRITE_FLAG_PREFIXES.get(verb)
             if writes is not None and not any(
-                w in writes or (w.startswith("-i") and verb == "sed") for w in words[1:]
+                w in writes or (joined is not None and w.startswith(joined)) for w in words[1:]
             ):
                 paths += [w for w in words[1:] if w.endswith("SKILL.md") and not w.startswith("-")]
         words = []

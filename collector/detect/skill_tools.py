@@ -1,8 +1,8 @@
-"""Signal: a framework's native skill tool (``skills``, ``Skill``, ``load_skill``, ...)."""
+"""Signal: a harness's native skill tool (``skills``, ``Skill``, ``load_skill``, ...)."""
 
 from __future__ import annotations
 
-from collector.detect import patterns
+from collector.detect import facts
 from collector.detect.content import arguments_of, result_text
 from collector.detect.outcome import outcome
 from evaluators import skill_md
@@ -10,9 +10,9 @@ from evaluators.evidence import SkillLoad, ToolCall
 
 
 def argument_key(tool: str) -> str | None:
-    key = patterns.SKILL_TOOLS.get(tool)
+    key = facts.SKILL_TOOLS.get(tool)
     if key is None:
-        for suffix, suffix_key in patterns.SKILL_TOOL_SUFFIXES.items():
+        for suffix, suffix_key in facts.SKILL_TOOL_SUFFIXES.items():
             if tool.endswith(suffix):
                 return suffix_key
     return key
@@ -49,9 +49,9 @@ def detect(call: ToolCall) -> SkillLoad | None:
 
 
 def _body_without_ack(text: str) -> str | None:
-    # "Launching skill: x" / "Skill 'x' activated (no instructions available)." are loads
-    # without a body; anything longer is the instructions themselves.
+    # A short one-line acknowledgement is a load without a body; anything longer is the
+    # instructions themselves.
     stripped = text.strip()
-    if len(stripped) < 80 and ("\n" not in stripped):
+    if len(stripped) < facts.SKILL_ACK_MAX_CHARS and ("\n" not in stripped):
         return None
     return stripped or None

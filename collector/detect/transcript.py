@@ -1,18 +1,18 @@
 """Signals inside recorded conversations, whatever the message format.
 
 Two things hide in message lists that no tool span shows: tool calls a harness never ran
-(a Strands call cancelled by a hook, a Claude ``Skill`` call naming an unknown skill), and
-SKILL.md bodies injected without any call (Deep Agents pinned skills, Claude's follow-up
-"Base directory for this skill:" message).  Each block shape below is one convention.
+(one cancelled by a hook, one naming an unknown skill), and SKILL.md bodies injected without
+any call (pinned skills, a follow-up message after a skill tool call).  Each block shape is a
+row of ``facts``: a dict is a block when a key, its "type" value or a tag says so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from collector.detect import patterns
+from collector.detect import facts
 from collector.detect.content import flatten_text, parse_json
 
 
@@ -35,100 +35,62 @@ class Injection:
     skill: str
     body: str
     path: str | None
-    follows_tool: bool  # Claude's follow-up to a Skill call, rather than a standalone pin
+    follows_tool: bool  # a follow-up to a skill tool call, rather than a standalone pin
 
 
 Block = MessageCall | MessageResult | None
 
 
-def _strands_use(d: dict[str, Any]) -> Block:
-    use = d.get("toolUse")
-    return (
-        MessageCall(str(use.get("toolUseId", "")), str(use.get("name", "")), use.get("input"))
-        if isinstance(use, dict)
-        else None
-    )
-
-
-def _strands_result(d: dict[str, Any]) -> Block:
-    res = d.get("toolResult")
-    if not isinstance(res, dict):
-        return None
-    return MessageResult(
-        str(res.get("toolUseId", "")), flatten_text(res.get("content")), res.get("status") == "error"
-    )
-
-
-def _anthropic(d: dict[str, Any]) -> Block:
-    kind = d.get("type")
-    if kind == "tool_use":
-        return MessageCall(str(d.get("id", "")), str(d.get("name", "")), d.get("input"))
-    if kind == "tool_result":
-        return MessageResult(
-            str(d.get("tool_use_id", "")), flatten_text(d.get("content")), bool(d.get("is_error"))
-        )
-    return None
-
-
-def _genai_parts(d: dict[str, Any]) -> Block:
-    kind = d.get("type")
-    if kind == "tool_call":
-        return MessageCall(str(d.get("id", "")), str(d.get("name", "")), d.get("arguments"))
-    if kind == "tool_call_response":
-        return MessageResult(str(d.get("id", "")), flatten_text(d.get("response")), None)
-    return None
-
-
-def _openai_tool_message(d: dict[str, Any]) -> Block:
-    if d.get("role") == "tool" and "tool_call_id" in d:
-        return MessageResult(str(d["tool_call_id"]), flatten_text(d.get("content")), None)
-    function = d.get("function")
-    if isinstance(function, dict) and "id" in d:
-        return MessageCall(
-            str(d["id"]),
-            str(function.get("name", "")),
-            parse_json(function.get("arguments")) or function.get("arguments"),
-        )
-    return None
-
-
-# One function per message convention; each recognises its own blocks or returns None.
-# Every shape needs one of these words in the text (keys or type values), so text without
-# any of them holds no block and is not walked.
-BLOCK_MARKERS: tuple[str, ...] = ("toolUse", "toolResult", "tool_use", "tool_result", "tool_call", "function")
-# Which shape to try on a dict, in order: by a key it must have, then by its "type" value.
-# A walk visits every dict of a history, and most are text parts: a lookup rules them out.
-KEYED_SHAPES: tuple[tuple[str, Callable[[dict[str, Any]], Block]], ...] = (
-    ("toolUse", _strands_use),  # Strands: {"toolUse": {...}}
-    ("toolResult", _strands_result),  # Strands: {"toolResult": {...}}
-)
-TYPED_SHAPES: dict[str, Callable[[dict[str, Any]], Block]] = {
-    "tool_use": _anthropic,  # Anthropic Messages API: tool_use / tool_result blocks
-    "tool_result": _anthropic,
-    "tool_call": _genai_parts,  # GenAI semconv parts: tool_call / tool_call_response
-    "tool_call_response": _genai_parts,
-}
-LAST_SHAPE_KEYS: tuple[str, ...] = ("tool_call_id", "function")  # OpenAI chat: role "tool" / tool_calls[]
+# A walk visits every dict of a history, and most are text parts: cheap lookups rule them out.
+_KEYED = facts.KEYED_BLOCKS
+_TYPE_KEY = facts.BLOCK_TYPE_KEY
+_TYPED = facts.TYPED_BLOCKS
+_TAGGED = tuple((fields.id, key, value, fields) for key, value, fields in facts.TAGGED_BLOCKS)
 
 
 def block_of(d: dict[str, Any]) -> Block:
-    """The tool call or result a dict records, if it is one."""
-    for key, shape in KEYED_SHAPES:
+    """The tool call or result a dict records, if it is one: by a key it holds the block
+    under, then by its "type" value, then by a tag beside its id."""
+    for key, fields in _KEYED:
         if key in d:
-            block = shape(d)
-            if block is not None:
-                return block
-    kind = d.get("type")
+            inner = d[key]
+            if isinstance(inner, dict):
+                block = _block(inner, fields)
+                if block is not None:
+                    return block
+    kind = d.get(_TYPE_KEY)
     if isinstance(kind, str):
-        typed = TYPED_SHAPES.get(kind)
+        typed = _TYPED.get(kind)
         if typed is not None:
-            block = typed(d)
+            block = _block(d, typed)
             if block is not None:
                 return block
-    for key in LAST_SHAPE_KEYS:
-        if key in d:
-            return _openai_tool_message(d)
+    for id_key, key, value, fields in _TAGGED:
+        if id_key in d:
+            tag = d.get(key)
+            if (tag == value) if value is not None else isinstance(tag, dict):
+                return _block(d, fields)
     return None
+
+
+def _block(d: dict[str, Any], fields: facts.CallFields | facts.ResultFields) -> Block:
+    """The block ``d`` records, read through ``fields`` (None if its parts are not there)."""
+    if isinstance(fields, facts.ResultFields):
+        failed: bool | None
+        if not fields.error:
+            failed = None
+        elif fields.error_value:
+            failed = d.get(fields.error) == fields.error_value
+        else:
+            failed = bool(d.get(fields.error))
+        return MessageResult(str(d.get(fields.id, "")), flatten_text(d.get(fields.text)), failed)
+    inner = d.get(fields.within) if fields.within else d
+    if not isinstance(inner, dict):
+        return None
+    arguments = inner.get(fields.arguments)
+    if fields.json_arguments:
+        arguments = parse_json(arguments) or arguments
+    return MessageCall(str(d.get(fields.id, "")), str(inner.get(fields.name, "")), arguments)
 
 
 def blocks(value: Any) -> list[MessageCall | MessageResult]:
@@ -181,11 +143,6 @@ def _walk(value: Any, strings: list[str] | None, found: list[MessageCall | Messa
             _walk(item, strings, found)
 
 
-# Text without these holds no injection.  ``u003cskill`` is ``<skill`` as JSON encoders
-# that escape HTML characters (Go's, for one) write it.
-INJECTION_MARKERS: tuple[str, ...] = ("<skill ", "u003cskill ", "Base directory for this skill:")
-
-
 def injections(value: Any) -> Iterator[Injection]:
     return injections_in(all_strings(value))
 
@@ -193,11 +150,11 @@ def injections(value: Any) -> Iterator[Injection]:
 def injections_in(strings: Iterable[str]) -> Iterator[Injection]:
     """Injections in strings already taken out of a value (``all_strings``)."""
     for text in strings:
-        if "<skill " in text:
-            for match in patterns.INJECTED_SKILL_TAG.finditer(text):
+        if facts.INJECTED_SKILL_MARKER in text:
+            for match in facts.INJECTED_SKILL_TAG.finditer(text):
                 yield Injection(match.group(1), match.group(3).strip(), match.group(2), follows_tool=False)
-        if text.startswith("Base directory for this skill:"):
-            base = patterns.BASE_DIRECTORY.match(text)
+        if text.startswith(facts.BASE_DIRECTORY_PREFIX):
+            base = facts.BASE_DIRECTORY.match(text)
             if base is not None:
                 directory = base.group(1).strip().rstrip("/")
                 yield Injection(

@@ -1,0 +1,377 @@
+"""Facts about how harnesses record skills: everything here is a fact about some harness's
+output format (tool names, argument keys, attribute keys, event names, message shapes,
+catalog formats, refusal phrases).
+
+The signal modules in this package read these tables and name no harness themselves:
+supporting a new harness should mean adding a row here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# -- spans ------------------------------------------------------------------------------
+
+# A tool span: one of these says so.
+TOOL_SPAN_MARKERS: tuple[tuple[str, str | None], ...] = (
+    ("gen_ai.operation.name", "execute_tool"),
+    ("openinference.span.kind", "TOOL"),
+    ("gen_ai.tool.name", None),
+    ("tool.name", None),
+)
+# A tool span's name when no attribute names the tool: "execute_tool <tool>" (GenAI semconv).
+TOOL_SPAN_NAME_PREFIX = "execute_tool "
+# Agent / session-root spans, whose first occurrence anchors session-level results.
+AGENT_SPAN_MARKERS: tuple[tuple[str, str | None], ...] = (
+    ("gen_ai.operation.name", "invoke_agent"),
+    ("openinference.span.kind", "AGENT"),
+)
+
+# -- tool calls on spans ----------------------------------------------------------------
+
+# Where each convention records a tool call: tried in order, first present wins.
+TOOL_NAME_KEYS: tuple[str, ...] = ("gen_ai.tool.name", "tool.name", "tool_name")
+TOOL_CALL_ID_KEYS: tuple[str, ...] = ("gen_ai.tool.call.id", "tool.id", "tool_call_id", "tool_use_id")
+TOOL_ARGUMENT_KEYS: tuple[str, ...] = (
+    "gen_ai.tool.call.arguments",  # GenAI semconv, Strands latest
+    "input.value",  # OpenInference
+    "gen_ai.prompt",  # LangSmith OTel mode
+    "gcp.vertex.agent.tool_call_args",  # ADK legacy schema
+    "tool_input",
+)
+# Harnesses that record each argument as its own span attribute: attribute -> argument.
+ARGUMENT_ATTRIBUTES: tuple[tuple[str, str], ...] = (
+    ("file_path", "file_path"),  # Claude Code Read
+    ("full_command", "command"),  # Claude Code Bash
+    ("skill_name", "skill"),  # Claude Code Skill
+)
+TOOL_RESULT_KEYS: tuple[str, ...] = (
+    "gen_ai.tool.call.result",  # GenAI semconv
+    "output.value",  # OpenInference
+    "gen_ai.completion",  # LangSmith OTel mode
+    "gcp.vertex.agent.tool_response",  # ADK legacy schema
+    "tool_output",
+)
+# Span events that carry arguments / results: (event name, attribute).
+TOOL_ARGUMENT_EVENTS: tuple[tuple[str, str], ...] = (("gen_ai.tool.message", "content"),)  # Strands legacy
+TOOL_RESULT_EVENTS: tuple[tuple[str, str], ...] = (
+    ("gen_ai.choice", "message"),  # Strands legacy
+    ("tool.output", "content"),  # Claude Code Read
+    ("tool.output", "output"),  # Claude Code Bash
+)
+# The error class a failed call records (OTel semconv), with or without an ERROR status.
+ERROR_TYPE_KEY = "error.type"
+# Attributes whose value other than these means the tool failed.
+TOOL_STATUS_KEYS: tuple[str, ...] = ("gen_ai.tool.status", "tool.status")
+TOOL_SUCCESS_VALUES: frozenset[str] = frozenset({"success", "ok", "completed"})
+
+# -- tool arguments and results, decoded ------------------------------------------------
+
+# Keys that wrap a call's arguments, the first non-empty one wins: {"args": [...], "kwargs":
+# {...}} (OpenInference keyword arguments), {"input": ...} (LangSmith OTel mode).
+ARGUMENT_WRAPPERS: tuple[str, ...] = ("kwargs", "input")
+# Keys that hold the readable text of a recorded message or result: text parts and message
+# content, tool outputs ("output", "result"), the OpenAI Responses API's "instructions", GenAI
+# semconv tool_call_response "response" and message "parts", and "data" wrappers.
+TEXT_FIELDS: tuple[str, ...] = (
+    "text",
+    "content",
+    "output",
+    "result",
+    "instructions",
+    "response",
+    "parts",
+    "data",
+)
+
+# -- skill tools ------------------------------------------------------------------------
+
+# Native skill tools: tool name -> argument holding the skill name.
+SKILL_TOOLS: dict[str, str] = {
+    "skills": "skill_name",  # Strands AgentSkills plugin
+    "Skill": "skill",  # Claude Code / Claude Agent SDK
+    "load_skill": "skill_name",  # Google ADK SkillToolset, OpenAI Agents sandbox
+    "activate_skill": "name",  # Gemini CLI
+    "invoke_skill": "name",  # OpenHands
+}
+# ADK prefixes toolset tools (``myset_load_skill``); any ``*_load_skill`` is the same tool.
+SKILL_TOOL_SUFFIXES: dict[str, str] = {"_load_skill": "skill_name"}
+# Span attributes naming the skill a tool call loads, when its arguments are not recorded.
+SKILL_NAME_ATTRIBUTES: tuple[str, ...] = (
+    "gen_ai.skill.name",  # proposed GenAI semconv; ADK sets it even for unknown skills
+    "skill_name",  # Claude Code
+)
+# Present only when the harness resolved the skill (ADK: absent for an unknown skill).
+SKILL_RESOLVED_ATTRIBUTES: tuple[str, ...] = ("gen_ai.skill.source.uri",)
+# A skill tool result shorter than this, on one line, acknowledges a load without the body:
+# "Launching skill: x" (Claude Code), "Skill 'x' activated (no instructions available).".
+SKILL_ACK_MAX_CHARS = 80
+# Tools whose result lists the catalog.
+CATALOG_TOOLS: frozenset[str] = frozenset({"list_skills", "search_skills"})
+
+# -- read tools -------------------------------------------------------------------------
+
+# Tools that read a file, and the arguments that may hold the path.
+READ_TOOLS: frozenset[str] = frozenset(
+    {"read", "Read", "read_file", "file_read", "filesystem_read", "read_text_file", "view", "cat_file"}
+)
+PATH_ARGUMENTS: tuple[str, ...] = ("file_path", "path", "filename", "filepath", "file")
+
+# -- shell tools ------------------------------------------------------------------------
+
+# Shell tools, and the arguments that may hold the command line.
+SHELL_TOOLS: frozenset[str] = frozenset(
+    {"bash", "Bash", "shell", "command", "exec_command", "execute", "run_shell_command", "terminal", "sh"}
+)
+COMMAND_ARGUMENTS: tuple[str, ...] = ("command", "cmd", "full_command", "script")
+# Verbs that print a file; each maps to flags that make it write instead (sed -i).
+READ_VERBS: dict[str, frozenset[str]] = {
+    "cat": frozenset(),
+    "head": frozenset(),
+    "tail": frozenset(),
+    "less": frozenset(),
+    "more": frozenset(),
+    "bat": frozenset(),
+    "nl": frozenset(),
+    "sed": frozenset({"-i", "--in-place"}),
+}
+# Flag prefixes that make a verb write, whatever follows: sed -i.bak joins the backup suffix.
+WRITE_FLAG_PREFIXES: dict[str, str] = {"sed": "-i"}
+# A shell tool's exit code in its output: "Process exited with code 0" (OpenAI Agents sandbox
+# exec_command), "[Command succeeded with exit code 0]" and "exit_code": 0 (Deep Agents).
+EXIT_CODE: re.Pattern[str] = re.compile(r"(?:exit(?:ed with)? code|exit_code)\W{0,3}(-?\d+)", re.IGNORECASE)
+# How far from the end of the output the exit code is looked for.
+EXIT_CODE_TAIL_CHARS = 200
+# Exit codes that still mean the read worked: 141 is SIGPIPE from a paged read (cat | head).
+OK_EXIT_CODES: frozenset[int] = frozenset({0, 141})
+
+# -- outcomes ---------------------------------------------------------------------------
+
+# Whole lines a harness writes when it refuses a load, even under a success status.
+REFUSALS: re.Pattern[str] = re.compile(
+    r"^\s*(?:"
+    r"Error:.*"  # Deep Agents read_file: "Error: File '...' not found"
+    r"|Skill\s+'[^']*'\s+not\s+found.*"  # Strands AgentSkills, under a success status
+    r"|.*\bunknown skill\b.*"  # Claude Code: "<tool_use_error>Unknown skill: x"
+    r"|.*\bno such skill\b.*"
+    r"|<tool_use_error>.*"  # Claude Code
+    r"|An error occurred while running the tool.*"  # OpenAI Agents SDK's default failure handler
+    r")$",
+    re.IGNORECASE | re.MULTILINE,
+)
+# Words one of which every refusal line holds, casefolded (as IGNORECASE compares): a result
+# holding none cannot match, and most results (skill bodies) hold none.
+REFUSAL_WORDS: tuple[str, ...] = (
+    "error:",
+    "found",
+    "unknown skill",
+    "no such skill",
+    "<tool_use_error>",
+    "an error occurred while running the tool",
+)
+# Result fields that mark a failure in a JSON tool result ({"error_code": ...}: ADK), and the
+# field that holds its message.
+ERROR_FIELDS: tuple[str, ...] = ("is_error", "error", "error_code")
+ERROR_MESSAGE_FIELD = "error"
+# Result fields whose value says how the call went, and where a failed one says why (the
+# first non-empty wins).
+STATUS_FIELDS: tuple[str, ...] = ("status",)
+FAILED_STATUS_VALUES: frozenset[str] = frozenset({"error", "failed", "failure"})
+STATUS_MESSAGE_FIELDS: tuple[str, ...] = ("content", "message")
+# Keys a JSON result may nest its fields under, one level down: {"data": {...}}.
+RESULT_WRAPPERS: tuple[str, ...] = ("data",)
+# A harness's words when a call was not allowed to run (hooks, approvals).
+DENIALS: re.Pattern[str] = re.compile(
+    r"\b(?:denied|not granted|not approved|rejected by (?:the )?user|cancel+ed by (?:a )?hook)\b",
+    re.IGNORECASE,
+)
+
+# -- prompts and answers ---------------------------------------------------------------
+
+# Where a span keeps prompt text: (event name or "" for span attributes, attribute key, role
+# the text plays).
+PROMPT_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("gen_ai.system.message", "content", "system"),  # Strands legacy
+    ("gen_ai.user.message", "content", "user"),
+    ("gen_ai.assistant.message", "content", "assistant"),
+    ("gen_ai.tool.message", "content", "tool"),  # on chat spans: results fed back to the model
+    ("gen_ai.choice", "message", "assistant"),
+    ("gen_ai.client.inference.operation.details", "gen_ai.system_instructions", "system"),
+    ("gen_ai.client.inference.operation.details", "gen_ai.input.messages", "messages"),
+    ("", "gen_ai.system_instructions", "system"),  # GenAI semconv
+    ("", "gen_ai.input.messages", "messages"),
+    ("", "input.value", "messages"),  # OpenInference
+    ("", "gen_ai.prompt", "messages"),  # LangSmith OTel mode
+    ("", "gcp.vertex.agent.llm_request", "messages"),  # ADK legacy schema
+    ("", "user_prompt", "user"),  # Claude Code interaction span (OTEL_LOG_USER_PROMPTS=1)
+)
+# OpenInference flattens messages into one attribute per field:
+# llm.input_messages.<i>.message.content / ...contents.<j>.message_content.text, and .message.role.
+FLATTENED_PREFIX = "llm.input_messages."
+FLATTENED_SUFFIXES: tuple[str, ...] = (".message.content", ".message_content.text")
+FLATTENED_ROLE_SUFFIX = ".message.role"
+# Where a span keeps its recorded answer: (event name or "" for span attributes, attribute key).
+RESPONSE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("gen_ai.choice", "message"),  # Strands legacy
+    ("gen_ai.client.inference.operation.details", "gen_ai.output.messages"),
+    ("", "gen_ai.output.messages"),  # GenAI semconv
+    ("", "output.value"),  # OpenInference
+    ("", "gen_ai.completion"),  # LangSmith OTel mode
+)
+# Message roles of a user request: "human" is LangChain's (Deep Agents, LangGraph).
+USER_ROLES: tuple[str, ...] = ("user", "human")
+# Where a message keeps its body, first present wins: GenAI semconv messages use "parts".
+MESSAGE_BODY_KEYS: tuple[str, ...] = ("parts", "content")
+# Where a recorded request keeps its message list, first non-empty wins: {"messages": [...]}
+# (Anthropic Messages API bodies, LangGraph state), {"input": [...]} (OpenAI Responses API).
+HISTORY_KEYS: tuple[str, ...] = ("messages", "input")
+# Content parts that are text: untyped, or typed "text"; their text, first present wins.
+TEXT_PART_TYPES: tuple[str | None, ...] = (None, "text")
+TEXT_PART_KEYS: tuple[str, ...] = ("text", "content")
+# Untyped content parts that hold a tool call or result rather than text (Strands).
+TOOL_PART_KEYS: tuple[str, ...] = ("toolResult", "toolUse")
+
+# -- message blocks: tool calls and results inside recorded conversations ----------------
+
+
+@dataclass(frozen=True, slots=True)
+class CallFields:
+    """Where a message block keeps a tool call's parts."""
+
+    id: str
+    name: str
+    arguments: str
+    within: str = ""  # the name and arguments sit in this key's dict, the id beside it
+    json_arguments: bool = False  # the arguments are JSON text, decoded when they parse
+
+
+@dataclass(frozen=True, slots=True)
+class ResultFields:
+    """Where a message block keeps a tool result's parts."""
+
+    id: str
+    text: str
+    error: str = ""  # the key that says the call failed; "": the format does not say
+    error_value: str = ""  # the value of ``error`` that means failed; "": any truthy value
+
+
+# Blocks a dict holds under one key, the block being that key's dict: (key, fields), in order.
+# Strands: {"toolUse": {...}}, {"toolResult": {...}}.
+KEYED_BLOCKS: tuple[tuple[str, CallFields | ResultFields], ...] = (
+    ("toolUse", CallFields("toolUseId", "name", "input")),
+    ("toolResult", ResultFields("toolUseId", "content", error="status", error_value="error")),
+)
+# Blocks a dict is by its "type" value.
+BLOCK_TYPE_KEY = "type"
+TYPED_BLOCKS: dict[str, CallFields | ResultFields] = {
+    "tool_use": CallFields("id", "name", "input"),  # Anthropic Messages API
+    "tool_result": ResultFields("tool_use_id", "content", error="is_error"),  # Anthropic Messages API
+    "tool_call": CallFields("id", "name", "arguments"),  # GenAI semconv parts
+    "tool_call_response": ResultFields("id", "response"),  # GenAI semconv parts
+}
+# Blocks a dict is when its id key is present and one key holds a value (None: any dict):
+# (key, value, fields), tried in order after the two tables above.
+TAGGED_BLOCKS: tuple[tuple[str, str | None, CallFields | ResultFields], ...] = (
+    ("role", "tool", ResultFields("tool_call_id", "content")),  # OpenAI chat: a role "tool" message
+    # OpenAI chat: a tool_calls[] entry, {"id", "function": {"name", "arguments": "<JSON>"}}
+    ("function", None, CallFields("id", "name", "arguments", within="function", json_arguments=True)),
+)
+# Every block above needs one of these words in the text (a key, a type value, an id key), so
+# text without any of them holds no block and is not walked.
+BLOCK_MARKERS: tuple[str, ...] = ("toolUse", "toolResult", "tool_use", "tool_result", "tool_call", "function")
+
+# -- injected skill bodies --------------------------------------------------------------
+
+# Skill bodies a harness injects into the conversation without a tool call.
+INJECTED_SKILL_MARKER = "<skill "
+INJECTED_SKILL_TAG: re.Pattern[str] = re.compile(  # Deep Agents pinned skills
+    r'<skill\s+name="([^"]*)"(?:\s+path="([^"]*)")?\s*>(.*?)(?:</skill>|\Z)', re.DOTALL
+)
+# Claude Code's user message after a Skill call: the skill's folder, then its body.
+BASE_DIRECTORY_PREFIX = "Base directory for this skill:"
+BASE_DIRECTORY: re.Pattern[str] = re.compile(r"^Base directory for this skill:\s*(\S[^\n]*)\n(.*)", re.DOTALL)
+# Text without these holds no injection.  ``u003cskill`` is ``<skill`` as JSON encoders that
+# escape HTML characters (Go's, for one) write it.
+INJECTION_MARKERS: tuple[str, ...] = (INJECTED_SKILL_MARKER, "u003cskill ", BASE_DIRECTORY_PREFIX)
+
+# -- catalogs ---------------------------------------------------------------------------
+
+# The XML catalog (Strands, ADK, the Claude API's skills prompt), XML-escaped:
+# <available_skills><skill><name>..</name><description>..</description><location>..</location></skill>
+CATALOG_XML_SHAPE = "available_skills_xml"
+CATALOG_XML_MARKER = "<available_skills>"
+# The marker as it survives in JSON text: encoders that escape HTML characters (Go's, for one)
+# write ``<`` as ``\u003c``, so in raw text the XML shape is looked for without its brackets.
+CATALOG_XML_RAW_MARKER = "available_skills"
+CATALOG_XML_BLOCK: re.Pattern[str] = re.compile(r"<available_skills>(.*?)</available_skills>", re.DOTALL)
+CATALOG_XML_SKILL: re.Pattern[str] = re.compile(r"<skill>(.*?)</skill>", re.DOTALL)
+CATALOG_XML_FIELD: re.Pattern[str] = re.compile(r"<(name|description|location)>(.*?)</\1>", re.DOTALL)
+# Markdown catalogs, a "- name: description" list under a lead line (heading or sentence):
+# (shape name, cheap substring that must be present, the lead line), tried in this order
+# after the XML shape.
+CATALOG_MARKDOWN_SHAPES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    # OpenAI Agents sandbox, Strands Evals' markdown shape.  "vailable skills" matches the
+    # heading in either case ("Available skills", "available skills"), as the lead does.
+    (
+        "available_skills_markdown",
+        "vailable skills",
+        re.compile(r"^#{2,4}\s*Available skills\s*$", re.IGNORECASE | re.MULTILINE),
+    ),
+    # Deep Agents "## Skills System" ... "**Available Skills:**"
+    (
+        "deepagents_skills_system",
+        "**Available Skills:**",
+        re.compile(r"^\*\*Available Skills:\*\*\s*$", re.MULTILINE),
+    ),
+    # Claude Code's system reminder
+    (
+        "claude_skill_tool_list",
+        "available for use with the Skill tool",
+        re.compile(r"The following skills are available for use with the Skill tool:?"),
+    ),
+)
+# A list item: "- name: description"; the name may be bold (Deep Agents) or in backticks.
+CATALOG_ITEM: re.Pattern[str] = re.compile(r"^[-*]\s+\**`?([A-Za-z0-9][\w.-]*)`?\**\s*:\s*(.*)$")
+# A suffix naming the skill's folder, not part of the description: " (file: .agents/csv-cleanup)"
+# (OpenAI Agents sandbox).
+CATALOG_FILE_SUFFIX: re.Pattern[str] = re.compile(r"\s*\((?:file|path|location):[^)]*\)\s*$")
+# The sentence a markdown catalog shows instead of items when it lists no skill.
+CATALOG_EMPTY: re.Pattern[str] = re.compile(r"no skills (?:are )?(?:currently )?available", re.IGNORECASE)
+
+# -- log records ------------------------------------------------------------------------
+
+# Log records name their event here when they predate OTLP's event_name field.
+LOG_EVENT_NAME_KEY = "event.name"
+# Claude Code names its events "claude_code.<event>" in OTLP's event_name field and bare in
+# ``event.name``; the tables below use the bare names.
+LOG_EVENT_PREFIX = "claude_code."
+# Log records (OTLP logs, by event name) that carry skill evidence.
+LOG_SKILL_ACTIVATED: dict[str, str] = {"skill_activated": "skill.name"}  # Claude Code
+LOG_TOOL_RESULTS: dict[str, tuple[str, str]] = {"tool_result": ("tool_use_id", "success")}  # Claude Code
+# Log record attributes that hold whole API requests / responses or prompts.
+LOG_CONTENT_ATTRIBUTES: tuple[str, ...] = (
+    "body",  # Claude Code api_request_body / api_response_body (OTEL_LOG_RAW_API_BODIES)
+    "prompt",  # Claude Code user_prompt
+    "gen_ai.input.messages",  # GenAI semconv
+    "gen_ai.output.messages",
+)
+
+# -- instrumentation scopes -------------------------------------------------------------
+
+# Instrumentation scope -> framework, by prefix.
+FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
+    ("strands.telemetry", "strands"),
+    ("openinference.instrumentation.langchain", "langgraph"),
+    ("opentelemetry.instrumentation.langchain", "langgraph"),
+    ("langsmith", "langgraph"),
+    ("openinference.instrumentation.google_adk", "google_adk"),
+    ("gcp.vertex.agent", "google_adk"),
+    ("google.adk", "google_adk"),
+    ("openinference.instrumentation.openai_agents", "openai_agents"),
+    ("opentelemetry.instrumentation.openai_agents", "openai_agents"),
+    ("openinference.instrumentation.claude_agent_sdk", "claude_agent_sdk"),
+    ("com.anthropic.claude_code", "claude_code"),
+    ("openinference.instrumentation.llama_index", "llamaindex"),
+    ("opentelemetry.instrumentation.llamaindex", "llamaindex"),
+)

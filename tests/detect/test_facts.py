@@ -1,0 +1,48 @@
+"""``facts`` holds every harness fact; the signal modules hold logic and name no harness."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from collector.detect import catalogs, facts
+
+DETECT = Path(facts.__file__).parent
+HARNESS_NAMES = re.compile(
+    r"strands|\badk\b|google.adk|vertex|claude|anthropic|codex|gemini|openai|openhands|langgraph|langchain"
+    r"|langsmith|openinference|deep ?agents|llama",
+    re.IGNORECASE,
+)
+
+
+@pytest.mark.parametrize("module", sorted(p.name for p in DETECT.glob("*.py") if p.name != "facts.py"))
+def test_no_module_but_facts_names_a_harness(module: str) -> None:
+    lines = (DETECT / module).read_text().splitlines()
+    named = [f"{module}:{n}: {line.strip()}" for n, line in enumerate(lines, 1) if HARNESS_NAMES.search(line)]
+    assert not named, "\n".join(named)
+
+
+def _has_marker(word: str) -> bool:
+    return any(marker in word for marker in facts.BLOCK_MARKERS)
+
+
+def test_every_block_shape_holds_a_block_marker() -> None:
+    # Text without a marker is never walked for blocks, so a shape without one would be missed.
+    for key, _ in facts.KEYED_BLOCKS:
+        assert _has_marker(key), key
+    for kind in facts.TYPED_BLOCKS:
+        assert _has_marker(kind), kind
+    for key, _, fields in facts.TAGGED_BLOCKS:
+        assert _has_marker(key) or _has_marker(fields.id), key
+
+
+def test_raw_markers_are_in_the_markers_they_stand_for() -> None:
+    # Raw text is searched for RAW_MARKERS, decoded strings for MARKERS: each raw marker must
+    # be in its marker, or a catalog in raw text could be passed over.
+    assert len(catalogs.RAW_MARKERS) == len(catalogs.MARKERS)
+    for raw, marker in zip(catalogs.RAW_MARKERS, catalogs.MARKERS, strict=True):
+        assert raw in marker
+    assert facts.INJECTED_SKILL_MARKER in facts.INJECTION_MARKERS
+    assert facts.BASE_DIRECTORY_PREFIX in facts.INJECTION_MARKERS
