@@ -20,7 +20,6 @@ import logging
 import re
 import signal
 import ssl
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -32,9 +31,10 @@ from prometheus_client import CollectorRegistry
 from collector import __version__
 from collector.config import Config
 from collector.detect.expectations import Rules
+from collector.evaluate.metrics import EvaluateMetrics
 from collector.evaluate.runner import Runner
 from collector.export.fanout import Fanout
-from collector.export.metrics import Metrics
+from collector.export.metrics import ExportMetrics
 from collector.export.otlp import OtlpExporter
 from collector.export.outbox import SpoolOutbox
 from collector.otlp.received import Received
@@ -42,15 +42,21 @@ from collector.receiver import auth as listener_auth
 from collector.receiver import grpc as grpc_receiver
 from collector.receiver import http as http_receiver
 from collector.receiver.config import Listener
+from collector.receiver.metrics import ReceiverMetrics
 from collector.receiver.redact import redacting
+from collector.sessions.metrics import SessionsMetrics
 from collector.sessions.stage import SessionsStage
+from collector.spool.metrics import SpoolMetrics
 from collector.spool.stage import SpoolStage
+from collector.state.metrics import CoverageMetrics
 from collector.state.recorder import Recorder
 from collector.state.results import ResultStore
 from collector.state.store import MemorySpool, Spool, open_spool
 from collector.status import extension as status
 from collector.status.config import Status
+from collector.status.metrics import StatusMetrics
 from collector.status.view import State
+from collector.telemetry import SkillLabels
 from evaluators.result import EvaluationResult
 
 log = logging.getLogger("skillgauge")
@@ -59,23 +65,40 @@ log = logging.getLogger("skillgauge")
 class Chain:
     """The stages, built and linked; ``consume`` is the first stage's."""
 
-    def __init__(self, config: Config, store: Spool | None = None, metrics: Metrics | None = None) -> None:
+    def __init__(self, config: Config, store: Spool | None = None) -> None:
         self.config = config
-        self.metrics = metrics or Metrics()
+        self.registry = CollectorRegistry(auto_describe=True)  # every component's metrics
+        skills = SkillLabels()
+        self.status_metrics = StatusMetrics(self.registry)
         outbox_capacity = config.export.otlp.queue_size if config.export.otlp else 100_000
         self.store = store if store is not None else open_spool(config.storage.path, outbox_capacity)
         self.results = ResultStore()
         self.fanout = Fanout()
-        self.recorder = Recorder(self.store, self.results, self.metrics, self.fanout)
-        self.runner = Runner(self.recorder, config, self.metrics, store=self._store_result)
-        self.sessions = SessionsStage(
-            config.sessions, config.storage, Rules.compile(config.expectations), self.store, self.metrics, self.runner
+        self.recorder = Recorder(
+            self.store, self.results, CoverageMetrics(self.registry, skills), self.fanout
         )
-        self.spool = SpoolStage(self.store, self.sessions, config.storage.max_bytes, self.sessions.admit)
+        self.runner = Runner(
+            self.recorder, config, EvaluateMetrics(self.registry, skills), store=self._store_result
+        )
+        self.sessions = SessionsStage(
+            config.sessions,
+            config.storage,
+            Rules.compile(config.expectations),
+            self.store,
+            SessionsMetrics(self.registry),
+            self.runner,
+        )
+        self.spool = SpoolStage(
+            self.store,
+            self.sessions,
+            config.storage.max_bytes,
+            self.sessions.admit,
+            SpoolMetrics(self.registry),
+        )
         self.intake = redacting(self.spool, config.redact)  # before the spool sees a value
         self.ready = False
         self.draining = False
-        self.metrics.judge_configured.set(1 if config.judge.configured else 0)
+        self.runner.metrics.judge_configured.set(1 if config.judge.configured else 0)
 
     async def _store_result(self, result: EvaluationResult) -> None:
         await self.store.save_result(result.key, result.session_id, result.revision, result.to_dict())
@@ -108,10 +131,6 @@ class Chain:
     # -- the status view ---------------------------------------------------------------------
 
     @property
-    def registry(self) -> CollectorRegistry:
-        return self.metrics.registry
-
-    @property
     def results_capacity(self) -> int:
         return self.results.capacity
 
@@ -124,7 +143,6 @@ class Chain:
     def refresh(self) -> None:
         self.sessions.refresh()
         self.spool.refresh()
-        self.metrics.spool_bytes.set(self.spool.size_bytes)
 
     async def session(self, session_id: str) -> tuple[dict[str, Any] | None, list[Any]]:
         await self.sessions.settle()  # what was acknowledged is visible here
@@ -141,7 +159,7 @@ class Chain:
         return summary, self.results.get(session_id) or []
 
     def count_refusal(self, endpoint: str) -> None:
-        self.metrics.status_rejected.labels(endpoint, "unauthenticated").inc()
+        self.status_metrics.status_rejected.labels(endpoint, "unauthenticated").inc()
 
 
 @dataclass
@@ -159,20 +177,14 @@ class Service:
     async def start(self) -> None:
         chain = self.chain
         receivers = self.config.receivers.otlp
-        metrics = chain.metrics
-
-        def answered(protocol: str) -> Callable[[str, str, str], None]:
-            def on_answer(signal_name: str, outcome: str, reason: str) -> None:
-                metrics.requests.labels(protocol, signal_name, outcome).inc()
-                if reason:
-                    metrics.rejected_requests.labels(protocol, signal_name, reason).inc()
-
-            return on_answer
+        answered = ReceiverMetrics(chain.registry).answered
 
         if self.config.export.otlp is not None:
             store = chain.store
             exporter = OtlpExporter(
-                self.config.export.otlp, metrics, outbox=lambda signal: SpoolOutbox(store, f"otlp_{signal}")
+                self.config.export.otlp,
+                ExportMetrics(chain.registry),
+                outbox=lambda signal: SpoolOutbox(store, f"otlp_{signal}"),
             )
             chain.fanout.exporters.append(exporter)
             await exporter.start()
@@ -270,9 +282,7 @@ class Service:
         if isinstance(self.chain.store, MemorySpool):
             log.warning('storage.path is ":memory:": spans are NOT durable; a crash loses open sessions')
         else:
-            log.info(
-                "spool: %s (acknowledged spans survive a crash)", getattr(self.chain.store, "path", "?")
-            )
+            log.info("spool: %s (acknowledged spans survive a crash)", getattr(self.chain.store, "path", "?"))
         s = cfg.sessions
         log.info(
             "sessions: keys %s; close after %gs idle, %gs max, %d spans, end attribute %s",

@@ -192,7 +192,6 @@ class Evaluators(Strict):
         ]
 
 
-
 class Evaluation(Protocol):
     """The sections the evaluate stage reads (``collector.config.Config`` has them all)."""
 

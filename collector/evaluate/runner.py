@@ -18,11 +18,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from collector.component import Consumer
 from collector.evaluate.config import Defaults, Evaluation
 from collector.evaluate.execute import execute
 from collector.evaluate.judge import judge_env
-from collector.export.metrics import Metrics
+from collector.evaluate.metrics import EvaluateMetrics
 from collector.state.recorder import Evaluated
 from evaluators import suite
 from evaluators.evidence import Session
@@ -75,23 +77,6 @@ def settings_from(config: Evaluation, registry: SkillRegistry, judge_available: 
     )
 
 
-class _MetricsObserver:
-    def __init__(self, metrics: Metrics) -> None:
-        self._m = metrics
-
-    def request(self, model: str, outcome: str, latency_s: float) -> None:
-        self._m.judge_requests.labels(model, outcome).inc()
-        self._m.judge_latency.labels(model).observe(latency_s)
-
-    def billed(self, model: str, kind: str, tokens: int) -> None:
-        if tokens:
-            self._m.judge_tokens.labels(model, kind).inc(tokens)
-
-    def spent(self, model: str, usd: float) -> None:
-        if usd:
-            self._m.judge_cost.labels(model).inc(usd)
-
-
 class Runner:
     """The evaluate stage: each closed ``Session`` in, its ``Evaluated`` account out."""
 
@@ -99,7 +84,7 @@ class Runner:
         self,
         next: Consumer[Evaluated],
         config: Evaluation | None = None,
-        metrics: Metrics | None = None,
+        metrics: EvaluateMetrics | None = None,
         judge: Judge | None = None,
         clock: Callable[[], float] = time.time,
         store: StoreResult | None = None,
@@ -111,10 +96,9 @@ class Runner:
         self._store = store
         self.recovered: dict[str, dict[str, Any]] = {}
         self.config = config or Defaults()
-        self.metrics = metrics or Metrics()
+        self.metrics = metrics or EvaluateMetrics(CollectorRegistry())
         self.registry = load_registry(self.config.skills.paths)  # validated with the config
-        observer = _MetricsObserver(self.metrics)
-        self._env = judge_env(self.config, observer, judge, clock)
+        self._env = judge_env(self.config, self.metrics, judge, clock)
         self.judge = self._env.judge if self._env is not None else None
         self.settings = settings_from(self.config, self.registry, self._env is not None)
         # The judge evaluations configured on, named in every coverage line.

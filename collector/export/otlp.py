@@ -37,7 +37,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector.export import encode
 from collector.export.config import OtlpExport, Retry
-from collector.export.metrics import Metrics
+from collector.export.metrics import ExportMetrics
 from collector.export.outbox import Entry, MemoryOutbox, Outbox
 from evaluators.result import Coverage
 
@@ -239,7 +239,7 @@ class Channel:
         signal: Signal,
         config: OtlpExport,
         transport: Transport,
-        metrics: Metrics,
+        metrics: ExportMetrics,
         outbox: Outbox,
         build: Callable[[list[bytes]], bytes],
     ) -> None:
@@ -384,7 +384,7 @@ class OtlpExporter:
     def __init__(
         self,
         config: OtlpExport,
-        metrics: Metrics,
+        metrics: ExportMetrics,
         *,
         transport: Transport | None = None,
         outbox: Callable[[Signal], Outbox] | None = None,

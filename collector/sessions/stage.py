@@ -23,10 +23,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector.component import Consumer, Retryable
 from collector.detect.expectations import Rules
-from collector.export.metrics import Metrics
 from collector.otlp.received import Accepted, Received, Signal, Spooled
 from collector.sessions.assembler import Assembler
 from collector.sessions.config import Sessions
+from collector.sessions.metrics import SessionsMetrics
 from collector.state.config import Storage
 from collector.state.store import Closed, Recovery, Spool
 from evaluators.evidence import Session
@@ -42,7 +42,7 @@ class SessionsStage:
         storage: Storage,
         rules: Rules,
         store: Spool,
-        metrics: Metrics,
+        metrics: SessionsMetrics,
         next: Consumer[Session],
     ) -> None:
         self.config = config
@@ -144,7 +144,7 @@ class SessionsStage:
     # -- closing --------------------------------------------------------------------------
 
     def _on_close(self, session: Session, reason: str) -> None:
-        self.metrics.session_closed(reason)
+        self.metrics.sessions_closed.labels(reason).inc()
         self._closed.append(session)
 
     async def _forward(self) -> None:
@@ -247,7 +247,8 @@ class SessionsStage:
         if self.store.durable and now - self._checkpointed_at >= self.storage.checkpoint_interval:
             self._checkpointed_at = now
             task = asyncio.create_task(
-                self.store.checkpoint(self.replay_from(), self.storage.retention), name="skillgauge-checkpoint"
+                self.store.checkpoint(self.replay_from(), self.storage.retention),
+                name="skillgauge-checkpoint",
             )
             self._checkpoints.add(task)
             task.add_done_callback(self._checkpoints.discard)

@@ -15,14 +15,21 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from collector.component import Consumer, Retryable
 from collector.otlp.received import Received, Spooled
 from collector.sessions.assembler import check_spans
+from collector.spool.metrics import SpoolMetrics
 from collector.state.store import Spool
 
 
 class SpoolStage:
     def __init__(
-        self, store: Spool, next: Consumer[Spooled], max_bytes: int, admit_next: Callable[[], None]
+        self,
+        store: Spool,
+        next: Consumer[Spooled],
+        max_bytes: int,
+        admit_next: Callable[[], None],
+        metrics: SpoolMetrics,
     ) -> None:
         self.store = store
+        self.metrics = metrics
         self.next = next
         self._max_bytes = max_bytes
         self._admit_next = admit_next
@@ -38,6 +45,7 @@ class SpoolStage:
 
     def refresh(self) -> None:
         self.size_bytes = self.store.size_bytes()
+        self.metrics.spool_bytes.set(self.size_bytes)
 
     async def consume(self, item: Received) -> None:
         self.admit()

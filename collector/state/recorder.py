@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from collector.component import Consumer
-from collector.export.metrics import Metrics
+from collector.state.metrics import CoverageMetrics
 from collector.state.results import ResultStore
 from collector.state.store import Recorded, Spool, encode_record
 from evaluators.result import Coverage
@@ -36,7 +36,7 @@ class Evaluated:
 
 class Recorder:
     def __init__(
-        self, store: Spool, results: ResultStore, metrics: Metrics, next: Consumer[Coverage]
+        self, store: Spool, results: ResultStore, metrics: CoverageMetrics, next: Consumer[Coverage]
     ) -> None:
         self.store = store
         self.results = results

@@ -37,7 +37,9 @@ def _unauthenticated(view: StatusView) -> listener_auth.Refusal:
 def app(view: StatusView, auth: BearerAuth | None = None) -> web.Application:
     async def metrics(_: web.Request) -> web.Response:
         view.refresh()
-        return web.Response(body=generate_latest(view.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return web.Response(
+            body=generate_latest(view.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
 
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from collector.config import Config, parse
+from collector.evaluate.metrics import EvaluateMetrics
 from collector.evaluate.runner import Runner
-from collector.export.metrics import Metrics
 from collector.state.recorder import Evaluated
 from evaluators.evidence import Catalog, CatalogEntry, Session, SkillLoad, ToolCall, Turn
 from evaluators.judge.base import Judge
@@ -92,7 +94,7 @@ class Collected:
         clock: Any = None,
     ) -> None:
         self.coverages: list[Coverage] = []
-        self.metrics = Metrics()
+        self.metrics = EvaluateMetrics(CollectorRegistry())
         extra = {"clock": clock} if clock else {}
         self.runner = Runner(
             _Collecting(self.coverages),

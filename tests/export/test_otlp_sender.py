@@ -12,11 +12,12 @@ from google.protobuf import duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from prometheus_client import CollectorRegistry
 from support import metric_value
 
 from collector.export import encode
 from collector.export.config import OtlpExport, Retry
-from collector.export.metrics import Metrics
+from collector.export.metrics import ExportMetrics as _ExportMetrics
 from collector.export.otlp import OK, Channel, OtlpExporter, Outcome, backoff, classify_grpc, classify_http
 from collector.export.outbox import Entry, MemoryOutbox
 from evaluators.evidence import Session, SkillLoad
@@ -111,7 +112,7 @@ class FakeTransport:
         pass
 
 
-def _channel(script: list[Outcome], metrics: Metrics) -> tuple[Channel, FakeTransport]:
+def _channel(script: list[Outcome], metrics: _ExportMetrics) -> tuple[Channel, FakeTransport]:
     config = OtlpExport(
         endpoint="http://x:4317", batch_size=2, retry=Retry(initial_interval=0.01, max_interval=0.02)
     )
@@ -120,7 +121,7 @@ def _channel(script: list[Outcome], metrics: Metrics) -> tuple[Channel, FakeTran
 
 
 async def test_retryable_failures_back_off_then_deliver_everything_in_order() -> None:
-    metrics = Metrics()
+    metrics = _ExportMetrics(CollectorRegistry())
     unavailable = Outcome(ok=False, retryable=True, reason="unavailable")
     channel, transport = _channel([unavailable, unavailable, OK], metrics)
     await channel.enqueue([Entry(k, k.encode(), 0) for k in "abc"])
@@ -140,7 +141,7 @@ async def test_retryable_failures_back_off_then_deliver_everything_in_order() ->
 
 
 async def test_permanent_refusal_and_partial_success_are_counted_not_retried() -> None:
-    metrics = Metrics()
+    metrics = _ExportMetrics(CollectorRegistry())
     refused = Outcome(ok=False, retryable=False, reason="invalid_argument", message="bad span")
     partial = Outcome(ok=True, rejected=1, message="one bad")
     channel, transport = _channel([refused, partial], metrics)
@@ -158,7 +159,7 @@ async def test_permanent_refusal_and_partial_success_are_counted_not_retried() -
 async def test_shutdown_with_the_downstream_away_reports_what_is_left(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    metrics = Metrics()
+    metrics = _ExportMetrics(CollectorRegistry())
     config = OtlpExport(endpoint="http://x:4317")
     exporter = OtlpExporter(
         config,
@@ -196,7 +197,7 @@ def test_backoff_is_exponential_capped_and_jittered() -> None:
     assert backoff(1, retry, rand=lambda: 1.0) == pytest.approx(1.2)
 
 
-def _text(metrics: Metrics) -> str:
+def _text(metrics: _ExportMetrics) -> str:
     from prometheus_client import generate_latest
 
     return generate_latest(metrics.registry).decode()

@@ -9,7 +9,7 @@ in the benchmark's ingest phase):
   plan       ``evaluators.suite.plan``: every deterministic row, judge rows skipped
   results    each result as the JSON record the spool stores
   coverage   the coverage line, the same way
-  metrics    ``Metrics.session_evaluated``
+  metrics    ``CoverageMetrics.session_evaluated``
   store      ``ResultStore.add``, what ``/v1/sessions/{id}`` serves
 
 Each figure is the best of ``--rounds`` passes, in microseconds a session.  The figures
@@ -33,11 +33,12 @@ import bench  # noqa: E402
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
     ExportTraceServiceRequest,
 )
+from prometheus_client import CollectorRegistry  # noqa: E402
 
 from collector.config import parse  # noqa: E402
 from collector.evaluate.runner import settings_from  # noqa: E402
-from collector.export.metrics import Metrics  # noqa: E402
 from collector.sessions.assembler import Assembler  # noqa: E402
+from collector.state.metrics import CoverageMetrics  # noqa: E402
 from collector.state.results import ResultStore  # noqa: E402
 from collector.state.store import encode_record  # noqa: E402
 from evaluators import suite  # noqa: E402
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     records = [
         ([encode_record(r.to_dict()) for r in c.results], encode_record(c.to_dict())) for c in coverages
     ]
-    metrics, store = Metrics(), ResultStore()
+    metrics, store = CoverageMetrics(CollectorRegistry()), ResultStore()
     n = len(sessions)
     spans = sum(s.span_count for s in sessions)
     results = sum(len(c.results) for c in coverages)

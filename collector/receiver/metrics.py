@@ -1,0 +1,38 @@
+"""The receivers' metrics: requests answered, and refused whole by reason."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter
+
+from collector.receiver.types import OnAnswer
+
+
+class ReceiverMetrics:
+    """Requests answered, by protocol, signal and outcome."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        r = registry
+        self.requests = Counter(
+            "skillgauge_requests",
+            "OTLP export requests answered, by protocol, signal and outcome.",
+            ["protocol", "signal", "outcome"],
+            registry=r,
+        )
+        self.rejected_requests = Counter(
+            "skillgauge_rejected_requests",
+            "OTLP requests refused whole, by protocol, signal and reason "
+            "(invalid, unsupported_media_type, too_large, backpressure, unauthenticated).",
+            ["protocol", "signal", "reason"],
+            registry=r,
+        )
+
+    def answered(self, protocol: str) -> OnAnswer:
+        """What a receiver of ``protocol`` calls with each answer it sends."""
+
+        def on_answer(signal: str, outcome: str, reason: str) -> None:
+            self.requests.labels(protocol, signal, outcome).inc()
+            if reason:
+                self.rejected_requests.labels(protocol, signal, reason).inc()
+
+        return on_answer

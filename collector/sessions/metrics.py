@@ -1,0 +1,39 @@
+"""The sessions stage's metrics: items taken, sessions open, closed and reopened."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+
+class SessionsMetrics:
+    """Items and sessions."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        r = registry
+        self.received = Counter(
+            "skillgauge_received_items",
+            "Spans and log records received, by signal and protocol.",
+            ["signal", "protocol"],
+            registry=r,
+        )
+        self.rejected = Counter(
+            "skillgauge_rejected_items",
+            "Spans and log records not accepted, by signal and reason.",
+            ["signal", "reason"],
+            registry=r,
+        )
+        self.sessions_open = Gauge("skillgauge_sessions_open", "Sessions currently open.", registry=r)
+        self.sessions_closed = Counter(
+            "skillgauge_sessions_closed", "Sessions closed, by reason.", ["reason"], registry=r
+        )
+        self.sessions_reopened = Counter(
+            "skillgauge_sessions_reopened", "Sessions reopened by late spans (a new revision).", registry=r
+        )
+        self.pending_requests = Gauge(
+            "skillgauge_pending_requests",
+            "Acknowledged trace requests waiting, by stage (assembler).  At "
+            "sessions.max_pending_requests, backpressure.",
+            ["stage"],
+            registry=r,
+        )

@@ -1,0 +1,19 @@
+"""The status extension's metrics."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter
+
+
+class StatusMetrics:
+    """Status API requests refused."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        r = registry
+        self.status_rejected = Counter(
+            "skillgauge_status_rejected_requests",
+            "Status API requests refused, by endpoint (metrics, sessions) and reason (unauthenticated).",
+            ["endpoint", "reason"],
+            registry=r,
+        )
