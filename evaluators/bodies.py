@@ -15,7 +15,7 @@ from evaluators.registry import SkillRegistry, same_body
 from evaluators.result import BodySource
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True)
 class SkillUse:
     """All loads of one skill (folded name) in a session."""
 
@@ -27,27 +27,6 @@ class SkillUse:
     body_source: BodySource
     mismatch: bool  # the traced body differs from the registry's
     not_loaded_reason: str = ""  # load_failed | load_denied | unresolved when not loaded
-
-    def __init__(
-        self,
-        name: str,
-        loads: tuple[SkillLoad, ...],
-        anchor: SkillLoad,
-        loaded: bool,
-        body: str | None,
-        body_source: BodySource,
-        mismatch: bool,
-        not_loaded_reason: str = "",
-    ) -> None:
-        # Written: see ``EvaluationResult.__init__``; made for every skill a session loads.
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "loads", loads)
-        object.__setattr__(self, "anchor", anchor)
-        object.__setattr__(self, "loaded", loaded)
-        object.__setattr__(self, "body", body)
-        object.__setattr__(self, "body_source", body_source)
-        object.__setattr__(self, "mismatch", mismatch)
-        object.__setattr__(self, "not_loaded_reason", not_loaded_reason)
 
     @property
     def where(self) -> dict[str, str | None]:

@@ -6,9 +6,8 @@ spans and log records into these objects as they arrive; evaluators only ever se
 
 from __future__ import annotations
 
-import operator
-from dataclasses import dataclass, field, fields
-from typing import Any, Literal, TypeVar
+from dataclasses import dataclass, field
+from typing import Literal
 
 # A load's outcome.  "unresolved" is a call with no recorded outcome: different from a
 # failure (which the harness reported) and never a success.
@@ -34,29 +33,11 @@ CatalogState = Literal["advertised", "empty", "not_recorded"]
 ContentCapture = Literal["present", "missing", "no_tools"]
 
 
-_T = TypeVar("_T")
-
-
-def _pickled_by_fields(cls: type[_T]) -> type[_T]:
-    """Pickle as the constructor's arguments, in field order.  A ``slots=True`` dataclass
-    pickles through ``dataclasses.fields()`` on every object, each way; a session crosses a
-    process boundary when detection runs in a worker: 38 -> 26 us for a recorded session,
-    both ways, and a pickle a fifth smaller."""
-    values = operator.attrgetter(*(f.name for f in fields(cls)))  # type: ignore[arg-type]
-
-    def __reduce__(self: Any) -> tuple[Any, tuple[Any, ...]]:
-        return cls, values(self)
-
-    cls.__reduce__ = __reduce__  # type: ignore[method-assign]
-    return cls
-
-
 def fold_skill_name(name: str) -> str:
     """Skill names compare case-insensitively with ``_`` equal to ``-`` (as Strands Evals)."""
     return name.strip().lower().replace("_", "-")
 
 
-@_pickled_by_fields
 @dataclass(slots=True)
 class SkillLoad:
     """One attempt to load a skill, anchored to the span that made it."""
@@ -81,7 +62,6 @@ class SkillLoad:
         return fold_skill_name(self.skill)
 
 
-@_pickled_by_fields
 @dataclass(slots=True)
 class CatalogEntry:
     name: str
@@ -89,7 +69,6 @@ class CatalogEntry:
     location: str | None = None
 
 
-@_pickled_by_fields
 @dataclass(slots=True)
 class Catalog:
     """The skills advertised to the model, merged over every place a session showed them."""
@@ -115,7 +94,6 @@ class Catalog:
             self.state = "empty"
 
 
-@_pickled_by_fields
 @dataclass(slots=True)
 class ToolCall:
     """One tool execution as the trace recorded it."""
@@ -132,7 +110,6 @@ class ToolCall:
     skill_resolved: bool = False  # the harness said where the skill came from: it exists
 
 
-@_pickled_by_fields
 @dataclass(slots=True)
 class Turn:
     """One user request and what the agent answered to it."""
@@ -144,7 +121,6 @@ class Turn:
     response: str | None = None
 
 
-@_pickled_by_fields
 @dataclass(slots=True)
 class Session:
     """Everything known about one session when it closed."""

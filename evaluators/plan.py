@@ -81,20 +81,11 @@ class JudgeTask:
 Slot = EvaluationResult | JudgeTask
 
 
-@dataclass(init=False)
+@dataclass
 class Plan:
     session: Session
-    slots: list[Slot]
-    body_mismatches: list[str]  # skills whose traced body != registry
-
-    # Written, not generated: compiled, a dataclass's generated ``__init__`` stays interpreted
-    # (see ``EvaluationResult``), and the server makes these for every closed session.
-    def __init__(
-        self, session: Session, slots: list[Slot] | None = None, body_mismatches: list[str] | None = None
-    ) -> None:
-        self.session = session
-        self.slots = [] if slots is None else slots
-        self.body_mismatches = [] if body_mismatches is None else body_mismatches
+    slots: list[Slot] = field(default_factory=list)
+    body_mismatches: list[str] = field(default_factory=list)  # skills whose traced body != registry
 
     @property
     def tasks(self) -> list[JudgeTask]:
@@ -104,16 +95,11 @@ class Plan:
 # -- shared decisions ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True)
 class ResolvedCatalog:
     entries: tuple[CatalogEntry, ...]
     source: BodySource
     state: str  # advertised | empty | not_recorded
-
-    def __init__(self, entries: tuple[CatalogEntry, ...], source: BodySource, state: str) -> None:
-        object.__setattr__(self, "entries", entries)  # frozen: as ``EvaluationResult`` sets its own
-        object.__setattr__(self, "source", source)
-        object.__setattr__(self, "state", state)
 
     def text(self) -> str:
         if self.source == "none":

@@ -8,7 +8,7 @@ a missing verdict can never be read as a pass.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from evaluators.evidence import LOAD_STATUSES, Session, fold_skill_name
@@ -30,11 +30,11 @@ class JudgeUsage:
     context_truncated: bool = False
 
 
-# ``init=False`` and a written ``__init__``: compiled, it is ~20x cheaper than the one
-# ``dataclasses`` generates, which mypyc leaves interpreted; every closed session makes
-# several results.
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True)
 class EvaluationResult:
+    """One row of a session's account.  Only a judged row carries a score, a label and
+    ``passed``; any other status never counts as a pass (``passed`` is None)."""
+
     evaluation: str
     status: Status
     reason: str
@@ -53,52 +53,14 @@ class EvaluationResult:
     catalog_source: BodySource | None = None
     judge: JudgeUsage | None = None
 
-    def __init__(
-        self,
-        evaluation: str,
-        status: Status,
-        reason: str,
-        session_id: str,
-        revision: int,
-        trace_id: str | None = None,
-        span_id: str | None = None,
-        skill: str | None = None,
-        framework: str | None = None,
-        signal: str | None = None,
-        score: float | None = None,
-        label: str | None = None,
-        passed: bool | None = None,
-        explanation: str = "",
-        body_source: BodySource | None = None,
-        catalog_source: BodySource | None = None,
-        judge: JudgeUsage | None = None,
-    ) -> None:
-        if status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
-        if status == "judged":
-            if score is None or passed is None:
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+        if self.status == "judged":
+            if self.score is None or self.passed is None:
                 raise ValueError("a judged result needs a score and passed")
-        elif score is not None or label is not None or passed is not None:
-            raise ValueError(f"a {status} result carries no score, label or passed")
-        # Frozen: fields are set as ``dataclasses`` sets them (compiled, as cheap as a plain
-        # assignment, which a frozen class refuses when interpreted).
-        object.__setattr__(self, "evaluation", evaluation)
-        object.__setattr__(self, "status", status)
-        object.__setattr__(self, "reason", reason)
-        object.__setattr__(self, "session_id", session_id)
-        object.__setattr__(self, "revision", revision)
-        object.__setattr__(self, "trace_id", trace_id)
-        object.__setattr__(self, "span_id", span_id)
-        object.__setattr__(self, "skill", skill)
-        object.__setattr__(self, "framework", framework)
-        object.__setattr__(self, "signal", signal)
-        object.__setattr__(self, "score", score)
-        object.__setattr__(self, "label", label)
-        object.__setattr__(self, "passed", passed)
-        object.__setattr__(self, "explanation", explanation)
-        object.__setattr__(self, "body_source", body_source)
-        object.__setattr__(self, "catalog_source", catalog_source)
-        object.__setattr__(self, "judge", judge)
+        elif self.score is not None or self.label is not None or self.passed is not None:
+            raise ValueError(f"a {self.status} result carries no score, label or passed")
 
     def to_dict(self) -> dict[str, Any]:
         # Field by field: ``dataclasses.asdict`` deep-copies every value, and every closed
@@ -188,23 +150,13 @@ def unjudged(
 SELECTION, FOLLOWING, OMISSION = "skill_selection_accuracy", "skill_instruction_following", "skill_omission"
 
 
-@dataclass(slots=True, init=False)
+@dataclass(slots=True)
 class Coverage:
     """What a session's evaluation did and did not cover.  It must add up."""
 
     session: Session
-    results: list[EvaluationResult]
-    enabled: tuple[str, ...]  # evaluations that were configured on
-
-    def __init__(
-        self,
-        session: Session,
-        results: list[EvaluationResult] | None = None,
-        enabled: tuple[str, ...] = (SELECTION, FOLLOWING, OMISSION),
-    ) -> None:
-        self.session = session  # written: see ``EvaluationResult.__init__``
-        self.results = [] if results is None else results
-        self.enabled = enabled
+    results: list[EvaluationResult] = field(default_factory=list)
+    enabled: tuple[str, ...] = (SELECTION, FOLLOWING, OMISSION)  # evaluations configured on
 
     def accounting(self) -> dict[str, Any]:
         """Rows each evaluation owes the session, and rows it produced.

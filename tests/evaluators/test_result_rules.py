@@ -55,25 +55,3 @@ def test_skill_invoked_reasons(loads: list[SkillLoad], reason: str, passed: bool
 
 def test_no_expectation_no_row() -> None:
     assert skill_invoked.evaluate(Session("s", skill_loads=[_load("x", "loaded")])) == []
-
-
-def test_a_session_pickles_whole_with_every_field_of_every_part() -> None:
-    """Sessions cross from the detection worker by pickle, through each class's own
-    ``__reduce__``.  Every field here differs from its default, so a field the pickle left
-    out would come back as its default and fail the comparison."""
-    import pickle
-
-    from evaluators.evidence import Catalog, CatalogEntry, ToolCall, Turn
-
-    load = SkillLoad("notes", "denied", "chat_message", "ab" * 8, "cd" * 16, 7, "body", "/p", "no", "c1")
-    entry = CatalogEntry("notes", "Writes notes", "/skills/notes/SKILL.md")
-    catalog = Catalog(state="advertised", skills={"notes": entry}, source="available_skills_xml")
-    call = ToolCall("Skill", "ab" * 8, "cd" * 16, 5, "c1", '{"skill": "x"}', "ok", "boom", "x", True)
-    turn = Turn("hi", "ab" * 8, "cd" * 16, 3, "hello")
-    session = Session(
-        "s-1", 2, "strands", [turn], [call], [load], catalog, ["notes"], "present", ("a", "b"), 9, "idle"
-    )
-    back = pickle.loads(pickle.dumps(session))
-    assert back == session
-    assert (back.turns[0], back.tool_calls[0], back.skill_loads[0]) == (turn, call, load)
-    assert back.catalog.skills["notes"] == entry and back.catalog.source == "available_skills_xml"
