@@ -11,6 +11,7 @@ from collector.config import Config, parse
 from collector.evaluate.metrics import EvaluateMetrics
 from collector.evaluate.runner import Runner
 from collector.state.recorder import Evaluated
+from collector.testing import RecordingConsumer
 from evaluators.evidence import Catalog, CatalogEntry, Session, SkillLoad, ToolCall, Turn
 from evaluators.judge.base import Judge
 from evaluators.result import Coverage, EvaluationResult
@@ -71,19 +72,6 @@ def config(data: dict[str, Any] | None = None, **judge: Any) -> Config:
     return parse(data)
 
 
-class _Collecting:
-    """Keeps each account the runner hands on."""
-
-    def __init__(self, into: list[Coverage]) -> None:
-        self._into = into
-
-    async def consume(self, item: Evaluated) -> None:
-        self._into.append(item.coverage)
-
-    async def shutdown(self, timeout: float) -> None:
-        return None
-
-
 class Collected:
     """A runner that keeps every coverage it delivers."""
 
@@ -93,16 +81,20 @@ class Collected:
         judge: Judge | None = None,
         clock: Any = None,
     ) -> None:
-        self.coverages: list[Coverage] = []
+        self._recorded: RecordingConsumer[Evaluated] = RecordingConsumer()
         self.metrics = EvaluateMetrics(CollectorRegistry())
         extra = {"clock": clock} if clock else {}
         self.runner = Runner(
-            _Collecting(self.coverages),
+            self._recorded,
             cfg or config(),
             self.metrics,
             judge,
             **extra,
         )
+
+    @property
+    def coverages(self) -> list[Coverage]:
+        return [item.coverage for item in self._recorded.items]
 
     async def run(self, *sessions: Session) -> list[Coverage]:
         for s in sessions:
