@@ -10,7 +10,7 @@ reason.  It runs on many sessions, so it has its own sampling rate.
 from __future__ import annotations
 
 from evaluators import context
-from evaluators.evidence import Session
+from evaluators.evidence import Session, fold_skill_name
 from evaluators.judge import prompt
 from evaluators.judge.verdicts import OmissionScale
 from evaluators.plan import Settings, Slot, gate, not_applicable, resolve_catalog, task
@@ -71,5 +71,5 @@ def plan(session: Session, settings: Settings) -> list[Slot]:
         prompt.Datum("available_skills", catalog.text(), stable=True, truncatable=False),
         prompt.Datum("session", context.trajectory(session)),
     ]
-    rubric = OmissionScale(catalog.names())
+    rubric = OmissionScale(catalog.names(), fold_skill_name)
     return [task(NAME, session, settings, prompt.template(NAME), rubric, data, where)]

@@ -3,7 +3,8 @@
     python tests/import_graph.py          # every module and what it imports; the rule check
     python tests/import_graph.py --check  # the rule check only (exit 1 on a violation)
 
-Rules: no import cycle; ``evaluators`` never imports ``collector``; the components
+Rules: no import cycle; ``evaluators`` never imports ``collector``, and ``evaluators.judge``
+imports nothing of ``evaluators`` outside itself; the components
 (receiver, spool, sessions, detect, evaluate, export, status, state, otlp) import no module
 above them (``collector.config``, ``collector.service``, ``collector.cli``,
 ``collector.replay``); only ``collector.service`` (and the commands that run it) builds the
@@ -98,6 +99,8 @@ def violations(edges: dict[str, set[str]]) -> list[str]:
         for target in sorted(targets):
             if module.startswith("evaluators") and target.startswith("collector"):
                 found.append(f"{module} imports {target}: evaluators never imports collector")
+            if module.startswith("evaluators.judge") and not target.startswith("evaluators.judge"):
+                found.append(f"{module} imports {target}: the judge package imports only itself")
             component = module.split(".")[1] if module.count(".") >= 1 else ""
             if module.startswith("collector.") and component in COMPONENTS and target in ABOVE:
                 found.append(f"{module} imports {target}: a component imports nothing above it")

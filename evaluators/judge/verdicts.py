@@ -7,10 +7,9 @@ A verdict that does not fit its scale is *invalid*: the caller retries once, the
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
-
-from evaluators.evidence import fold_skill_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +227,7 @@ class OmissionScale:
     """Should a skill have been used in a session that used none?  1.0: declining was right."""
 
     catalog: tuple[str, ...]
+    fold: Callable[[str], str]  # how skill names compare (the evidence's rule)
     description: str = "Record whether a skill should have been used, and which. Call this exactly once."
 
     def definitions(self) -> str:
@@ -267,8 +267,8 @@ class OmissionScale:
                 reason="correctly_declined",
                 explanation=reasoning,
             )
-        known = {fold_skill_name(n): n for n in self.catalog}
-        if not isinstance(skill, str) or fold_skill_name(skill) not in known:
+        known = {self.fold(n): n for n in self.catalog}
+        if not isinstance(skill, str) or self.fold(skill) not in known:
             return invalid(
                 f"'skill' {skill!r} must name one of the advertised skills: {', '.join(self.catalog)}"
             )
@@ -278,5 +278,5 @@ class OmissionScale:
             passed=False,
             reason="skill_omitted",
             explanation=reasoning,
-            skill=known[fold_skill_name(skill)],
+            skill=known[self.fold(skill)],
         )

@@ -1,0 +1,16 @@
+"""The import graph keeps its rules (``tests/import_graph.py`` prints it)."""
+
+from __future__ import annotations
+
+from import_graph import graph, violations
+
+
+def test_no_cycle_and_every_arrow_points_down() -> None:
+    assert violations(graph()) == []
+
+
+def test_the_check_sees_a_cycle_and_an_upward_import() -> None:
+    edges = {"collector.sessions.stage": {"collector.config"}, "collector.config": {"collector.sessions.stage"}}
+    found = violations(edges)
+    assert any(v.startswith("import cycle") for v in found)
+    assert any("a component imports nothing above it" in v for v in found)
