@@ -82,10 +82,14 @@ def _deep_merge(into: dict[str, Any], extra: dict[str, Any]) -> None:
             into[key] = value
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def reserved_port() -> socket.socket:
+    """A loopback port held by a bound socket that does not listen (connections to it are
+    refused) and that a server binding with SO_REUSEPORT, as gRPC servers do, can share:
+    no other process can take it in the meantime.  Close the socket when done."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 # serve's startup line (INFO): "... listening: OTLP/gRPC 127.0.0.1:PORT (...) | OTLP/HTTP ... | status ..."
@@ -95,14 +99,13 @@ _BOUND = {"grpc": re.compile(r"OTLP/gRPC \S+:(\d+) "), "http": re.compile(r"OTLP
 
 
 class Server:
-    """``skillgauge serve`` in a subprocess, on free loopback ports.
+    """``skillgauge serve`` in a subprocess.  Every listener binds port 0 on loopback and the
+    ports are read back from serve's startup line, so no other process can take one.
 
     ``env`` adds environment variables (for ``${env:VAR}`` in the config); ``status_token``
     is sent to /metrics and /v1/sessions; ``status_ssl`` is the client context for a status
-    API with ``tls`` (https).  ``bound_ports``: every listener binds port 0 and the ports are
-    read back from serve's startup line, so no other process can take a port between its
-    choice and its bind (``free_port``'s window); ``wait=False`` returns before serve is
-    ready (call ``wait_ready``, which learns the ports, before using them)."""
+    API with ``tls`` (https); ``wait=False`` returns before serve is ready (call
+    ``wait_ready``, which learns the ports, before using them)."""
 
     def __init__(
         self,
@@ -112,16 +115,11 @@ class Server:
         env: dict[str, str] | None = None,
         status_token: str | None = None,
         status_ssl: ssl.SSLContext | None = None,
-        bound_ports: bool = False,
         wait: bool = True,
     ) -> None:
         self.status_token = status_token
         self.status_ssl = status_ssl
-        self._bound_ports = bound_ports
-        if bound_ports:
-            self.grpc_port = self.http_port = self.status_port = 0
-        else:
-            self.grpc_port, self.http_port, self.status_port = free_port(), free_port(), free_port()
+        self.grpc_port = self.http_port = self.status_port = 0  # known once serve has logged them
         config: dict[str, Any] = {
             "receivers": {"otlp": {
                 "grpc": {"endpoint": f"127.0.0.1:{self.grpc_port}"},
@@ -177,7 +175,7 @@ class Server:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"skillgauge serve exited: {self.log()}")
-            if self._bound_ports and not self.status_port and not self._read_bound_ports():
+            if not self.status_port and not self._read_bound_ports():
                 time.sleep(0.1)
                 continue
             try:

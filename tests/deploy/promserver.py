@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -17,7 +18,7 @@ import pytest
 import yaml
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from support import FRAMEWORKS, free_port
+from support import FRAMEWORKS
 
 from collector.receiver.decode import parse_json
 
@@ -37,9 +38,13 @@ def require(binary: str) -> None:
         )
 
 
+# Prometheus's log line once its web server is bound: msg="Listening on" address=127.0.0.1:PORT
+_LISTENING = re.compile(r'msg="Listening on" address=\S+:(\d+)')
+
+
 class Prometheus:
     def __init__(self, tmp: Path, jobs: dict[str, list[str]], rules: bool = True) -> None:
-        self.port = free_port()
+        self.port = 0  # Prometheus binds port 0 and logs the port it got
         config: dict[str, Any] = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "scrape_configs": [
@@ -57,13 +62,19 @@ class Prometheus:
                 prometheus_binary() or "prometheus",
                 f"--config.file={path}",
                 f"--storage.tsdb.path={tmp / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--web.listen-address=127.0.0.1:0",
             ],
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
+            if not self.port:
+                found = _LISTENING.search(self.log_path.read_text())
+                if found is None:
+                    time.sleep(0.2)
+                    continue
+                self.port = int(found.group(1))
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=1) as resp:
                     if resp.status == 200:

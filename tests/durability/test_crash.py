@@ -4,6 +4,7 @@ its batch was in flight at a kill (export is at least once, as OTLP exporters ar
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import sqlite3
@@ -134,19 +135,22 @@ def test_kill_9_mid_stream_loses_nothing_and_judges_once(tmp_path: Path) -> None
     repeated = len(fake.requests) - len(judged_rows)
     assert 0 <= repeated <= cut_off, (repeated, cut_off)
 
-    # Exported: every result and coverage span arrived. A span arrives twice only when the
-    # downstream took its batch in the moment before a kill, before the server committed that
-    # the batch was sent (at least once: the restart sends it again, with the same span ids).
-    first_seen: dict[bytes, float] = {}
-    again: dict[bytes, float] = {}
+    # Exported: every result and coverage span arrived. A span arrives again only after a
+    # kill: the downstream took its batch before the server committed that the batch was
+    # sent (at least once: the restart sends it again, with the same span ids).
+    arrivals: dict[bytes, list[float]] = {}
     for at, req in downstream.arrived:
         for rs in req.resource_spans:
             for ss in rs.scope_spans:
                 for span in ss.spans:
-                    if span.span_id in first_seen:
-                        again[span.span_id] = first_seen[span.span_id]
-                    first_seen.setdefault(span.span_id, at)
-    assert len(first_seen) == len(results) + len(coverage)
-    for span_id, at in again.items():
-        assert any(k - 0.5 <= at <= k for k in killed_at), f"span {span_id.hex()} arrived twice, not at a kill"
+                    arrivals.setdefault(span.span_id, []).append(at)
+    assert len(arrivals) == len(results) + len(coverage)
+    lives = list(zip(killed_at, dead_at, strict=True))
+    for span_id, times in arrivals.items():
+        # Sent again only by the next life: each later arrival follows a kill that the one
+        # before it preceded, so no life sent a span twice.
+        for before, after in itertools.pairwise(times):
+            assert any(before <= k and dead <= after for k, dead in lives), (
+                f"span {span_id.hex()} arrived twice within one server life"
+            )
     downstream.stop()

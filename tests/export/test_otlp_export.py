@@ -11,7 +11,7 @@ from downstream import Downstream, attrs
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
-from support import FRAMEWORKS, Server, free_port, metric_value, readable_spans, trace_requests, wait_for
+from support import FRAMEWORKS, Server, metric_value, readable_spans, reserved_port, trace_requests, wait_for
 
 EXPECT = [{"when": {"user_message": "release notes"}, "expect": ["release-notes"]}]
 SESSIONS = {
@@ -172,8 +172,9 @@ def test_span_ids_are_stable_across_a_replay_of_the_same_session(tmp_path: Path)
 
 
 def test_a_downstream_outage_delays_results_and_loses_none(tmp_path: Path) -> None:
-    port = free_port()
-    srv = _server(tmp_path, f"http://127.0.0.1:{port}")  # nothing listens there yet
+    held = reserved_port()  # nothing listens there yet, and no other process can take it
+    port = held.getsockname()[1]
+    srv = _server(tmp_path, f"http://127.0.0.1:{port}")
     downstream = None
     try:
         for name in SESSIONS.values():
@@ -212,6 +213,7 @@ def test_a_downstream_outage_delays_results_and_loses_none(tmp_path: Path) -> No
         )
         assert "export recovered after" in srv.log()
     finally:
+        held.close()
         srv.stop()
         if downstream is not None:
             downstream.stop()

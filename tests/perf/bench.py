@@ -532,7 +532,7 @@ def replicas(tmp: Path, count: int, extra: dict[str, Any]) -> Iterator[list[Serv
     try:
         for n in range(count):
             (tmp / f"replica-{n}").mkdir()
-            servers.append(Server(tmp / f"replica-{n}", extra, bound_ports=True, wait=False))
+            servers.append(Server(tmp / f"replica-{n}", extra, wait=False))
         for server in servers:
             server.wait_ready(timeout=60)
         yield servers
@@ -756,7 +756,6 @@ def judged_sessions(tmp: Path, sessions: int, rate: float) -> dict[str, float]:
             "judge": {"base_url": judge.base_url, "api_key": "bench", "max_concurrency": 16},
             "export": {"otlp": {"endpoint": downstream.endpoint, "retry": {"initial_interval": "0.1s"}}},
         },
-        bound_ports=True,
     )
     acked: dict[str, float] = {}
     try:

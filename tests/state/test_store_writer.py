@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -51,16 +52,22 @@ def test_a_request_is_committed_before_a_backlog_of_session_records(tmp_path: Pa
 def test_rows_of_many_sessions_share_statements_and_all_arrive(tmp_path: Path) -> None:
     async def run() -> int:
         spool = SqliteSpool(tmp_path)
+        # Hold the writer until every write below is queued, whatever the machine's pace.
+        gate = threading.Event()
+        spool._put(lambda db: gate.wait())
         for i in range(700):
             spool.record_closed(Closed(f"s{i}", 1, "idle_timeout", 1, 1, ("ab" * 16,)))
-        await asyncio.gather(
-            *(
+        saved = [
+            asyncio.ensure_future(
                 spool.save_coverage(
                     [(f"s{i}", 1, [encode_record(RECORD) for j in range(3)], encode_record({"spans": i}))]
                 )
-                for i in range(700)
             )
-        )
+            for i in range(700)
+        ]
+        await asyncio.sleep(0)  # every save above has queued its rows
+        gate.set()
+        await asyncio.gather(*saved)
         await spool.shutdown()
         return spool.commits
 
