@@ -3,6 +3,8 @@ down unstarted; the chain's errors answered by the receivers alone."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grpc
 import pytest
 from support import FRAMEWORKS, trace_requests
@@ -65,3 +67,13 @@ def test_the_receivers_answer_the_chains_errors(
     reply = answer(sorted_error(error))
     assert (reply.grpc_code, reply.http_status, reply.retry_after) == (grpc_code, http_status, retry_after)
     assert reply.message == str(error)
+
+
+def test_the_installed_packages_are_pure_python() -> None:
+    import collector
+    import evaluators
+
+    for package in (collector, evaluators):
+        root = Path(package.__file__).parent
+        native = [p for p in root.rglob("*") if p.suffix in (".so", ".pyd", ".c")]
+        assert native == [], native

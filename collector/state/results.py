@@ -2,9 +2,8 @@
 
 Bounded: the oldest sessions are forgotten first, and a lookup for a forgotten or unknown
 session says so instead of pretending it had no results.  Each revision is kept as its
-encoded JSON records, not as the object graph it was built from: thousands of sessions'
-results, tool calls and loads as Python objects would be scanned by every full garbage
-collection (measured: 170 ms pauses at 280k objects), while bytes are never scanned.
+encoded JSON records (bytes, which the garbage collector never scans), not as the object
+graph it was built from.
 """
 
 from __future__ import annotations
