@@ -375,3 +375,14 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("openinference.instrumentation.llama_index", "llamaindex"),
     ("opentelemetry.instrumentation.llamaindex", "llamaindex"),
 )
+
+# -- sessions ---------------------------------------------------------------------------
+
+# Where harnesses put the id of the run a span belongs to (``sessions.keys``' default), in
+# precedence order: where the item is ("span" covers log records too) and the attribute.
+SESSION_KEYS: tuple[str, ...] = (
+    "span:session.id",  # OpenTelemetry semconv; Strands trace_attributes, OpenInference
+    "span:gen_ai.conversation.id",  # GenAI semconv; ADK agent and LLM spans
+    "span:langsmith.metadata.session_id",  # LangSmith OTel mode flattens run metadata
+    "resource:session.id",
+)

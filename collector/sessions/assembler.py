@@ -3,8 +3,8 @@
 Session key: the first present of a configured list (span or resource attributes).  A span
 without a key belongs to whatever session its trace is bound to; a trace seen with no key
 at all becomes a provisional session of its own, which is folded into the keyed session as
-soon as a sibling span names one (ADK puts the conversation id on agent spans but not on
-tool spans, and children are exported before their parents).
+soon as a sibling span names one (a harness may put the id on agent spans but not on tool
+spans, and children are exported before their parents).
 
 Closing: idle timeout, an explicit end attribute, max duration, max spans or bytes, and
 shutdown.  The assembler never waits: closed sessions go to ``on_close`` at once.

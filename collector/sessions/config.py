@@ -10,17 +10,13 @@ from pydantic import (
 )
 
 from collector.configtypes import Bytes, Seconds, Strict
+from collector.detect import facts
 
 _KEY = re.compile(r"^(span|resource):\S+$")
 
 
 class Sessions(Strict):
-    keys: tuple[str, ...] = (
-        "span:session.id",
-        "span:gen_ai.conversation.id",
-        "span:langsmith.metadata.session_id",  # LangSmith OTel mode flattens run metadata
-        "resource:session.id",
-    )
+    keys: tuple[str, ...] = facts.SESSION_KEYS
     idle_timeout: Seconds = 300.0
     max_duration: Seconds = 6 * 3600.0
     max_spans: int = Field(20_000, gt=0)
