@@ -47,7 +47,7 @@ from collector.sessions.stage import SessionsStage
 from collector.spool.stage import SpoolStage
 from collector.state.recorder import Recorder
 from collector.state.results import ResultStore
-from collector.state.store import MemorySpool, Spool, open_spool
+from collector.state.store import Faults, MemorySpool, Spool, open_spool
 from collector.status import extension as status
 from collector.status.config import Status
 from collector.status.view import State
@@ -63,7 +63,11 @@ class Chain:
         self.config = config
         self.metrics = metrics or Metrics()
         outbox_capacity = config.export.otlp.queue_size if config.export.otlp else 100_000
-        self.store = store if store is not None else open_spool(config.storage.path, outbox_capacity)
+        self.store = (
+            store
+            if store is not None
+            else open_spool(config.storage.path, outbox_capacity, config.storage.max_bytes)
+        )
         self.results = ResultStore()
         self.fanout = Fanout()
         self.recorder = Recorder(self.store, self.results, self.metrics, self.fanout)
@@ -76,6 +80,7 @@ class Chain:
         self.ready = False
         self.draining = False
         self.metrics.judge_configured.set(1 if config.judge.configured else 0)
+        self._faults_seen = Faults()  # the store's fault counts as last copied to the metrics
 
     async def _store_result(self, result: EvaluationResult) -> None:
         await self.store.save_result(result.key, result.session_id, result.revision, result.to_dict())
@@ -116,7 +121,11 @@ class Chain:
         return self.results.capacity
 
     def state(self) -> State:
-        return "draining" if self.draining else "ready" if self.ready else "starting"
+        if self.draining:
+            return "draining"
+        if not self.ready:
+            return "starting"
+        return "storage_unavailable" if self.store.faults.unavailable is not None else "ready"
 
     def open_count(self) -> int:
         return self.sessions.assembler.open_count
@@ -125,6 +134,15 @@ class Chain:
         self.sessions.refresh()
         self.spool.refresh()
         self.metrics.spool_bytes.set(self.spool.size_bytes)
+        faults, seen = self.store.faults, self._faults_seen
+        for counts, last, metric in (
+            (faults.write_failures, seen.write_failures, self.metrics.storage_write_failures),
+            (faults.quarantined, seen.quarantined, self.metrics.spool_quarantined),
+        ):
+            for label, count in list(counts.items()):
+                if count > last.get(label, 0):
+                    metric.labels(label).inc(count - last.get(label, 0))
+                    last[label] = count
 
     async def session(self, session_id: str) -> tuple[dict[str, Any] | None, list[Any]]:
         await self.sessions.settle()  # what was acknowledged is visible here
