@@ -45,6 +45,7 @@ from collector.receiver.config import Listener
 from collector.receiver.redact import redacting
 from collector.sessions.stage import SessionsStage
 from collector.spool.stage import SpoolStage
+from collector.state.lock import DataDirLock
 from collector.state.recorder import Recorder
 from collector.state.results import ResultStore
 from collector.state.store import Faults, MemorySpool, Spool, open_spool
@@ -170,9 +171,23 @@ class Service:
     _grpc: grpc.aio.Server | None = None
     _runners: list[web.AppRunner] = field(default_factory=list)  # the OTLP/HTTP receiver's
     _status: web.AppRunner | None = None
+    _lock: DataDirLock | None = None
 
     def __post_init__(self) -> None:
-        self.chain = Chain(self.config)
+        # Before the spool is opened: a second serve must not touch another's files.
+        if self.config.storage.path != ":memory:":
+            self._lock = DataDirLock(self.config.storage.path).acquire()
+        try:
+            self.chain = Chain(self.config)
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        """Let go of the data directory (also released when the process ends, however)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     async def start(self) -> None:
         chain = self.chain
@@ -346,6 +361,7 @@ class Service:
         await self.chain.shutdown(timeout)
         if self._status is not None:  # the status API answers until the end
             await self._status.cleanup()
+        self.release()
         log.info("skillgauge stopped")
 
     async def _stop_receivers(self, timeout: float) -> None:
