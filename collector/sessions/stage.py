@@ -257,11 +257,16 @@ class SessionsStage:
         now = time.monotonic()
         if self.store.durable and now - self._checkpointed_at >= self.storage.checkpoint_interval:
             self._checkpointed_at = now
-            task = asyncio.create_task(
-                self.store.checkpoint(self.replay_from(), self.storage.retention), name="skillgauge-checkpoint"
-            )
+            task = asyncio.create_task(self._checkpoint(), name="skillgauge-checkpoint")
             self._checkpoints.add(task)
             task.add_done_callback(self._checkpoints.discard)
+
+    async def _checkpoint(self) -> None:
+        try:
+            await self.store.checkpoint(self.replay_from(), self.storage.retention)
+        except Exception as err:  # the next tick tries again; a full disk is logged by the store
+            level = logging.DEBUG if self.store.faults.unavailable is not None else logging.WARNING
+            log.log(level, "spool checkpoint failed: %s", err)
 
     def replay_from(self) -> int:
         """The oldest spooled request a restart would still need."""

@@ -83,7 +83,9 @@ def test_a_refused_request_answers_as_retryable_storage_error() -> None:
     assert (error.reason, error.retry_after, error.http_status) == ("storage_error", 5.0, 503)
 
 
-def test_the_chain_is_unavailable_while_writes_fail_and_ready_once_storage_works_again(tmp_path: Path) -> None:
+def test_the_chain_is_unavailable_while_writes_fail_and_ready_once_storage_works_again(
+    tmp_path: Path,
+) -> None:
     from support import FRAMEWORKS, trace_requests
 
     (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
@@ -91,7 +93,9 @@ def test_the_chain_is_unavailable_while_writes_fail_and_ready_once_storage_works
 
     async def run() -> list[str]:
         spool = SqliteSpool(tmp_path, write=disk)
-        chain = Chain(parse({"storage": {"path": str(tmp_path)}, "sessions": {"idle_timeout": "1h"}}), store=spool)
+        chain = Chain(
+            parse({"storage": {"path": str(tmp_path)}, "sessions": {"idle_timeout": "1h"}}), store=spool
+        )
         await chain.start()
         chain.ready = True
         states = [chain.state()]
@@ -162,3 +166,43 @@ def test_a_write_that_raises_a_bug_fails_alone_and_the_writer_goes_on(tmp_path: 
     assert isinstance(bad, ZeroDivisionError) and after == 1
     with sqlite3.connect(tmp_path / "skillgauge.sqlite") as db:
         assert db.execute("SELECT key FROM results").fetchall() == [("k",)]
+
+
+def test_an_evaluated_session_that_cannot_be_recorded_is_recorded_once_storage_works_again(
+    tmp_path: Path,
+) -> None:
+    from support import FRAMEWORKS, trace_requests
+
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
+
+    async def run() -> tuple[int, dict[tuple[str, int], int]]:
+        spool = SqliteSpool(tmp_path)
+        chain = Chain(
+            parse({"storage": {"path": str(tmp_path)}, "sessions": {"idle_timeout": "1h"}}), store=spool
+        )
+        await chain.start()
+        real, calls = spool.save_coverage, 0
+
+        async def full_twice(revisions: Any) -> None:
+            nonlocal calls
+            calls += 1
+            if calls <= 2:
+                raise sqlite3.OperationalError("database or disk is full")
+            await real(revisions)
+
+        spool.save_coverage = full_twice  # type: ignore[method-assign]
+        await chain.consume(Received("traces", request, "test"))
+        await chain.sessions.settle()
+        await chain.sessions.close("strands-right_skill-0001", "end_attribute")
+        await chain.drain(timeout=30)
+        await spool.shutdown()
+        return calls, dict(spool.unfinished)
+
+    calls, unfinished = asyncio.run(run())
+    # Without the retries the revision would stay unfinished, holding its requests in the
+    # spool until a restart evaluated it again.
+    assert calls == 3 and unfinished == {}
+    with sqlite3.connect(tmp_path / "skillgauge.sqlite") as db:
+        assert db.execute("SELECT session, revision FROM coverage").fetchall() == [
+            ("strands-right_skill-0001", 1)
+        ]

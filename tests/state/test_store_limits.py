@@ -49,10 +49,12 @@ def test_a_spool_with_nothing_to_replay_holds_no_request_bytes(tmp_path: Path) -
 @pytest.mark.parametrize("max_bytes", ["1MB", "3MB"])
 def test_backpressure_at_a_small_limit_ends_once_the_sessions_close(tmp_path: Path, max_bytes: str) -> None:
     (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
-    config = parse({
-        "storage": {"path": str(tmp_path), "max_bytes": max_bytes, "checkpoint_interval": "0.01s"},
-        "sessions": {"idle_timeout": "1h"},
-    })
+    config = parse(
+        {
+            "storage": {"path": str(tmp_path), "max_bytes": max_bytes, "checkpoint_interval": "0.01s"},
+            "sessions": {"idle_timeout": "1h"},
+        }
+    )
 
     async def tick(chain: Chain) -> None:
         await chain.sessions.tick()  # closes what is due, checkpoints the store
