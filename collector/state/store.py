@@ -384,6 +384,7 @@ class SqliteSpool:
         )
         self._checkpointer.start()
         self.commits = 0
+        self._put(self._probe, kind="probe")  # a full disk at startup: unavailable from the start
 
     # -- reads at startup (before the writer runs) --------------------------------------------
 

@@ -10,6 +10,7 @@ Mounting needs root (CI runs as root); without it the test fails, saying so.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -93,7 +94,7 @@ def _post(server: Server, body: bytes) -> tuple[int, dict[str, str]]:
 
 
 def _rows(db: Path, sql: str) -> list[Any]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:  # the tmpfs unmounts
         return conn.execute(sql).fetchall()
 
 

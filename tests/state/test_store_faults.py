@@ -89,10 +89,12 @@ def test_the_chain_is_unavailable_while_writes_fail_and_ready_once_storage_works
     from support import FRAMEWORKS, trace_requests
 
     (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
-    disk = Disk(free=0)
+    disk = Disk()
 
     async def run() -> list[str]:
         spool = SqliteSpool(tmp_path, write=disk)
+        await _until(lambda: spool.commits >= 1)  # the probe at startup found room
+        disk.free = 0
         chain = Chain(
             parse({"storage": {"path": str(tmp_path)}, "sessions": {"idle_timeout": "1h"}}), store=spool
         )
@@ -148,6 +150,20 @@ def test_closed_revisions_that_cannot_be_committed_are_retried_and_the_failure_l
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and "a write failed" in errors[0].getMessage()
     assert "storage works again" in caplog.text
+
+
+def test_a_spool_opened_on_a_full_disk_is_unavailable_before_any_request(tmp_path: Path) -> None:
+    disk = Disk(free=0)
+
+    async def run() -> tuple[str | None, int]:
+        spool = SqliteSpool(tmp_path, write=disk)
+        await _until(lambda: spool.faults.unavailable is not None)  # the probe at startup
+        await spool.shutdown()
+        return spool.faults.unavailable, spool.faults.write_failures["request"]
+
+    unavailable, failed_requests = asyncio.run(run())
+    assert unavailable is not None and "ENOSPC" in unavailable
+    assert failed_requests == 0  # a probe is not a request
 
 
 def test_a_write_that_raises_a_bug_fails_alone_and_the_writer_goes_on(tmp_path: Path) -> None:
