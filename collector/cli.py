@@ -51,11 +51,15 @@ def setup_logging(level: str, name: str = "%(name)s") -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from collector.service import serve
+    from collector.state.lock import DataDirLocked
 
     config = _config(args.config)
     setup_logging(config.log_level)
     try:
         asyncio.run(serve(config))
+    except DataDirLocked as err:  # a usage error, like an invalid config: exit 2
+        logging.getLogger("skillgauge").error("%s", err)
+        return 2
     except (OSError, RuntimeError) as err:
         logging.getLogger("skillgauge").error("%s", err)
         return 1

@@ -32,8 +32,11 @@ class Permanent(Exception):
 
 class Retryable(Exception):
     """The item cannot be taken now (a bound is reached, storage failed); retry after
-    ``retry_after`` seconds.  Nothing of it was kept."""
+    ``retry_after`` seconds.  Nothing of it was kept.  ``reason`` is a short, fixed code for
+    the rejected-requests metric: ``backpressure`` (a bound) or ``storage_error`` (a write
+    failed, e.g. a full disk)."""
 
-    def __init__(self, message: str, retry_after: float = 5.0) -> None:
+    def __init__(self, message: str, retry_after: float = 5.0, reason: str = "backpressure") -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.reason = reason

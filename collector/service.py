@@ -48,6 +48,7 @@ from collector.sessions.metrics import SessionsMetrics
 from collector.sessions.stage import SessionsStage
 from collector.spool.metrics import SpoolMetrics
 from collector.spool.stage import SpoolStage
+from collector.state.lock import DataDirLock
 from collector.state.metrics import CoverageMetrics
 from collector.state.recorder import Recorder
 from collector.state.results import ResultStore
@@ -71,7 +72,11 @@ class Chain:
         skills = SkillLabels()
         self.status_metrics = StatusMetrics(self.registry)
         outbox_capacity = config.export.otlp.queue_size if config.export.otlp else 100_000
-        self.store = store if store is not None else open_spool(config.storage.path, outbox_capacity)
+        self.store = (
+            store
+            if store is not None
+            else open_spool(config.storage.path, outbox_capacity, config.storage.max_bytes)
+        )
         self.results = ResultStore()
         self.fanout = Fanout()
         self.recorder = Recorder(
@@ -135,7 +140,11 @@ class Chain:
         return self.results.capacity
 
     def state(self) -> State:
-        return "draining" if self.draining else "ready" if self.ready else "starting"
+        if self.draining:
+            return "draining"
+        if not self.ready:
+            return "starting"
+        return "storage_unavailable" if self.store.faults.unavailable is not None else "ready"
 
     def open_count(self) -> int:
         return self.sessions.assembler.open_count
@@ -170,9 +179,23 @@ class Service:
     _grpc: grpc.aio.Server | None = None
     _runners: list[web.AppRunner] = field(default_factory=list)  # the OTLP/HTTP receiver's
     _status: web.AppRunner | None = None
+    _lock: DataDirLock | None = None
 
     def __post_init__(self) -> None:
-        self.chain = Chain(self.config)
+        # Before the spool is opened: a second serve must not touch another's files.
+        if self.config.storage.path != ":memory:":
+            self._lock = DataDirLock(self.config.storage.path).acquire()
+        try:
+            self.chain = Chain(self.config)
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        """Let go of the data directory (also released when the process ends, however)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     async def start(self) -> None:
         chain = self.chain
@@ -338,6 +361,7 @@ class Service:
         await self.chain.shutdown(timeout)
         if self._status is not None:  # the status API answers until the end
             await self._status.cleanup()
+        self.release()
         log.info("skillgauge stopped")
 
     async def _stop_receivers(self, timeout: float) -> None:

@@ -176,7 +176,15 @@ class Runner:
                 assert self._env is not None
                 result = await execute(task, self._env)
             if self._store is not None:
-                await self._store(result)
+                try:
+                    await self._store(result)
+                except Exception as err:  # a full disk: the verdict still counts, once
+                    log.warning(
+                        "judge verdict %s could not be committed (%s): it is recorded with its session, "
+                        "but a crash before that would ask the judge again",
+                        result.key,
+                        err,
+                    )
             return result
         except asyncio.CancelledError:
             return _skipped(task, "shutdown", "still waiting for the judge when the collector shut down")

@@ -62,9 +62,10 @@ class Backpressure(ReceiveError):
     rpc_code = code_pb2.UNAVAILABLE
     reason = "backpressure"
 
-    def __init__(self, message: str, retry_after: float = 5.0) -> None:
+    def __init__(self, message: str, retry_after: float = 5.0, reason: str = "backpressure") -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.reason = reason
 
 
 # What a receiver catches: its own errors and the chain's.
@@ -72,12 +73,13 @@ ANSWERED = (ReceiveError, Permanent, Retryable)
 
 
 def sorted_error(error: Exception) -> ReceiveError:
-    """The receiver error a failure answers as: the chain's ``Retryable`` is backpressure,
-    its ``Permanent`` is invalid data."""
+    """The receiver error a failure answers as: the chain's ``Retryable`` is backpressure
+    (counted under its own reason: ``backpressure``, ``storage_error``), its ``Permanent`` is
+    invalid data."""
     if isinstance(error, ReceiveError):
         return error
     if isinstance(error, Retryable):
-        return Backpressure(str(error), retry_after=error.retry_after)
+        return Backpressure(str(error), retry_after=error.retry_after, reason=error.reason)
     return InvalidRequest(str(error))
 
 

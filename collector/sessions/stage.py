@@ -8,7 +8,8 @@ session key.  A ticker closes idle and expired sessions and checkpoints the stor
 
 Restart (``recover``): the store's requests are replayed from the oldest one an unfinished
 session needs; spans of revisions already evaluated are skipped; revisions that closed but
-were not evaluated are closed again at the same point of the replay.
+were not evaluated are closed again at the same point of the replay.  A spooled request
+that cannot be parsed or assembled is quarantined by the store and the replay goes on.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import logging
 import time
 from collections import deque
 
+from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -173,11 +175,26 @@ class SessionsStage:
             while unfinished and unfinished[0].last_request < request_id:
                 done = unfinished.pop(0)
                 await self.close(done.session, done.reason)
+            self._last_request = request_id
             kind: Signal = "traces" if signal == "traces" else "logs"
             request = ExportTraceServiceRequest() if kind == "traces" else ExportLogsServiceRequest()
-            request.ParseFromString(payload)
-            spans += (await self.assemble(Received(kind, request, "spool"), request_id, admit=False)).accepted
-            self._last_request = request_id
+            try:
+                request.ParseFromString(payload)
+            except DecodeError as err:
+                self.store.quarantine(
+                    request_id, signal, payload, "undecodable", f"not an OTLP request: {err}"
+                )
+                continue
+            try:
+                spans += (
+                    await self.assemble(Received(kind, request, "spool"), request_id, admit=False)
+                ).accepted
+            except Exception as err:  # one bad request must not keep the service from starting
+                log.exception("replaying spooled request %d failed", request_id)
+                self.store.quarantine(
+                    request_id, signal, payload, "undecodable", f"cannot be assembled: {err!r}"
+                )
+                continue
             requests += 1
             if requests % 200 == 0:
                 await asyncio.sleep(0)  # let signals and timers run during a long replay
@@ -246,12 +263,16 @@ class SessionsStage:
         now = time.monotonic()
         if self.store.durable and now - self._checkpointed_at >= self.storage.checkpoint_interval:
             self._checkpointed_at = now
-            task = asyncio.create_task(
-                self.store.checkpoint(self.replay_from(), self.storage.retention),
-                name="skillgauge-checkpoint",
-            )
+            task = asyncio.create_task(self._checkpoint(), name="skillgauge-checkpoint")
             self._checkpoints.add(task)
             task.add_done_callback(self._checkpoints.discard)
+
+    async def _checkpoint(self) -> None:
+        try:
+            await self.store.checkpoint(self.replay_from(), self.storage.retention)
+        except Exception as err:  # the next tick tries again; a full disk is logged by the store
+            level = logging.DEBUG if self.store.faults.unavailable is not None else logging.WARNING
+            log.log(level, "spool checkpoint failed: %s", err)
 
     def replay_from(self) -> int:
         """The oldest spooled request a restart would still need."""

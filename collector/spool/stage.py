@@ -8,6 +8,7 @@ is known before the commit (``check_spans``), so the answer does not wait for de
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -16,7 +17,10 @@ from collector.component import Consumer, Retryable
 from collector.otlp.received import Received, Spooled
 from collector.sessions.assembler import check_spans
 from collector.spool.metrics import SpoolMetrics
-from collector.state.store import Spool
+from collector.state.store import Faults, Spool
+
+# How old the spool's size may be when a request is admitted (also read at every scrape).
+_REFRESH_EVERY = 0.5
 
 
 class SpoolStage:
@@ -34,18 +38,33 @@ class SpoolStage:
         self._max_bytes = max_bytes
         self._admit_next = admit_next
         self.size_bytes = 0  # as last read (``refresh``)
+        self._refreshed_at = -_REFRESH_EVERY
+        self._faults_seen = Faults()  # the store's fault counts as last copied to the metrics
 
     def admit(self) -> None:
         """Raise ``Retryable`` when a bound is reached; nothing has been taken yet."""
         self._admit_next()
+        now = time.monotonic()
+        if now - self._refreshed_at >= _REFRESH_EVERY:  # a few stat calls: not per request
+            self.refresh(now)
         if self.size_bytes > self._max_bytes:
             raise Retryable(
                 f"the spool holds {self.size_bytes} bytes (storage.max_bytes); retry later", retry_after=10.0
             )
 
-    def refresh(self) -> None:
+    def refresh(self, now: float | None = None) -> None:
         self.size_bytes = self.store.size_bytes()
         self.metrics.spool_bytes.set(self.size_bytes)
+        self._refreshed_at = time.monotonic() if now is None else now
+        faults, seen = self.store.faults, self._faults_seen
+        for counts, last, metric in (
+            (faults.write_failures, seen.write_failures, self.metrics.storage_write_failures),
+            (faults.quarantined, seen.quarantined, self.metrics.spool_quarantined),
+        ):
+            for label, count in list(counts.items()):
+                if count > last.get(label, 0):
+                    metric.labels(label).inc(count - last.get(label, 0))
+                    last[label] = count
 
     async def consume(self, item: Received) -> None:
         self.admit()

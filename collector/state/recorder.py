@@ -6,24 +6,30 @@ every result) is committed and the revision counts as evaluated: a crash before 
 commit evaluates the revision again after the restart (reusing committed verdicts), a
 crash after it never does.  Sessions that finish while a batch is being committed wait for
 the next: one task and one transaction for all of them.
+
+While storage fails (a full disk), both steps are tried again every second: a revision
+left unrecorded would hold its requests in the spool until a restart.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from collector.component import Consumer
 from collector.state.metrics import CoverageMetrics
 from collector.state.results import ResultStore
-from collector.state.store import Recorded, Spool, encode_record
+from collector.state.store import Recorded, Spool, encode_record, is_storage_error
 from evaluators.result import Coverage
 
 log = logging.getLogger("skillgauge")
 _RECORD_BATCH = 64  # evaluated sessions per transaction (~2 ms of the loop)
+_STORAGE_RETRY = 1.0  # seconds between tries while storage fails
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +52,7 @@ class Recorder:
         self.keep_closed = False
         self._waiting: deque[Evaluated] = deque()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     async def consume(self, item: Evaluated) -> None:
         self._waiting.append(item)
@@ -63,14 +70,16 @@ class Recorder:
             coverage = item.coverage
             session = coverage.session
             try:
-                await self.next.consume(coverage)
+                await self._while_storage_fails(functools.partial(self.next.consume, coverage))
                 records = [encode_record(r.to_dict()) for r in coverage.results]
                 summary = encode_record(coverage.to_dict())
                 ready.append((item, (session.session_id, session.revision, records, summary)))
             except Exception:  # the revision stays unfinished: a restart evaluates it again
                 log.exception("recording session %r revision %d failed", session.session_id, session.revision)
         try:
-            await self.store.save_coverage([recorded for _, recorded in ready])
+            await self._while_storage_fails(
+                lambda: self.store.save_coverage([recorded for _, recorded in ready])
+            )
         except Exception:  # as above, for every revision of the batch
             log.exception("recording %d evaluated sessions failed", len(ready))
             return
@@ -83,6 +92,22 @@ class Recorder:
             self.metrics.session_evaluated(coverage.session, coverage.results, now - item.closed_at)
             log.debug("session %r evaluated: %d results", session_id, len(coverage.results))
 
+    async def _while_storage_fails(self, write: Callable[[], Awaitable[None]]) -> None:
+        """Run ``write``; while it fails for want of storage, wait and run it again (until
+        shutdown, which leaves the revision to be evaluated again after the restart)."""
+        waited = False
+        while True:
+            try:
+                await write()
+                return
+            except Exception as err:
+                if self._stopping or not is_storage_error(err):
+                    raise
+                if not waited:
+                    log.warning("recording evaluated sessions waits for storage to work again: %s", err)
+                    waited = True
+                await asyncio.sleep(_STORAGE_RETRY)
+
     async def drain(self, timeout: float) -> None:
         """Wait until every account taken so far is recorded."""
         if self._task is not None and not self._task.done():
@@ -90,4 +115,5 @@ class Recorder:
 
     async def shutdown(self, timeout: float) -> None:
         await self.drain(timeout)
+        self._stopping = True
         await self.next.shutdown(timeout)

@@ -9,17 +9,28 @@ per MB) and leave with one unlink once every request in the file is done.
 The database keeps where each request is (``Spooled``), committed after its bytes are
 written: a process crash can leave bytes no row points to, never a row without its bytes.
 Only the spool's writer thread appends; reads open the file on their own.
+
+A failed append (a full disk: some bytes written, then ``ENOSPC``) leaves the file as it
+was before it: the file is cut back to its last whole request, so the next request's offset
+is where its bytes really are.  If the file cannot be cut back, its real end is read again;
+if even that fails, the next request starts a new file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+log = logging.getLogger(__name__)
+
 _SUFFIX = ".seg"
 SEGMENT_BYTES = 64 * 1024 * 1024  # a new file once this is reached: the unit that is freed
+# ``os.write``'s shape: the seam through which tests make a disk fill up mid-request.
+Write = Callable[[int, memoryview], int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +43,11 @@ class Spooled:
 
 
 class Segments:
-    def __init__(self, directory: Path, segment_bytes: int = SEGMENT_BYTES) -> None:
+    def __init__(self, directory: Path, segment_bytes: int = SEGMENT_BYTES, write: Write = os.write) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self._segment_bytes = segment_bytes
+        self._write = write
         # Never append to a file from before: a crash may have left it with a torn tail.
         self._number = max(self.numbers(), default=0)
         self._fd: int | None = None
@@ -56,11 +68,39 @@ class Segments:
             )
             self._size = 0
         view = memoryview(payload)
-        while view:  # a regular file takes it all at once; a full disk raises OSError
-            view = view[os.write(self._fd, view) :]
+        try:
+            while view:  # a regular file takes it all at once; a full disk writes less, then raises
+                view = view[self._write(self._fd, view) :]
+        except BaseException:
+            self._cut_back(self._size)
+            raise
         where = Spooled(self._number, self._size, len(payload))
         self._size += len(payload)
         return where
+
+    def trim(self, where: Spooled) -> None:
+        """Undo the last ``append`` (its row could not be committed): its bytes go."""
+        if (
+            self._fd is not None
+            and where.segment == self._number
+            and where.offset + where.length == self._size
+        ):
+            self._cut_back(where.offset)
+
+    def _cut_back(self, size: int) -> None:
+        """Make the file end at ``size`` (what its committed requests hold), or failing that
+        learn where it really ends; failing both, the next append starts a new file."""
+        assert self._fd is not None
+        try:
+            os.ftruncate(self._fd, size)
+            self._size = size
+            return
+        except OSError as err:
+            log.warning("%s: cannot cut back to %d bytes: %s", self._path(self._number), size, err)
+        try:
+            self._size = os.fstat(self._fd).st_size
+        except OSError:
+            self.close()
 
     def read(self, where: Spooled) -> bytes:
         with self._path(where.segment).open("rb") as file:
@@ -72,10 +112,39 @@ class Segments:
             )
         return data
 
+    def read_what_is_left(self, where: Spooled) -> bytes:
+        """Whatever bytes of ``where`` the file still holds (for a copy kept for inspection)."""
+        try:
+            with self._path(where.segment).open("rb") as file:
+                file.seek(where.offset)
+                return file.read(where.length)
+        except OSError:
+            return b""
+
+    def probe(self, size: int) -> None:
+        """Write ``size`` bytes to a scratch file and delete it: raises OSError while the disk
+        cannot take a request of that size."""
+        path = self.directory / "probe.tmp"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            view = memoryview(bytes(size))
+            while view:
+                view = view[self._write(fd, view) :]
+        finally:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                path.unlink()
+
     def drop_before(self, segment: int | None) -> None:
-        """Delete the files before ``segment`` (None: every file), never the one being
-        appended to."""
-        keep_from = self._number if segment is None else min(segment, self._number)
+        """Delete the files before ``segment``, never the one being appended to; None (no
+        request needs any file): every file, the one being appended to too (the next append
+        starts a new one), so that a spool with nothing left to replay holds no request bytes."""
+        if segment is None:
+            self.close()
+            self._size = 0
+            keep_from = self._number + 1
+        else:
+            keep_from = min(segment, self._number)
         for number in self.numbers():
             if number >= keep_from:
                 break

@@ -18,6 +18,14 @@ request that arrives while it runs.  Rows for the same table that queue up
 together are inserted by one multi-row statement: each SQLite call hands the GIL to the
 event loop and must win it back, so statements, not rows, are what a busy loop makes slow.
 
+Storage that fails (a full disk, an I/O error) fails safe: a request that cannot be stored
+is refused as ``Retryable`` (the sender retries it; a half-written request is cut off its
+segment file), the failure is counted (``Faults``) and the store reports itself unavailable
+until a write succeeds again: the next request, or a small probe written every second.
+Other writes nobody waits for (closed revisions) are retried until they commit; a writer
+thread never dies of a failed write.  A spooled request that cannot be read back at a
+restart is copied to ``quarantine/`` beside the database and left out of the replay.
+
 ``MemorySpool`` keeps the same interface in memory (``storage.path: ":memory:"``; replay):
 nothing survives the process, and the service says so at startup.
 """
@@ -26,8 +34,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
+import os
 import queue
 import sqlite3
 import threading
@@ -36,11 +46,12 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import orjson
 
-from collector.state.segments import Segments, Spooled
+from collector.component import Retryable
+from collector.state.segments import SEGMENT_BYTES, Segments, Spooled, Write
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +124,50 @@ _PAGE_SIZE = 16384
 _ROWS_PER_STATEMENT = 256
 _WAL_SIZE_LIMIT = 64 * 1024 * 1024
 _CHECKPOINT_EVERY = 0.1  # seconds
+# While storage fails: how soon a sender may retry a refused request, how often the store
+# tries a small write to learn that it works again, and how soon a failed write nobody waits
+# for (a closed revision) is tried again.
+RETRY_AFTER = 5.0
+_PROBE_EVERY = 1.0
+_PROBE_BYTES = 1024 * 1024  # at most: a probe writes as much as the last refused request
+_RETRY_WRITES_EVERY = 1.0
+# ``storage.max_bytes`` counts files, and the file being appended to is freed only once it is
+# full and every request in it is done: segments stay a small share of the limit.
+_SEGMENTS_PER_LIMIT = 8
+_MIN_SEGMENT_BYTES = 256 * 1024
 T = TypeVar("T")
+
+
+def sizes_for(max_bytes: int | None) -> tuple[int, int]:
+    """(segment file size, WAL size limit) for a spool held to ``max_bytes``: each at most
+    an eighth of it, so that neither a half-empty segment nor a WAL file SQLite keeps at its
+    high-water mark can hold the spool over its limit for good."""
+    if max_bytes is None:
+        return SEGMENT_BYTES, _WAL_SIZE_LIMIT
+    share = max(_MIN_SEGMENT_BYTES, max_bytes // _SEGMENTS_PER_LIMIT)
+    return min(SEGMENT_BYTES, share), min(_WAL_SIZE_LIMIT, share)
+
+
+WriteKind = Literal["request", "write", "probe"]
+QuarantineReason = Literal["unreadable", "undecodable"]
+
+
+def is_storage_error(err: BaseException) -> bool:
+    """A failure of the disk or the database file (full, I/O error, corrupt), not of a caller's
+    arguments: what makes the store unavailable and is worth retrying."""
+    if isinstance(err, OSError):
+        return True
+    return isinstance(err, sqlite3.OperationalError) or type(err) is sqlite3.DatabaseError
+
+
+@dataclass
+class Faults:
+    """What went wrong with the storage: for readiness and the metrics.  Written by the
+    writer thread, read by the event loop (single assignments and increments)."""
+
+    unavailable: str | None = None  # why writes fail now; None once one succeeds again
+    write_failures: dict[str, int] = field(default_factory=lambda: {"request": 0, "write": 0})
+    quarantined: dict[str, int] = field(default_factory=lambda: {"unreadable": 0, "undecodable": 0})
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +194,7 @@ class Recovery:
 
 class Spool(Protocol):
     durable: bool
+    faults: Faults
     # Closed revisions not yet evaluated (session, revision) -> the first request they need:
     # what a restart must replay for them.
     unfinished: dict[tuple[str, int], int]
@@ -180,6 +235,12 @@ class Spool(Protocol):
 
     def requests(self, from_id: int) -> Iterator[tuple[int, str, bytes]]: ...
 
+    def quarantine(
+        self, request_id: int, signal: str, payload: bytes, reason: QuarantineReason, why: str
+    ) -> None:
+        """Set a spooled request that cannot be replayed aside (logged, counted, copied)."""
+        ...
+
     def size_bytes(self) -> int: ...
 
     async def shutdown(self, timeout: float = 10.0) -> None: ...
@@ -192,6 +253,7 @@ class MemorySpool:
 
     def __init__(self, outbox_capacity: int = 100_000) -> None:
         self.unfinished: dict[tuple[str, int], int] = {}
+        self.faults = Faults()
         self._next = 0
         self._outbox: dict[str, dict[str, tuple[str, bytes, float]]] = {}
         self._capacity = outbox_capacity
@@ -241,6 +303,11 @@ class MemorySpool:
     def requests(self, from_id: int) -> Iterator[tuple[int, str, bytes]]:
         return iter(())
 
+    def quarantine(
+        self, request_id: int, signal: str, payload: bytes, reason: QuarantineReason, why: str
+    ) -> None:
+        self.faults.quarantined[reason] += 1
+
     def size_bytes(self) -> int:
         return 0
 
@@ -256,15 +323,15 @@ class _Rows:
     rows: list[tuple[Any, ...]]
 
 
-# (work, future to settle or None, its loop, urgent: an acknowledgement waits for it; urgent
-# work is a single statement)
+# (work, future to settle or None, its loop, kind: "request" is urgent (an acknowledgement
+# waits for it; a single statement), "write" is any other, "probe" a check that storage works)
 _Work = tuple[
     "Callable[[sqlite3.Connection], Any] | _Rows",
     "asyncio.Future[Any] | None",
     "asyncio.AbstractEventLoop | None",
-    bool,
+    WriteKind,
 ]
-_STOP: _Work = (lambda db: None, None, None, False)  # shutdown: commit what is queued, then stop
+_STOP: _Work = (lambda db: None, None, None, "write")  # shutdown: commit what is queued, then stop
 _INSERT_CLOSED = "INSERT OR REPLACE INTO closed (session, revision, reason, first_request, last_request, traces, closed_at)"
 _INSERT_RESULT = "INSERT OR IGNORE INTO results (key, session, revision, record)"
 _INSERT_COVERAGE = "INSERT OR REPLACE INTO coverage (session, revision, record, evaluated_at)"
@@ -275,9 +342,20 @@ _EXPIRE = ("DELETE FROM results WHERE created_at < ?", "DELETE FROM coverage WHE
 class SqliteSpool:
     durable = True
 
-    def __init__(self, directory: str | Path, outbox_capacity: int = 100_000) -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        outbox_capacity: int = 100_000,
+        *,
+        max_bytes: int | None = None,
+        write: Write = os.write,
+    ) -> None:
+        """``max_bytes`` (``storage.max_bytes``) sizes segment files and the WAL to fit it;
+        ``write`` is how segment bytes reach their file (``os.write``)."""
         self.unfinished: dict[tuple[str, int], int] = {}
+        self.faults = Faults()
         self.path = Path(directory) / "skillgauge.sqlite"
+        segment_bytes, self._wal_size_limit = sizes_for(max_bytes)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             setup = sqlite3.connect(self.path)
@@ -289,7 +367,11 @@ class SqliteSpool:
             raise RuntimeError(f"storage.path: cannot open the spool at {self.path}: {err}") from None
         self._capacity = outbox_capacity
         self._outbox_len: dict[str, int] = {}
-        self._segments = Segments(self.path.parent / "requests")
+        self._segments = Segments(self.path.parent / "requests", segment_bytes, write)
+        self._quarantine = self.path.parent / "quarantine"
+        self._free_db_bytes = 0  # free pages in the database file, as of the last checkpoint
+        self._last_refused = 0  # bytes of the last request refused for a failed write
+        self._retries_waiting = 0  # failed writes nobody waits for, not yet tried again
         self._next_id = 1  # set by ``_load``
         self._recovery = self._load()
         self._queue: queue.SimpleQueue[_Work] = queue.SimpleQueue()
@@ -302,6 +384,7 @@ class SqliteSpool:
         )
         self._checkpointer.start()
         self.commits = 0
+        self._put(self._probe, kind="probe")  # a full disk at startup: unavailable from the start
 
     # -- reads at startup (before the writer runs) --------------------------------------------
 
@@ -359,7 +442,8 @@ class SqliteSpool:
 
     def requests(self, from_id: int) -> Iterator[tuple[int, str, bytes]]:
         """Spooled requests from ``from_id`` on, read through a connection of the caller's own.
-        A request whose bytes cannot be read is logged and skipped: the others still replay."""
+        A request whose bytes cannot be read is quarantined (what is left of them) and
+        skipped: the others still replay."""
         db = sqlite3.connect(self.path)
         try:
             rows = db.execute(
@@ -367,43 +451,80 @@ class SqliteSpool:
                 (from_id,),
             )
             for request_id, signal, segment, offset, length in rows:
+                where = Spooled(segment, offset, length)
                 try:
-                    payload = self._segments.read(Spooled(segment, offset, length))
+                    payload = self._segments.read(where)
                 except OSError as err:
-                    log.error("spooled request %d cannot be read, skipped: %s", request_id, err)
+                    self.quarantine(
+                        request_id, signal, self._segments.read_what_is_left(where), "unreadable", str(err)
+                    )
                     continue
                 yield request_id, signal, payload
         finally:
             db.close()
 
+    def quarantine(
+        self, request_id: int, signal: str, payload: bytes, reason: QuarantineReason, why: str
+    ) -> None:
+        """Log, count and copy aside (``quarantine/<id>.<signal>.binpb``) a spooled request
+        that cannot be replayed.  Its spans are lost to evaluation; the copy is for a person."""
+        self.faults.quarantined[reason] += 1
+        copy = (
+            self._quarantine / f"{request_id}.{signal if signal in ('traces', 'logs') else 'unknown'}.binpb"
+        )
+        try:
+            self._quarantine.mkdir(exist_ok=True)
+            copy.write_bytes(payload)
+            kept = f"copied to {copy}"
+        except OSError as err:
+            kept = f"no copy kept ({err})"
+        log.warning(
+            "spooled request %d is %s and was quarantined, skipped: %s; %s", request_id, reason, why, kept
+        )
+
     # -- writes (through the writer thread) ---------------------------------------------------
 
     def _submit(
-        self, work: Callable[[sqlite3.Connection], T] | _Rows, *, urgent: bool = False
+        self, work: Callable[[sqlite3.Connection], T] | _Rows, *, kind: WriteKind = "write"
     ) -> asyncio.Future[T]:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[T] = loop.create_future()
-        self._queue.put((work, done, loop, urgent))
+        self._queue.put((work, done, loop, kind))
         return done
 
-    def _put(self, work: Callable[[sqlite3.Connection], Any] | _Rows) -> None:
-        """Queue work nobody waits for (it commits with a later group, in order)."""
-        self._queue.put((work, None, None, False))
+    def _put(self, work: Callable[[sqlite3.Connection], Any] | _Rows, kind: WriteKind = "write") -> None:
+        """Queue work nobody waits for (it commits with a later group, in order; retried
+        while storage fails)."""
+        self._queue.put((work, None, None, kind))
 
     async def append(self, signal: str, payload: bytes) -> int:
+        """Commit one request; raise ``Retryable`` (reason ``storage_error``) if it cannot be
+        stored: nothing of it is kept."""
         now = time.time()
 
         def insert(db: sqlite3.Connection) -> int:
             # The bytes first: a row is never committed without them (see ``segments``).
             where = self._segments.append(payload)
+            try:
+                db.execute(
+                    "INSERT INTO spooled VALUES (?, ?, ?, ?, ?, ?)",
+                    (self._next_id, now, signal, where.segment, where.offset, where.length),
+                )
+            except BaseException:
+                self._segments.trim(where)  # bytes no row will point to
+                raise
             request_id, self._next_id = self._next_id, self._next_id + 1
-            db.execute(
-                "INSERT INTO spooled VALUES (?, ?, ?, ?, ?, ?)",
-                (request_id, now, signal, where.segment, where.offset, where.length),
-            )
             return request_id
 
-        return await self._submit(insert, urgent=True)
+        try:
+            return await self._submit(insert, kind="request")
+        except (OSError, sqlite3.Error) as err:
+            self._last_refused = len(payload)
+            raise Retryable(
+                f"the spool cannot store the request ({_describe(err)}); retry later",
+                retry_after=RETRY_AFTER,
+                reason="storage_error",
+            ) from err
 
     def record_closed(self, closed: Closed) -> None:
         self.unfinished[(closed.session, closed.revision)] = closed.first_request
@@ -486,7 +607,7 @@ class SqliteSpool:
         return self._outbox_len.get(channel, 0)
 
     async def checkpoint(self, replay_from: int, keep_results_for: float | None = None) -> None:
-        def write(db: sqlite3.Connection) -> int | None:
+        def write(db: sqlite3.Connection) -> None:
             db.execute("INSERT OR REPLACE INTO state (name, value) VALUES ('replay_from', ?)", (replay_from,))
             db.execute("DELETE FROM closed WHERE last_request < ?", (replay_from,))
             db.execute("DELETE FROM spooled WHERE id < ?", (replay_from,))
@@ -494,19 +615,28 @@ class SqliteSpool:
                 cutoff = time.time() - keep_results_for
                 for statement in _EXPIRE:
                     db.execute(statement, (cutoff,))
-            (first,) = db.execute("SELECT MIN(segment) FROM spooled").fetchone()
-            return None if first is None else int(first)
 
-        first_needed = await self._submit(write)
-        # Files go once the rows that pointed into them are gone for good (committed).
-        await self._submit(lambda db: self._segments.drop_before(first_needed))
+        await self._submit(write)
+
+        def drop(db: sqlite3.Connection) -> None:
+            # Files go once the rows that pointed into them are gone for good (committed
+            # above), asked again here: requests spooled since may need the latest file.
+            (first,) = db.execute("SELECT MIN(segment) FROM spooled").fetchone()
+            self._segments.drop_before(None if first is None else int(first))
+            # Pages freed by deletions are reused before the file grows: not counted as used.
+            (free,) = db.execute("PRAGMA freelist_count").fetchone()
+            (page,) = db.execute("PRAGMA page_size").fetchone()
+            self._free_db_bytes = int(free) * int(page)
+
+        await self._submit(drop)
 
     def size_bytes(self) -> int:
-        total = self._segments.size_bytes()
+        """Bytes the spool holds on disk, less the database's free pages (reused first)."""
+        total = self._segments.size_bytes() - self._free_db_bytes
         for suffix in ("", "-wal"):
             with contextlib.suppress(OSError):
                 total += Path(f"{self.path}{suffix}").stat().st_size
-        return total
+        return max(0, total)
 
     async def shutdown(self, timeout: float = 10.0) -> None:
         self._queue.put(_STOP)
@@ -520,29 +650,64 @@ class SqliteSpool:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: nothing committed is lost on a crash
-        db.execute(f"PRAGMA journal_size_limit={_WAL_SIZE_LIMIT}")  # the WAL file shrinks back after a burst
+        # The WAL file shrinks back to this after a burst.
+        db.execute(f"PRAGMA journal_size_limit={self._wal_size_limit}")
         other: deque[_Work] = deque()  # queued behind requests, in order
+        retry: list[_Work] = []  # writes nobody waits for that failed, tried again at ``retry_at``
+        retry_at = 0.0
         stopping = False
         while True:
+            if retry and (stopping or time.monotonic() >= retry_at):
+                other.extendleft(reversed(retry))  # before what came later, as first queued
+                retry = []
+            self._retries_waiting = len(retry)
             urgent: list[_Work] = []
             if not stopping:
                 # Block for work only when none is left over from the last group.
-                item = self._queue.get() if not other else self._next_nowait()
+                item = self._next(block=not other, until=retry_at if retry else None)
                 while item is not None:
                     if item is _STOP:
                         stopping = True
                         break
-                    (urgent if item[3] else other).append(item)
+                    (urgent if item[3] == "request" else other).append(item)
                     item = self._next_nowait()
             if not urgent and not other:
-                if stopping:
+                if stopping and not retry:
                     break
                 continue
             # Every waiting request, and a bounded share of the rest.  (Requests alone, with the
             # rest one transaction later, measured the same p99 and made each awaited session
             # write a transaction slower: evaluation lag p95 0.04 s -> 0.2 s.)
-            self._commit(db, urgent + [other.popleft() for _ in range(min(_OTHER_PER_GROUP, len(other)))])
+            group = urgent + [other.popleft() for _ in range(min(_OTHER_PER_GROUP, len(other)))]
+            try:
+                failed = self._commit(db, group)
+            except Exception as err:  # a bug must not stop the writer: every caller would wait forever
+                log.exception("spool writer: a group of %d writes failed", len(group))
+                with contextlib.suppress(sqlite3.Error):
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                self._settle_all(group, [(None, err)] * len(group))
+                continue
+            if failed and stopping and not other:
+                log.error(
+                    "spool writer: %d writes (closed session revisions) could not be committed before "
+                    "shutdown; a restart replays their sessions from the spool",
+                    len(failed),
+                )
+                break
+            if failed:
+                retry.extend(failed)
+                retry_at = time.monotonic() + _RETRY_WRITES_EVERY
         db.close()
+
+    def _next(self, block: bool, until: float | None) -> _Work | None:
+        if not block:
+            return self._next_nowait()
+        try:
+            timeout = None if until is None else max(0.0, until - time.monotonic())
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
 
     def _next_nowait(self) -> _Work | None:
         try:
@@ -550,20 +715,21 @@ class SqliteSpool:
         except queue.Empty:
             return None
 
-    def _commit(self, db: sqlite3.Connection, group: list[_Work]) -> None:
+    def _commit(self, db: sqlite3.Connection, group: list[_Work]) -> list[_Work]:
+        """Run and commit one group; settle its futures.  Returns the writes nobody waits for
+        that failed for want of storage (to be tried again)."""
         outcomes: list[tuple[Any, BaseException | None]] = [(None, None)] * len(group)
-        work, _, _, urgent = group[0]
-        if len(group) == 1 and urgent and not isinstance(work, _Rows):
+        work, _, _, kind = group[0]
+        if len(group) == 1 and kind != "write" and not isinstance(work, _Rows):
             # A lone request is one INSERT, which commits by itself (autocommit): each SQLite
             # call gives the GIL away and must win it back, so BEGIN and COMMIT around it
             # would add two waits behind a busy event loop.
             try:
                 outcomes[0] = (work(db), None)
                 self.commits += 1
-            except (sqlite3.Error, OSError) as err:  # OSError: a segment write (a full disk)
+            except Exception as err:  # OSError: a segment write (a full disk)
                 outcomes[0] = (None, err)
-            self._settle_all(group, outcomes)
-            return
+            return self._settle_all(group, outcomes)
         try:
             db.execute("BEGIN")
             # Rows first, one statement per table for the whole group, then the other work in
@@ -577,33 +743,78 @@ class SqliteSpool:
                 batch = [work for i in indexes if isinstance(work := group[i][0], _Rows)]
                 for i, outcome in zip(indexes, _insert_rows(db, batch), strict=True):
                     outcomes[i] = outcome
+                    _lost_transaction(db, outcome[1])
             for i, (work, _, _, _) in enumerate(group):
                 if isinstance(work, _Rows):
                     continue
                 try:
                     outcomes[i] = (work(db), None)
-                except (sqlite3.Error, OSError) as err:  # one bad write fails alone, the group commits
+                except Exception as err:  # one bad write fails alone, the group commits
                     outcomes[i] = (None, err)
+                    _lost_transaction(db, err)
             db.execute("COMMIT")
             self.commits += 1
         except sqlite3.Error as err:
-            log.error("spool commit failed: %s", err)
+            # A full disk or an I/O error may have rolled the whole transaction back: nothing
+            # of the group was kept, whatever each write said.
             with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
             outcomes = [(None, err)] * len(group)
-        self._settle_all(group, outcomes)
+        return self._settle_all(group, outcomes)
 
-    def _settle_all(self, group: list[_Work], outcomes: list[tuple[Any, BaseException | None]]) -> None:
+    def _settle_all(
+        self, group: list[_Work], outcomes: list[tuple[Any, BaseException | None]]
+    ) -> list[_Work]:
         self._wal_written.set()
         settled: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]]
         settled = {}
-        for (_, done, loop, _), (value, error) in zip(group, outcomes, strict=True):
+        failed: list[_Work] = []
+        storage_error: BaseException | None = None
+        works = False  # a request or a probe was stored: storage takes writes again
+        for item, (value, error) in zip(group, outcomes, strict=True):
+            _, done, loop, kind = item
+            works = works or (error is None and kind != "write")
+            if error is not None and is_storage_error(error):
+                storage_error = error
+                if kind != "probe":
+                    self.faults.write_failures[kind] += 1
+                if done is None and kind == "write":
+                    failed.append(item)
             if done is not None and loop is not None:
                 settled.setdefault(loop, []).append((done, value, error))
+        # Storage works again once a request or a probe is stored and no failed write waits
+        # to be tried again (it may need more room than they do).
+        self._note(storage_error, works and not self._retries_waiting, failed)
         for loop, answers in settled.items():
             # One wake-up of each waiting loop per transaction, not one per caller: each is a
             # write to the loop's self-pipe, and a transaction can settle dozens of sessions.
             loop.call_soon_threadsafe(_settle_each, answers)
+        return failed
+
+    def _note(self, error: BaseException | None, works: bool, failed: list[_Work]) -> None:
+        """Storage is unavailable from a failed write to the next group that stores a request
+        or a probe and fails nothing; logged at ERROR once a burst, and once when it is over."""
+        faults = self.faults
+        if error is None:
+            if works and faults.unavailable is not None:
+                log.warning("spool: storage works again (%s before)", faults.unavailable)
+                faults.unavailable = None
+            return
+        if faults.unavailable is None:
+            log.error(
+                "spool: a write failed (%s): requests are refused as retryable and /readyz answers 503 "
+                "until storage works again%s",
+                _describe(error),
+                f"; {len(failed)} closed-session records will be retried" if failed else "",
+            )
+        faults.unavailable = _describe(error)
+
+    def _probe(self, db: sqlite3.Connection) -> None:
+        """A small write of each kind an append makes (segment bytes, a row): what tells the
+        store that storage works again when no request comes to try it (readiness is 503)."""
+        self._segments.probe(min(max(self._last_refused, 1), _PROBE_BYTES))
+        db.execute("INSERT OR REPLACE INTO state (name, value) VALUES ('probed_at', ?)", (int(time.time()),))
 
     def _checkpoint_wal(self) -> None:
         """Copy committed pages from the WAL into the database, on a connection of its own,
@@ -611,18 +822,41 @@ class SqliteSpool:
         (SQLite's automatic checkpoint), the copy and its sync run inside every few commits
         and hold acknowledgements for ~15 ms; done here, the writer's own automatic checkpoint
         finds nothing left to copy.  Each checkpoint syncs the files, so one per commit (~100/s
-        at saturation) cost the server ~6 us of CPU a span more than one per 100 ms."""
+        at saturation) cost the server ~6 us of CPU a span more than one per 100 ms.
+
+        While storage is unavailable, it also queues a probe every ``_PROBE_EVERY`` seconds."""
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
+        probed_at = 0.0
         try:
             while not self._stopped.is_set():
-                if self._wal_written.wait(timeout=1.0):
+                if self._wal_written.wait(timeout=_PROBE_EVERY):
                     self._wal_written.clear()
-                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    with contextlib.suppress(sqlite3.OperationalError):  # a full disk: next time
+                        db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                     self._stopped.wait(_CHECKPOINT_EVERY)
+                now = time.monotonic()
+                if self.faults.unavailable is not None and now - probed_at >= _PROBE_EVERY:
+                    probed_at = now
+                    self._put(self._probe, kind="probe")
         except sqlite3.Error as err:  # the writer's automatic checkpoint still runs
             log.warning("background WAL checkpoints stopped: %s", err)
         finally:
             db.close()
+
+
+def _describe(err: BaseException) -> str:
+    """A failed write in a few words: ``No space left on device`` rather than a repr."""
+    if isinstance(err, OSError) and err.errno is not None:
+        return f"{os.strerror(err.errno)} [{errno.errorcode.get(err.errno, err.errno)}]"
+    return str(err) or type(err).__name__
+
+
+def _lost_transaction(db: sqlite3.Connection, error: BaseException | None) -> None:
+    """Raise ``error`` again if it made SQLite roll the transaction back by itself (it may on
+    a full disk or an I/O error): what the group wrote before it is gone, so none of it may be
+    reported done."""
+    if error is not None and not db.in_transaction:
+        raise error
 
 
 def _with_results(coverage: str, results: list[str]) -> str:
@@ -670,7 +904,7 @@ def _settle_each(answers: list[tuple[asyncio.Future[Any], Any, BaseException | N
             done.set_exception(error)
 
 
-def open_spool(path: str, outbox_capacity: int = 100_000) -> Spool:
+def open_spool(path: str, outbox_capacity: int = 100_000, max_bytes: int | None = None) -> Spool:
     if path == ":memory:":
         return MemorySpool(outbox_capacity)
-    return SqliteSpool(path, outbox_capacity)
+    return SqliteSpool(path, outbox_capacity, max_bytes=max_bytes)

@@ -6,7 +6,9 @@ from typing import Any, Literal, Protocol
 
 from prometheus_client import CollectorRegistry
 
-State = Literal["starting", "ready", "draining"]
+# storage_unavailable: writes to the spool fail (a full disk); requests are refused as
+# retryable until one succeeds again.
+State = Literal["starting", "ready", "draining", "storage_unavailable"]
 
 
 class StatusView(Protocol):

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from collector.component import Retryable
 from collector.state.segments import Spooled
 from collector.state.store import Closed, SqliteSpool, encode_record
 
@@ -133,7 +134,7 @@ def test_request_ids_never_go_back_even_when_every_request_was_deleted(tmp_path:
     assert asyncio.run(run()) == [1, 2, 3, 4]
 
 
-def test_a_request_whose_bytes_are_gone_is_skipped_with_an_error_and_the_rest_replay(
+def test_a_request_whose_bytes_are_gone_is_quarantined_with_a_warning_and_the_rest_replay(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     async def run() -> list[bytes]:
@@ -147,8 +148,9 @@ def test_a_request_whose_bytes_are_gone_is_skipped_with_an_error_and_the_rest_re
         return replayed
 
     assert asyncio.run(run()) == [b"one", b"three"]
-    assert "spooled request 2 cannot be read, skipped" in caplog.text
+    assert "spooled request 2 is unreadable and was quarantined" in caplog.text
     assert "1 of 3 bytes" in caplog.text
+    assert (tmp_path / "quarantine" / "2.traces.binpb").read_bytes() == b"t"  # what was left of it
 
 
 def test_requests_spooled_as_blobs_by_an_older_version_move_to_a_segment_with_their_ids(
@@ -214,4 +216,5 @@ def test_a_request_whose_bytes_cannot_be_written_fails_alone_and_the_writer_goes
         return failed[0], kept
 
     failed, kept = asyncio.run(run())
-    assert isinstance(failed, OSError) and kept > 0
+    # Refused as retryable (the sender tries again), with the disk's error as its cause.
+    assert isinstance(failed, Retryable) and isinstance(failed.__cause__, OSError) and kept > 0
