@@ -375,14 +375,8 @@ class SqliteSpool:
         self._next_id = 1  # set by ``_load``
         self._recovery = self._load()
         self._queue: queue.SimpleQueue[_Work] = queue.SimpleQueue()
-        self._wal_written = threading.Event()
-        self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="skillgauge-spool", daemon=True)
         self._thread.start()
-        self._checkpointer = threading.Thread(
-            target=self._checkpoint_wal, name="skillgauge-spool-checkpoint", daemon=True
-        )
-        self._checkpointer.start()
         self.commits = 0
         self._put(self._probe, kind="probe")  # a full disk at startup: unavailable from the start
 
@@ -641,9 +635,6 @@ class SqliteSpool:
     async def shutdown(self, timeout: float = 10.0) -> None:
         self._queue.put(_STOP)
         await asyncio.to_thread(self._thread.join, timeout)
-        self._stopped.set()
-        self._wal_written.set()  # wake it to see the stop
-        await asyncio.to_thread(self._checkpointer.join, timeout)
         self._segments.close()
 
     def _run(self) -> None:
@@ -655,16 +646,28 @@ class SqliteSpool:
         other: deque[_Work] = deque()  # queued behind requests, in order
         retry: list[_Work] = []  # writes nobody waits for that failed, tried again at ``retry_at``
         retry_at = 0.0
+        checkpointed_at = probed_at = 0.0
         stopping = False
         while True:
-            if retry and (stopping or time.monotonic() >= retry_at):
+            now = time.monotonic()
+            # Storage failing may come back with no request to try it: probe it every
+            # ``_PROBE_EVERY`` seconds, the first time one interval after the failure.
+            if self.faults.unavailable is None:
+                probed_at = 0.0
+            elif not probed_at:
+                probed_at = now
+            elif now - probed_at >= _PROBE_EVERY:
+                probed_at = now
+                other.append((self._probe, None, None, "probe"))
+            if retry and (stopping or now >= retry_at):
                 other.extendleft(reversed(retry))  # before what came later, as first queued
                 retry = []
             self._retries_waiting = len(retry)
             urgent: list[_Work] = []
             if not stopping:
                 # Block for work only when none is left over from the last group.
-                item = self._next(block=not other, until=retry_at if retry else None)
+                wake = [t for t in (retry_at if retry else None, self._probe_due(probed_at)) if t is not None]
+                item = self._next(block=not other, until=min(wake) if wake else None)
                 while item is not None:
                     if item is _STOP:
                         stopping = True
@@ -698,7 +701,14 @@ class SqliteSpool:
             if failed:
                 retry.extend(failed)
                 retry_at = time.monotonic() + _RETRY_WRITES_EVERY
+            if time.monotonic() - checkpointed_at >= _CHECKPOINT_EVERY:
+                checkpointed_at = time.monotonic()
+                self._checkpoint_wal(db)
         db.close()
+
+    def _probe_due(self, probed_at: float) -> float | None:
+        """When the next probe of failing storage is due (None: storage works)."""
+        return probed_at + _PROBE_EVERY if self.faults.unavailable is not None else None
 
     def _next(self, block: bool, until: float | None) -> _Work | None:
         if not block:
@@ -766,7 +776,6 @@ class SqliteSpool:
     def _settle_all(
         self, group: list[_Work], outcomes: list[tuple[Any, BaseException | None]]
     ) -> list[_Work]:
-        self._wal_written.set()
         settled: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]]
         settled = {}
         failed: list[_Work] = []
@@ -816,32 +825,13 @@ class SqliteSpool:
         self._segments.probe(min(max(self._last_refused, 1), _PROBE_BYTES))
         db.execute("INSERT OR REPLACE INTO state (name, value) VALUES ('probed_at', ?)", (int(time.time()),))
 
-    def _checkpoint_wal(self) -> None:
-        """Copy committed pages from the WAL into the database, on a connection of its own,
-        at most every ``_CHECKPOINT_EVERY`` seconds while commits come in.  Left to the writer
-        (SQLite's automatic checkpoint), the copy and its sync run inside every few commits
-        and hold acknowledgements for ~15 ms; done here, the writer's own automatic checkpoint
-        finds nothing left to copy.  Each checkpoint syncs the files, so one per commit (~100/s
-        at saturation) cost the server ~6 us of CPU a span more than one per 100 ms.
-
-        While storage is unavailable, it also queues a probe every ``_PROBE_EVERY`` seconds."""
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
-        probed_at = 0.0
-        try:
-            while not self._stopped.is_set():
-                if self._wal_written.wait(timeout=_PROBE_EVERY):
-                    self._wal_written.clear()
-                    with contextlib.suppress(sqlite3.OperationalError):  # a full disk: next time
-                        db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                    self._stopped.wait(_CHECKPOINT_EVERY)
-                now = time.monotonic()
-                if self.faults.unavailable is not None and now - probed_at >= _PROBE_EVERY:
-                    probed_at = now
-                    self._put(self._probe, kind="probe")
-        except sqlite3.Error as err:  # the writer's automatic checkpoint still runs
-            log.warning("background WAL checkpoints stopped: %s", err)
-        finally:
-            db.close()
+    def _checkpoint_wal(self, db: sqlite3.Connection) -> None:
+        """Copy committed pages from the WAL into the database, at most every
+        ``_CHECKPOINT_EVERY`` seconds while commits come in, between groups: a small copy
+        each time, instead of SQLite's automatic checkpoint copying a large WAL inside a
+        commit that acknowledgements wait for."""
+        with contextlib.suppress(sqlite3.OperationalError):  # busy or a full disk: next time
+            db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
 def _describe(err: BaseException) -> str:
