@@ -15,6 +15,7 @@ committed verdicts: no second judge call), and drains what the outboxes still ho
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import logging
 import re
@@ -271,8 +272,7 @@ class Service:
         except OSError as err:
             await runner.cleanup()
             raise OSError(
-                f"{field_name}: cannot listen on {host}:{port} ({err.strerror or err}) - use an address "
-                "of this host, e.g. 127.0.0.1 (this host only) or 0.0.0.0 (every interface)"
+                f"{field_name}: cannot listen on {host}:{port} ({err.strerror or err}) - {_fix(err)}"
             ) from None
         server = site._server
         sockets = getattr(server, "sockets", None) or []
@@ -364,11 +364,27 @@ class Service:
         self.release()
         log.info("skillgauge stopped")
 
+    async def abort(self) -> None:
+        """After a failed start: close what did start, and keep every open session for the
+        next start (nothing is closed or evaluated; the store is flushed)."""
+        await self._stop_receivers(1.0)
+        if self._status is not None:
+            await self._status.cleanup()
+        await self.chain.store.shutdown(5.0)
+        self.release()
+
     async def _stop_receivers(self, timeout: float) -> None:
         if self._grpc is not None:
             await self._grpc.stop(grace=min(timeout, 5.0))
         for runner in self._runners:
             await runner.cleanup()
+
+
+def _fix(err: OSError) -> str:
+    """What to change when a listener cannot bind."""
+    if err.errno == errno.EADDRINUSE:
+        return "another process listens on that port: stop it, or choose another port"
+    return "use an address of this host, e.g. 127.0.0.1 (this host only) or 0.0.0.0 (every interface)"
 
 
 def _host(endpoint: str) -> str:
@@ -416,7 +432,11 @@ def escape_logs() -> None:
 async def serve(config: Config) -> None:
     escape_logs()
     service = Service(config)
-    await service.start()
+    try:
+        await service.start()
+    except BaseException:
+        await service.abort()
+        raise
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

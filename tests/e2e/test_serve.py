@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import sqlite3
 import sys
 import urllib.request
@@ -221,3 +222,20 @@ def test_serve_calls_the_judge_and_counts_on_metrics(tmp_path: Path) -> None:
         rows = [json.loads(r) for (r,) in db.execute("SELECT record FROM results").fetchall()]
     judged = [r for r in rows if r["judge"] is not None]
     assert judged and all(r["status"] == "judged" for r in judged)
+
+
+def test_a_port_in_use_stops_start_up_cleanly_and_names_the_fix(tmp_path: Path) -> None:
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    try:
+        port = held.getsockname()[1]
+        srv = Server(tmp_path, {"receivers": {"otlp": {"http": {"endpoint": f"127.0.0.1:{port}"}}}}, wait=False)
+        assert srv.proc.wait(timeout=30) == 1
+    finally:
+        held.close()
+    log = srv.log()
+    assert f"receivers.otlp.http.endpoint: cannot listen on 127.0.0.1:{port}" in log
+    assert "another process listens on that port" in log
+    assert "Traceback" not in log and "never awaited" not in log
+    srv.stop()
