@@ -55,12 +55,13 @@ def as_text(value: Any) -> str | None:
 class Attributes:
     """Key lookup over a repeated ``KeyValue`` field, read lazily (see the module doc)."""
 
-    __slots__ = ("_by_key", "_kvs", "_values")
+    __slots__ = ("_by_key", "_kvs", "_prefixed", "_values")
 
     def __init__(self, kvs: Iterable[KeyValue]) -> None:
         self._kvs = kvs
         self._by_key: dict[str, KeyValue] | None = None
         self._values: dict[str, Any] = {}
+        self._prefixed: dict[str, list[str]] | None = None
 
     def _index(self) -> dict[str, KeyValue]:
         # Each KeyValue as it is: its AnyValue is taken only for the keys somebody reads.
@@ -86,8 +87,9 @@ class Attributes:
 
     def first_text(self, keys: Iterable[str]) -> str | None:
         """The text of the first of ``keys`` present (which may be empty), or None."""
+        present = self._by_key if self._by_key is not None else self._index()
         for key in keys:
-            if key in self:
+            if key in present:
                 return self.text(key)
         return None
 
@@ -95,7 +97,15 @@ class Attributes:
         return self._index().keys()
 
     def keys_with_prefix(self, prefix: str) -> list[str]:
-        return [key for key in self._index() if key.startswith(prefix)]
+        """The keys starting with ``prefix``, in attribute order (a new list each call; the
+        keys are looked for once per prefix)."""
+        found = self._prefixed.get(prefix) if self._prefixed is not None else None
+        if found is None:
+            found = [key for key in self._index() if key.startswith(prefix)]
+            if self._prefixed is None:
+                self._prefixed = {}
+            self._prefixed[prefix] = found
+        return list(found)
 
     def with_prefix(self, prefix: str) -> dict[str, Any]:
         return {key: self.get(key) for key in self.keys_with_prefix(prefix)}
