@@ -44,8 +44,15 @@ _BLOCK_MARKERS: tuple[str, ...] = transcript.BLOCK_MARKERS
 _INJECTION_MARKERS: tuple[str, ...] = transcript.INJECTION_MARKERS
 
 
-def _has_any(text: str, markers: tuple[str, ...]) -> bool:
-    return any(marker in text for marker in markers)
+# Each catalog marker as it survives in raw (JSON) text, with the marker itself.
+_CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(zip(catalogs.RAW_MARKERS, catalogs.MARKERS, strict=True))
+
+
+def _has_any(text: str, markers: tuple[str, ...] | list[str]) -> bool:
+    for marker in markers:  # a loop, not any(): no generator made for every text
+        if marker in text:
+            return True
+    return False
 
 
 _HISTORIES = 4  # message histories remembered per session (see ``_unread_part``); 0 reads each whole
@@ -259,7 +266,9 @@ class SessionEvidence:
         Each of the three walks over the decoded text runs only when the raw text holds one
         of its markers: a marker inside any decoded string is in the raw text too.
         """
-        wants_catalog = _has_any(raw, catalogs.RAW_MARKERS)
+        # A decoded string holds only the catalog markers the raw text holds: look for those.
+        catalog_markers = [marker for in_raw, marker in _CATALOG_MARKERS if in_raw in raw]
+        wants_catalog = bool(catalog_markers)
         wants_blocks = _has_any(raw, _BLOCK_MARKERS)
         wants_injections = _has_any(raw, _INJECTION_MARKERS)
         if not (wants_catalog or wants_blocks or wants_injections):
@@ -276,7 +285,7 @@ class SessionEvidence:
         if wants_catalog:
             for text in strings:
                 # The same catalog comes back inside every later history: parse it once.
-                if _has_any(text, catalogs.MARKERS) and self._first_sight(("catalog", text)):
+                if _has_any(text, catalog_markers) and self._first_sight(("catalog", text)):
                     found = catalogs.find(text)
                     if found is not None:
                         self.catalog.advertise(found[1], found[0])
