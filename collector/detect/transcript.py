@@ -155,11 +155,15 @@ def strings_and_blocks(
     return strings, found
 
 
+_JSON_OPENERS = '{["'  # what ``parse_json`` reads: the first character of an object, array or string
+
+
 def _walk(value: Any, strings: list[str] | None, found: list[MessageCall | MessageResult] | None) -> None:
     # Appending to lists: a generator per nesting level costs more than the work itself.
     # Inside a block, only strings are still collected (blocks do not nest).
     if isinstance(value, str):
-        nested = parse_json(value) if len(value) > 1 else None
+        # Most strings are prose: only one that opens like JSON is worth a parse.
+        nested = parse_json(value) if len(value) > 1 and value[0] in _JSON_OPENERS else None
         if isinstance(nested, dict | list):
             _walk(nested, strings, found)
         elif strings is not None:
