@@ -89,6 +89,7 @@ class SessionEvidence:
         "_expected",
         "_histories",
         "_injected",
+        "_last_prompts",
         "_log_results",
         "_message_calls",
         "_message_results",
@@ -129,6 +130,7 @@ class SessionEvidence:
         self._injected: dict[str, tuple[Injection, _Seen]] = {}
         self._log_results: dict[str, tuple[bool, _Seen]] = {}  # tool call id -> success
         self._activated: dict[str, tuple[str, _Seen]] = {}  # folded skill -> first activation
+        self._last_prompts: dict[str, str] = {}  # role -> the last text of that role seen (read already)
         self._histories: list[str] = []  # histories read, without their closing bracket, newest first
 
     # -- intake ---------------------------------------------------------------------------
@@ -161,8 +163,12 @@ class SessionEvidence:
                     continue
                 if part:
                     fresh.append((role, part))
-            elif self._first_sight((role, raw)):
-                fresh.append((role, raw))
+            elif raw != self._last_prompts.get(role):
+                # The same system prompt on every chat span: told by comparing it with the
+                # last one, where a hash would read it all each time.
+                self._last_prompts[role] = raw
+                if self._first_sight((role, raw)):
+                    fresh.append((role, raw))
         for text in messages.user_texts(view, fresh):
             if text not in self._turn_texts:  # each request once, though every later span repeats it
                 self._turn_texts.add(text)
