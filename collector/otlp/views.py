@@ -83,7 +83,8 @@ class Attributes:
         return value
 
     def text(self, key: str) -> str | None:
-        return as_text(self.get(key))
+        value = self.get(key)
+        return value if value is None or type(value) is str else as_text(value)
 
     def first_text(self, keys: Iterable[str]) -> str | None:
         """The text of the first of ``keys`` present (which may be empty), or None."""
@@ -94,7 +95,7 @@ class Attributes:
         return None
 
     def keys(self) -> Iterable[str]:
-        return self._index().keys()
+        return (self._by_key if self._by_key is not None else self._index()).keys()
 
     def keys_with_prefix(self, prefix: str) -> list[str]:
         """The keys starting with ``prefix``, in attribute order (a new list each call; the
