@@ -290,11 +290,14 @@ class SessionEvidence:
         )
         if wants_catalog:
             for text in strings:
-                # The same catalog comes back inside every later history: parse it once.
-                if _has_any(text, catalog_markers) and self._first_sight(("catalog", text)):
-                    found = catalogs.find(text)
-                    if found is not None:
-                        self.catalog.advertise(found[1], found[0])
+                for marker in catalog_markers:  # usually one; in this loop, no call per string
+                    if marker in text:
+                        # The same catalog comes back inside every later history: parse it once.
+                        if self._first_sight(("catalog", text)):
+                            found = catalogs.find(text)
+                            if found is not None:
+                                self.catalog.advertise(found[1], found[0])
+                        break
         if wants_blocks:
             for block in found_blocks:
                 if isinstance(block, MessageCall):
