@@ -31,10 +31,12 @@ def _field_texts(
     (events in span order; within an event, its listed keys in key order)."""
     found: list[tuple[str, str]] = []
     attrs = view.attrs
+    present = attrs.keys()  # most listed keys are absent: test them against the index first
     for key, role in attributes:
-        text = attrs.text(key)
-        if text:
-            found.append((role, text))
+        if key in present:
+            text = attrs.text(key)
+            if text:
+                found.append((role, text))
     if not events:
         return found
     for event in view.events:

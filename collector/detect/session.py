@@ -44,8 +44,15 @@ _BLOCK_MARKERS: tuple[str, ...] = facts.BLOCK_MARKERS
 _INJECTION_MARKERS: tuple[str, ...] = facts.INJECTION_MARKERS
 
 
-def _has_any(text: str, markers: tuple[str, ...]) -> bool:
-    return any(marker in text for marker in markers)
+# Each catalog marker as it survives in raw (JSON) text, with the marker itself.
+_CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(zip(catalogs.RAW_MARKERS, catalogs.MARKERS, strict=True))
+
+
+def _has_any(text: str, markers: tuple[str, ...] | list[str]) -> bool:
+    for marker in markers:  # a loop, not any(): no generator made for every text
+        if marker in text:
+            return True
+    return False
 
 
 _HISTORIES = 4  # message histories remembered per session (see ``_unread_part``); 0 reads each whole
@@ -82,6 +89,7 @@ class SessionEvidence:
         "_expected",
         "_histories",
         "_injected",
+        "_last_prompts",
         "_log_results",
         "_message_calls",
         "_message_results",
@@ -122,7 +130,8 @@ class SessionEvidence:
         self._injected: dict[str, tuple[Injection, _Seen]] = {}
         self._log_results: dict[str, tuple[bool, _Seen]] = {}  # tool call id -> success
         self._activated: dict[str, tuple[str, _Seen]] = {}  # folded skill -> first activation
-        self._histories: list[tuple[int, int]] = []  # (length, hash) of histories read, newest first
+        self._last_prompts: dict[str, str] = {}  # role -> the last text of that role seen (read already)
+        self._histories: list[str] = []  # histories read, without their closing bracket, newest first
 
     # -- intake ---------------------------------------------------------------------------
 
@@ -144,11 +153,22 @@ class SessionEvidence:
             self._content_seen = True
         # Chat spans repeat the system prompt and the history so far: a (role, text) pair this
         # session has read already can add no turn, catalog, call or injection.
-        fresh = [
-            (role, self._unread_part(raw) if role == "messages" else raw)
-            for role, raw in prompts
-            if self._first_sight((role, raw))
-        ]
+        fresh: list[tuple[str, str]] = []
+        for role, raw in prompts:
+            if role == "messages":
+                part = self._unread_part(raw)
+                # A history read whole is remembered by hash like other text; a continuation
+                # or a repeat was recognised by comparing text, without hashing all of it.
+                if part is raw and not self._first_sight((role, raw)):
+                    continue
+                if part:
+                    fresh.append((role, part))
+            elif raw != self._last_prompts.get(role):
+                # The same system prompt on every chat span: told by comparing it with the
+                # last one, where a hash would read it all each time.
+                self._last_prompts[role] = raw
+                if self._first_sight((role, raw)):
+                    fresh.append((role, raw))
         for text in messages.user_texts(view, fresh):
             if text not in self._turn_texts:  # each request once, though every later span repeats it
                 self._turn_texts.add(text)
@@ -218,24 +238,31 @@ class SessionEvidence:
         return True
 
     def _unread_part(self, raw: str) -> str:
-        """The messages of a history this session has not read yet, as a JSON array.
+        """The messages of a history this session has not read yet, as a JSON array ("" when
+        it has read them all).
 
         Each chat span records the whole conversation so far, so reading every history whole
         costs the square of a session's length.  When ``raw`` is an array that continues one
         read before (the same text up to that one's closing bracket, then a comma), only the
         elements after it are new: parsing is deterministic, so the shared text parses to the
-        same elements.  Histories are remembered by (length, hash of all but the closing
-        bracket), a few per session (sub-agents keep conversations of their own)."""
+        same elements.  A few histories are remembered per session (sub-agents keep
+        conversations of their own), each as its text without the closing bracket: comparing
+        a prefix costs a fraction of hashing it, so a span costs the same however long the
+        conversation has grown."""
         if not raw.startswith("[") or not raw.endswith("]"):
             return raw
         unread = raw
-        for length, digest in self._histories:
-            if len(raw) > length and raw[length - 1] == "," and hash(raw[: length - 1]) == digest:
-                unread = "[" + raw[length:]
-                break
+        for body in self._histories:
+            if raw.startswith(body):
+                end = len(body)
+                if len(raw) == end + 1:
+                    return ""  # the same history again (a retried or duplicated span)
+                if raw[end] == ",":
+                    unread = "[" + raw[end + 1 :]
+                    break
         if not isinstance(parse_json(unread), list):
             return raw
-        self._histories.insert(0, (len(raw), hash(raw[:-1])))
+        self._histories.insert(0, raw[:-1])
         del self._histories[_HISTORIES:]
         return unread
 
@@ -245,7 +272,9 @@ class SessionEvidence:
         Each of the three walks over the decoded text runs only when the raw text holds one
         of its markers: a marker inside any decoded string is in the raw text too.
         """
-        wants_catalog = _has_any(raw, catalogs.RAW_MARKERS)
+        # A decoded string holds only the catalog markers the raw text holds: look for those.
+        catalog_markers = [marker for in_raw, marker in _CATALOG_MARKERS if in_raw in raw]
+        wants_catalog = bool(catalog_markers)
         wants_blocks = _has_any(raw, _BLOCK_MARKERS)
         wants_injections = _has_any(raw, _INJECTION_MARKERS)
         if not (wants_catalog or wants_blocks or wants_injections):
@@ -261,11 +290,14 @@ class SessionEvidence:
         )
         if wants_catalog:
             for text in strings:
-                # The same catalog comes back inside every later history: parse it once.
-                if _has_any(text, catalogs.MARKERS) and self._first_sight(("catalog", text)):
-                    found = catalogs.find(text)
-                    if found is not None:
-                        self.catalog.advertise(found[1], found[0])
+                for marker in catalog_markers:  # usually one; in this loop, no call per string
+                    if marker in text:
+                        # The same catalog comes back inside every later history: parse it once.
+                        if self._first_sight(("catalog", text)):
+                            found = catalogs.find(text)
+                            if found is not None:
+                                self.catalog.advertise(found[1], found[0])
+                        break
         if wants_blocks:
             for block in found_blocks:
                 if isinstance(block, MessageCall):

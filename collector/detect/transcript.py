@@ -117,16 +117,33 @@ def strings_and_blocks(
     return strings, found
 
 
+_JSON_OPENERS = '{["'  # what ``parse_json`` reads: the first character of an object, array or string
+_CONTAINERS = (dict, list)
+
+
+def _nested(text: str) -> dict[str, Any] | list[Any] | None:
+    """The object or array a string holds as JSON text, else None (most strings are prose:
+    only one that opens like JSON is worth a parse)."""
+    if len(text) > 1 and text[0] in _JSON_OPENERS:
+        nested = parse_json(text)
+        if isinstance(nested, _CONTAINERS):
+            return nested
+    return None
+
+
 def _walk(value: Any, strings: list[str] | None, found: list[MessageCall | MessageResult] | None) -> None:
     # Appending to lists: a generator per nesting level costs more than the work itself.
-    # Inside a block, only strings are still collected (blocks do not nest).
+    # Inside a block, only strings are still collected (blocks do not nest).  A container's
+    # strings, numbers and literals are handled in its own loop: a call per leaf would cost
+    # more than the leaf.
     if isinstance(value, str):
-        nested = parse_json(value) if len(value) > 1 else None
-        if isinstance(nested, dict | list):
-            _walk(nested, strings, found)
-        elif strings is not None:
-            strings.append(value)
-    elif isinstance(value, dict):
+        nested = _nested(value)
+        if nested is None:
+            if strings is not None:
+                strings.append(value)
+            return
+        value = nested
+    if isinstance(value, dict):
         if found is not None:
             block = block_of(value)
             if block is not None:
@@ -136,10 +153,20 @@ def _walk(value: Any, strings: list[str] | None, found: list[MessageCall | Messa
                 found = None
         if strings is None and found is None:
             return
-        for item in value.values():
-            _walk(item, strings, found)
+        items: Iterable[Any] = value.values()
     elif isinstance(value, list):
-        for item in value:
+        items = value
+    else:
+        return
+    for item in items:
+        if isinstance(item, str):
+            nested = _nested(item)
+            if nested is None:
+                if strings is not None:
+                    strings.append(item)
+                continue
+            item = nested
+        if isinstance(item, _CONTAINERS):
             _walk(item, strings, found)
 
 

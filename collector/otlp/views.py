@@ -55,44 +55,58 @@ def as_text(value: Any) -> str | None:
 class Attributes:
     """Key lookup over a repeated ``KeyValue`` field, read lazily (see the module doc)."""
 
-    __slots__ = ("_kvs", "_raw", "_values")
+    __slots__ = ("_by_key", "_kvs", "_prefixed", "_values")
 
     def __init__(self, kvs: Iterable[KeyValue]) -> None:
         self._kvs = kvs
-        self._raw: dict[str, AnyValue] | None = None
+        self._by_key: dict[str, KeyValue] | None = None
         self._values: dict[str, Any] = {}
+        self._prefixed: dict[str, list[str]] | None = None
 
-    def _index(self) -> dict[str, AnyValue]:
-        if self._raw is None:
-            self._raw = {kv.key: kv.value for kv in self._kvs}
-        return self._raw
+    def _index(self) -> dict[str, KeyValue]:
+        # Each KeyValue as it is: its AnyValue is taken only for the keys somebody reads.
+        if self._by_key is None:
+            self._by_key = {kv.key: kv for kv in self._kvs}
+        return self._by_key
 
     def __contains__(self, key: str) -> bool:
-        return key in self._index()
+        return key in (self._by_key if self._by_key is not None else self._index())
 
     def get(self, key: str) -> Any:
         """The value under ``key`` as a Python value, or None."""
         value = self._values.get(key, _MISSING)
         if value is _MISSING:
-            raw = self._index().get(key)
-            value = self._values[key] = None if raw is None else value_of(raw)
+            kv = (self._by_key if self._by_key is not None else self._index()).get(key)
+            if kv is None:
+                return None
+            value = self._values[key] = value_of(kv.value)
         return value
 
     def text(self, key: str) -> str | None:
-        return as_text(self.get(key))
+        value = self.get(key)
+        return value if value is None or type(value) is str else as_text(value)
 
     def first_text(self, keys: Iterable[str]) -> str | None:
         """The text of the first of ``keys`` present (which may be empty), or None."""
+        present = self._by_key if self._by_key is not None else self._index()
         for key in keys:
-            if key in self:
+            if key in present:
                 return self.text(key)
         return None
 
     def keys(self) -> Iterable[str]:
-        return self._index().keys()
+        return (self._by_key if self._by_key is not None else self._index()).keys()
 
     def keys_with_prefix(self, prefix: str) -> list[str]:
-        return [key for key in self._index() if key.startswith(prefix)]
+        """The keys starting with ``prefix``, in attribute order (a new list each call; the
+        keys are looked for once per prefix)."""
+        found = self._prefixed.get(prefix) if self._prefixed is not None else None
+        if found is None:
+            found = [key for key in self._index() if key.startswith(prefix)]
+            if self._prefixed is None:
+                self._prefixed = {}
+            self._prefixed[prefix] = found
+        return list(found)
 
     def with_prefix(self, prefix: str) -> dict[str, Any]:
         return {key: self.get(key) for key in self.keys_with_prefix(prefix)}

@@ -249,7 +249,8 @@ class Assembler:
         session.spans += 1
         session.bytes += size
         session.last_seen = now
-        if values.get(self._config.end_attribute) in (True, "true", "True", 1):
+        end = self._config.end_attribute
+        if end in values and values.get(end) in (True, "true", "True", 1):
             session.ending = True
         result.accepted += 1
         return session
@@ -301,9 +302,9 @@ class Assembler:
     def _key_of(self, values: Attributes, resource: Attributes) -> str | None:
         """The session key: the first configured key present, on the item or its resource."""
         for where, key in self._keys:
-            value = (values if where == "span" else resource).get(key)
-            if value is not None:
-                text = as_text(value)
+            attrs = values if where == "span" else resource
+            if key in attrs:  # most spans carry none of the keys, or one
+                text = as_text(attrs.get(key))
                 if text:
                     return text
         return None
