@@ -49,7 +49,7 @@ _CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(zip(catalogs.RAW_MARKERS, 
 
 
 def _has_any(text: str, markers: tuple[str, ...] | list[str]) -> bool:
-    for marker in markers:  # a loop, not any(): no generator made for every text
+    for marker in markers:  # noqa: SIM110 - a loop, not any(): no generator made for every text
         if marker in text:
             return True
     return False
