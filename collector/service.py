@@ -21,6 +21,7 @@ import logging
 import re
 import signal
 import ssl
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -429,8 +430,20 @@ def escape_logs() -> None:
             handler.addFilter(EscapeControls())
 
 
+# How long a thread may hold the GIL while another waits for it (Python's default: 5 ms).
+# The store's writer needs it back after every SQLite call; at 5 ms a busy event loop made
+# each commit, and so each acknowledgement, wait tens of milliseconds.
+SWITCH_INTERVAL = 0.0005
+# A young collection every 50,000 new containers (most of what a request makes dies by
+# reference counting first), a full one after 100 second-generation collections: every full
+# collection scans all open sessions' evidence, and pauses the loop that acknowledges.
+GC_THRESHOLDS = (50_000, 10, 100)
+
+
 async def serve(config: Config) -> None:
     escape_logs()
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    gc.set_threshold(*GC_THRESHOLDS)
     service = Service(config)
     try:
         await service.start()
