@@ -71,6 +71,7 @@ class Chain:
         self.config = config
         self.registry = CollectorRegistry(auto_describe=True)  # every component's metrics
         skills = SkillLabels()
+        skills.reserve([skill for rule in config.expectations for skill in rule.expect])
         self.status_metrics = StatusMetrics(self.registry)
         outbox_capacity = config.export.otlp.queue_size if config.export.otlp else 100_000
         self.store = (
