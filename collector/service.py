@@ -32,6 +32,7 @@ from prometheus_client import CollectorRegistry
 from collector import __version__
 from collector.config import Config
 from collector.detect.expectations import Rules
+from collector.evaluate.config import Budget
 from collector.evaluate.metrics import EvaluateMetrics
 from collector.evaluate.runner import Runner
 from collector.export.fanout import Fanout
@@ -331,10 +332,12 @@ class Service:
             log.info("export: no export.otlp endpoint; results are on /metrics and /v1/sessions/{id} only")
         if cfg.judge.configured:
             log.info(
-                "judge: %s via %s; at most %d calls at a time",
+                "judge: %s via %s; at most %d calls at a time; budget %s; at most %s input tokens a session",
                 cfg.judge.model,
                 _safe_url(cfg.judge.base_url) if cfg.judge.base_url else "api.anthropic.com",
                 cfg.judge.max_concurrency,
+                _budget(cfg.judge.budget),
+                cfg.judge.max_session_input_tokens or "unlimited",
             )
         else:
             log.warning(
@@ -379,6 +382,12 @@ class Service:
             await self._grpc.stop(grace=min(timeout, 5.0))
         for runner in self._runners:
             await runner.cleanup()
+
+
+def _budget(budget: Budget) -> str:
+    """``judge.budget`` for the startup line: its ceilings, or that it has none."""
+    limits = [f"{name} {value:g}" for name, value in budget.model_dump().items() if value is not None]
+    return ", ".join(limits) if limits else "unlimited"
 
 
 def _fix(err: OSError) -> str:
