@@ -237,6 +237,8 @@ class Service:
                 "receivers.otlp.http.endpoint",
                 auto_decompress=False,
                 tls=_tls(receivers.http),
+                # A connection that sends no complete request headers in time is closed.
+                keepalive_timeout=receivers.http.read_timeout,
             )
             self._runners.append(runner)
         status_cfg = self.config.status
@@ -262,10 +264,15 @@ class Service:
         field_name: str,
         auto_decompress: bool = True,
         tls: ssl.SSLContext | None = None,
+        keepalive_timeout: float = 75.0,
     ) -> tuple[web.AppRunner, int]:
         # The OTLP receiver inflates gzip itself, to enforce the size limit on the result.
         runner = web.AppRunner(
-            application, access_log=None, handle_signals=False, auto_decompress=auto_decompress
+            application,
+            access_log=None,
+            handle_signals=False,
+            auto_decompress=auto_decompress,
+            keepalive_timeout=keepalive_timeout,
         )
         await runner.setup()
         site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=tls)
