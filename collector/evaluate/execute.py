@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from evaluators.judge.base import Judge, JudgeFailure, JudgeObserver, JudgeReply, NullObserver
 from evaluators.judge.budget import Budgets, Reservation, SessionTokens
 from evaluators.judge.pricing import Prices
-from evaluators.judge.prompt import estimate_tokens
+from evaluators.judge.prompt import estimate_tokens, with_retry_note
 from evaluators.plan import JudgeTask
 from evaluators.result import EvaluationResult, JudgeUsage, judged, unjudged
 
@@ -122,10 +122,7 @@ async def execute(task: JudgeTask, env: JudgeEnv) -> EvaluationResult:
         env.observer.request(model, "ok" if reading.valid else "unparseable", reply.latency_s)
         if not reading.valid:
             problems.append(reading.problem)
-            request = request.with_note(
-                f"Your previous verdict was invalid: {reading.problem}. Call record_verdict again with a "
-                "verdict that fits the schema and the rating scale."
-            )
+            request = with_retry_note(request, reading.problem)
             continue
         usage = tally.usage(request.context_truncated)
         if reading.skill is not None:
