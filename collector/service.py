@@ -102,6 +102,8 @@ class Chain:
             config.storage.max_bytes,
             self.sessions.admit,
             SpoolMetrics(self.registry),
+            self.sessions.check,
+            self.sessions.release,
         )
         self.intake = redacting(self.spool, config.redact)  # before the spool sees a value
         self.ready = False
