@@ -17,6 +17,7 @@ from collector.otlp.received import Received
 from collector.receiver.errors import answer, sorted_error
 from collector.service import Chain
 from collector.testing import MemorySpool, RecordingConsumer
+from evaluators.evidence import MAX_CATALOG_ENTRIES, Catalog, CatalogEntry
 from evaluators.result import Coverage
 
 
@@ -86,6 +87,33 @@ async def test_one_request_cannot_open_sessions_past_max_open(tmp_path: Path) ->
     assert signal == "traces"
     assert len(ExportTraceServiceRequest.FromString(raw).resource_spans[0].scope_spans[0].spans) == 2_000
     await chain.shutdown(30)
+
+
+async def test_a_session_keeps_a_bounded_catalog_and_says_it_was_cut() -> None:
+    chain = Chain(parse({"sessions": {"max_catalog_entries": 2, "max_skill_body_chars": 1024}}), store=MemorySpool())
+    exported: RecordingConsumer[Coverage] = RecordingConsumer()
+    chain.fanout.exporters.append(exported)
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl")  # 3 advertised
+    await chain.consume(Received("traces", request, "test"))
+    await chain.shutdown(5)
+    (coverage,) = exported.items
+    catalog = coverage.to_dict()["catalog"]
+    assert len(catalog["skills"]) == 2 and catalog["truncated"] is True and catalog["entries_not_kept"] == 1
+    assert all(len(load.body or "") < 1024 + 100 for load in coverage.session.skill_loads)
+    text = generate_latest(chain.registry).decode()
+    assert "skillgauge_sessions_catalog_truncated_total 1.0" in text
+    assert "skillgauge_catalog_entries_not_kept_total 1.0" in text
+
+
+def test_a_catalog_is_bounded_in_entries_names_and_descriptions() -> None:
+    catalog = Catalog()
+    catalog.advertise([CatalogEntry(f"skill-{i}", "d") for i in range(MAX_CATALOG_ENTRIES + 100)], "test")
+    catalog.advertise([CatalogEntry("skill-1", "again")], "test")  # already kept: not counted
+    assert len(catalog.skills) == MAX_CATALOG_ENTRIES and catalog.truncated == 100
+    small = Catalog()
+    small.advertise([CatalogEntry("n" * 20_000, "d"), CatalogEntry("ok", "x" * 50_000)], "test")
+    assert list(small.skills) == ["ok"] and len(small.skills["ok"].description) == 1024
+    assert small.truncated == 2
 
 
 @pytest.mark.parametrize(

@@ -389,7 +389,11 @@ class Assembler:
         revision = max(self._revisions.pop(key, 0), recent.revision if recent else 0) + 1
         if revision > 1:
             self.reopened += 1
-        evidence = recent.evidence if recent is not None else SessionEvidence(self._rules)
+        if recent is not None:
+            evidence = recent.evidence
+        else:
+            evidence = SessionEvidence(self._rules)
+            evidence.catalog.limit = self._config.max_catalog_entries
         session = OpenSession(key, revision, now, provisional, evidence)
         if recent is not None:  # late spans: the new revision carries the earlier ones too
             session.first_request = recent.first_request
@@ -489,13 +493,22 @@ class Assembler:
                     tuple(sorted(t.hex() for t in session.traces)),
                 )
             )
-        self._on_close(session.evidence.finish(session.key, session.revision, reason), reason)
+        self._on_close(self._bounded(session.evidence.finish(session.key, session.revision, reason)), reason)
         if keep:
             self._recent[session.key] = _Recent(
                 session.evidence, session.revision, session.first_request, session.traces, session.spans
             )
             while len(self._recent) > self._config.reopen_cache:
                 self._recent.popitem(last=False)
+
+    def _bounded(self, session: Session) -> Session:
+        """The closed session with each skill body cut to ``sessions.max_skill_body_chars``."""
+        limit = self._config.max_skill_body_chars
+        for load in session.skill_loads:
+            if load.body is not None and len(load.body) > limit:
+                cut = len(load.body) - limit
+                load.body = f"{load.body[:limit]}\n[... {cut} characters cut: sessions.max_skill_body_chars ...]"
+        return session
 
     def oldest_request(self) -> int | None:
         """The first spooled request an open session still needs (None: none open)."""
