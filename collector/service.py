@@ -33,6 +33,7 @@ from prometheus_client import CollectorRegistry
 from collector import __version__
 from collector.config import Config
 from collector.detect.expectations import Rules
+from collector.evaluate.config import Budget
 from collector.evaluate.metrics import EvaluateMetrics
 from collector.evaluate.runner import Runner
 from collector.export.fanout import Fanout
@@ -72,6 +73,7 @@ class Chain:
         self.config = config
         self.registry = CollectorRegistry(auto_describe=True)  # every component's metrics
         skills = SkillLabels()
+        skills.reserve([skill for rule in config.expectations for skill in rule.expect])
         self.status_metrics = StatusMetrics(self.registry)
         outbox_capacity = config.export.otlp.queue_size if config.export.otlp else 100_000
         self.store = (
@@ -101,6 +103,8 @@ class Chain:
             config.storage.max_bytes,
             self.sessions.admit,
             SpoolMetrics(self.registry),
+            self.sessions.check,
+            self.sessions.release,
         )
         self.intake = redacting(self.spool, config.redact)  # before the spool sees a value
         self.ready = False
@@ -236,6 +240,8 @@ class Service:
                 "receivers.otlp.http.endpoint",
                 auto_decompress=False,
                 tls=_tls(receivers.http),
+                # A connection that sends no complete request headers in time is closed.
+                keepalive_timeout=receivers.http.read_timeout,
             )
             self._runners.append(runner)
         status_cfg = self.config.status
@@ -261,10 +267,15 @@ class Service:
         field_name: str,
         auto_decompress: bool = True,
         tls: ssl.SSLContext | None = None,
+        keepalive_timeout: float = 75.0,
     ) -> tuple[web.AppRunner, int]:
         # The OTLP receiver inflates gzip itself, to enforce the size limit on the result.
         runner = web.AppRunner(
-            application, access_log=None, handle_signals=False, auto_decompress=auto_decompress
+            application,
+            access_log=None,
+            handle_signals=False,
+            auto_decompress=auto_decompress,
+            keepalive_timeout=keepalive_timeout,
         )
         await runner.setup()
         site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=tls)
@@ -331,10 +342,12 @@ class Service:
             log.info("export: no export.otlp endpoint; results are on /metrics and /v1/sessions/{id} only")
         if cfg.judge.configured:
             log.info(
-                "judge: %s via %s; at most %d calls at a time",
+                "judge: %s via %s; at most %d calls at a time; budget %s; at most %s input tokens a session",
                 cfg.judge.model,
                 _safe_url(cfg.judge.base_url) if cfg.judge.base_url else "api.anthropic.com",
                 cfg.judge.max_concurrency,
+                _budget(cfg.judge.budget),
+                cfg.judge.max_session_input_tokens or "unlimited",
             )
         else:
             log.warning(
@@ -379,6 +392,12 @@ class Service:
             await self._grpc.stop(grace=min(timeout, 5.0))
         for runner in self._runners:
             await runner.cleanup()
+
+
+def _budget(budget: Budget) -> str:
+    """``judge.budget`` for the startup line: its ceilings, or that it has none."""
+    limits = [f"{name} {value:g}" for name, value in budget.model_dump().items() if value is not None]
+    return ", ".join(limits) if limits else "unlimited"
 
 
 def _fix(err: OSError) -> str:

@@ -1,8 +1,9 @@
 """What every component's metrics share: bounded skill labels and a cache of labelled series.
 
 Labels never carry a session id, a score or free text.  Skill names are capped to the
-skills seen in catalogs (and the operator's registry); anything else is ``other``, and
-the cap itself is bounded, so a misbehaving agent cannot explode the series count.
+operator's skills (registry and expectations, reserved first) and the skills seen in
+catalogs; anything else is ``other``.  Both the number of names and the length of each are
+bounded, so a misbehaving agent cannot explode the series count or the size of /metrics.
 """
 
 from __future__ import annotations
@@ -12,25 +13,46 @@ from typing import Any
 from evaluators.evidence import fold_skill_name
 
 MAX_SKILL_LABELS = 200
+MAX_LABEL_LENGTH = 64  # the Agent Skills spec's maximum skill name length
 OTHER = "other"
 
 
 class SkillLabels:
-    """Maps a skill name to a bounded label value."""
+    """Maps a skill name to a bounded label value.
+
+    ``reserve`` takes the operator's names (registry, expectations) first; names observed
+    in traffic (``learn``) take only the slots left, so a large catalog seen early can never
+    push an operator's skill to ``other``.  A name longer than ``MAX_LABEL_LENGTH`` is never
+    a label."""
 
     def __init__(self, limit: int = MAX_SKILL_LABELS) -> None:
-        self._known: set[str] = set()
+        self._reserved: set[str] = set()
+        self._observed: set[str] = set()
         self._limit = limit
+
+    def reserve(self, names: list[str]) -> None:
+        for name in names:
+            folded = fold_skill_name(name)
+            if len(folded) > MAX_LABEL_LENGTH or folded in self._reserved:
+                continue
+            if len(self._reserved) >= self._limit:
+                return
+            self._reserved.add(folded)
+            self._observed.discard(folded)
+        while len(self._reserved) + len(self._observed) > self._limit:
+            self._observed.pop()  # a reserved name takes an observed one's slot
 
     def learn(self, names: list[str]) -> None:
         for name in names:
-            if len(self._known) >= self._limit:
+            if len(self._reserved) + len(self._observed) >= self._limit:
                 return
-            self._known.add(fold_skill_name(name))
+            folded = fold_skill_name(name)
+            if len(folded) <= MAX_LABEL_LENGTH and folded not in self._reserved:
+                self._observed.add(folded)
 
     def __call__(self, name: str | None) -> str:
         folded = fold_skill_name(name or "")
-        return folded if folded in self._known else OTHER
+        return folded if folded in self._reserved or folded in self._observed else OTHER
 
 
 class Series:

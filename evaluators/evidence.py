@@ -69,17 +69,37 @@ class CatalogEntry:
     location: str | None = None
 
 
+MAX_CATALOG_ENTRIES = 500  # per session, unless the collector's config says otherwise
+MAX_SKILL_NAME_CHARS = 256  # the spec allows 64; a longer name is not kept at all
+MAX_DESCRIPTION_CHARS = 1024  # the spec's maximum; a longer description is cut
+
+
 @dataclass(slots=True)
 class Catalog:
-    """The skills advertised to the model, merged over every place a session showed them."""
+    """The skills advertised to the model, merged over every place a session showed them.
+
+    Bounded: at most ``limit`` entries, names of at most ``MAX_SKILL_NAME_CHARS`` and
+    descriptions cut at ``MAX_DESCRIPTION_CHARS``; ``truncated`` counts the entries not kept
+    whole, so a catalog that was cut says so."""
 
     state: CatalogState = "not_recorded"
     skills: dict[str, CatalogEntry] = field(default_factory=dict)  # folded name -> entry
     source: str | None = None  # which shape it was read from, e.g. "available_skills_xml"
+    limit: int = MAX_CATALOG_ENTRIES
+    truncated: int = 0
 
     def advertise(self, entries: list[CatalogEntry], source: str) -> None:
         for entry in entries:
-            self.skills.setdefault(fold_skill_name(entry.name), entry)
+            key = fold_skill_name(entry.name)
+            if key in self.skills:
+                continue
+            if len(self.skills) >= self.limit or len(entry.name) > MAX_SKILL_NAME_CHARS:
+                self.truncated += 1
+                continue
+            if len(entry.description) > MAX_DESCRIPTION_CHARS:  # a new entry: parsed ones are shared
+                entry = CatalogEntry(entry.name, entry.description[:MAX_DESCRIPTION_CHARS], entry.location)
+                self.truncated += 1
+            self.skills[key] = entry
         if entries:
             self.state = "advertised"
         elif self.state == "not_recorded":
@@ -90,6 +110,7 @@ class Catalog:
         if other.state == "not_recorded":
             return
         self.advertise(list(other.skills.values()), other.source or "")
+        self.truncated += other.truncated
         if other.state == "empty" and self.state == "not_recorded":
             self.state = "empty"
 

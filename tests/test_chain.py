@@ -7,6 +7,8 @@ from pathlib import Path
 
 import grpc
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from prometheus_client import generate_latest
 from support import FRAMEWORKS, trace_requests
 
 from collector.component import Permanent, Retryable
@@ -15,6 +17,7 @@ from collector.otlp.received import Received
 from collector.receiver.errors import answer, sorted_error
 from collector.service import Chain
 from collector.testing import MemorySpool, RecordingConsumer
+from evaluators.evidence import MAX_CATALOG_ENTRIES, Catalog, CatalogEntry
 from evaluators.result import Coverage
 
 
@@ -52,6 +55,65 @@ async def test_a_bound_reached_is_retryable_and_takes_nothing() -> None:
         await chain.consume(Received("traces", second, "test"))
     assert chain.open_count() == 1
     await chain.shutdown(5)
+
+
+def _many_sessions(count: int, keyless: int = 0) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    for i in range(count):
+        span = spans.add(trace_id=(i + 1).to_bytes(16, "big"), span_id=b"\x01" * 8, name="chat")
+        span.attributes.add(key="session.id").value.string_value = f"s-{i}"
+    for i in range(keyless):  # no key: each trace is its own (provisional) session
+        spans.add(trace_id=(count + i + 1).to_bytes(16, "big"), span_id=b"\x02" * 8, name="tool")
+    return request
+
+
+async def test_one_request_cannot_open_sessions_past_max_open(tmp_path: Path) -> None:
+    chain = Chain(parse({"sessions": {"max_open": 2000, "idle_timeout": "1h"}, "storage": {"path": str(tmp_path)}}))
+    small = Received("traces", _many_sessions(10), "test")
+    await chain.consume(small)
+    await chain.sessions.settle()  # 10 open before the big one
+    item = Received("traces", _many_sessions(59_000, keyless=1_000), "test")
+    await chain.consume(item)
+    assert (item.outcome.accepted, item.outcome.rejected) == (2_000, 58_000)
+    assert "past sessions.max_open (2000" in item.outcome.message
+    await chain.sessions.settle()
+    assert chain.open_count() == 2000  # s-0 .. s-9 came again in the big request: no new session
+    text = generate_latest(chain.registry).decode()
+    assert 'skillgauge_rejected_items_total{reason="max_open",signal="traces"} 58000.0' in text
+    assert "invalid_item" not in text
+    # What was spooled is what was kept: a restart replays no rejected span.
+    *_, (_, signal, raw) = chain.store.requests(0)
+    assert signal == "traces"
+    assert len(ExportTraceServiceRequest.FromString(raw).resource_spans[0].scope_spans[0].spans) == 2_000
+    await chain.shutdown(30)
+
+
+async def test_a_session_keeps_a_bounded_catalog_and_says_it_was_cut() -> None:
+    chain = Chain(parse({"sessions": {"max_catalog_entries": 2, "max_skill_body_chars": 1024}}), store=MemorySpool())
+    exported: RecordingConsumer[Coverage] = RecordingConsumer()
+    chain.fanout.exporters.append(exported)
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl")  # 3 advertised
+    await chain.consume(Received("traces", request, "test"))
+    await chain.shutdown(5)
+    (coverage,) = exported.items
+    catalog = coverage.to_dict()["catalog"]
+    assert len(catalog["skills"]) == 2 and catalog["truncated"] is True and catalog["entries_not_kept"] == 1
+    assert all(len(load.body or "") < 1024 + 100 for load in coverage.session.skill_loads)
+    text = generate_latest(chain.registry).decode()
+    assert "skillgauge_sessions_catalog_truncated_total 1.0" in text
+    assert "skillgauge_catalog_entries_not_kept_total 1.0" in text
+
+
+def test_a_catalog_is_bounded_in_entries_names_and_descriptions() -> None:
+    catalog = Catalog()
+    catalog.advertise([CatalogEntry(f"skill-{i}", "d") for i in range(MAX_CATALOG_ENTRIES + 100)], "test")
+    catalog.advertise([CatalogEntry("skill-1", "again")], "test")  # already kept: not counted
+    assert len(catalog.skills) == MAX_CATALOG_ENTRIES and catalog.truncated == 100
+    small = Catalog()
+    small.advertise([CatalogEntry("n" * 20_000, "d"), CatalogEntry("ok", "x" * 50_000)], "test")
+    assert list(small.skills) == ["ok"] and len(small.skills["ok"].description) == 1024
+    assert small.truncated == 2
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,9 @@ DEFAULT_PRICES: dict[str, Price] = {
 }
 
 
+DEFAULT_USD_PER_DAY = 50.0  # judge.budget.usd_per_day unless configured; null removes it
+
+
 class Budget(Strict):
     """Hard ceilings on judge spend.  Windows are calendar hours and days (UTC)."""
 
@@ -41,6 +44,12 @@ class Budget(Strict):
     @property
     def uses_usd(self) -> bool:
         return self.usd_per_hour is not None or self.usd_per_day is not None
+
+
+class JudgeBudget(Budget):
+    """The whole judge's budget: a daily US dollar ceiling unless set (``null`` removes it)."""
+
+    usd_per_day: float | None = Field(default=DEFAULT_USD_PER_DAY, gt=0)
 
 
 class Judge(Strict):
@@ -59,7 +68,9 @@ class Judge(Strict):
     )  # judge evaluations waiting or in flight; beyond: skipped/queue_full
     max_tokens: int = Field(default=1024, gt=0)  # output tokens per verdict
     max_input_tokens: int = Field(default=200_000, ge=2_000)  # AgentCore's per-evaluation input quota
-    budget: Budget = Budget()
+    # Over all judge calls of one session revision; beyond it: skipped/budget_exhausted.
+    max_session_input_tokens: int | None = Field(default=2_000_000, ge=2_000)
+    budget: JudgeBudget = JudgeBudget()
     prices: dict[str, Price] = Field(default_factory=dict)
 
     @property

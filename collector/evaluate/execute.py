@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from evaluators.judge.base import Judge, JudgeFailure, JudgeObserver, JudgeReply, NullObserver
-from evaluators.judge.budget import Budgets
+from evaluators.judge.budget import Budgets, Reservation, SessionTokens
 from evaluators.judge.pricing import Prices
-from evaluators.judge.prompt import estimate_tokens
+from evaluators.judge.prompt import estimate_tokens, with_retry_note
 from evaluators.plan import JudgeTask
 from evaluators.result import EvaluationResult, JudgeUsage, judged, unjudged
 
@@ -27,6 +27,7 @@ class JudgeEnv:
     prices: Callable[[str], Prices | None]
     budgets: Callable[[str], Budgets]  # by evaluation
     observer: JudgeObserver = field(default_factory=NullObserver)
+    session_tokens: SessionTokens = field(default_factory=lambda: SessionTokens(None))
 
 
 @dataclass
@@ -66,6 +67,10 @@ class _Tally:
         )
 
 
+def _input_tokens(reply: JudgeReply) -> int:
+    return reply.input_tokens + reply.cache_read_tokens + reply.cache_write_tokens
+
+
 def _billed_tokens(reply: JudgeReply) -> int:
     return reply.input_tokens + reply.output_tokens + reply.cache_read_tokens + reply.cache_write_tokens
 
@@ -77,18 +82,24 @@ async def execute(task: JudgeTask, env: JudgeEnv) -> EvaluationResult:
     budgets = env.budgets(task.evaluation)
     tally = _Tally(model)
     problems: list[str] = []
+    key = (session.session_id, session.revision)
     for attempt in range(INVALID_VERDICT_ATTEMPTS):
         est_in = estimate_tokens(request.chars())
         est_usd = prices.cost(est_in, request.max_tokens) if prices else 0.0
-        reservations, refusal = budgets.try_reserve(est_in + request.max_tokens, est_usd)
+        refusal = env.session_tokens.refusal(key, est_in)
+        reservations: list[Reservation] = []
+        if refusal is None:
+            reservations, refusal = budgets.try_reserve(est_in + request.max_tokens, est_usd)
         if refusal is not None:
             if attempt == 0:
                 return unjudged(task.evaluation, session, "skipped", "budget_exhausted", refusal, **where)
             return _unparseable(task, tally, [*problems, f"no retry: {refusal}"], where)
+        env.session_tokens.charge(key, est_in)
         try:
             reply = await env.judge.complete(request)
         except JudgeFailure as failure:
             budgets.settle(reservations, 0, 0.0)
+            env.session_tokens.charge(key, -est_in)
             tally.latency_s += failure.latency_s
             return unjudged(
                 task.evaluation,
@@ -101,6 +112,7 @@ async def execute(task: JudgeTask, env: JudgeEnv) -> EvaluationResult:
             )
         usd = tally.add(reply, prices)
         budgets.settle(reservations, _billed_tokens(reply), usd)
+        env.session_tokens.charge(key, _input_tokens(reply) - est_in)
         env.observer.billed(model, "input", reply.input_tokens)
         env.observer.billed(model, "output", reply.output_tokens)
         env.observer.billed(model, "cache_read", reply.cache_read_tokens)
@@ -110,10 +122,7 @@ async def execute(task: JudgeTask, env: JudgeEnv) -> EvaluationResult:
         env.observer.request(model, "ok" if reading.valid else "unparseable", reply.latency_s)
         if not reading.valid:
             problems.append(reading.problem)
-            request = request.with_note(
-                f"Your previous verdict was invalid: {reading.problem}. Call record_verdict again with a "
-                "verdict that fits the schema and the rating scale."
-            )
+            request = with_retry_note(request, reading.problem)
             continue
         usage = tally.usage(request.context_truncated)
         if reading.skill is not None:

@@ -11,7 +11,7 @@ from collector.evaluate.config import Evaluation
 from collector.evaluate.execute import JudgeEnv
 from collector.evaluate.retry import RetryPolicy
 from evaluators.judge.base import Judge, JudgeObserver
-from evaluators.judge.budget import Budget, Budgets, Limits
+from evaluators.judge.budget import Budget, Budgets, Limits, SessionTokens
 from evaluators.judge.pricing import Prices
 
 
@@ -65,4 +65,5 @@ def judge_env(
         prices=prices,
         budgets=lambda name: per_evaluation.get(name, fallback),
         observer=observer,
+        session_tokens=SessionTokens(config.judge.max_session_input_tokens),
     )

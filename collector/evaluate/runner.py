@@ -103,7 +103,7 @@ class Runner:
         self.settings = settings_from(self.config, self.registry, self._env is not None)
         # The judge evaluations configured on, named in every coverage line.
         self.enabled = tuple(name for name in suite.JUDGE_EVALUATIONS if self.settings.policy(name).enabled)
-        self.metrics.skill_labels.learn([s.name for s in self.registry.skills.values()])
+        self.metrics.skill_labels.reserve([s.name for s in self.registry.skills.values()])
         self._in_flight: set[asyncio.Task[None]] = set()
         self._calls: set[asyncio.Task[EvaluationResult]] = set()
         self._semaphore = asyncio.Semaphore(self.config.judge.max_concurrency)

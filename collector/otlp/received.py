@@ -17,6 +17,8 @@ class Accepted:
     accepted: int = 0
     rejected: int = 0
     message: str = ""
+    over_max_open: int = 0  # of ``rejected``: spans that would have opened a session past the cap
+    opens: int = 0  # sessions the accepted spans may open (promised at admission, until assembled)
 
     def reject(self, why: str) -> None:
         self.rejected += 1

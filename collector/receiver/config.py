@@ -6,6 +6,7 @@ import ssl
 from typing import Any, Literal
 
 from pydantic import (
+    Field,
     PrivateAttr,
     SecretStr,
     ValidationError,
@@ -13,7 +14,7 @@ from pydantic import (
     model_validator,
 )
 
-from collector.configtypes import Bytes, Endpoint, Strict, explain, read_secret
+from collector.configtypes import Bytes, Endpoint, Seconds, Strict, explain, read_secret
 
 
 class BearerAuth(Strict):
@@ -118,9 +119,16 @@ class Listener(Secured):
         return int(self.endpoint.rpartition(":")[2])
 
 
+class HttpListener(Listener):
+    """An HTTP listener; ``read_timeout`` bounds both the wait for a request's headers on a
+    connection (new or idle) and the read of its body, so a stalled client is dropped."""
+
+    read_timeout: Seconds = Field(default=30.0, gt=0)
+
+
 class OtlpReceivers(Strict):
     grpc: Listener | None = Listener(endpoint="0.0.0.0:4317")
-    http: Listener | None = Listener(endpoint="0.0.0.0:4318")
+    http: HttpListener | None = HttpListener(endpoint="0.0.0.0:4318")
 
 
 class Receivers(Strict):

@@ -47,17 +47,24 @@ def media_encoding(content_type: str | None) -> Encoding:
 
 
 def gunzip(body: bytes, limit: int) -> bytes:
-    """Inflate a gzip body, refusing to produce more than ``limit`` bytes (zip bombs)."""
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = inflater.decompress(body, limit + 1)
-    except zlib.error as err:
-        raise InvalidRequest(f"body is not valid gzip: {err}") from None
-    if len(out) > limit or inflater.unconsumed_tail:
-        raise TooLarge(f"request exceeds {limit} bytes after decompression")
-    if not inflater.eof:
-        raise InvalidRequest("gzip body is truncated")
-    return out
+    """Inflate a gzip body, every member of it (RFC 1952 allows several, concatenated),
+    refusing to produce more than ``limit`` bytes in all (zip bombs) and refusing a body
+    with anything but gzip members in it: never only the first member."""
+    out = bytearray()
+    rest = body
+    while True:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out += inflater.decompress(rest, limit + 1 - len(out))
+        except zlib.error as err:
+            raise InvalidRequest(f"body is not valid gzip: {err}") from None
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise TooLarge(f"request exceeds {limit} bytes after decompression")
+        if not inflater.eof:
+            raise InvalidRequest("gzip body is truncated")
+        rest = inflater.unused_data
+        if not rest:
+            return bytes(out)
 
 
 def decode(signal: Signal, body: bytes, encoding: Encoding) -> Message:

@@ -47,6 +47,15 @@ class TooLarge(ReceiveError):
     reason = "too_large"
 
 
+class ReadTimeout(ReceiveError):
+    """The client did not send its whole body in time (a stalled or slowloris client)."""
+
+    grpc_code = grpc.StatusCode.DEADLINE_EXCEEDED
+    http_status = 408
+    rpc_code = code_pb2.DEADLINE_EXCEEDED
+    reason = "read_timeout"
+
+
 class Unauthenticated(ReceiveError):
     """No valid bearer token.  Permanent for this request: the client must fix its headers."""
 

@@ -74,7 +74,10 @@ async def start(
         )
     server = grpc.aio.server(
         interceptors=interceptors,
-        options=[("grpc.max_receive_message_length", listener.max_request_bytes)],
+        options=[
+            ("grpc.max_receive_message_length", listener.max_request_bytes),
+            ("grpc.so_reuseport", 0),  # a second process on the same port fails instead of sharing it
+        ],
     )
     for signal, service in SERVICES.items():
         server.add_generic_rpc_handlers(

@@ -6,6 +6,8 @@ mapping from failure to status code lives in ``errors``.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -15,10 +17,11 @@ from google.protobuf.message import Message
 from collector.otlp.received import Received
 from collector.receiver import auth as listener_auth
 from collector.receiver import decode
-from collector.receiver.config import BearerAuth, Listener
+from collector.receiver.config import BearerAuth, HttpListener
 from collector.receiver.errors import (
     ANSWERED,
     InvalidRequest,
+    ReadTimeout,
     ReceiveError,
     TooLarge,
     Unauthenticated,
@@ -27,6 +30,8 @@ from collector.receiver.errors import (
 )
 from collector.receiver.responses import response_for
 from collector.receiver.types import Admit, Intake, OnAnswer
+
+log = logging.getLogger("skillgauge")
 
 _MEDIA = {"protobuf": "application/x-protobuf", "json": "application/json"}
 
@@ -51,7 +56,7 @@ def _error_response(error: ReceiveError, encoding: decode.Encoding) -> web.Respo
 
 
 def make_handler(
-    signal: decode.Signal, listener: Listener, intake: Intake, on_answer: OnAnswer, admit: Admit
+    signal: decode.Signal, listener: HttpListener, intake: Intake, on_answer: OnAnswer, admit: Admit
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     limit = listener.max_request_bytes
 
@@ -60,7 +65,7 @@ def make_handler(
         try:
             encoding = decode.media_encoding(request.content_type)
             admit()  # refuse under backpressure before reading and decoding the body
-            body = await _read_body(request, limit)
+            body = await _read_body(request, limit, listener.read_timeout)
             message = decode.decode(signal, body, encoding)
             raw = body if encoding == "protobuf" else None
             item = Received(signal, message, "http", raw=raw)
@@ -69,7 +74,18 @@ def make_handler(
         except ANSWERED as failure:
             error = sorted_error(failure)
             on_answer(signal, "error", error.reason)
-            return _error_response(error, encoding)
+            response = _error_response(error, encoding)
+            if isinstance(error, ReadTimeout):
+                response.force_close()  # a stalled client does not keep its connection
+            return response
+        except ConnectionResetError:  # aiohttp's "Connection lost" while the body was read
+            on_answer(signal, "error", "client_disconnected")
+            log.info(
+                "OTLP/HTTP %s: client %s disconnected before its request was read; nothing was kept",
+                request.path,
+                request.remote,
+            )
+            return web.Response(status=499)  # nobody is left to read it
         on_answer(signal, "partial" if result.rejected else "ok", "")
         return web.Response(
             body=_encode(response_for(signal, result), encoding), content_type=_MEDIA[encoding]
@@ -78,7 +94,15 @@ def make_handler(
     return handle
 
 
-async def _read_body(request: web.Request, limit: int) -> bytes:
+async def _read_body(request: web.Request, limit: int, timeout: float) -> bytes:
+    try:
+        async with asyncio.timeout(timeout):
+            return await _read(request, limit)
+    except TimeoutError:
+        raise ReadTimeout(f"request body not received within {timeout:g}s") from None
+
+
+async def _read(request: web.Request, limit: int) -> bytes:
     coding = request.headers.get("Content-Encoding", "identity").strip().lower()
     if coding not in ("identity", "gzip", ""):
         raise InvalidRequest(f"unsupported Content-Encoding {coding!r}: send gzip or no encoding")
@@ -113,7 +137,7 @@ def _unauthenticated(on_answer: OnAnswer) -> listener_auth.Refusal:
 
 
 def app(
-    listener: Listener,
+    listener: HttpListener,
     intake: Intake,
     on_answer: OnAnswer,
     auth: BearerAuth | None = None,

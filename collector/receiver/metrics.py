@@ -22,7 +22,8 @@ class ReceiverMetrics:
         self.rejected_requests = Counter(
             "skillgauge_rejected_requests",
             "OTLP requests refused whole, by protocol, signal and reason "
-            "(invalid, unsupported_media_type, too_large, backpressure, storage_error, unauthenticated).",
+            "(invalid, unsupported_media_type, too_large, backpressure, storage_error, unauthenticated, "
+            "read_timeout, client_disconnected).",
             ["protocol", "signal", "reason"],
             registry=r,
         )

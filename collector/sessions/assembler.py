@@ -293,6 +293,57 @@ class Assembler:
                     self._over_limits(session)
         return result
 
+    def cap_new_sessions(self, request: ExportTraceServiceRequest, promised: int = 0) -> Accepted:
+        """``check_spans``, with the spans that would open a session past ``max_open`` (given
+        ``promised`` sessions that requests admitted but not yet assembled may open) removed
+        from ``request`` and counted as rejected; ``opens`` is how many sessions the rest may
+        open.  Only a request with more spans than there are free sessions is looked into."""
+        result = check_spans(request)
+        headroom = self._config.max_open - len(self._open) - promised
+        if result.accepted <= headroom:
+            result.opens = result.accepted
+            return result
+        usable: list[tuple[tuple[int, int, int], bytes, str | None]] = []  # (where, trace, key)
+        keyed: dict[bytes, str] = {}  # trace -> the key a sibling span in this request names
+        for r, resource_spans in enumerate(request.resource_spans):
+            resource = ResourceView(resource_spans.resource)
+            for s, scope_spans in enumerate(resource_spans.scope_spans):
+                for i, span in enumerate(scope_spans.spans):
+                    if span_problem(span) is None:
+                        key = self._key_of(SpanView(span, "", resource).attrs, resource.attrs)
+                        usable.append(((r, s, i), span.trace_id, key))
+                        if key is not None:
+                            keyed.setdefault(span.trace_id, key)
+        new: set[str] = set()
+        dropped: dict[tuple[int, int], set[int]] = {}  # (resource, scope) -> span indexes
+        for (r, s, i), trace_id, key in usable:
+            if key is None:
+                owner = self._trace_owner.get(trace_id)
+                key = owner if owner is not None and owner in self._open else keyed.get(trace_id, trace_id.hex())
+            if key in self._open or key in new:
+                continue
+            if len(new) < headroom:
+                new.add(key)
+            else:
+                dropped.setdefault((r, s), set()).add(i)
+        count = sum(len(d) for d in dropped.values())
+        if count:
+            for (r, s), indexes in dropped.items():
+                spans = request.resource_spans[r].scope_spans[s].spans
+                kept = [span for i, span in enumerate(spans) if i not in indexes]
+                del spans[:]
+                spans.extend(kept)
+            why = (
+                f"span would open a session past sessions.max_open ({self._config.max_open} "
+                "sessions open or admitted); retry it later"
+            )
+            for _ in range(count):
+                result.reject(why)
+            result.accepted -= count
+            result.over_max_open = count
+        result.opens = len(new)
+        return result
+
     def admit(self) -> None:
         if len(self._open) >= self._config.max_open:
             raise Retryable(
@@ -339,7 +390,11 @@ class Assembler:
         revision = max(self._revisions.pop(key, 0), recent.revision if recent else 0) + 1
         if revision > 1:
             self.reopened += 1
-        evidence = recent.evidence if recent is not None else SessionEvidence(self._rules)
+        if recent is not None:
+            evidence = recent.evidence
+        else:
+            evidence = SessionEvidence(self._rules)
+            evidence.catalog.limit = self._config.max_catalog_entries
         session = OpenSession(key, revision, now, provisional, evidence)
         if recent is not None:  # late spans: the new revision carries the earlier ones too
             session.first_request = recent.first_request
@@ -439,13 +494,22 @@ class Assembler:
                     tuple(sorted(t.hex() for t in session.traces)),
                 )
             )
-        self._on_close(session.evidence.finish(session.key, session.revision, reason), reason)
+        self._on_close(self._bounded(session.evidence.finish(session.key, session.revision, reason)), reason)
         if keep:
             self._recent[session.key] = _Recent(
                 session.evidence, session.revision, session.first_request, session.traces, session.spans
             )
             while len(self._recent) > self._config.reopen_cache:
                 self._recent.popitem(last=False)
+
+    def _bounded(self, session: Session) -> Session:
+        """The closed session with each skill body cut to ``sessions.max_skill_body_chars``."""
+        limit = self._config.max_skill_body_chars
+        for load in session.skill_loads:
+            if load.body is not None and len(load.body) > limit:
+                cut = len(load.body) - limit
+                load.body = f"{load.body[:limit]}\n[... {cut} characters cut: sessions.max_skill_body_chars ...]"
+        return session
 
     def oldest_request(self) -> int | None:
         """The first spooled request an open session still needs (None: none open)."""

@@ -22,6 +22,10 @@ class Sessions(Strict):
     max_spans: int = Field(20_000, gt=0)
     max_bytes: Bytes = 200 * 1000**2
     max_open: int = Field(100_000, gt=0)
+    # Per session: catalog entries kept (more are counted, and the coverage line says
+    # catalog.truncated) and characters of each loaded SKILL.md body kept.
+    max_catalog_entries: int = Field(500, gt=0)
+    max_skill_body_chars: int = Field(256 * 1024, ge=1024)
     # Acknowledged (spooled) trace requests waiting for the assembler; beyond this, backpressure.
     max_pending_requests: int = Field(64, gt=0)
     end_attribute: str = "skillgauge.session.end"

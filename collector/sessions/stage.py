@@ -55,6 +55,7 @@ class SessionsStage:
         self.assembler = Assembler(config, self._on_close, rules=rules, on_record=store.record_closed)
         self._closed: list[Session] = []  # closed by the assembler, not yet handed on
         self._pending: deque[Spooled] = deque()  # spooled, acknowledged, not assembled
+        self._promised = 0  # sessions that admitted, not yet assembled requests may open
         self._assembling = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -75,6 +76,21 @@ class SessionsStage:
                 "retry later",
                 retry_after=1.0,
             )
+
+    def check(self, request: ExportTraceServiceRequest) -> Accepted:
+        """What of a trace request is taken, before it is spooled: the spans that would open
+        a session past ``sessions.max_open`` are removed from it and rejected (partial
+        success), so one request cannot open sessions without bound.  Until the request is
+        assembled, the sessions it may open are promised (``release`` gives them back)."""
+        result = self.assembler.cap_new_sessions(request, self._promised)
+        self._promised += result.opens
+        if result.over_max_open:
+            self.metrics.rejected.labels("traces", "max_open").inc(result.over_max_open)
+        return result
+
+    def release(self, outcome: Accepted) -> None:
+        self._promised = max(0, self._promised - outcome.opens)
+        outcome.opens = 0
 
     async def consume(self, item: Spooled) -> None:
         received = item.received
@@ -109,7 +125,7 @@ class SessionsStage:
             except Exception:  # one bad request must not stop assembly for everyone
                 log.exception("assembling spooled request %d failed", item.request_id)
             finally:
-                self._pending.popleft()
+                self.release(self._pending.popleft().received.outcome)
                 self._assembling = False
             self.metrics.sessions_open.set(self.assembler.open_count)
 
@@ -140,8 +156,8 @@ class SessionsStage:
 
     def _count(self, item: Received, result: Accepted) -> None:
         self.metrics.received.labels(item.signal, item.protocol).inc(result.accepted)
-        if result.rejected:
-            self.metrics.rejected.labels(item.signal, "invalid_item").inc(result.rejected)
+        if result.rejected > result.over_max_open:
+            self.metrics.rejected.labels(item.signal, "invalid_item").inc(result.rejected - result.over_max_open)
 
     # -- closing --------------------------------------------------------------------------
 

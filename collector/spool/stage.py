@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from collector.component import Consumer, Retryable
-from collector.otlp.received import Received, Spooled
+from collector.otlp.received import Accepted, Received, Spooled
 from collector.sessions.assembler import check_spans
 from collector.spool.metrics import SpoolMetrics
 from collector.state.store import Faults, Spool
@@ -31,12 +32,16 @@ class SpoolStage:
         max_bytes: int,
         admit_next: Callable[[], None],
         metrics: SpoolMetrics,
+        check: Callable[[ExportTraceServiceRequest], Accepted] = check_spans,
+        release: Callable[[Accepted], None] = lambda outcome: None,
     ) -> None:
         self.store = store
         self.metrics = metrics
         self.next = next
         self._max_bytes = max_bytes
         self._admit_next = admit_next
+        self._check = check  # may remove spans from a trace request (sessions.max_open)
+        self._release = release  # what ``check`` promised, for a request never handed on
         self.size_bytes = 0  # as last read (``refresh``)
         self._refreshed_at = -_REFRESH_EVERY
         self._faults_seen = Faults()  # the store's fault counts as last copied to the metrics
@@ -68,13 +73,24 @@ class SpoolStage:
 
     async def consume(self, item: Received) -> None:
         self.admit()
-        raw = item.raw if item.raw is not None else item.request.SerializeToString()
         if item.signal == "traces":
             assert isinstance(item.request, ExportTraceServiceRequest)
-            checked = check_spans(item.request)
-            item.outcome.accepted, item.outcome.rejected = checked.accepted, checked.rejected
-            item.outcome.message = checked.message
-        request_id = await self.store.append(item.signal, raw)
+            checked = self._check(item.request)
+            outcome = item.outcome
+            outcome.accepted, outcome.rejected = checked.accepted, checked.rejected
+            outcome.message, outcome.over_max_open, outcome.opens = (
+                checked.message,
+                checked.over_max_open,
+                checked.opens,
+            )
+            if checked.over_max_open:  # spans were removed: spool what is left
+                item = replace(item, raw=None)
+        raw = item.raw if item.raw is not None else item.request.SerializeToString()
+        try:
+            request_id = await self.store.append(item.signal, raw)
+        except BaseException:
+            self._release(item.outcome)
+            raise
         await self.next.consume(Spooled(item, request_id))
 
     async def shutdown(self, timeout: float) -> None:

@@ -75,6 +75,17 @@ class CoverageMetrics:
             "Closed sessions in which at least one expected skill was not loaded.",
             registry=r,
         )
+        self.catalog_entries_dropped = Counter(
+            "skillgauge_catalog_entries_not_kept",
+            "Catalog entries advertised but not kept whole (past sessions.max_catalog_entries, "
+            "a name too long, a description cut), summed over closed sessions.",
+            registry=r,
+        )
+        self.sessions_catalog_truncated = Counter(
+            "skillgauge_sessions_catalog_truncated",
+            "Closed sessions whose catalog was cut (coverage line: catalog.truncated).",
+            registry=r,
+        )
         self.last_success = Gauge(
             "skillgauge_last_evaluation_timestamp_seconds",
             "Unix time of the last judged result, by evaluation (a dead man's switch).",
@@ -100,6 +111,9 @@ class CoverageMetrics:
             ).inc()
         if not session.skill_loads:
             child(self.sessions_without_load, session.catalog.state).inc()
+        if session.catalog.truncated:
+            self.sessions_catalog_truncated.inc()
+            self.catalog_entries_dropped.inc(session.catalog.truncated)
         if session.expected_skills:
             self.sessions_with_expectations.inc()
         now = time.time()

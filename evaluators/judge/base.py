@@ -7,7 +7,7 @@ real one).  Nothing here does I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 # Why a judge call produced no reply.  Each maps to an ``error`` result reason and to a
@@ -42,10 +42,6 @@ class JudgeRequest:
     max_tokens: int
     context_truncated: bool = False
     nonces: tuple[str, ...] = ()  # the fence delimiters used in this request
-
-    def with_note(self, note: str) -> JudgeRequest:
-        """The same request with a trusted note appended (used to retry an invalid verdict)."""
-        return replace(self, content=(*self.content, Block(note)))
 
     def chars(self) -> int:
         return sum(len(b.text) for b in (*self.system, *self.content)) + len(str(self.tool_schema))

@@ -121,3 +121,32 @@ class Budgets:
     def settle(self, reservations: list[Reservation], tokens: int, usd: float) -> None:
         for budget, reservation in zip(self.budgets, reservations, strict=True):
             budget.settle(reservation, tokens, usd)
+
+
+class SessionTokens:
+    """A ceiling on the judge input tokens one session revision may use, over all of its
+    judge calls.  Remembers the ``capacity`` most recent sessions (far more than can be in
+    flight at once, bounded by the judge queue)."""
+
+    def __init__(self, limit: int | None, capacity: int = 4096) -> None:
+        self.limit = limit
+        self._capacity = capacity
+        self._used: dict[tuple[str, int], int] = {}
+
+    def refusal(self, key: tuple[str, int], tokens: int) -> str | None:
+        used = self._used.get(key, 0)
+        if self.limit is None or used + tokens <= self.limit:
+            return None
+        return (
+            f"judge max_session_input_tokens {self.limit} reached ({used} used or reserved by "
+            f"this session, this call needs up to {tokens})"
+        )
+
+    def charge(self, key: tuple[str, int], tokens: int) -> None:
+        """Add (or, negative, give back) tokens to a session's count."""
+        if self.limit is None:
+            return
+        used = self._used.pop(key, 0) + tokens  # re-insert: the most recent is last
+        self._used[key] = max(used, 0)
+        while len(self._used) > self._capacity:
+            del self._used[next(iter(self._used))]

@@ -141,6 +141,16 @@ def test_startup_log_names_every_listener(server: Server) -> None:
     assert "sessions: keys session.id" in log or "sessions: keys span:session.id" in log
 
 
+def test_startup_log_names_the_judge_budget_and_session_cap(tmp_path: Path) -> None:
+    srv = Server(tmp_path, {"judge": {"base_url": "http://127.0.0.1:9"}})
+    try:
+        line = next(line for line in srv.log().splitlines() if "judge: " in line)
+    finally:
+        srv.stop()
+    assert "budget usd_per_day 50" in line
+    assert "at most 2000000 input tokens a session" in line
+
+
 def test_sigterm_closes_and_evaluates_open_sessions(tmp_path: Path) -> None:
     srv = Server(tmp_path, {"sessions": {"idle_timeout": "1h"}})
     (request,) = trace_requests(FRAMEWORKS / "strands" / "no_skill.traces.jsonl")

@@ -155,6 +155,27 @@ async def test_budget_exhausted_is_skipped() -> None:
         assert "tokens_per_hour budget 7000 reached" in row.explanation
 
 
+async def test_a_session_past_its_input_token_cap_is_skipped_and_the_next_session_is_judged() -> None:
+    cfg = config({"judge": {"max_session_input_tokens": 5000}})
+    c = Collected(cfg, FakeJudge(_valid, input_tokens=3000))  # selection and following: 2 calls each
+    await c.run(session("s-1", loads=[load()]), session("s-2", loads=[load()]))
+    for sid in ("s-1", "s-2"):
+        rows = [r for r in c.of(sid).results if r.evaluation != "skill_invoked"]
+        assert [r.status for r in rows].count("judged") == 1, rows  # the second call would pass 5000
+        skipped = [r for r in rows if r.status == "skipped"]
+        assert len(skipped) == 1
+        _assert_unjudged(skipped[0], "skipped", "budget_exhausted")
+        assert "max_session_input_tokens 5000 reached" in skipped[0].explanation
+
+
+def test_the_judge_has_a_daily_usd_budget_and_a_session_cap_by_default() -> None:
+    cfg = config({})
+    assert cfg.judge.budget.usd_per_day == 50
+    assert cfg.judge.max_session_input_tokens == 2_000_000
+    assert config({"judge": {"budget": {"tokens_per_hour": 10}}}).judge.budget.usd_per_day == 50
+    assert config({"judge": {"budget": {"usd_per_day": None}}}).judge.budget.usd_per_day is None
+
+
 async def test_queue_full_is_skipped_not_dropped() -> None:
     cfg = config({"judge": {"max_queue": 2}})
     c = Collected(cfg, FakeJudge(_valid))

@@ -57,6 +57,16 @@ def test_media_types() -> None:
         decode.media_encoding("text/plain")
 
 
+def test_gunzip_inflates_every_member_or_refuses() -> None:
+    assert decode.gunzip(gzip.compress(b"abc") + gzip.compress(b"") + gzip.compress(b"def"), 10) == b"abcdef"
+    with pytest.raises(TooLarge):  # the limit counts every member
+        decode.gunzip(gzip.compress(b"a" * 6) + gzip.compress(b"b" * 6), 10)
+    with pytest.raises(InvalidRequest):
+        decode.gunzip(gzip.compress(b"abc") + b"trailing", 10)
+    with pytest.raises(InvalidRequest):
+        decode.gunzip(gzip.compress(b"abc") + gzip.compress(b"def")[:-4], 10)
+
+
 def test_gunzip_limits_output_not_input() -> None:
     assert decode.gunzip(gzip.compress(b"abc"), 10) == b"abc"
     with pytest.raises(TooLarge):

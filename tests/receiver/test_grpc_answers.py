@@ -13,7 +13,10 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from opentelemetry.sdk.trace.export import SpanExportResult
 from support import FRAMEWORKS, Server, readable_spans, trace_requests, wait_for
 
+from collector.receiver import grpc as grpc_receiver
+from collector.receiver.config import Listener
 from collector.receiver.decode import parse_json
+from collector.testing import RecordingConsumer
 
 
 def _stub(srv: Server) -> trace_service_pb2_grpc.TraceServiceStub:
@@ -102,3 +105,14 @@ def test_logs_correlate_by_session_and_reject_orphans(server: Server) -> None:
     assert reply.partial_success.rejected_log_records == 1
     assert "no session key" in reply.partial_success.error_message
     assert server.get_json(f"/v1/sessions/{session_id}")[0] == 200
+
+
+async def test_a_second_grpc_receiver_cannot_share_the_port() -> None:
+    intake = RecordingConsumer()
+    first, port = await grpc_receiver.start(Listener(endpoint="127.0.0.1:0"), intake, lambda *_: None)
+    try:
+        with pytest.raises(OSError, match="cannot listen on"):
+            second, _ = await grpc_receiver.start(Listener(endpoint=f"127.0.0.1:{port}"), intake, lambda *_: None)
+            await second.stop(None)  # only reached when the port was shared
+    finally:
+        await first.stop(None)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -13,9 +15,14 @@ from google.protobuf.json_format import Parse
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.sdk.trace.export import SpanExportResult
 from support import FRAMEWORKS, Server, metric_value, readable_spans, trace_requests, wait_for
+
+from collector.receiver.decode import parse_json
 
 
 def span(session: str, trace: str, span_id: str, name: str = "chat", **extra: Any) -> dict[str, Any]:
@@ -150,3 +157,61 @@ def test_sdk_http_exporter_with_gzip_and_protobuf_answer(server: Server) -> None
     reply = ExportTraceServiceResponse()
     reply.ParseFromString(body)
     assert not reply.HasField("partial_success")
+
+
+def test_every_gzip_member_is_decoded(server: Server) -> None:
+    body = gzip.compress(b"")  # an empty first member
+    body += gzip.compress(_protobuf("gz", T1, "b7ad6b7169203331"))
+    body += gzip.compress(_protobuf("gz", T1, "c7ad6b7169203332"))
+    code, _, _ = post(server, body, "application/x-protobuf", **{"Content-Encoding": "gzip"})
+    assert code == 200
+    assert server.get_json("/v1/sessions/gz")[1]["open"]["spans"] == 2  # not only the first member's
+
+
+def test_gzip_with_trailing_garbage_is_400_and_keeps_nothing(server: Server) -> None:
+    body = gzip.compress(_protobuf("gz2", T1, "b7ad6b7169203331")) + b"not a gzip member"
+    code, _, reply = post(server, body, "application/x-protobuf", **{"Content-Encoding": "gzip"})
+    assert code == 400 and b"gzip" in reply
+    assert server.get_json("/v1/sessions/gz2")[0] == 404
+
+
+def _protobuf(session: str, trace: str, span_id: str) -> bytes:
+    return bytes(parse_json(ExportTraceServiceRequest, request(span(session, trace, span_id))).SerializeToString())
+
+
+def _raw(srv: Server, data: bytes) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", srv.http_port))
+    sock.sendall(data)
+    return sock
+
+
+HEAD = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: 1000\r\n\r\n"
+
+
+def test_a_client_gone_mid_body_is_one_log_line_without_traceback(server: Server) -> None:
+    sock = _raw(server, HEAD + b"0123456789")
+    time.sleep(0.3)
+    sock.close()
+    line = wait_for(lambda: next((x for x in server.log().splitlines() if "disconnected" in x), None), timeout=5)
+    assert "OTLP/HTTP /v1/traces: client 127.0.0.1 disconnected" in line
+    assert "Traceback" not in server.log()
+    assert metric_value(server.metrics(), "skillgauge_rejected_requests_total", reason="client_disconnected") == 1
+
+
+def test_slow_headers_and_a_slow_body_are_dropped_after_read_timeout(tmp_path: Path) -> None:
+    srv = Server(tmp_path, {"receivers": {"otlp": {"http": {"read_timeout": "1s"}}}})
+    try:
+        headers = _raw(srv, b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n")  # never ends its headers
+        body = _raw(srv, HEAD + b"0123")  # never ends its body
+        for sock in (headers, body):
+            sock.settimeout(15)
+        start = time.monotonic()
+        assert headers.recv(100) == b""  # closed
+        assert time.monotonic() - start < 5
+        answer = body.recv(1000)
+        assert answer.startswith(b"HTTP/1.1 408") and b"not received within 1s" in answer
+        assert time.monotonic() - start < 5
+        headers.close()
+        body.close()
+    finally:
+        srv.stop()

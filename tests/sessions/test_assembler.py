@@ -11,6 +11,7 @@ from support import FRAMEWORKS, trace_requests
 
 from collector.component import Retryable as Backpressure
 from collector.config import Config, parse
+from collector.receiver.decode import parse_json
 from collector.sessions.assembler import Accepted, Assembler
 from evaluators.evidence import Session
 
@@ -226,3 +227,16 @@ def test_a_session_handed_out_does_not_change_when_late_spans_reopen_it() -> Non
     second = closed[1]
     assert second.revision == 2 and len(second.tool_calls) == 2 * len(first.tool_calls)
     assert (first.tool_calls, first.catalog.skills, first.skill_loads, first.turns) == before
+
+
+def test_a_skill_body_is_cut_to_max_skill_body_chars() -> None:
+    text = (FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl").read_text()
+    text = text.replace("Group the changes", "Group the changes" + "x" * 5_000)
+    (request,) = [parse_json(ExportTraceServiceRequest, line.encode()) for line in text.splitlines() if line.strip()]
+    asm, closed, _ = make(max_skill_body_chars=1024)
+    asm.add_spans(request)
+    asm.close_all()
+    ((session, _),) = closed
+    (loaded,) = [load for load in session.skill_loads if load.body]
+    assert "xxxx" in loaded.body and len(loaded.body) < 1024 + 100
+    assert loaded.body.endswith("characters cut: sessions.max_skill_body_chars ...]")
