@@ -71,7 +71,9 @@ class CatalogEntry:
 
 MAX_CATALOG_ENTRIES = 500  # per session, unless the collector's config says otherwise
 MAX_SKILL_NAME_CHARS = 256  # the spec allows 64; a longer name is not kept at all
-MAX_DESCRIPTION_CHARS = 1024  # the spec's maximum; a longer description is cut
+# The spec's maximum is 1,024, but harnesses show longer ones (a recorded Claude Code
+# catalog: over 1,024); past this a description is cut.
+MAX_DESCRIPTION_CHARS = 4096
 
 
 @dataclass(slots=True)

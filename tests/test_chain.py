@@ -17,7 +17,7 @@ from collector.otlp.received import Received
 from collector.receiver.errors import answer, sorted_error
 from collector.service import Chain
 from collector.testing import MemorySpool, RecordingConsumer
-from evaluators.evidence import MAX_CATALOG_ENTRIES, Catalog, CatalogEntry
+from evaluators.evidence import MAX_CATALOG_ENTRIES, MAX_DESCRIPTION_CHARS, Catalog, CatalogEntry
 from evaluators.result import Coverage
 
 
@@ -112,7 +112,7 @@ def test_a_catalog_is_bounded_in_entries_names_and_descriptions() -> None:
     assert len(catalog.skills) == MAX_CATALOG_ENTRIES and catalog.truncated == 100
     small = Catalog()
     small.advertise([CatalogEntry("n" * 20_000, "d"), CatalogEntry("ok", "x" * 50_000)], "test")
-    assert list(small.skills) == ["ok"] and len(small.skills["ok"].description) == 1024
+    assert list(small.skills) == ["ok"] and len(small.skills["ok"].description) == MAX_DESCRIPTION_CHARS
     assert small.truncated == 2
 
 
