@@ -144,11 +144,7 @@ class SessionsStage:
         else:
             assert isinstance(request, ExportLogsServiceRequest)
             result = self.assembler.add_logs(request, request_id, admit=admit, raw=item.raw)
-        item.outcome.accepted, item.outcome.rejected, item.outcome.message = (
-            result.accepted,
-            result.rejected,
-            result.message,
-        )
+        item.outcome.take(result)
         self._count(item, result)
         self.metrics.sessions_open.set(self.assembler.open_count)
         await self._forward()

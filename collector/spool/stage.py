@@ -76,13 +76,7 @@ class SpoolStage:
         if item.signal == "traces":
             assert isinstance(item.request, ExportTraceServiceRequest)
             checked = self._check(item.request)
-            outcome = item.outcome
-            outcome.accepted, outcome.rejected = checked.accepted, checked.rejected
-            outcome.message, outcome.over_max_open, outcome.opens = (
-                checked.message,
-                checked.over_max_open,
-                checked.opens,
-            )
+            item.outcome.take(checked)
             if checked.over_max_open:  # spans were removed: spool what is left
                 item = replace(item, raw=None)
         raw = item.raw if item.raw is not None else item.request.SerializeToString()
