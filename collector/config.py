@@ -19,6 +19,7 @@ from pydantic import (
 from collector.configtypes import _ENV, ConfigError, Strict, explain
 from collector.detect.config import Expectation
 from collector.evaluate.config import Evaluators, Judge, Skills
+from collector.evaluate.prices import model_problem
 from collector.export.config import Export
 from collector.receiver.config import BearerAuth, Listener, Receivers, Redact
 from collector.sessions.config import Sessions
@@ -63,9 +64,14 @@ class Config(Strict):
     def _priced(self) -> Config:
         # Every judged row carries its cost, and a USD ceiling that ignores an unpriced model
         # is no ceiling: a model the judge may use must have a price.
+        named = [(f"evaluators.{name}.model", e.model) for name, e in self.evaluators.judged() if e.model]
+        for where, model in named:  # judge.model is checked by the judge section itself
+            problem = model_problem(self.judge.provider, model)
+            if problem is not None:
+                raise ValueError(f"{where}: {problem} (judge.provider is {self.judge.provider})")
+        models = {self.judge.model} | {model for _, model in named}
         if not self.judge.configured:
             return self
-        models = {self.judge.model} | {e.model for _, e in self.evaluators.judged() if e.model}
         for model in sorted(models):
             if self.judge.price(model) is None:
                 raise ValueError(
@@ -101,6 +107,17 @@ def _drop_empty(node: Any) -> Any:
     return node
 
 
+# What the environment supplies for a judge setting left unset, by provider (first set wins).
+_JUDGE_ENV: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "anthropic": (("api_key", ("ANTHROPIC_API_KEY",)), ("base_url", ("ANTHROPIC_BASE_URL",))),
+    "bedrock": (("aws_region", ("AWS_REGION", "AWS_DEFAULT_REGION")),),
+    "vertex": (
+        ("project_id", ("ANTHROPIC_VERTEX_PROJECT_ID", "GOOGLE_CLOUD_PROJECT")),
+        ("region", ("CLOUD_ML_REGION",)),
+    ),
+}
+
+
 def parse(data: Any, source: str = "config") -> Config:
     """Validate already-parsed YAML data, then apply ANTHROPIC_* from the environment."""
     if data is None:
@@ -112,9 +129,10 @@ def parse(data: Any, source: str = "config") -> Config:
     data = _drop_empty(_expand(data, ""))
     judge = data.setdefault("judge", {}) if isinstance(data.get("judge", {}), dict) else data["judge"]
     if isinstance(judge, dict):
-        for key, env in (("api_key", "ANTHROPIC_API_KEY"), ("base_url", "ANTHROPIC_BASE_URL")):
-            if key not in judge and f"{key}_file" not in judge and os.environ.get(env):
-                judge[key] = os.environ[env]
+        for key, envs in _JUDGE_ENV.get(str(judge.get("provider", "anthropic")), ()):
+            given = next((os.environ[e] for e in envs if os.environ.get(e)), None)
+            if key not in judge and f"{key}_file" not in judge and given:
+                judge[key] = given
     try:
         return Config.model_validate(data)
     except ValidationError as err:

@@ -342,9 +342,11 @@ class Service:
             log.info("export: no export.otlp endpoint; results are on /metrics and /v1/sessions/{id} only")
         if cfg.judge.configured:
             log.info(
-                "judge: %s via %s; at most %d calls at a time; budget %s; at most %s input tokens a session",
+                "judge: provider %s, model %s via %s; at most %d calls at a time; budget %s; "
+                "at most %s input tokens a session",
+                cfg.judge.provider,
                 cfg.judge.model,
-                _safe_url(cfg.judge.base_url) if cfg.judge.base_url else "api.anthropic.com",
+                _safe_url(cfg.judge.base_url) if cfg.judge.base_url else cfg.judge.endpoint,
                 cfg.judge.max_concurrency,
                 _budget(cfg.judge.budget),
                 cfg.judge.max_session_input_tokens or "unlimited",

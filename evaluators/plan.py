@@ -131,7 +131,8 @@ def gate(
             session,
             "skipped",
             "no_judge_configured",
-            "no judge is configured (judge.api_key / ANTHROPIC_API_KEY or judge.base_url): not judged",
+            "no judge is configured (judge.api_key / ANTHROPIC_API_KEY, judge.base_url, or judge.provider "
+            "bedrock / vertex): not judged",
             **where,
         )
     percent = settings.policy(evaluation).sampling

@@ -4,7 +4,9 @@ Ours: no peer scores this.  Exactly one decision per session: judged (1.0 when d
 was right, 0.0 when a skill was skipped, naming the skill), or not applicable with the
 reason (a skill was loaded, the catalog was empty or not recorded, tool content was not
 captured so a file-read load could be invisible, nothing recorded), or skipped with the
-reason.  It runs on many sessions, so it has its own sampling rate.
+reason.  A load that failed or was denied is not use of a skill: the session is judged,
+and those attempts are evidence in the prompt (fenced like every recorded string).  A load
+whose outcome was not recorded (``unresolved``) may have succeeded, so it counts as use.
 """
 
 from __future__ import annotations
@@ -16,6 +18,18 @@ from evaluators.judge.verdicts import OmissionScale
 from evaluators.plan import Settings, Slot, gate, not_applicable, resolve_catalog, task
 
 NAME = "skill_omission"
+USED = ("loaded", "unresolved")
+NO_ATTEMPTS = "(none: the agent made no unsuccessful attempt to load a skill)"
+
+
+def unsuccessful_loads(session: Session) -> str:
+    """Failed and denied loads, one line each, in the order they happened."""
+    lines = [
+        f"- {load.skill}: {load.status} ({load.signal})" + (f": {load.message}" if load.message else "")
+        for load in sorted(session.skill_loads, key=lambda ld: ld.time_unix_nano)
+        if load.status not in USED
+    ]
+    return "\n".join(lines) if lines else NO_ATTEMPTS
 
 
 def plan(session: Session, settings: Settings) -> list[Slot]:
@@ -25,11 +39,17 @@ def plan(session: Session, settings: Settings) -> list[Slot]:
         "span_id": session.first_agent_span[1] if session.first_agent_span else None,
         "catalog_source": catalog.source,
     }
-    if session.skill_loads:
-        n = len(session.skill_loads)
+    used = [load for load in session.skill_loads if load.status in USED]
+    if used:
+        n = len(used)
         return [
             not_applicable(
-                NAME, session, "skill_loaded", f"the session made {n} skill load{'s' * (n > 1)}", where
+                NAME,
+                session,
+                "skill_loaded",
+                f"the session loaded a skill {n} time{'s' * (n > 1)}"
+                + (" (outcome not recorded)" if all(u.status == "unresolved" for u in used) else ""),
+                where,
             )
         ]
     if catalog.source == "none":
@@ -69,6 +89,7 @@ def plan(session: Session, settings: Settings) -> list[Slot]:
         return [skipped]
     data = [
         prompt.Datum("available_skills", catalog.text(), stable=True, truncatable=False),
+        prompt.Datum("unsuccessful_skill_loads", unsuccessful_loads(session)),
         prompt.Datum("session", context.trajectory(session)),
     ]
     rubric = OmissionScale(catalog.names(), fold_skill_name)

@@ -1,6 +1,20 @@
-"""A fake Anthropic Messages API on loopback, for the real ``anthropic`` client (via base_url).
+"""A fake Anthropic Messages API on loopback, for the real ``anthropic`` clients (via base_url).
 
-``POST /v1/messages`` (non-streaming).  It runs in its own thread and event loop, so the
+Three providers' routes (non-streaming), each checked as its platform would:
+
+- Claude API: ``POST /v1/messages``.
+- Bedrock runtime: ``POST /model/{modelId}/invoke``; the body is a Messages body without
+  ``model`` and with ``anthropic_version: bedrock-2023-05-31``; the request must carry a
+  SigV4 ``Authorization`` header for service ``bedrock`` in ``aws_region`` by ``access_key``.
+- Vertex AI: ``POST /v1/projects/{project}/locations/{region}/publishers/anthropic/models/
+  {model}:rawPredict``; no ``model`` in the body, ``anthropic_version: vertex-2023-10-16``, and a
+  bearer token that ``POST /token`` issued.  ``/token`` is a Google OAuth token endpoint: it
+  takes a service account's JWT assertion, checks its RS256 signature against the key that
+  ``service_account()`` wrote, and answers with an access token.  So real google-auth does
+  the whole exchange over loopback.
+
+A request that fails a platform's check is answered as the platform would (403 / 401 / 400)
+and recorded with ``rejected`` set.  It runs in its own thread and event loop, so the
 same fake serves in-process async tests and ``skillgauge`` subprocesses.
 
 Scripting: ``queue(*actions)`` answers the next requests in order (a matcher may restrict
@@ -19,16 +33,21 @@ plain input.  So caching is measurable.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import itertools
 import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 _FENCE = re.compile(r"<<<UNTRUSTED (\S+) (\S+)>>>\n(.*?)\n<<<END UNTRUSTED \1 \2>>>", re.DOTALL)
 
@@ -45,6 +64,10 @@ class Seen:
     body: dict[str, Any]
     in_flight: int  # requests being served when this one arrived (itself included)
     at: float
+    route: str = "anthropic"  # anthropic | bedrock | vertex
+    path: str = "/v1/messages"
+    wire: dict[str, Any] = field(default_factory=dict)  # the body exactly as sent
+    rejected: str = ""  # why the platform's check refused it (nothing was judged)
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -157,8 +180,30 @@ def default_verdict(seen: Seen) -> Action:
     return verdict({"reasoning": "Scripted custom verdict.", "rating": enum[0] if enum else None})
 
 
+_SIGV4 = re.compile(
+    r"^AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/(?P<date>\d{8})/(?P<region>[a-z0-9-]+)/(?P<service>[a-z0-9-]+)"
+    r"/aws4_request, SignedHeaders=(?P<signed>[a-z0-9;-]+), Signature=[0-9a-f]{64}$"
+)
+PLATFORM_VERSIONS = {"bedrock": "bedrock-2023-05-31", "vertex": "vertex-2023-10-16"}
+
+
+def _b64url(data: str) -> bytes:
+    return base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
+
+
 class FakeAnthropic:
-    def __init__(self, min_cache_tokens: int = 0) -> None:
+    def __init__(
+        self,
+        min_cache_tokens: int = 0,
+        aws_region: str = "eu-west-1",
+        access_key: str = "AKIAFAKEFAKEFAKE0001",
+    ) -> None:
+        self.aws_region = aws_region
+        self.access_key = access_key
+        self.token_requests: list[dict[str, Any]] = []  # the JWT claims of each token exchange
+        self._tokens: set[str] = set()
+        self._key: rsa.RSAPrivateKey | None = None
+        self._client_email = ""
         self.requests: list[Seen] = []
         self.script: Callable[[Seen], Action] = default_verdict
         self.min_cache_tokens = min_cache_tokens
@@ -204,6 +249,12 @@ class FakeAnthropic:
     async def _serve(self) -> None:
         app = web.Application()
         app.router.add_post("/v1/messages", self._messages)
+        app.router.add_post("/model/{model}/invoke", self._bedrock)
+        app.router.add_post(
+            "/v1/projects/{project}/locations/{region}/publishers/anthropic/models/{model_action}",
+            self._vertex,
+        )
+        app.router.add_post("/token", self._token)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -230,18 +281,130 @@ class FakeAnthropic:
                     return self._queue.pop(i)
         return self.script(seen)
 
-    # -- the API ----------------------------------------------------------------------------
+    def of_route(self, route: str) -> list[Seen]:
+        return [s for s in self.requests if s.route == route]
+
+    # -- Google credentials ---------------------------------------------------------------------
+
+    def service_account(self, path: Path, project: str = "fake-project") -> Path:
+        """Write a service-account key file whose ``token_uri`` is this fake's ``/token``."""
+        self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self._client_email = f"judge@{project}.iam.gserviceaccount.com"
+        pem = self._key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode()
+        info = {
+            "type": "service_account",
+            "project_id": project,
+            "private_key_id": "fake-key-1",
+            "private_key": pem,
+            "client_email": self._client_email,
+            "client_id": "1234567890",
+            "token_uri": f"{self.base_url}/token",
+        }
+        path.write_text(json.dumps(info))
+        return path
+
+    def _assertion_problem(self, assertion: str) -> tuple[str, dict[str, Any]]:
+        try:
+            header_b64, claims_b64, signature_b64 = assertion.split(".")
+            header, claims = json.loads(_b64url(header_b64)), json.loads(_b64url(claims_b64))
+        except ValueError:
+            return "the assertion is not a JWT", {}
+        if self._key is None:
+            return "no service account was issued", claims
+        try:
+            self._key.public_key().verify(
+                _b64url(signature_b64),
+                f"{header_b64}.{claims_b64}".encode(),
+                padding.PKCS1v15(),
+                hashes.SHA256(),
+            )
+        except Exception:
+            return "bad signature", claims
+        if header.get("alg") != "RS256" or claims.get("iss") != self._client_email:
+            return "wrong algorithm or issuer", claims
+        # google-auth addresses the assertion to Google's token endpoint whatever token_uri says
+        audiences = {f"{self.base_url}/token", "https://oauth2.googleapis.com/token"}
+        if claims.get("aud") not in audiences or not claims.get("exp", 0) > time.time():
+            return "wrong audience or expired", claims
+        if "cloud-platform" not in str(claims.get("scope", "")):
+            return "no cloud-platform scope", claims
+        return "", claims
+
+    async def _token(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        problem, claims = self._assertion_problem(str(form.get("assertion", "")))
+        if form.get("grant_type") != "urn:ietf:params:oauth:grant-type:jwt-bearer":
+            problem = problem or "unsupported grant_type"
+        with self._lock:
+            self.token_requests.append({**claims, "problem": problem})
+        if problem:
+            return web.json_response({"error": "invalid_grant", "error_description": problem}, status=400)
+        token = f"ya29.fake-{next(self._ids)}"
+        with self._lock:
+            self._tokens.add(token)
+        return web.json_response({"access_token": token, "expires_in": 3600, "token_type": "Bearer"})
+
+    # -- the APIs ---------------------------------------------------------------------------
+
+    def _bedrock_problem(self, headers: dict[str, str], body: dict[str, Any]) -> str:
+        match = _SIGV4.match(headers.get("authorization", ""))
+        if match is None or "x-amz-date" not in headers:
+            return "no SigV4 Authorization header"
+        if (match["service"], match["region"], match["key"]) != ("bedrock", self.aws_region, self.access_key):
+            return f"signed for {match['service']} in {match['region']} by {match['key']}"
+        if "host" not in match["signed"].split(";") or "x-amz-date" not in match["signed"].split(";"):
+            return "host and x-amz-date are not signed"
+        if "model" in body or body.get("anthropic_version") != PLATFORM_VERSIONS["bedrock"]:
+            return f"body: model must be absent and anthropic_version {PLATFORM_VERSIONS['bedrock']}"
+        return ""
+
+    async def _bedrock(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        model = request.match_info["model"]
+        return await self._handle(request, body, "bedrock", model, self._bedrock_problem(headers, body))
+
+    async def _vertex(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        model, _, action = request.match_info["model_action"].partition(":")
+        bearer = request.headers.get("authorization", "").removeprefix("Bearer ")
+        problem = ""
+        if bearer not in self._tokens:
+            problem = "the bearer token was not issued by /token"
+        elif action != "rawPredict":
+            problem = f"unsupported method {action!r}"
+        elif "model" in body or body.get("anthropic_version") != PLATFORM_VERSIONS["vertex"]:
+            problem = f"body: model must be absent and anthropic_version {PLATFORM_VERSIONS['vertex']}"
+        return await self._handle(request, body, "vertex", model, problem)
 
     async def _messages(self, request: web.Request) -> web.Response:
         body = await request.json()
+        return await self._handle(request, body, "anthropic", str(body.get("model")), "")
+
+    async def _handle(
+        self, request: web.Request, wire: dict[str, Any], route: str, model: str, problem: str
+    ) -> web.Response:
+        body = {**wire, "model": model}
         loop = asyncio.get_running_loop()
         with self._lock:
             self._in_flight += 1
             seen = Seen(
-                {k.lower(): v for k, v in request.headers.items()}, body, self._in_flight, loop.time()
+                {k.lower(): v for k, v in request.headers.items()},
+                body,
+                self._in_flight,
+                loop.time(),
+                route=route,
+                path=request.path,
+                wire=wire,
+                rejected=problem,
             )
             self.requests.append(seen)
         try:
+            if problem:
+                code = {"bedrock": 403, "vertex": 401}.get(route, 400)
+                return self._error(route, code, problem)
             action = self._next(seen)
             while action.kind == "delay":
                 await asyncio.sleep(action.payload["seconds"])
@@ -256,14 +419,10 @@ class FakeAnthropic:
             return web.Response(text=action.payload["body"], content_type="application/json")
         if action.kind == "status":
             code = action.payload["code"]
-            headers = {"request-id": f"req_{next(self._ids)}"}
+            headers = {}
             if action.payload["retry_after"] is not None:
                 headers["retry-after"] = f"{action.payload['retry_after']:g}"
-            error = {
-                "type": _ERROR_TYPES.get(code, "api_error"),
-                "message": action.payload["message"] or f"scripted {code}",
-            }
-            return web.json_response({"type": "error", "error": error}, status=code, headers=headers)
+            return self._error(seen.route, code, action.payload["message"] or f"scripted {code}", headers)
         if action.kind == "text":
             content: list[dict[str, Any]] = [{"type": "text", "text": action.payload["text"]}]
             stop = "end_turn"
@@ -290,6 +449,24 @@ class FakeAnthropic:
                 "usage": usage,
             }
         )
+
+    def _error(
+        self, route: str, code: int, message: str, headers: dict[str, str] | None = None
+    ) -> web.Response:
+        """An error as each platform shapes it."""
+        headers = dict(headers or {})
+        if route == "bedrock":
+            kinds = {403: "AccessDeniedException", 429: "ThrottlingException", 400: "ValidationException"}
+            headers["x-amzn-errortype"] = kinds.get(code, "InternalServerException")
+            headers["x-amzn-requestid"] = f"fake-{next(self._ids)}"
+            return web.json_response({"message": message}, status=code, headers=headers)
+        if route == "vertex":
+            statuses = {401: "UNAUTHENTICATED", 429: "RESOURCE_EXHAUSTED", 400: "INVALID_ARGUMENT"}
+            error = {"code": code, "message": message, "status": statuses.get(code, "INTERNAL")}
+            return web.json_response({"error": error}, status=code, headers=headers)
+        headers["request-id"] = f"req_{next(self._ids)}"
+        error = {"type": _ERROR_TYPES.get(code, "api_error"), "message": message}
+        return web.json_response({"type": "error", "error": error}, status=code, headers=headers)
 
     def _usage(self, body: dict[str, Any], content: list[dict[str, Any]]) -> dict[str, int]:
         segments: list[tuple[str, bool]] = [

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from collector.config import parse
+from collector.evaluate.config import Evaluator, Evaluators, Judge
 
 README = (Path(__file__).parents[1] / "README.md").read_text()
 
@@ -19,6 +20,20 @@ def test_the_configuration_reference_is_a_valid_config_with_the_real_defaults(mo
         monkeypatch.delenv(var, raising=False)
     documented = parse(yaml.safe_load(block.replace("${env:ANTHROPIC_API_KEY}", "").replace("${env:ANTHROPIC_BASE_URL}", "")))
     assert documented == parse({})
+
+
+def test_the_configuration_reference_spells_out_every_evaluator_and_the_judge_provider() -> None:
+    block = yaml.safe_load(
+        README.split("## Configuration reference", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+    )
+    documented = block["evaluators"]
+    assert set(documented) == set(Evaluators.model_fields)
+    for name, field in Evaluators.model_fields.items():
+        if name != "custom":
+            assert set(documented[name]) == set(Evaluator.model_fields), name
+            assert parse({"evaluators": {name: documented[name]}}).evaluators == Evaluators(), name
+            assert field.default == Evaluator.model_validate(documented[name])
+    assert block["judge"]["provider"] == Judge().provider
 
 
 def test_quick_start_has_exactly_two_commands_and_ci_runs_the_second() -> None:

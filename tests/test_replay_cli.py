@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fake_anthropic import FakeAnthropic, verdict
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from support import FRAMEWORKS, iter_json_lines, trace_requests
 
@@ -72,3 +73,53 @@ def test_a_bad_file_is_named_and_the_rest_still_evaluated(tmp_path: Path) -> Non
 def test_nothing_to_replay_is_an_error(tmp_path: Path) -> None:
     run = replay(str(tmp_path))
     assert run.returncode == 1 and "no OTLP files found" in run.stderr
+
+
+def test_replay_with_the_default_config_judges_omission_where_a_catalog_was_shown_and_no_skill_loaded(
+    tmp_path: Path,
+) -> None:
+    """A newcomer's first run: a judge and nothing else configured.  A recording whose catalog
+    was advertised and that loaded no skill, and one whose only load failed (a typo'd name),
+    both get a judged skill_omission row, never skipped/sampled_out."""
+    fake = FakeAnthropic().start()
+    try:
+        fake.queue(
+            verdict(
+                {
+                    "reasoning": "The user asked for release notes and the load of relese-notes failed.",
+                    "should_have_used_skill": True,
+                    "skill": "release-notes",
+                },
+                evaluation="skill_omission",
+            )
+        )
+        config = tmp_path / "skillgauge.yaml"
+        config.write_text(f"judge:\n  base_url: {fake.base_url}\n  api_key: test-key\n")
+        run = replay(
+            str(FRAMEWORKS / "strands" / "missing_skill.traces.jsonl"),
+            str(FRAMEWORKS / "strands" / "no_skill.traces.jsonl"),
+            "--format",
+            "json",
+            "--config",
+            str(config),
+        )
+        assert run.returncode == 0, run.stderr
+        lines = list(iter_json_lines(run.stdout))
+        omission = {r["session_id"]: r for r in lines if r.get("evaluation") == "skill_omission"}
+        coverage = {c["coverage"]["session_id"]: c["coverage"] for c in lines if "coverage" in c}
+        assert set(omission) == {"strands-missing_skill-0001", "strands-no_skill-0001"}
+        for sid, row in omission.items():
+            assert coverage[sid]["catalog"]["state"] == "advertised", sid
+            assert row["status"] == "judged", row
+            assert row["judge"]["input_tokens"] + row["judge"]["cache_write_tokens"] > 0
+        missed = omission["strands-missing_skill-0001"]
+        assert (missed["passed"], missed["skill"]) == (False, "release-notes")
+        assert missed["reason"] == "skill_omitted"
+        assert [s["status"] for s in coverage["strands-missing_skill-0001"]["skill_loads"]] == ["failed"]
+        declined = omission["strands-no_skill-0001"]
+        assert (declined["passed"], declined["reason"]) == (True, "correctly_declined")
+        attempts = {s.blocks()["unsuccessful_skill_loads"] for s in fake.of_kind("skill_omission")}
+        assert any(a.startswith("- relese-notes: failed") for a in attempts), attempts
+        assert any(a.startswith("(none") for a in attempts), attempts
+    finally:
+        fake.stop()

@@ -1,6 +1,11 @@
-"""The Claude judge: ``anthropic.AsyncAnthropic`` with a forced verdict tool and prompt caching.
+"""The Claude judge: the SDK's own client for the configured provider (``AsyncAnthropic``,
+``AsyncAnthropicBedrock`` or ``AsyncAnthropicVertex``) with a forced verdict tool and prompt
+caching.
 
-This is the only module that imports ``anthropic``.  The SDK's own retries are off
+This is the only module that imports ``anthropic``.  Bedrock signs each request with SigV4
+from the AWS credential chain (boto3); Vertex sends a Google OAuth token from Application
+Default Credentials (google-auth); both resolve credentials per call, so a rotated key
+is picked up and a missing one fails the call, not the start.  The SDK's own retries are off
 (``max_retries=0``) so that the policy is ours and testable: ``RetryPolicy`` decides, this
 module waits (``sleep`` is injectable) and reports every attempt to the observer.  Each
 attempt has a hard deadline (``timeout``), enforced both by the HTTP client and by
@@ -12,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 import anthropic
 import orjson
@@ -29,7 +34,41 @@ from evaluators.judge.base import (
 )
 
 Sleep = Callable[[float], Awaitable[None]]
+Provider = Literal["anthropic", "bedrock", "vertex"]
 _EPHEMERAL: dict[str, Any] = {"type": "ephemeral"}
+# The body's anthropic_version the platforms document for the Messages API on InvokeModel /
+# rawPredict (the SDK would send the Claude API's own version date there).
+PLATFORM_VERSIONS: dict[Provider, str] = {"bedrock": "bedrock-2023-05-31", "vertex": "vertex-2023-10-16"}
+
+
+def make_client(
+    provider: Provider,
+    *,
+    api_key: str | None,
+    base_url: str | None,
+    timeout: float,
+    aws_region: str | None = None,
+    project_id: str | None = None,
+    region: str | None = None,
+) -> anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex:
+    """The SDK's client for ``provider``, its own retries off.  The aiohttp transport costs
+    less CPU a call than the default httpx one (tests/perf/judge_call_cost.py: 2.3-2.8
+    against 2.5-3.8 ms on a slow machine)."""
+    common: dict[str, Any] = {
+        "base_url": base_url,
+        "timeout": timeout,
+        "max_retries": 0,
+        "open_telemetry": False,
+        "http_client": anthropic.DefaultAioHttpClient(timeout=timeout),
+    }
+    if provider == "bedrock":
+        return anthropic.AsyncAnthropicBedrock(aws_region=aws_region, **common)
+    if provider == "vertex":
+        assert region and project_id  # the config requires both
+        return anthropic.AsyncAnthropicVertex(region=region, project_id=project_id, **common)
+    # An explicit credential keeps the SDK from looking for profiles or other credentials on
+    # disk; a gateway given by base_url alone gets a placeholder key.
+    return anthropic.AsyncAnthropic(api_key=api_key or "unset", **common)
 
 
 def _kind(status: int | None, timed_out: bool) -> FailureKind:
@@ -80,19 +119,27 @@ class AnthropicJudge:
         retry: RetryPolicy,
         observer: JudgeObserver | None = None,
         sleep: Sleep = asyncio.sleep,
-        client: anthropic.AsyncAnthropic | None = None,
+        client: anthropic.AsyncAnthropic
+        | anthropic.AsyncAnthropicBedrock
+        | anthropic.AsyncAnthropicVertex
+        | None = None,
+        provider: Provider = "anthropic",
+        aws_region: str | None = None,
+        project_id: str | None = None,
+        region: str | None = None,
     ) -> None:
-        # An explicit credential keeps the SDK from looking for profiles or other
-        # credentials on disk; a gateway given by base_url alone gets a placeholder key.
-        # The aiohttp transport costs less CPU a call than the default httpx one
-        # (tests/perf/judge_call_cost.py: 2.3-2.8 against 2.5-3.8 ms on a slow machine).
-        self._client = client or anthropic.AsyncAnthropic(
-            api_key=api_key or "unset",
+        self._client = client or make_client(
+            provider,
+            api_key=api_key,
             base_url=base_url,
             timeout=timeout,
-            max_retries=0,
-            open_telemetry=False,
-            http_client=anthropic.DefaultAioHttpClient(timeout=timeout),
+            aws_region=aws_region,
+            project_id=project_id,
+            region=region,
+        )
+        self._provider = provider
+        self._extra_body = (
+            {"anthropic_version": PLATFORM_VERSIONS[provider]} if provider in PLATFORM_VERSIONS else None
         )
         self._timeout = timeout
         self._retry = retry
@@ -115,7 +162,9 @@ class AnthropicJudge:
                 async with asyncio.timeout(self._timeout):
                     # The raw reply, read with orjson: the SDK's models cost more than the
                     # verdict is worth (a quarter of a call's CPU, for a few fields).
-                    raw = await self._client.messages.with_raw_response.create(**params)
+                    raw = await self._client.messages.with_raw_response.create(
+                        **params, extra_body=self._extra_body
+                    )
                     message = orjson.loads(await raw.read())
             except (TimeoutError, anthropic.APITimeoutError) as err:
                 timed_out, detail = True, f"no answer within {self._timeout:g}s ({type(err).__name__})"
@@ -126,6 +175,15 @@ class AnthropicJudge:
                 detail = f"connection failed: {err}"
             except orjson.JSONDecodeError as err:
                 detail = f"the reply is not JSON: {err}"
+            except Exception as err:  # the provider's credentials (boto3, google-auth) before sending
+                latency = time.monotonic() - started
+                self._observer.request(request.model, "error", latency)
+                raise JudgeFailure(
+                    "error",
+                    f"the {self._provider} client could not send the request: {type(err).__name__}: {err}",
+                    attempts=attempt + 1,
+                    latency_s=spent + latency,
+                ) from err
             else:
                 if isinstance(message, dict):
                     return _reply(request.model, message, time.monotonic() - started)

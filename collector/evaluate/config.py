@@ -13,6 +13,7 @@ from pydantic import (
 )
 
 from collector.configtypes import Seconds, Strict, read_secret
+from collector.evaluate.prices import DEFAULT_MODELS, Provider, list_price, model_problem
 
 
 class Price(Strict):
@@ -22,12 +23,6 @@ class Price(Strict):
     output: float = Field(ge=0)
     cache_read: float | None = Field(default=None, ge=0)  # default 0.1 x input
     cache_write: float | None = Field(default=None, ge=0)  # default 1.25 x input (5-minute cache)
-
-
-# List prices of the default model's class; override or extend them under judge.prices.
-DEFAULT_PRICES: dict[str, Price] = {
-    "claude-sonnet-5-5": Price(input=3.0, output=15.0),
-}
 
 
 DEFAULT_USD_PER_DAY = 50.0  # judge.budget.usd_per_day unless configured; null removes it
@@ -53,10 +48,21 @@ class JudgeBudget(Budget):
 
 
 class Judge(Strict):
+    """The judge's provider and limits.  ``anthropic`` authenticates with ``api_key`` (or a
+    gateway at ``base_url``); ``bedrock`` with the usual AWS credential chain
+    (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, AWS_PROFILE, a role) in
+    ``aws_region``; ``vertex`` with Google's Application Default Credentials
+    (GOOGLE_APPLICATION_CREDENTIALS, gcloud, the metadata server) in ``project_id`` and
+    ``region``.  ``base_url`` overrides any provider's endpoint (a private endpoint, a test)."""
+
+    provider: Provider = "anthropic"
     api_key: str | None = None
     api_key_file: str | None = None  # instead of api_key: the key is the file's content
     base_url: str | None = None
-    model: str = "claude-sonnet-5-5"
+    aws_region: str | None = None  # bedrock; AWS_REGION / AWS_DEFAULT_REGION when unset here
+    project_id: str | None = None  # vertex; ANTHROPIC_VERTEX_PROJECT_ID / GOOGLE_CLOUD_PROJECT when unset
+    region: str | None = None  # vertex: global, us, eu or e.g. us-east5; CLOUD_ML_REGION when unset
+    model: str = DEFAULT_MODELS["anthropic"]  # default per provider: see collector/evaluate/prices.py
     timeout: Seconds = 60.0  # per API call
     max_retries: int = Field(default=3, ge=0, le=10)  # on 429, 529, 5xx, timeouts and connection errors
     backoff: Seconds = 1.0  # first retry delay without retry-after; doubles each retry
@@ -75,10 +81,82 @@ class Judge(Strict):
 
     @property
     def configured(self) -> bool:
-        return bool(self.api_key or self.base_url)
+        """A cloud provider is configured by naming it (its credentials are resolved per
+        call, by its SDK); the Claude API needs a key or a gateway."""
+        return self.provider != "anthropic" or bool(self.api_key or self.base_url)
+
+    @property
+    def endpoint(self) -> str:
+        """Where the judge's calls go, for the startup line."""
+        if self.base_url:
+            return self.base_url
+        if self.provider == "bedrock":
+            return f"bedrock-runtime.{self.aws_region}.amazonaws.com"
+        if self.provider == "vertex":
+            return f"Vertex AI {self.region}, project {self.project_id}"
+        return "api.anthropic.com"
 
     def price(self, model: str) -> Price | None:
-        return self.prices.get(model) or DEFAULT_PRICES.get(model)
+        configured = self.prices.get(model)
+        if configured is not None:
+            return configured
+        listed = list_price(self.provider, model, self.region)
+        if listed is None:
+            return None
+        return Price(
+            input=listed.input,
+            output=listed.output,
+            cache_read=listed.cache_read,
+            cache_write=listed.cache_write,
+        )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _provider_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "model" not in data:
+            provider = data.get("provider", "anthropic")
+            if provider in DEFAULT_MODELS:
+                data = {**data, "model": DEFAULT_MODELS[provider]}
+        return data
+
+    @model_validator(mode="after")
+    def _provider_fields(self) -> Judge:
+        fields = {"bedrock": ("aws_region",), "vertex": ("project_id", "region"), "anthropic": ()}
+        for provider, names in fields.items():
+            for name in names:
+                if provider != self.provider and getattr(self, name) is not None:
+                    raise ValueError(
+                        f"{name} is a setting of provider {provider}, not {self.provider} - remove it, "
+                        f"or set provider: {provider}"
+                    )
+        if self.provider != "anthropic" and self.api_key:
+            raise ValueError(
+                f"api_key is for provider anthropic; {self.provider} takes its credentials from "
+                + (
+                    "the AWS environment (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE, a role)"
+                    if self.provider == "bedrock"
+                    else "Google Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS)"
+                )
+                + " - remove api_key (and ANTHROPIC_API_KEY is then ignored)"
+            )
+        problem = model_problem(self.provider, self.model)
+        if problem is not None:
+            raise ValueError(f"model: {problem}")
+        if self.provider == "bedrock" and not self.aws_region:
+            raise ValueError(
+                "aws_region: provider bedrock needs a region - set judge.aws_region (e.g. us-east-1) or AWS_REGION"
+            )
+        if self.provider == "vertex" and not self.project_id:
+            raise ValueError(
+                "project_id: provider vertex needs a Google Cloud project - set judge.project_id "
+                "or ANTHROPIC_VERTEX_PROJECT_ID"
+            )
+        if self.provider == "vertex" and not self.region:
+            raise ValueError(
+                "region: provider vertex needs a region - set judge.region (global, us, eu or e.g. us-east5) "
+                "or CLOUD_ML_REGION"
+            )
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -93,7 +171,10 @@ class Judge(Strict):
         return data
 
     def __repr__(self) -> str:  # never print the key
-        return f"Judge(model={self.model!r}, base_url={self.base_url!r}, api_key={'***' if self.api_key else None})"
+        return (
+            f"Judge(provider={self.provider!r}, model={self.model!r}, base_url={self.base_url!r}, "
+            f"api_key={'***' if self.api_key else None})"
+        )
 
 
 class Skills(Strict):
@@ -180,7 +261,8 @@ class Evaluators(Strict):
     skill_invoked: Evaluator = Evaluator()
     skill_selection_accuracy: Evaluator = Evaluator()
     skill_instruction_following: Evaluator = Evaluator()
-    skill_omission: Evaluator = Evaluator(sampling=10.0)  # runs on many sessions: sampled on its own
+    # Every eligible session: the judge's daily USD budget is the guard.
+    skill_omission: Evaluator = Evaluator()
     custom: tuple[CustomEvaluator, ...] = ()
 
     @field_validator("custom")

@@ -31,6 +31,10 @@ def build_judge(config: Evaluation, observer: JudgeObserver) -> Judge | None:
         timeout=j.timeout,
         retry=RetryPolicy(j.max_retries, j.backoff, j.max_backoff, j.max_retry_after),
         observer=observer,
+        provider=j.provider,
+        aws_region=j.aws_region,
+        project_id=j.project_id,
+        region=j.region,
     )
 
 

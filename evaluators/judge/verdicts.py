@@ -244,7 +244,11 @@ class OmissionScale:
                 "should_have_used_skill": {"type": "boolean"},
                 "skill": {
                     "type": ["string", "null"],
-                    "description": "The advertised skill that should have been used, else null.",
+                    # Only an advertised name (or null) fits: a verdict cannot name a skill
+                    # outside the catalog, so none is rejected and billed twice for it.
+                    "enum": [*self.catalog, None],
+                    "description": "The advertised skill that should have been used, exactly as the "
+                    "catalog spells it; null when none should have been.",
                 },
             },
             "required": ["reasoning", "should_have_used_skill", "skill"],

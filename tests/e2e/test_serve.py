@@ -147,8 +147,20 @@ def test_startup_log_names_the_judge_budget_and_session_cap(tmp_path: Path) -> N
         line = next(line for line in srv.log().splitlines() if "judge: " in line)
     finally:
         srv.stop()
+    assert "provider anthropic, model claude-sonnet-5-5 via http://127.0.0.1:9" in line
     assert "budget usd_per_day 50" in line
     assert "at most 2000000 input tokens a session" in line
+
+
+def test_startup_log_names_a_cloud_providers_model_and_endpoint(tmp_path: Path) -> None:
+    judge = {"provider": "bedrock", "aws_region": "eu-west-1", "budget": {"usd_per_day": 20}}
+    srv = Server(tmp_path, {"judge": judge})
+    try:
+        line = next(line for line in srv.log().splitlines() if "judge: " in line)
+    finally:
+        srv.stop()
+    assert "provider bedrock, model global.anthropic.claude-sonnet-5-5 via bedrock-runtime.eu-west-1" in line
+    assert "budget usd_per_day 20" in line
 
 
 def test_sigterm_closes_and_evaluates_open_sessions(tmp_path: Path) -> None:

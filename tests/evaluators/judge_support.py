@@ -68,7 +68,6 @@ def load(
 def config(data: dict[str, Any] | None = None, **judge: Any) -> Config:
     data = dict(data or {})
     data["judge"] = {**data.get("judge", {}), **judge}
-    data.setdefault("evaluators", {}).setdefault("skill_omission", {"sampling": 100})
     return parse(data)
 
 

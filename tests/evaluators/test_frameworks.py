@@ -41,7 +41,6 @@ def _config(fake: FakeAnthropic) -> dict[str, Any]:
     return {
         "judge": {"base_url": fake.base_url, "api_key": "test-key"},
         "skills": {"paths": [str(SKILLS)]},
-        "evaluators": {"skill_omission": {"sampling": 100}},
         "expectations": [{"when": {"user_message": "(?i)release notes"}, "expect": ["release-notes"]}],
     }
 
