@@ -130,11 +130,8 @@ async def test_bedrock_judges_through_sigv4_signed_invoke_calls(fake: FakeAnthro
             seen.headers["authorization"].startswith(f"AWS4-HMAC-SHA256 Credential={fake.access_key}/")
             and f"/{REGION}/bedrock/aws4_request" in seen.headers["authorization"]
         )
-        assert seen.wire["tool_choice"] == {
-            "type": "tool",
-            "name": "record_verdict",
-            "disable_parallel_tool_use": True,
-        }
+        assert "tool_choice" not in seen.wire and seen.wire["thinking"] == {"type": "between_tools"}
+        assert seen.wire["output_config"]["format"]["type"] == "json_schema"
 
 
 async def test_bedrock_signed_for_another_region_is_an_error_row_and_not_retried(
