@@ -220,6 +220,11 @@ THINKING_REJECTED = {
     "claude-opus-5-5": frozenset({"disabled", "enabled"}),
 }
 BETWEEN_TOOLS = frozenset({"claude-sonnet-5-5"})
+# Adaptive thinking unless switched off: a verdict from these comes after a thinking block
+# (empty, as at the default display "omitted") when the request leaves thinking on.
+THINKS = frozenset(
+    {"claude-opus-5-5", "claude-opus-5", "claude-sonnet-5-5", "claude-sonnet-5", "claude-haiku-5-5"}
+)
 NO_STRUCTURED_OUTPUTS = frozenset({"claude-sonnet-4", "claude-opus-4-1"})
 EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
 _UNSUPPORTED_KEYWORDS = frozenset(
@@ -540,16 +545,17 @@ class FakeAnthropic:
             content = [{"type": "text", "text": words}] if words else []
             stop = action.payload["stop_reason"]
         elif seen.structured:
-            content = [{"type": "text", "text": json.dumps(action.payload["input"])}]
+            content = [*self._thought(seen), {"type": "text", "text": json.dumps(action.payload["input"])}]
             stop = "end_turn"
         else:
             content = [
+                *self._thought(seen),
                 {
                     "type": "tool_use",
                     "id": f"toolu_{next(self._ids):06d}",
                     "name": "record_verdict",
                     "input": action.payload["input"],
-                }
+                },
             ]
             stop = "tool_use"
         usage = self._usage(seen.body, content)
@@ -565,6 +571,13 @@ class FakeAnthropic:
                 "usage": usage,
             }
         )
+
+    def _thought(self, seen: Seen) -> list[dict[str, Any]]:
+        """The thinking block a thinking model puts before its answer (empty: display omitted)."""
+        thinking = (seen.body.get("thinking") or {}).get("type")
+        if api_name(str(seen.body.get("model"))) not in THINKS or thinking in ("disabled", "between_tools"):
+            return []
+        return [{"type": "thinking", "thinking": "", "signature": f"sig{next(self._ids):06d}"}]
 
     def _error(
         self, route: str, code: int, message: str, headers: dict[str, str] | None = None

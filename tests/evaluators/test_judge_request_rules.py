@@ -156,3 +156,15 @@ async def test_an_older_model_is_judged_through_the_forced_tool(fake: FakeAnthro
     assert (row.status, row.passed, row.explanation) == ("judged", True, "Fits.")
     (seen,) = fake.of_kind("skill_selection_accuracy")
     assert seen.body["tool_choice"]["name"] == "record_verdict" and not seen.rejected
+
+
+async def test_a_model_that_thinks_first_still_gives_its_verdict(fake: FakeAnthropic) -> None:
+    c = Collected(config(api_key="k", base_url=fake.base_url, model="claude-opus-5-5"))
+    try:
+        await c.run(session(loads=[load()]))
+    finally:
+        await c.runner.close()
+    assert (only(c.rows(), "skill_selection_accuracy").status, len(fake.requests)) == ("judged", 2)
+    for seen in fake.requests:
+        assert not seen.rejected and seen.body["output_config"]["effort"] == "low"
+        assert "thinking" not in seen.body  # always adaptive on Opus 5.5: "disabled" is a 400
