@@ -57,7 +57,7 @@ class Settings:
     custom: tuple[CustomSpec, ...] = ()
     registry: SkillRegistry = registry_mod.EMPTY
     max_input_tokens: int = 200_000
-    max_tokens: int = 1024
+    max_tokens: int = 2048
 
     def policy(self, evaluation: str) -> Policy:
         for spec in self.custom:

@@ -205,7 +205,11 @@ class Coverage:
             "catalog": {
                 "state": s.catalog.state,
                 "skills": sorted(e.name for e in s.catalog.skills.values()),
-                **({"truncated": True, "entries_not_kept": s.catalog.truncated} if s.catalog.truncated else {}),
+                **(
+                    {"truncated": True, "entries_not_kept": s.catalog.truncated}
+                    if s.catalog.truncated
+                    else {}
+                ),
             },
             "skill_loads": [
                 {

@@ -14,14 +14,25 @@ Three providers' routes (non-streaming), each checked as its platform would:
   the whole exchange over loopback.
 
 A request that fails a platform's check is answered as the platform would (403 / 401 / 400)
-and recorded with ``rejected`` set.  It runs in its own thread and event loop, so the
+and recorded with ``rejected`` set.  So is a body the Messages API itself would refuse
+(400 invalid_request_error on every route), by the rules ``api_problem`` applies per model,
+written from Anthropic's model pages (not from the judge's own table): forced
+``tool_choice`` (``tool`` / ``any``) on Claude Sonnet 5.5 and Opus 5.5; ``thinking``
+``disabled`` or ``enabled`` on those two; ``between_tools`` anywhere but Sonnet 5.5 or at
+effort ``xhigh`` / ``max``; structured outputs on a model without them (Sonnet 4, Opus 4.1);
+an ``output_config.format`` schema outside the structured-output subset (not a
+``json_schema`` of an object, an object without ``additionalProperties: false``, a numeric
+or length constraint, an enum of objects).  It runs in its own thread and event loop, so the
 same fake serves in-process async tests and ``skillgauge`` subprocesses.
 
 Scripting: ``queue(*actions)`` answers the next requests in order (a matcher may restrict
 an action to one evaluation kind or skill); after the queue, ``script(seen)`` decides,
 and the default script gives a plausible verdict for each evaluator.  Actions:
 ``verdict(input)``, ``status(code, retry_after=...)``, ``delay(seconds, then)``,
-``text(...)`` (no tool call).
+``text(...)`` (prose, no verdict), ``stopped(stop_reason, text)`` (a reply cut short or a
+refusal).  A verdict answers a structured-output request (``output_config.format``) as the
+API does, with one text block holding the verdict as JSON, and a forced-tool request with a
+``tool_use`` block.
 
 Every request is recorded (headers, JSON body, in-flight count).  ``usage`` is realistic:
 tokens are ~4 characters each, and the prompt-caching fields are computed from the
@@ -70,7 +81,14 @@ class Seen:
     rejected: str = ""  # why the platform's check refused it (nothing was judged)
 
     @property
+    def structured(self) -> bool:
+        """The request asks for structured output (else for a forced verdict tool)."""
+        return "format" in (self.body.get("output_config") or {})
+
+    @property
     def schema(self) -> dict[str, Any]:
+        if self.structured:
+            return dict(self.body["output_config"]["format"].get("schema") or {})
         tools = self.body.get("tools") or [{}]
         return dict(tools[0].get("input_schema") or {})
 
@@ -139,6 +157,11 @@ def text(words: str, **match: str) -> Action:
     return Action("text", {"text": words}, **match)
 
 
+def stopped(stop_reason: str, words: str = "", **match: str) -> Action:
+    """A 200 reply that stopped with ``stop_reason`` (``refusal``, ``max_tokens``) after ``words``."""
+    return Action("stopped", {"stop_reason": stop_reason, "text": words}, **match)
+
+
 def garbled(body: str, **match: str) -> Action:
     """A 200 whose body is this text (a broken gateway or proxy), not a Messages API reply."""
     return Action("garbled", {"body": body}, **match)
@@ -185,6 +208,93 @@ _SIGV4 = re.compile(
     r"/aws4_request, SignedHeaders=(?P<signed>[a-z0-9;-]+), Signature=[0-9a-f]{64}$"
 )
 PLATFORM_VERSIONS = {"bedrock": "bedrock-2023-05-31", "vertex": "vertex-2023-10-16"}
+
+
+# -- what the Messages API refuses, per model (Claude API name) ---------------------------
+# From platform.claude.com/docs/en/models/sonnet-5-5/whats-new-sonnet-5-5 and
+# .../opus-5-5/whats-new-opus-5-5 (forced tool use and thinking), and the structured
+# outputs page (its JSON Schema subset; Claude Sonnet 4 and Opus 4.1 are not listed).
+FORCED_TOOL_REJECTED = frozenset({"claude-sonnet-5-5", "claude-opus-5-5"})
+THINKING_REJECTED = {
+    "claude-sonnet-5-5": frozenset({"disabled", "enabled"}),
+    "claude-opus-5-5": frozenset({"disabled", "enabled"}),
+}
+BETWEEN_TOOLS = frozenset({"claude-sonnet-5-5"})
+# Adaptive thinking unless switched off: a verdict from these comes after a thinking block
+# (empty, as at the default display "omitted") when the request leaves thinking on.
+THINKS = frozenset(
+    {"claude-opus-5-5", "claude-opus-5", "claude-sonnet-5-5", "claude-sonnet-5", "claude-haiku-5-5"}
+)
+NO_STRUCTURED_OUTPUTS = frozenset({"claude-sonnet-4", "claude-opus-4-1"})
+EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
+_UNSUPPORTED_KEYWORDS = frozenset(
+    {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+    | {"minLength", "maxLength", "pattern", "maxItems", "uniqueItems", "minProperties", "maxProperties"}
+)
+_MODEL_ID = re.compile(
+    r"^(?:[a-z]{2,6}\.)?(?:anthropic\.)?(?P<name>claude-[a-z0-9-]+?)(?:-\d{8})?(?:@\d{8})?(?:-v\d+(?::\d+)?)?$"
+)
+
+
+def api_name(model: str) -> str:
+    """The Claude API name behind a Claude API, Bedrock (id, profile or ARN) or Vertex model id."""
+    match = _MODEL_ID.match(model.rsplit("/", 1)[-1])
+    return match.group("name") if match else model
+
+
+def schema_problem(schema: Any, where: str = "schema") -> str:
+    """Why ``schema`` is outside the structured-output JSON Schema subset, or ''."""
+    if not isinstance(schema, dict):
+        return f"{where}: not a schema object"
+    bad = sorted(_UNSUPPORTED_KEYWORDS & schema.keys())
+    if bad:
+        return f"{where}: {', '.join(bad)} is not supported"
+    types = schema.get("type")
+    types = types if isinstance(types, list) else [types]
+    if "enum" in schema and any(isinstance(v, dict | list) for v in schema["enum"]):
+        return f"{where}.enum: only strings, numbers, booleans and null"
+    if "object" in types:
+        if schema.get("additionalProperties") is not False:
+            return f"{where}: additionalProperties must be false"
+        props = schema.get("properties") or {}
+        for name, sub in props.items():
+            problem = schema_problem(sub, f"{where}.properties.{name}")
+            if problem:
+                return problem
+    if "array" in types and "items" in schema:
+        return schema_problem(schema["items"], f"{where}.items")
+    return ""
+
+
+def api_problem(model: str, body: dict[str, Any]) -> str:
+    """Why the Messages API would answer ``body`` for ``model`` with 400, or ''."""
+    name = api_name(model)
+    choice = (body.get("tool_choice") or {}).get("type")
+    if choice in ("tool", "any") and name in FORCED_TOOL_REJECTED:
+        return f"tool_choice: forced tool use ({choice!r}) is not supported for {name}; use 'auto' or 'none'"
+    output = body.get("output_config") or {}
+    effort = output.get("effort")
+    if effort is not None and effort not in EFFORTS:
+        return f"output_config.effort: {effort!r} is not one of {', '.join(sorted(EFFORTS))}"
+    thinking = (body.get("thinking") or {}).get("type")
+    if thinking in THINKING_REJECTED.get(name, ()):
+        fix = "between_tools" if name in BETWEEN_TOOLS else "adaptive"
+        return f'"thinking.type.{thinking}" is not supported for this model. Use "thinking.type.{fix}"'
+    if thinking == "between_tools":
+        if name not in BETWEEN_TOOLS:
+            return f'"thinking.type.between_tools" is not supported for {name}'
+        if effort in ("xhigh", "max"):
+            return f"thinking.type.between_tools is not supported at effort {effort}"
+    if "format" in output:
+        if name in NO_STRUCTURED_OUTPUTS:
+            return f"output_config.format: structured outputs are not supported for {name}"
+        fmt = output["format"] or {}
+        if fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict):
+            return "output_config.format: type must be json_schema with a schema"
+        if fmt["schema"].get("type") != "object":
+            return "output_config.format.schema: the root must be an object schema"
+        return schema_problem(fmt["schema"], "output_config.format.schema")
+    return ""
 
 
 def _b64url(data: str) -> bytes:
@@ -405,6 +515,10 @@ class FakeAnthropic:
             if problem:
                 code = {"bedrock": 403, "vertex": 401}.get(route, 400)
                 return self._error(route, code, problem)
+            refused = api_problem(model, body)
+            if refused:
+                seen.rejected = refused
+                return self._error(route, 400, refused)
             action = self._next(seen)
             while action.kind == "delay":
                 await asyncio.sleep(action.payload["seconds"])
@@ -426,14 +540,22 @@ class FakeAnthropic:
         if action.kind == "text":
             content: list[dict[str, Any]] = [{"type": "text", "text": action.payload["text"]}]
             stop = "end_turn"
+        elif action.kind == "stopped":
+            words = action.payload["text"]
+            content = [{"type": "text", "text": words}] if words else []
+            stop = action.payload["stop_reason"]
+        elif seen.structured:
+            content = [*self._thought(seen), {"type": "text", "text": json.dumps(action.payload["input"])}]
+            stop = "end_turn"
         else:
             content = [
+                *self._thought(seen),
                 {
                     "type": "tool_use",
                     "id": f"toolu_{next(self._ids):06d}",
                     "name": "record_verdict",
                     "input": action.payload["input"],
-                }
+                },
             ]
             stop = "tool_use"
         usage = self._usage(seen.body, content)
@@ -449,6 +571,13 @@ class FakeAnthropic:
                 "usage": usage,
             }
         )
+
+    def _thought(self, seen: Seen) -> list[dict[str, Any]]:
+        """The thinking block a thinking model puts before its answer (empty: display omitted)."""
+        thinking = (seen.body.get("thinking") or {}).get("type")
+        if api_name(str(seen.body.get("model"))) not in THINKS or thinking in ("disabled", "between_tools"):
+            return []
+        return [{"type": "thinking", "thinking": "", "signature": f"sig{next(self._ids):06d}"}]
 
     def _error(
         self, route: str, code: int, message: str, headers: dict[str, str] | None = None
@@ -472,6 +601,8 @@ class FakeAnthropic:
         segments: list[tuple[str, bool]] = [
             (json.dumps(t, sort_keys=True), "cache_control" in t) for t in body.get("tools", [])
         ]
+        if "format" in (body.get("output_config") or {}):  # the schema is part of the prompt
+            segments.append((json.dumps(body["output_config"]["format"], sort_keys=True), False))
         system = body.get("system", [])
         if isinstance(system, str):
             segments.append((system, False))

@@ -1,6 +1,7 @@
 """The Claude judge: the SDK's own client for the configured provider (``AsyncAnthropic``,
-``AsyncAnthropicBedrock`` or ``AsyncAnthropicVertex``) with a forced verdict tool and prompt
-caching.
+``AsyncAnthropicBedrock`` or ``AsyncAnthropicVertex``) asking for the verdict as structured
+output (or, on the older models ``collector.evaluate.models`` marks so, a forced verdict
+tool), with prompt caching of the system prompt and the stable data blocks.
 
 This is the only module that imports ``anthropic``.  Bedrock signs each request with SigV4
 from the AWS credential chain (boto3); Vertex sends a Google OAuth token from Application
@@ -22,6 +23,7 @@ from typing import Any, Literal
 import anthropic
 import orjson
 
+from collector.evaluate.models import judge_model
 from collector.evaluate.retry import RetryPolicy
 from evaluators.judge.base import (
     VERDICT_TOOL,
@@ -91,22 +93,36 @@ def _blocks(blocks: tuple[Any, ...]) -> list[dict[str, Any]]:
     return out
 
 
-def message_params(request: JudgeRequest) -> dict[str, Any]:
-    """The Messages API body for a request (also what tests compare the wire against)."""
-    return {
+def message_params(request: JudgeRequest, provider: Provider = "anthropic") -> dict[str, Any]:
+    """The Messages API body for a request (also what tests compare the wire against): the
+    verdict schema as ``output_config.format``, or as a forced tool where the model's row
+    says so, plus the row's thinking and effort (collector/evaluate/models.py)."""
+    row = judge_model(provider, request.model)
+    params: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens,
         "system": _blocks(request.system),
         "messages": [{"role": "user", "content": _blocks(request.content)}],
-        "tools": [
+    }
+    output: dict[str, Any] = {}
+    if row.verdict == "json":
+        output["format"] = {"type": "json_schema", "schema": request.tool_schema}
+    else:
+        params["tools"] = [
             {
                 "name": VERDICT_TOOL,
                 "description": request.tool_description,
                 "input_schema": request.tool_schema,
             }
-        ],
-        "tool_choice": {"type": "tool", "name": VERDICT_TOOL, "disable_parallel_tool_use": True},
-    }
+        ]
+        params["tool_choice"] = {"type": "tool", "name": VERDICT_TOOL, "disable_parallel_tool_use": True}
+    if row.effort is not None:
+        output["effort"] = row.effort
+    if output:
+        params["output_config"] = output
+    if row.thinking is not None:
+        params["thinking"] = dict(row.thinking)
+    return params
 
 
 class AnthropicJudge:
@@ -150,7 +166,7 @@ class AnthropicJudge:
         await self._client.close()
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
-        params = message_params(request)
+        params = message_params(request, self._provider)
         spent = 0.0
         attempt = 0
         while True:
@@ -199,9 +215,23 @@ class AnthropicJudge:
             attempt += 1
 
 
+# Why a reply holds no verdict, by stop_reason: a refusal or a cut reply is not retried.
+_STOPPED = {
+    "refusal": ("refused", "the judge model declined to answer (stop_reason refusal)"),
+    "max_tokens": (
+        "truncated",
+        "the reply reached max_tokens before the verdict was complete (stop_reason max_tokens); "
+        "raise judge.max_tokens",
+    ),
+}
+
+
 def _reply(model: str, message: dict[str, Any], latency: float) -> JudgeReply:
-    """The verdict tool's input, any text, and the usage, from a Messages API reply body."""
-    tool_input: dict[str, Any] | None = None
+    """The verdict, any text, and the usage, from a Messages API reply body.  The verdict is
+    the first text block parsed as a JSON object (structured outputs) or the verdict tool's
+    input (forced tool); thinking blocks are skipped."""
+    verdict: dict[str, Any] | None = None
+    problem = ""
     text: list[str] = []
     for block in message.get("content") or ():
         if not isinstance(block, dict):
@@ -209,13 +239,17 @@ def _reply(model: str, message: dict[str, Any], latency: float) -> JudgeReply:
         kind = block.get("type")
         if kind == "tool_use" and block.get("name") == VERDICT_TOOL:
             given = block.get("input")
-            tool_input = given if isinstance(given, dict) else None
+            verdict = given if isinstance(given, dict) else None
         elif kind == "text":
-            text.append(str(block.get("text", "")))
+            words = str(block.get("text", ""))
+            if not text and verdict is None:
+                verdict, problem = _json_verdict(words)
+            text.append(words)
+    stopped = _STOPPED.get(str(message.get("stop_reason")))
     usage = message.get("usage") or {}
     return JudgeReply(
         model=model,
-        tool_input=tool_input,
+        tool_input=None if stopped else verdict,
         input_tokens=usage.get("input_tokens") or 0,
         output_tokens=usage.get("output_tokens") or 0,
         cache_read_tokens=usage.get("cache_read_input_tokens") or 0,
@@ -223,4 +257,16 @@ def _reply(model: str, message: dict[str, Any], latency: float) -> JudgeReply:
         latency_s=latency,
         stop_reason=message.get("stop_reason"),
         text="".join(text),
+        stopped=stopped[0] if stopped else "",
+        problem=stopped[1] if stopped else ("" if verdict is not None else problem),
     )
+
+
+def _json_verdict(words: str) -> tuple[dict[str, Any] | None, str]:
+    try:
+        value = orjson.loads(words)
+    except orjson.JSONDecodeError:
+        return None, "the reply's text is not a JSON verdict"
+    if not isinstance(value, dict):
+        return None, f"the reply's JSON is a {type(value).__name__}, not a verdict object"
+    return value, ""

@@ -72,7 +72,7 @@ class Judge(Strict):
     max_queue: int = Field(
         default=1000, gt=0
     )  # judge evaluations waiting or in flight; beyond: skipped/queue_full
-    max_tokens: int = Field(default=1024, gt=0)  # output tokens per verdict
+    max_tokens: int = Field(default=2048, gt=0)  # output tokens per verdict, thinking included
     max_input_tokens: int = Field(default=200_000, ge=2_000)  # AgentCore's per-evaluation input quota
     # Over all judge calls of one session revision; beyond it: skipped/budget_exhausted.
     max_session_input_tokens: int | None = Field(default=2_000_000, ge=2_000)

@@ -2,7 +2,8 @@
 
 The only place where a verdict becomes a score.  A verdict that does not fit the rating
 scale is retried once (with a note saying what was wrong), then recorded as ``error /
-judge_unparseable``.  Every call's tokens and cost are charged to the budgets and land on
+judge_unparseable``; a reply that stopped before any verdict (a refusal, or cut at
+``max_tokens``) is recorded at once as ``error / judge_refused`` or ``judge_truncated``.  Every call's tokens and cost are charged to the budgets and land on
 the row (``judge``), whatever its status.
 """
 
@@ -11,10 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from evaluators.judge.base import Judge, JudgeFailure, JudgeObserver, JudgeReply, NullObserver
+from evaluators.judge.base import (
+    STOP_REASONS,
+    Judge,
+    JudgeFailure,
+    JudgeObserver,
+    JudgeReply,
+    NullObserver,
+)
 from evaluators.judge.budget import Budgets, Reservation, SessionTokens
 from evaluators.judge.pricing import Prices
 from evaluators.judge.prompt import estimate_tokens, with_retry_note
+from evaluators.judge.verdicts import invalid
 from evaluators.plan import JudgeTask
 from evaluators.result import EvaluationResult, JudgeUsage, judged, unjudged
 
@@ -118,7 +127,18 @@ async def execute(task: JudgeTask, env: JudgeEnv) -> EvaluationResult:
         env.observer.billed(model, "cache_read", reply.cache_read_tokens)
         env.observer.billed(model, "cache_write", reply.cache_write_tokens)
         env.observer.spent(model, usd)
-        reading = task.rubric.read(reply.tool_input)
+        if reply.stopped:
+            env.observer.request(model, "unparseable", reply.latency_s)
+            return unjudged(
+                task.evaluation,
+                session,
+                "error",
+                STOP_REASONS[reply.stopped],
+                "; ".join([*problems, reply.problem]),
+                judge=tally.usage(request.context_truncated),
+                **where,
+            )
+        reading = invalid(reply.problem) if reply.problem else task.rubric.read(reply.tool_input)
         env.observer.request(model, "ok" if reading.valid else "unparseable", reply.latency_s)
         if not reading.valid:
             problems.append(reading.problem)

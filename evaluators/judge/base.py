@@ -1,4 +1,4 @@
-"""The judge seam: a request in, a tool-call reply (or a classified failure) out.
+"""The judge seam: a request in, a verdict reply (or a classified failure) out.
 
 ``Judge`` is a one-method protocol so that tests and other providers can stand in for
 Anthropic (``evaluators.judge.testing.FakeJudge``; ``collector.evaluate.anthropic`` is the
@@ -20,7 +20,11 @@ FAILURE_REASONS: dict[FailureKind, str] = {
     "error": "judge_error",
 }
 
-VERDICT_TOOL = "record_verdict"
+# A reply that stopped without a verdict (``JudgeReply.stopped``) -> its ``error`` result
+# reason.  Not retried: the same request would stop the same way.
+STOP_REASONS: dict[str, str] = {"refused": "judge_refused", "truncated": "judge_truncated"}
+
+VERDICT_TOOL = "record_verdict"  # the forced tool's name, on models without structured outputs
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +41,7 @@ class JudgeRequest:
     model: str
     system: tuple[Block, ...]
     content: tuple[Block, ...]  # the one user message
-    tool_schema: dict[str, Any]
+    tool_schema: dict[str, Any]  # the verdict's JSON schema (structured output or tool input)
     tool_description: str
     max_tokens: int
     context_truncated: bool = False
@@ -50,7 +54,7 @@ class JudgeRequest:
 @dataclass(frozen=True, slots=True)
 class JudgeReply:
     model: str
-    tool_input: dict[str, Any] | None  # None: the model did not call the verdict tool
+    tool_input: dict[str, Any] | None  # the verdict object; None: the reply holds none
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
@@ -58,6 +62,8 @@ class JudgeReply:
     latency_s: float = 0.0
     stop_reason: str | None = None
     text: str = ""
+    stopped: str = ""  # a key of STOP_REASONS: the reply stopped before any verdict
+    problem: str = ""  # why ``tool_input`` is None, when the reply says
 
 
 @dataclass

@@ -1,4 +1,9 @@
-"""Rating scales as forced-tool schemas, and the validation of what the judge returned.
+"""Rating scales as verdict schemas, and the validation of what the judge returned.
+
+Each schema is valid for structured outputs (``output_config.format``) as well as a tool's
+``input_schema``: every object closes with ``additionalProperties: false`` and lists every
+property as required, enums hold only strings, numbers or null, and no numeric or length
+constraints are used (the JSON Schema subset structured outputs accept).
 
 A verdict that does not fit its scale is *invalid*: the caller retries once, then records
 ``error / judge_unparseable``.  An invalid verdict never becomes a score.
@@ -59,7 +64,7 @@ class Level:
 def _reasoning(tool_input: dict[str, Any] | None) -> str | Reading:
     """The verdict's reasoning, or the invalid reading every scale starts by checking for."""
     if tool_input is None:
-        return invalid("no record_verdict tool call in the reply")
+        return invalid("the reply holds no verdict")
     text = tool_input.get("reasoning")
     if not isinstance(text, str) or not text.strip():
         return invalid("'reasoning' is missing or empty")
@@ -91,6 +96,7 @@ class Scale:
                 "rating": self.rating_schema(),
             },
             "required": ["reasoning", "rating"],
+            "additionalProperties": False,
         }
 
     def level(self, rating: Any) -> Level | None:
@@ -178,11 +184,13 @@ class FollowingScale:
                             "evidence": {"type": "string"},
                         },
                         "required": ["step", "status", "evidence"],
+                        "additionalProperties": False,
                     },
                 },
                 "rating": self.scale.rating_schema(),
             },
             "required": ["reasoning", "steps", "rating"],
+            "additionalProperties": False,
         }
 
     def read(self, tool_input: dict[str, Any] | None) -> Reading:
@@ -252,6 +260,7 @@ class OmissionScale:
                 },
             },
             "required": ["reasoning", "should_have_used_skill", "skill"],
+            "additionalProperties": False,
         }
 
     def read(self, tool_input: dict[str, Any] | None) -> Reading:

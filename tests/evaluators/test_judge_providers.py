@@ -13,6 +13,7 @@ from fake_anthropic import FakeAnthropic, status, verdict
 from judge_support import Collected, config, load, only, session
 
 from collector.config import ConfigError, parse
+from collector.evaluate.models import JUDGE_MODELS, JudgeModel
 from collector.evaluate.prices import list_price
 from evaluators.result import EvaluationResult
 
@@ -130,11 +131,8 @@ async def test_bedrock_judges_through_sigv4_signed_invoke_calls(fake: FakeAnthro
             seen.headers["authorization"].startswith(f"AWS4-HMAC-SHA256 Credential={fake.access_key}/")
             and f"/{REGION}/bedrock/aws4_request" in seen.headers["authorization"]
         )
-        assert seen.wire["tool_choice"] == {
-            "type": "tool",
-            "name": "record_verdict",
-            "disable_parallel_tool_use": True,
-        }
+        assert "tool_choice" not in seen.wire and seen.wire["thinking"] == {"type": "between_tools"}
+        assert seen.wire["output_config"]["format"]["type"] == "json_schema"
 
 
 async def test_bedrock_signed_for_another_region_is_an_error_row_and_not_retried(
@@ -325,3 +323,19 @@ def test_defaults_per_provider_and_region_from_the_environment(monkeypatch: pyte
     assert list_price("bedrock", "global.anthropic.claude-sonnet-5-5").input == 2.0  # type: ignore[union-attr]
     assert list_price("bedrock", "anthropic.claude-sonnet-4-20250514-v1:0").input == 3.0  # type: ignore[union-attr]
     assert list_price("vertex", "claude-opus-4-1@20250805", "us-east5").output == 75.0  # type: ignore[union-attr]
+
+
+async def test_a_forced_tool_request_for_sonnet_5_5_is_refused_on_every_provider(
+    fake: FakeAnthropic, aws: None, google: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The judge's old request (a forced verdict tool) for the default model: each platform's
+    route answers 400, the row says why, and nothing is retried."""
+    monkeypatch.setitem(JUDGE_MODELS, "claude-sonnet-5-5", JudgeModel(verdict="tool"))
+    claude = Collected(config(api_key="k", base_url=fake.base_url, backoff="10ms"))
+    for route, c in (("anthropic", claude), ("bedrock", bedrock(fake)), ("vertex", vertex(fake))):
+        await run(c, session(f"s-{route}"))
+        row = only(c.rows(), "skill_omission")
+        assert (row.status, row.reason) == ("error", "judge_error"), route
+        assert "HTTP 400" in row.explanation and "forced tool use" in row.explanation, route
+        (seen,) = fake.of_route(route)
+        assert "forced tool use" in seen.rejected and seen.wire["tool_choice"]["type"] == "tool"

@@ -144,8 +144,9 @@ async def test_sampled_out_is_skipped_and_deterministic() -> None:
 
 
 async def test_budget_exhausted_is_skipped() -> None:
-    cfg = config({"judge": {"budget": {"tokens_per_hour": 7000}}})
-    c = Collected(cfg, FakeJudge(_valid, input_tokens=3000))  # each call bills 3020 tokens
+    # each call reserves its input estimate + max_tokens, and bills 3020 tokens
+    cfg = config({"judge": {"max_tokens": 1024, "budget": {"tokens_per_hour": 7000}}})
+    c = Collected(cfg, FakeJudge(_valid, input_tokens=3000))
     await c.run(*(session(f"s-{i}", loads=[load()]) for i in range(3)))
     judged = [r for r in c.rows() if r.status == "judged" and r.judge is not None]
     skipped = [r for r in c.rows() if r.status == "skipped"]

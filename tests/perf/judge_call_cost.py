@@ -31,6 +31,7 @@ sys.path.insert(0, str(HERE.parents[1]))
 from collector.evaluate.anthropic import AnthropicJudge, message_params  # noqa: E402
 from collector.evaluate.retry import RetryPolicy  # noqa: E402
 from evaluators.judge.base import Block, JudgeRequest  # noqa: E402
+from evaluators.judge.verdicts import SELECTION  # noqa: E402
 
 _SERVER = """
 import sys, time
@@ -40,11 +41,7 @@ print(FakeAnthropic().start().port, flush=True)
 time.sleep(3600)
 """
 
-SCHEMA = {
-    "type": "object",
-    "properties": {"reasoning": {"type": "string"}, "rating": {"type": "string", "enum": ["Yes", "No"]}},
-    "required": ["reasoning", "rating"],
-}
+SCHEMA = SELECTION.schema()
 # About the size of a skill_instruction_following prompt: rubric, skill body, session.
 REQUEST = JudgeRequest(
     "skill_instruction_following",
@@ -53,7 +50,7 @@ REQUEST = JudgeRequest(
     (Block("skill body line\n" * 200, cache=True), Block("session transcript line\n" * 250)),
     SCHEMA,
     "Record your verdict.",
-    1024,
+    2048,
 )
 
 
