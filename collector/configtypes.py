@@ -103,7 +103,12 @@ def _endpoint(value: str) -> str:
     return value
 
 
-Endpoint = Annotated[str, AfterValidator(_endpoint)]
+def _text(value: Any) -> Any:
+    # YAML reads ``endpoint: 9464`` as a number: say what is wrong with it as an endpoint.
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+Endpoint = Annotated[str, BeforeValidator(_text), AfterValidator(_endpoint)]
 
 
 class Strict(BaseModel):

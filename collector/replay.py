@@ -98,7 +98,8 @@ async def replay(
 ) -> ReplayOutcome:
     """Evaluate the files through the same chain ``serve`` runs, with a store in memory.
 
-    ``progress`` is called after every request and file with the same ``Progress``, updated."""
+    ``progress`` is called after every request, after every file and once evaluation ended,
+    with the same ``Progress``, updated."""
     chain = Chain(config, store=MemorySpool())
     chain.recorder.keep_closed = True
     outcome = ReplayOutcome()
@@ -115,10 +116,10 @@ async def replay(
             progress(done)
 
     for path in files:
-        start = done.bytes
+        end = done.bytes + _size(path)
         try:
             for where, item, size in sized_requests_in(path):
-                done.bytes += size
+                done.bytes = min(done.bytes + size, end)
                 done.requests += 1
                 report()
                 if isinstance(item, ReceiveError):
@@ -136,12 +137,13 @@ async def replay(
         except OSError as err:
             outcome.problems.append(f"{path}: cannot read ({err.strerror})")
         done.files += 1
-        done.bytes = start + _size(path)
+        done.bytes = end
         report()
     await chain.sessions.settle()
     await chain.sessions.close_all("end_of_input")
     await chain.drain()
     await chain.runner.close()
+    report()
     outcome.coverages = chain.recorder.closed
     return outcome
 
