@@ -45,9 +45,7 @@ _INJECTION_MARKERS: tuple[str, ...] = facts.INJECTION_MARKERS
 
 
 # Each catalog marker as it survives in raw (JSON) text, with the marker itself.
-_CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(
-    zip(catalogs.RAW_MARKERS, catalogs.MARKERS, strict=True)
-)
+_CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(zip(catalogs.RAW_MARKERS, catalogs.MARKERS, strict=True))
 
 
 def _has_any(text: str, markers: tuple[str, ...] | list[str]) -> bool:

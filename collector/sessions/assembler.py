@@ -319,11 +319,7 @@ class Assembler:
         for (r, s, i), trace_id, key in usable:
             if key is None:
                 owner = self._trace_owner.get(trace_id)
-                key = (
-                    owner
-                    if owner is not None and owner in self._open
-                    else keyed.get(trace_id, trace_id.hex())
-                )
+                key = owner if owner is not None and owner in self._open else keyed.get(trace_id, trace_id.hex())
             if key in self._open or key in new:
                 continue
             if len(new) < headroom:
@@ -512,9 +508,7 @@ class Assembler:
         for load in session.skill_loads:
             if load.body is not None and len(load.body) > limit:
                 cut = len(load.body) - limit
-                load.body = (
-                    f"{load.body[:limit]}\n[... {cut} characters cut: sessions.max_skill_body_chars ...]"
-                )
+                load.body = f"{load.body[:limit]}\n[... {cut} characters cut: sessions.max_skill_body_chars ...]"
         return session
 
     def oldest_request(self) -> int | None:

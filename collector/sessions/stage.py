@@ -153,9 +153,7 @@ class SessionsStage:
     def _count(self, item: Received, result: Accepted) -> None:
         self.metrics.received.labels(item.signal, item.protocol).inc(result.accepted)
         if result.rejected > result.over_max_open:
-            self.metrics.rejected.labels(item.signal, "invalid_item").inc(
-                result.rejected - result.over_max_open
-            )
+            self.metrics.rejected.labels(item.signal, "invalid_item").inc(result.rejected - result.over_max_open)
 
     # -- closing --------------------------------------------------------------------------
 
