@@ -139,11 +139,25 @@ def test_dockerignore_keeps_what_the_dockerfile_copies_and_nothing_else() -> Non
         if line.startswith("COPY ") and "--from" not in line
         for source in line.split()[1:-1]  # the last word is the destination
     ]
-    assert set(sources) == {"pyproject.toml", "README.md", "collector", "evaluators", "deploy/docker/skillgauge.yaml"}
+    assert set(sources) == {
+        "pyproject.toml",
+        "README.md",
+        "collector",
+        "evaluators",
+        "deploy/docker/skillgauge.yaml",
+    }
     for source in sources:
         assert not _ignored(rules, source), source
         assert not _ignored(rules, f"{source}/__init__.py") or not (ROOT / source).is_dir(), source
-    for left_out in (".git/HEAD", ".venv/bin/python", "venv/lib/x.py", "skillgauge-data/skillgauge.sqlite",
-                     "spool/requests/1.seg", "tests/fixtures/frameworks/adk/README.md", ".mypy_cache/x",
-                     "collector/__pycache__/cli.cpython-311.pyc", "deploy/kubernetes/skillgauge.yaml"):
+    for left_out in (
+        ".git/HEAD",
+        ".venv/bin/python",
+        "venv/lib/x.py",
+        "skillgauge-data/skillgauge.sqlite",
+        "spool/requests/1.seg",
+        "tests/fixtures/frameworks/adk/README.md",
+        ".mypy_cache/x",
+        "collector/__pycache__/cli.cpython-311.pyc",
+        "deploy/kubernetes/skillgauge.yaml",
+    ):
         assert _ignored(rules, left_out), left_out
