@@ -177,6 +177,12 @@ def describe(problem: ErrorDetails, root: type[BaseModel] | None = None) -> str:
         close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
         if close:
             return f"unknown key - did you mean {close[0]}?"
+        elsewhere = [".".join(path) for path in _paths_of(root, str(loc[-1]))] if root is not None else []
+        if elsewhere:
+            under = " or ".join(elsewhere[:2]) + (
+                f" (or {len(elsewhere) - 2} more)" if len(elsewhere) > 2 else ""
+            )
+            return f"unknown key here - {loc[-1]} belongs under {under}: check its indentation"
         if known:
             return f"unknown key - the keys here are {', '.join(known)}"
         return "unknown key - check its spelling against the config reference in README.md"
@@ -222,6 +228,21 @@ def keys_at(root: type[BaseModel], path: Loc) -> list[str]:
     if isinstance(model, type) and issubclass(model, BaseModel):
         return list(model.model_fields)
     return []
+
+
+def _paths_of(root: type[BaseModel], key: str, depth: int = 4) -> list[tuple[str, ...]]:
+    """The models (as paths from ``root``) that have a field ``key``: for a key indented at
+    the wrong level.  ``root`` itself is not among them."""
+    found: list[tuple[str, ...]] = []
+    if depth == 0:
+        return found
+    for name, field in root.model_fields.items():
+        model = _model_or_item(field.annotation, None)
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            if key in model.model_fields:
+                found.append((name,))
+            found += [(name, *path) for path in _paths_of(model, key, depth - 1)]
+    return found
 
 
 def _model_or_item(tp: Any, part: int | str | None) -> Any:

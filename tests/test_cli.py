@@ -37,6 +37,12 @@ MISTAKES = [
         "evaluators.skill_omision",
         ["did you mean skill_omission?"],
     ),
+    (
+        "sessions:\n  idle_timeout: 30s\nmax_open: 10\n",
+        3,
+        "max_open",
+        ["unknown key here", "belongs under sessions: check its indentation"],
+    ),
     ("sessions:\n  idle_timeout: 300\n", 2, "sessions.idle_timeout", ["has no unit", "write 300s", "5m"]),
     ("judge:\n  timeout: '60'\n", 2, "judge.timeout", ["has no unit", "write 60s"]),
     ("sessions:\n  max_spans: lots\n", 2, "sessions.max_spans", ["expected a number, got 'lots'"]),
