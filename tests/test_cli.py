@@ -217,7 +217,7 @@ def test_config_defaults_is_the_whole_default_configuration_and_valid_input(
     path.write_text(text)
     code, out, err = check(path, capsys)
     assert (code, err) == (0, "") and "ok" in out
-    assert parse(data, environment=False) == Config()
+    assert parse(data, anthropic_env=False) == Config()
 
 
 class Clock:
@@ -283,7 +283,7 @@ async def test_replay_reports_files_bytes_requests_and_sessions_as_it_goes() -> 
     def progress(p: Progress) -> None:
         seen.append(Progress(**vars(p)))
 
-    outcome = await replay([str(recording)], parse({}, environment=False), progress=progress)
+    outcome = await replay([str(recording)], parse({}, anthropic_env=False), progress=progress)
     size = recording.stat().st_size
     assert seen[0].files == 0 and seen[0].bytes_total == size and seen[0].requests == 1
     requests = [p.requests for p in seen[:-2]]
