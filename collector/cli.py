@@ -19,19 +19,19 @@ from collector.progress import ProgressLine
 from evaluators.result import Coverage
 
 
-def load(path: str | Path | None, anthropic_env: bool = True) -> Config:
+def load(path: str | Path | None, anthropic_env: bool = True, unset: list[str] | None = None) -> Config:
     """The config file at ``path`` (None: the defaults), parsed and validated; each problem
     names the file and line.  ``anthropic_env``: apply ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL
-    when the file leaves them out."""
+    when the file leaves them out; ``unset``: see ``collector.config.parse``."""
     if path is None:
         return parse({}, anthropic_env=anthropic_env)
     data, lines = configfile.read(path)
-    return parse(data, str(path), anthropic_env=anthropic_env, line_of=lines.line)
+    return parse(data, str(path), anthropic_env=anthropic_env, line_of=lines.line, unset=unset)
 
 
-def _config(path: str | None, anthropic_env: bool = True) -> Config:
+def _config(path: str | None, anthropic_env: bool = True, unset: list[str] | None = None) -> Config:
     try:
-        config = load(path, anthropic_env)
+        config = load(path, anthropic_env, unset)
         if not anthropic_env:  # check-config: as serve would with a judge, key or no key
             line_of = configfile.read(path)[1].line if path else None
             problems = [locate(price_fix(f, m), path, line_of) for f, m in unpriced(config)]
@@ -119,8 +119,16 @@ def write_table(coverages: list[Coverage], out: TextIO) -> None:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    # Without ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL: a file passes or fails the same, key or no key.
-    config = _config(args.config, anthropic_env=False)
+    # Without ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL, and with an unset ${env:VAR} read as
+    # absent: a file passes or fails the same, key or no key.
+    unset: list[str] = []
+    try:
+        config = _config(args.config, anthropic_env=False, unset=unset)
+    finally:
+        if unset:  # the file was read and parsed as YAML before any variable was expanded
+            line_of = configfile.read(args.config)[1].line
+            for note in unset:
+                print(f"note: {locate(note, args.config, line_of)}")
     print(f"{args.config}: ok")
     print(
         f"  receivers: grpc {config.receivers.otlp.grpc.endpoint if config.receivers.otlp.grpc else 'off'}, "

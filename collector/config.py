@@ -77,11 +77,17 @@ class Config(Strict):
         return self
 
 
-def _expand(node: Any, where: str) -> Any:
+def _expand(node: Any, where: str, unset: list[str] | None = None) -> Any:
     if isinstance(node, str):
 
         def repl(match: re.Match[str]) -> str:
             value = os.environ.get(match.group(1), match.group(2))
+            if value is None and unset is not None:
+                unset.append(
+                    f"{where}: environment variable {match.group(1)} is not set here - checked as if "
+                    "the key were absent; serve will refuse to start without it"
+                )
+                return ""
             if value is None:
                 raise ConfigError(
                     f"{where}: environment variable {match.group(1)} is not set - export it or write ${{env:{match.group(1)}:-default}}"
@@ -90,9 +96,9 @@ def _expand(node: Any, where: str) -> Any:
 
         return _ENV.sub(repl, node)
     if isinstance(node, dict):
-        return {k: _expand(v, f"{where}.{k}" if where else str(k)) for k, v in node.items()}
+        return {k: _expand(v, f"{where}.{k}" if where else str(k), unset) for k, v in node.items()}
     if isinstance(node, list):
-        return [_expand(v, f"{where}.{i}" if where else str(i)) for i, v in enumerate(node)]
+        return [_expand(v, f"{where}.{i}" if where else str(i), unset) for i, v in enumerate(node)]
     return node
 
 
@@ -123,11 +129,13 @@ def parse(
     *,
     anthropic_env: bool = True,
     line_of: Callable[[Loc, bool], int | None] | None = None,
+    unset: list[str] | None = None,
 ) -> Config:
     """Validate already-parsed YAML data, then apply the judge's settings the file leaves
     unset from the environment (``_JUDGE_ENV``; ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL only
     with ``anthropic_env``).  With ``line_of`` (see ``collector.configfile``) every problem
-    is prefixed with ``source`` and its line."""
+    is prefixed with ``source`` and its line.  With an ``unset`` list, a ``${env:VAR}`` whose
+    variable is not set reads as absent and is noted there instead of being an error."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -135,7 +143,7 @@ def parse(
             f"{source}: the top level must be a mapping of keys such as receivers, sessions, judge"
         )
     try:
-        data = _drop_empty(_expand(data, ""))
+        data = _drop_empty(_expand(data, "", unset))
     except ConfigError as err:
         raise ConfigError(locate(str(err), source if line_of else None, line_of)) from None
     judge = data.setdefault("judge", {}) if isinstance(data.get("judge", {}), dict) else data["judge"]

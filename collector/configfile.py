@@ -23,8 +23,9 @@ class Lines:
     root: yaml.Node | None
 
     def line(self, loc: Loc, key: bool = False) -> int | None:
-        """The line of ``loc``'s value (of its key when ``key``), or of the deepest part of
-        ``loc`` the file has (a missing key: the mapping that lacks it)."""
+        """The line of ``loc``'s value (of its key when ``key`` or when the value is a mapping
+        or a list), or of the deepest part of ``loc`` the file has (a missing key: the
+        mapping that lacks it)."""
         node, line = self.root, None
         if node is None:
             return None
@@ -34,7 +35,9 @@ class Lines:
             if child is None:
                 return line
             key_node, node = child
-            line = (key_node if key and key_node is not None else node).start_mark.line + 1
+            # A mapping or list is named by its key's line (its content starts below it).
+            at_key = key or isinstance(node, yaml.MappingNode | yaml.SequenceNode)
+            line = (key_node if at_key and key_node is not None else node).start_mark.line + 1
         return line
 
 

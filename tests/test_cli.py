@@ -17,8 +17,8 @@ import pytest
 import yaml
 from support import FRAMEWORKS
 
-from collector.cli import main, parser
-from collector.config import Config, parse
+from collector.cli import load, main, parser
+from collector.config import Config, ConfigError, parse
 from collector.progress import ProgressLine
 from collector.replay import Progress, replay
 
@@ -73,12 +73,6 @@ MISTAKES = [
         2,
         "judge.model",
         ["no price for model 'claude-nova-9'", "judge.prices.claude-nova-9:"],
-    ),
-    (
-        "judge:\n  api_key: ${env:SG_SURELY_NOT_SET}\n",
-        2,
-        "judge.api_key",
-        ["SG_SURELY_NOT_SET is not set", "${env:SG_SURELY_NOT_SET:-default}"],
     ),
     (
         "sessions:\n  idle_timeout: 1s\nsessions:\n  max_open: 10\n",
@@ -164,6 +158,7 @@ def test_several_problems_are_each_named_in_file_order(
         "judge:\n  api_key: ${env:ANTHROPIC_API_KEY:-}\n  model: claude-nova-9\n",
         "sessions:\n  idle_timeout: 30s\n",  # passes either way
         "judge:\n  api_key: ${env:ANTHROPIC_API_KEY:-}\n",
+        "judge:\n  api_key: ${env:ANTHROPIC_API_KEY}\n",  # as in deploy/kubernetes
     ],
 )
 def test_check_config_does_not_depend_on_the_environment(tmp_path: Path, text: str) -> None:
@@ -179,6 +174,24 @@ def test_check_config_does_not_depend_on_the_environment(tmp_path: Path, text: s
     if "${env:" not in text:  # what the file itself asks from the environment may differ
         assert without.stdout == with_key.stdout
     assert without.returncode == (2 if "nova" in text else 0)
+
+
+def test_an_unset_variable_is_a_note_for_check_config_and_an_error_for_serve(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SG_SURELY_NOT_SET", raising=False)
+    path = tmp_path / "skillgauge.yaml"
+    path.write_text("log_level: info\nauth:\n  bearer_token: ${env:SG_SURELY_NOT_SET}\n")
+    code, out, err = check(path, capsys)
+    assert code == 2  # read as absent, the token is missing: both settings are required
+    assert f"note: {path}:3: auth.bearer_token: environment variable SG_SURELY_NOT_SET is not set here" in out
+    assert f"{path}:2: auth: set exactly one of bearer_token" in err
+    with pytest.raises(ConfigError) as raised:
+        load(path)  # what serve reads
+    assert str(raised.value) == (
+        f"{path}:3: auth.bearer_token: environment variable SG_SURELY_NOT_SET is not set - "
+        "export it or write ${env:SG_SURELY_NOT_SET:-default}"
+    )
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:
