@@ -13,7 +13,7 @@ from typing import TextIO
 import yaml
 
 from collector import __version__, configfile
-from collector.config import Config, ConfigError, parse, price_fix, unpriced
+from collector.config import JUDGE_ENV, Config, ConfigError, parse, price_fix, unpriced
 from collector.configtypes import locate
 from collector.progress import ProgressLine
 from evaluators.result import Coverage
@@ -148,9 +148,15 @@ def cmd_config(args: argparse.Namespace) -> int:
 def defaults_yaml() -> str:
     """The whole default configuration as YAML, from the config models themselves."""
     data = Config().model_dump(mode="json")
+    from_env = [
+        f"#   {provider}: " + ", ".join(f"judge.{key} from {' or '.join(envs)}" for key, envs in settings)
+        for provider, settings in JUDGE_ENV.items()
+    ]
     return (
         f"# skillgauge {__version__}: the whole default configuration. Every key is optional.\n"
-        "# judge.api_key / judge.base_url: serve reads ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL when unset.\n"
+        "# Judge settings left unset are read from the environment, by judge.provider:\n"
+        + "\n".join(from_env)
+        + "\n"
         + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
     )
 

@@ -110,7 +110,7 @@ def _drop_empty(node: Any) -> Any:
 
 
 # What the environment supplies for a judge setting left unset, by provider (first set wins).
-_JUDGE_ENV: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+JUDGE_ENV: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "anthropic": (("api_key", ("ANTHROPIC_API_KEY",)), ("base_url", ("ANTHROPIC_BASE_URL",))),
     "bedrock": (("aws_region", ("AWS_REGION", "AWS_DEFAULT_REGION")),),
     "vertex": (
@@ -132,7 +132,7 @@ def parse(
     unset: list[str] | None = None,
 ) -> Config:
     """Validate already-parsed YAML data, then apply the judge's settings the file leaves
-    unset from the environment (``_JUDGE_ENV``; ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL only
+    unset from the environment (``JUDGE_ENV``; ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL only
     with ``anthropic_env``).  With ``line_of`` (see ``collector.configfile``) every problem
     is prefixed with ``source`` and its line.  With an ``unset`` list, a ``${env:VAR}`` whose
     variable is not set reads as absent and is noted there instead of being an error."""
@@ -148,7 +148,7 @@ def parse(
         raise ConfigError(locate(str(err), source if line_of else None, line_of)) from None
     judge = data.setdefault("judge", {}) if isinstance(data.get("judge", {}), dict) else data["judge"]
     if isinstance(judge, dict):
-        for key, envs in _JUDGE_ENV.get(str(judge.get("provider", "anthropic")), ()):
+        for key, envs in JUDGE_ENV.get(str(judge.get("provider", "anthropic")), ()):
             if key in _ANTHROPIC_SETTINGS and not anthropic_env:
                 continue
             given = next((os.environ[e] for e in envs if os.environ.get(e)), None)

@@ -306,6 +306,17 @@ async def test_replay_reports_files_bytes_requests_and_sessions_as_it_goes() -> 
     assert seen[-1].sessions == len(outcome.coverages) >= 1
 
 
+def test_replay_command_writes_no_progress_to_a_pipe() -> None:
+    recording = sorted((FRAMEWORKS / "strands").glob("*.jsonl"))[0]
+    run = subprocess.run(
+        [sys.executable, "-m", "collector", "replay", str(recording)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0 and run.stderr == ""
+
+
 def test_replay_command_on_a_terminal_shows_progress_and_erases_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
