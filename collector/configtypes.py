@@ -195,7 +195,10 @@ def describe(problem: ErrorDetails, root: type[BaseModel] | None = None) -> str:
     if kind == "string_type":
         return f"expected text, got {got!r} - put it in quotes"
     if kind == "literal_error":
-        return f"{got!r} is not allowed - use one of {ctx.get('expected', '')}"
+        expected = str(ctx.get("expected", ""))
+        close = difflib.get_close_matches(str(got), re.findall(r"'([^']*)'", expected), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
+        return f"{got!r} is not allowed - {hint}use one of {expected}"
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         bound = {
             "greater_than": ("more than", "gt"),
@@ -210,6 +213,11 @@ def describe(problem: ErrorDetails, root: type[BaseModel] | None = None) -> str:
         return f"has more than {ctx.get('max_length')} item(s) or characters - shorten it"
     if kind == "missing":
         return f"required - add {last}: <value>"
+    if kind in ("model_type", "model_attributes_type", "dict_type") and isinstance(got, bool):
+        return (
+            f"expected a mapping of keys, got {str(got).lower()} (YAML reads off, no, on and yes as true "
+            f"or false) - write {last}: null to turn it off, or {last}: {{key: value}}"
+        )
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return f"expected a mapping of keys, got {got!r} - write {last}: {{key: value}} or indented key: value lines"
     if kind in ("tuple_type", "list_type"):

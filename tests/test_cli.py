@@ -63,6 +63,18 @@ MISTAKES = [
     ("status:\n  endpoint: 9464\n", 2, "status.endpoint", ["'9464' is not host:port", "127.0.0.1:9464"]),
     ("judge: claude-sonnet-5-5\n", 1, "judge", ["expected a mapping of keys", "indented key: value"]),
     (
+        "receivers:\n  otlp:\n    http: off\n",
+        3,
+        "receivers.otlp.http",
+        ["got false (YAML reads off", "write http: null to turn it off"],
+    ),
+    (
+        "export:\n  otlp:\n    endpoint: http://collector:4317\n    protocol: grcp\n",
+        4,
+        "export.otlp.protocol",
+        ["'grcp' is not allowed - did you mean grpc? use one of 'grpc' or 'http'"],
+    ),
+    (
         "export:\n  otlp:\n    endpoint: collector:4317\n",
         3,
         "export.otlp.endpoint",
