@@ -14,7 +14,7 @@ import yaml
 
 from collector import __version__, configfile
 from collector.config import JUDGE_ENV, Config, ConfigError, parse, price_fix, unpriced
-from collector.configtypes import locate
+from collector.configerrors import locate
 from collector.progress import ProgressLine
 from evaluators.result import Coverage
 

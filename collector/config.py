@@ -17,7 +17,8 @@ from pydantic import (
     model_validator,
 )
 
-from collector.configtypes import _ENV, FROM_FILE, ConfigError, Loc, Strict, explain, locate
+from collector.configerrors import Loc, explain, locate
+from collector.configtypes import _ENV, FROM_FILE, ConfigError, Strict
 from collector.detect.config import Expectation
 from collector.evaluate.config import Evaluators, Judge, Skills
 from collector.evaluate.prices import model_problem

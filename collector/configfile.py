@@ -13,7 +13,8 @@ from typing import Any
 
 import yaml
 
-from collector.configtypes import ConfigError, Loc
+from collector.configerrors import Loc
+from collector.configtypes import ConfigError
 
 
 @dataclass(frozen=True)
