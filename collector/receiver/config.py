@@ -14,7 +14,8 @@ from pydantic import (
     model_validator,
 )
 
-from collector.configtypes import Bytes, Endpoint, Seconds, Strict, explain, read_secret
+from collector.configerrors import explain
+from collector.configtypes import Bytes, Endpoint, Seconds, Strict, read_secret
 
 
 class BearerAuth(Strict):
