@@ -18,6 +18,7 @@ restart needs to rebuild open sessions and skip the spans of revisions already e
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -34,7 +35,8 @@ from collector.otlp.received import Accepted
 from collector.otlp.views import Attributes, LogView, ResourceView, SpanView, as_text
 from collector.sessions.config import Sessions as SessionsConfig
 from collector.state.store import Closed
-from evaluators.evidence import Session
+from collector.telemetry import RateLimitedLog
+from evaluators.evidence import Session, UnreadableItem
 
 CLOSE_REASONS = (
     "idle_timeout",
@@ -50,6 +52,9 @@ CLOSE_REASONS = (
 _REOPEN_WHOLE = frozenset({"idle_timeout", "end_attribute"})
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
+UNREADABLE_REASONS = ("too_deep", "bad_value", "internal_error")
+_UNREADABLE_DETAIL_CHARS = 300
+log = logging.getLogger("skillgauge")
 
 
 class OpenSession:
@@ -90,6 +95,8 @@ OnRecord = Callable[[Closed], None]
 # (session key or None, hex trace id, request id) -> True when the span belongs to a revision
 # that was already evaluated before a restart.
 Skip = Callable[[str | None, bytes, int], bool]
+# (signal, reason in ``UNREADABLE_REASONS``): an item that could not be read or detected.
+OnUnreadable = Callable[[str, str], None]
 
 
 @dataclass(slots=True)
@@ -139,8 +146,11 @@ class Assembler:
         rules: Rules = NO_RULES,
         clock: Callable[[], float] = time.monotonic,
         on_record: OnRecord | None = None,
+        on_unreadable: OnUnreadable | None = None,
     ) -> None:
         self._config = config
+        self._on_unreadable = on_unreadable
+        self._unreadable_log = RateLimitedLog(log, logging.WARNING, 10.0)
         self._on_close = on_close
         self._on_record = on_record
         self._clock = clock
@@ -214,14 +224,22 @@ class Assembler:
                     if problem is not None:
                         result.reject(problem)
                         continue
-                    view = SpanView(span, scope, resource)
-                    size = span.ByteSize() if share is None else share
-                    session = self._place(
-                        view.attrs, resource.attrs, span.trace_id, size, request_id, result, now
-                    )
-                    if session is None:
-                        continue
-                    session.evidence.observe_span(view)
+                    session: OpenSession | None = None
+                    before = result.accepted
+                    try:
+                        view = SpanView(span, scope, resource)
+                        size = span.ByteSize() if share is None else share
+                        session = self._place(
+                            view.attrs, resource.attrs, span.trace_id, size, request_id, result, now
+                        )
+                        if session is None:
+                            continue
+                        session.evidence.observe_span(view)
+                    except Exception as err:  # this span alone: its neighbours go on as if it were not sent
+                        result.accepted = before + 1  # acknowledged: taken, though unreadable
+                        self._unreadable("span", span.trace_id, span.span_id, session, err)
+                        if session is None:
+                            continue
                     touched[session.key] = session
                     if self._over_limits(session):
                         touched.pop(session.key, None)
@@ -272,26 +290,61 @@ class Assembler:
             for scope_logs in resource_logs.scope_logs:
                 scope = scope_logs.scope.name
                 for record in scope_logs.log_records:
-                    view = LogView(record, scope, resource)
-                    key = self._key_of(view.attrs, resource.attrs)
-                    trace_id = (
-                        record.trace_id
-                        if len(record.trace_id) == 16 and record.trace_id != _ZERO_TRACE
-                        else b""
-                    )
-                    if key is None and not trace_id:
-                        result.reject("log record with no session key and no trace_id to correlate it")
-                        continue
-                    if self.skip is not None and self.skip(key, trace_id, request_id):
-                        result.accepted += 1
-                        continue
-                    session = self._session_for(key, trace_id, now, request_id)
-                    session.evidence.observe_log(view)
-                    session.bytes += record.ByteSize()
-                    session.last_seen = now
+                    session: OpenSession | None = None
+                    try:
+                        view = LogView(record, scope, resource)
+                        key = self._key_of(view.attrs, resource.attrs)
+                        trace_id = (
+                            record.trace_id
+                            if len(record.trace_id) == 16 and record.trace_id != _ZERO_TRACE
+                            else b""
+                        )
+                        if key is None and not trace_id:
+                            result.reject("log record with no session key and no trace_id to correlate it")
+                            continue
+                        if self.skip is not None and self.skip(key, trace_id, request_id):
+                            result.accepted += 1
+                            continue
+                        session = self._session_for(key, trace_id, now, request_id)
+                        session.bytes += record.ByteSize()
+                        session.last_seen = now
+                        session.evidence.observe_log(view)
+                    except Exception as err:  # this record alone, as for spans
+                        self._unreadable("log", record.trace_id, record.span_id, session, err)
                     result.accepted += 1
-                    self._over_limits(session)
+                    if session is not None:
+                        self._over_limits(session)
         return result
+
+    def _unreadable(
+        self, kind: str, trace_id: bytes, span_id: bytes, session: OpenSession | None, err: Exception
+    ) -> None:
+        """Count and name an item that could not be read or detected (in its session's
+        coverage when its session is known, and in a rate-limited log line)."""
+        if isinstance(err, RecursionError):
+            reason = "too_deep"
+        elif isinstance(err, (ValueError, TypeError, KeyError, IndexError)):
+            reason = "bad_value"
+        else:
+            reason = "internal_error"
+        if self._on_unreadable is not None:
+            self._on_unreadable("traces" if kind == "span" else "logs", reason)
+        detail = f"{type(err).__name__}: {err}"[:_UNREADABLE_DETAIL_CHARS]
+        if session is not None:
+            session.evidence.note_unreadable(
+                UnreadableItem(
+                    "span" if kind == "span" else "log", trace_id.hex(), span_id.hex(), reason, detail
+                )
+            )
+        self._unreadable_log(
+            "unreadable %s (trace %s, span %s) in session %s: %s (%s); the rest of its request is evaluated",
+            kind,
+            trace_id.hex() or "-",
+            span_id.hex() or "-",
+            session.key if session is not None else "(unknown)",
+            reason,
+            detail,
+        )
 
     def cap_new_sessions(self, request: ExportTraceServiceRequest, promised: int = 0) -> Accepted:
         """``check_spans``, with the spans that would open a session past ``max_open`` (given
