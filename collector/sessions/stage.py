@@ -58,6 +58,7 @@ class SessionsStage:
             rules=rules,
             on_record=store.record_closed,
             on_unreadable=lambda signal, reason: metrics.unreadable.labels(signal, reason).inc(),
+            on_duplicate=lambda signal: metrics.duplicates.labels(signal).inc(),
         )
         self._closed: list[Session] = []  # closed by the assembler, not yet handed on
         self._pending: deque[Spooled] = deque()  # spooled, acknowledged, not assembled
