@@ -255,7 +255,14 @@ class Assembler:
                         view = SpanView(span, scope, resource)
                         size = span.ByteSize() if share is None else share
                         session = self._place(
-                            view.attrs, resource.attrs, span.trace_id, span.span_id, size, request_id, result, now
+                            view.attrs,
+                            resource.attrs,
+                            span.trace_id,
+                            span.span_id,
+                            size,
+                            request_id,
+                            result,
+                            now,
                         )
                         if session is None:
                             continue
