@@ -70,8 +70,8 @@ class Judge(Strict):
     # (retried with backoff meanwhile), counted from when it was first queued, restarts
     # included; then it becomes error/judge_unreachable_timeout.
     max_wait: Seconds = 3600.0
-    requeue_backoff: Seconds = 5.0  # first wait after a failed call; doubles
-    requeue_max_backoff: Seconds = 300.0
+    requeue_backoff: Seconds = 1.0  # first wait after a failed call; doubles
+    requeue_max_backoff: Seconds = 30.0  # a judge back is called again within this
     max_tokens: int = Field(default=1024, gt=0)  # output tokens per verdict
     max_input_tokens: int = Field(default=200_000, ge=2_000)  # AgentCore's per-evaluation input quota
     # Over all judge calls of one session revision; beyond it: skipped/budget_exhausted.
