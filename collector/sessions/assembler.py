@@ -187,6 +187,7 @@ class Assembler:
         self._trace_owner: dict[bytes, str] = {}
         self._revisions: OrderedDict[str, int] = OrderedDict()  # closed sessions' last revision
         self._recent: OrderedDict[str, _Recent] = OrderedDict()  # for reopening, bounded
+        self._recent_owner: dict[bytes, str] = {}  # trace -> the key of the ``_recent`` entry holding it
         self.skip: Skip | None = None  # set only while a restart replays the spool
         self.closed_by_reason: dict[str, int] = dict.fromkeys(CLOSE_REASONS, 0)
         self.reopened = 0
@@ -366,7 +367,7 @@ class Assembler:
         """True when the session this item would join (open, or closed lately and kept for
         reopening) has taken an item with this ``ident`` already: a re-sent item."""
         if key is None:
-            owner = self._trace_owner.get(trace_id) if trace_id else None
+            owner = self._trace_owner.get(trace_id) or self._recent_owner.get(trace_id) if trace_id else None
             key = owner if owner is not None else trace_id.hex()
         session = self._open.get(key)
         if session is not None:
@@ -502,7 +503,7 @@ class Assembler:
         return session
 
     def _start(self, key: str, now: float, provisional: bool) -> OpenSession:
-        recent = self._recent.pop(key, None)
+        recent = self._forget_recent(key)
         revision = max(self._revisions.pop(key, 0), recent.revision if recent else 0) + 1
         if revision > 1:
             self.reopened += 1
@@ -622,8 +623,18 @@ class Assembler:
                 session.spans,
                 session.ids,
             )
+            for trace_id in session.traces:
+                self._recent_owner[trace_id] = session.key
             while len(self._recent) > self._config.reopen_cache:
-                self._recent.popitem(last=False)
+                self._forget_recent(next(iter(self._recent)))
+
+    def _forget_recent(self, key: str) -> _Recent | None:
+        recent = self._recent.pop(key, None)
+        if recent is not None:
+            for trace_id in recent.traces:
+                if self._recent_owner.get(trace_id) == key:
+                    del self._recent_owner[trace_id]
+        return recent
 
     def _bounded(self, session: Session) -> Session:
         """The closed session with each skill body cut to ``sessions.max_skill_body_chars``."""

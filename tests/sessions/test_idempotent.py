@@ -86,3 +86,24 @@ def test_log_records_sent_twice_are_taken_once_and_changed_ones_are_new() -> Non
     assembler.add_logs(changed)
     in_first = sum(len(sl.log_records) for rl in changed.resource_logs for sl in rl.scope_logs)
     assert assembler.duplicates == {"logs": records + in_first - 1}  # all but the changed one
+
+
+def test_a_copy_of_spans_without_a_key_after_close_is_taken_once() -> None:
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl")
+    spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+    keyless = copy.deepcopy(request)
+    for rs in keyless.resource_spans:  # the same spans, as a harness that names no session sends them
+        kept = [kv for kv in rs.resource.attributes if kv.key != "session.id"]
+        del rs.resource.attributes[:]
+        rs.resource.attributes.extend(kept)
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                kept = [kv for kv in span.attributes if kv.key != "session.id"]
+                del span.attributes[:]
+                span.attributes.extend(kept)
+    assembler, _, clock = make()
+    assembler.add_spans(request)
+    clock.now += 10
+    assembler.close_due()
+    assembler.add_spans(keyless)  # bound to the closed session by their traces, and taken already
+    assert assembler.open_count == 0 and assembler.duplicates == {"traces": spans}
