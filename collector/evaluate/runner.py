@@ -192,7 +192,8 @@ class Runner:
         self._delivering: set[asyncio.Task[None]] = set()
         self._running = 0  # judge evaluations being executed
         self._queued = 0  # judge evaluations waiting or being executed
-        self._failures = 0  # calls in a row that failed for want of a judge
+        self._failures = 0  # rounds of calls in a row that failed for want of a judge
+        self._failed_at = 0.0  # (monotonic) when the last such failure was counted
         self._hold_until = 0.0  # (monotonic) no call before this, after such failures
         self._stopping = False
         self._warn_failure = RateLimitedLog(log, logging.WARNING, 30.0)
@@ -293,6 +294,7 @@ class Runner:
         assert self._env is not None
         task = job.task
         watch = _Watch(self._env.judge)
+        started = time.monotonic()
         try:
             result = await execute(task, replace(self._env, judge=watch))
         except asyncio.CancelledError:
@@ -311,22 +313,26 @@ class Runner:
             return
         failure = watch.failure
         if failure is not None and failure.transient and watch.replies == 0:
-            await self._failed(job, failure)
+            await self._failed(job, failure, started)
             return
         self._failures = 0
         self._hold_until = 0.0
         await self._final(job, result)
 
-    async def _failed(self, job: _Job, failure: JudgeFailure) -> None:
+    async def _failed(self, job: _Job, failure: JudgeFailure, started: float) -> None:
         """A call that found no judge: the work waits (back at the head of the queue) unless
-        it has waited ``judge.max_wait`` already."""
+        it has waited ``judge.max_wait`` already.  Calls that were under way together count
+        as one round of the backoff."""
         judge = self.config.judge
         job.attempts += 1
         job.last_error = str(failure)
         self.metrics.judge_failures.labels(failure.kind).inc()
-        self._failures += 1
+        now = time.monotonic()
+        if started >= self._failed_at:
+            self._failures += 1
+            self._failed_at = now
         delay = requeue_delay(self._failures, judge.requeue_backoff, judge.requeue_max_backoff)
-        self._hold_until = max(self._hold_until, time.monotonic() + delay)
+        self._hold_until = max(self._hold_until, now + delay)
         self._warn_failure(
             "judge call failed (%s): %d judge evaluations wait; the next call in %.1fs, and work that "
             "waited judge.max_wait (%gs) becomes error/judge_unreachable_timeout",
@@ -458,6 +464,7 @@ class Runner:
         self._jobs.clear()
         self._queued = 0
         self.metrics.judge_queue.set(0)
+        self._stopping = False  # sessions planned after this are evaluated again
 
     async def shutdown(self, timeout: float) -> None:
         await self.drain(timeout)
