@@ -410,16 +410,17 @@ class Runner:
     def queued(self) -> int:
         return self._queued
 
-    async def drain(self, timeout: float = 30.0) -> None:
-        """Wait for every session's judge work, at most ``timeout`` seconds.  At the deadline
-        (or at once while the judge fails, with a durable store) the work left stops:
-        durable, it stays in the store for the next start; else its rows say ``shutdown``."""
+    async def drain(self, timeout: float = 30.0, *, stopping: bool = False) -> None:
+        """Wait for every session's judge work, at most ``timeout`` seconds.  Without a
+        durable store, what is left at the deadline is recorded as ``skipped / shutdown``.
+        With one, it goes on waiting; unless ``stopping`` (shutdown): then it stops at the
+        deadline, or at once while the judge fails, and stays in the store for the next start."""
         deadline = time.monotonic() + timeout
         while self._waiting and time.monotonic() < deadline:
-            if self._durable and self._failures:
+            if stopping and self._durable and self._failures:
                 break  # waiting for a judge that fails helps nobody: the store keeps the work
             await asyncio.sleep(0.01)
-        if self._waiting:
+        if self._waiting and (stopping or not self._durable):
             await self._stop(max(0.0, deadline - time.monotonic()))
         if self._delivering:
             await asyncio.wait(set(self._delivering), timeout=max(1.0, deadline - time.monotonic()))
@@ -467,7 +468,7 @@ class Runner:
         self._stopping = False  # sessions planned after this are evaluated again
 
     async def shutdown(self, timeout: float) -> None:
-        await self.drain(timeout)
+        await self.drain(timeout, stopping=True)
         await self.close()
         await self.next.shutdown(timeout)
 
