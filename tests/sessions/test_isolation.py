@@ -5,15 +5,20 @@ evaluated exactly as when they are sent alone."""
 from __future__ import annotations
 
 import copy
+import json
 import logging
+import sqlite3
+import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_anthropic import FakeAnthropic
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from perf.bench import rekey, templates
 from prometheus_client import generate_latest
-from support import FRAMEWORKS, metric_value, trace_requests
+from support import FRAMEWORKS, Server, metric_value, trace_requests, wait_for
 
 from collector.config import parse
 from collector.otlp.received import Received
@@ -153,3 +158,63 @@ async def evaluate_logs(requests: list[ExportLogsServiceRequest]) -> tuple[dict[
         assert item.outcome.rejected == 0
     await chain.shutdown(5)
     return {c.session.session_id: c.to_dict() for c in exported.items}, chain
+
+
+def _serve_and_collect(
+    tmp: Path, fake: FakeAnthropic, bodies: list[bytes], sessions: int
+) -> dict[str, dict[str, Any]]:
+    """Post each body to a real serve over OTLP/HTTP; the coverage lines once all are in."""
+    tmp.mkdir()
+    db = tmp / "data" / "skillgauge.sqlite"
+    config = {
+        "sessions": {"idle_timeout": "0.5s", "check_interval": "0.1s"},
+        "judge": {"base_url": fake.base_url, "api_key": "test"},
+        "evaluators": {"skill_omission": {"sampling": 100}},
+    }
+    server = Server(tmp, config)
+    try:
+        for body in bodies:
+            request = urllib.request.Request(
+                f"{server.http_url}/v1/traces", body, {"Content-Type": "application/x-protobuf"}
+            )
+            with urllib.request.urlopen(request, timeout=10) as resp:
+                assert resp.status == 200
+        wait_for(lambda: len(_coverage(db)) == sessions, timeout=60, interval=0.2)
+    finally:
+        server.stop()
+    return _coverage(db)
+
+
+def _coverage(db: Path) -> dict[str, dict[str, Any]]:
+    if not db.exists():
+        return {}
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return {s: json.loads(r) for s, r in conn.execute("SELECT session, record FROM coverage")}
+
+
+def _without_judge_figures(line: dict[str, Any]) -> dict[str, Any]:
+    """A coverage line without what differs between two runs of the same judge calls
+    (latency, and the cache-dependent token counts)."""
+    return {
+        **{k: v for k, v in line.items() if k != "judge"},
+        "results": [{k: v for k, v in r.items() if k != "judge"} for r in line["results"]],
+    }
+
+
+def test_against_serve_a_5000_deep_span_leaves_three_sessions_evaluated_as_when_sent_alone(
+    tmp_path: Path,
+) -> None:
+    fake = FakeAnthropic().start()
+    try:
+        normal = [recorded_session(i, name) for i, name in enumerate(NORMAL)]
+        alone = _serve_and_collect(tmp_path / "alone", fake, [r.SerializeToString() for r in normal], 3)
+        calls_alone = len(fake.requests)
+        mixed = joined(normal[0], poisoned(3, "poisoned"), normal[1], normal[2])
+        together = _serve_and_collect(tmp_path / "together", fake, [mixed.SerializeToString()], 4)
+    finally:
+        fake.stop()
+    assert sorted(alone) == sorted(NORMAL) and calls_alone > 0
+    assert {n: _without_judge_figures(together[n]) for n in NORMAL} == {
+        n: _without_judge_figures(alone[n]) for n in NORMAL
+    }
+    assert together["poisoned"]["unreadable"]["count"] >= 1
