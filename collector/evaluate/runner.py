@@ -196,6 +196,7 @@ class Runner:
         self._failed_at = 0.0  # (monotonic) when the last such failure was counted
         self._hold_until = 0.0  # (monotonic) no call before this, after such failures
         self._stopping = False
+        self._done: list[str] = []  # keys of work finished, to note in the store
         self._warn_failure = RateLimitedLog(log, logging.WARNING, 30.0)
         self._warn_queue = RateLimitedLog(log, logging.WARNING, 60.0)
         if len(self.registry):
@@ -384,7 +385,9 @@ class Runner:
                     err,
                 )
         if self._pending is not None:
-            self._pending.pending_done([job.key])
+            if not self._done:  # one statement for every row finished in this turn of the loop
+                asyncio.get_running_loop().call_soon(self._flush_done)
+            self._done.append(job.key)
         self._queued -= 1
         self.metrics.judge_queue.set(self._queued)
         owner = job.owner
@@ -392,6 +395,11 @@ class Runner:
         owner.remaining -= 1
         if owner.remaining == 0 and owner in self._waiting:
             self._deliver(owner)
+
+    def _flush_done(self) -> None:
+        done, self._done = self._done, []
+        if self._pending is not None:
+            self._pending.pending_done(done)
 
     def _deliver(self, owner: _Waiting) -> None:
         self._waiting.discard(owner)
