@@ -4,7 +4,9 @@
   files beside the database, ``collector.state.segments``; where they are, in ``spooled``);
 * which session revisions closed, up to which request, over which traces;
 * each judge verdict as it arrives, under its idempotency key (reused after a crash);
-* each evaluated revision's coverage line, holding every result of the revision;
+* each evaluated revision's coverage line, holding every result of the revision, with what
+  the status API's listing reads (``collector.state.queries``);
+* which evaluated revisions later spans may reopen whole, and the requests each keeps;
 * the export outbox.
 
 One writer thread owns the connection.  Work queued while a commit runs shares the next
@@ -116,7 +118,24 @@ CREATE TABLE IF NOT EXISTS outbox (
     UNIQUE (channel, key)
 );
 CREATE TABLE IF NOT EXISTS state (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+-- Revisions later spans may reopen whole, and the requests each keeps from deletion.
+CREATE TABLE IF NOT EXISTS reopenable (
+    session TEXT PRIMARY KEY,
+    revision INTEGER NOT NULL,
+    first_request INTEGER NOT NULL,
+    traces TEXT NOT NULL,
+    spans INTEGER NOT NULL,
+    closed_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS held (
+    request INTEGER NOT NULL,
+    session TEXT NOT NULL,
+    PRIMARY KEY (request, session)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS held_session ON held (session);
 """
+# Sessions whose latest revision a restart remembers (the assembler's bound on revisions).
+LATEST_REVISIONS = 100_000
 # Work other than requests per transaction: a request that arrives while a transaction runs
 # waits for it, so it stays short (~5 ms) even when a wave of closed sessions is queued.
 _OTHER_PER_GROUP = 64
@@ -184,6 +203,20 @@ class Closed:
     traces: tuple[str, ...]  # hex trace ids
 
 
+@dataclass(frozen=True, slots=True)
+class Reopenable:
+    """An evaluated revision that later spans may reopen whole (as the next revision, with
+    every earlier span): the spooled requests that hold its spans are kept while it is
+    reopenable (``sessions.reopen_cache``), and read again, only they, to rebuild it."""
+
+    session: str
+    revision: int
+    first_request: int
+    requests: tuple[int, ...]
+    traces: tuple[str, ...]  # hex trace ids
+    spans: int
+
+
 @dataclass
 class Recovery:
     """What a restart needs: where to replay from, and what was already done."""
@@ -192,6 +225,10 @@ class Recovery:
     closed: dict[str, list[Closed]] = field(default_factory=dict)  # session -> revisions
     evaluated: set[tuple[str, int]] = field(default_factory=set)
     results: dict[str, dict[str, Any]] = field(default_factory=dict)  # idempotency key -> record
+    # Each session's latest evaluated revision (the most recently evaluated sessions first,
+    # at most ``LATEST_REVISIONS``): the next one under its key is numbered after it.
+    latest: dict[str, int] = field(default_factory=dict)
+    reopenable: list[Reopenable] = field(default_factory=list)  # oldest first
 
 
 class Spool(Protocol):
@@ -207,6 +244,18 @@ class Spool(Protocol):
 
     def record_closed(self, closed: Closed) -> None:
         """Note a closed revision (queued; committed with the next group)."""
+        ...
+
+    def keep_reopenable(self, entry: Reopenable) -> None:
+        """Keep ``entry``'s requests (queued), replacing what its session had kept."""
+        ...
+
+    def forget_reopenable(self, session: str) -> None:
+        """``session`` can no longer reopen whole: its kept requests may go (queued)."""
+        ...
+
+    async def read_requests(self, ids: tuple[int, ...]) -> list[tuple[int, str, bytes]]:
+        """Those spooled requests (the ones still stored), in id order, read off the loop."""
         ...
 
     async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
@@ -239,9 +288,10 @@ class Spool(Protocol):
     def outbox_len(self, channel: str) -> int: ...
 
     async def checkpoint(self, replay_from: int, keep_results_for: float | None = None) -> None:
-        """Requests before ``replay_from`` are no longer needed: remember it and delete them,
-        with the closed-revision records they alone needed; results and coverage lines older
-        than ``keep_results_for`` seconds go too."""
+        """Requests before ``replay_from`` are no longer needed: remember it and delete them
+        (but those a reopenable revision keeps), with the closed-revision records they alone
+        needed; results, coverage lines and reopenable revisions older than
+        ``keep_results_for`` seconds go too."""
         ...
 
     def recovery(self) -> Recovery: ...
@@ -283,6 +333,15 @@ class MemorySpool:
 
     def record_closed(self, closed: Closed) -> None:
         self.unfinished[(closed.session, closed.revision)] = closed.first_request
+
+    def keep_reopenable(self, entry: Reopenable) -> None:
+        return None  # reopening reuses the evidence the assembler keeps in memory
+
+    def forget_reopenable(self, session: str) -> None:
+        return None
+
+    async def read_requests(self, ids: tuple[int, ...]) -> list[tuple[int, str, bytes]]:
+        return []
 
     async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
         return None
@@ -451,6 +510,28 @@ class SqliteSpool:
                     Closed(session, revision, reason, first, last, tuple(t for t in traces.split(",") if t))
                 )
             recovery.evaluated = {(s, r) for s, r in db.execute("SELECT session, revision FROM coverage")}
+            for session, revision in db.execute(
+                "SELECT session, MAX(revision) FROM coverage GROUP BY session "
+                "ORDER BY MAX(evaluated_at) DESC LIMIT ?",
+                (LATEST_REVISIONS,),
+            ):
+                recovery.latest[session] = int(revision)
+            held: dict[str, list[int]] = {}
+            for request, session in db.execute("SELECT request, session FROM held ORDER BY request"):
+                held.setdefault(session, []).append(int(request))
+            for session, revision, first, traces, spans in db.execute(
+                "SELECT session, revision, first_request, traces, spans FROM reopenable ORDER BY closed_at"
+            ):
+                recovery.reopenable.append(
+                    Reopenable(
+                        session,
+                        int(revision),
+                        int(first),
+                        tuple(held.get(session, ())),
+                        tuple(t for t in traces.split(",") if t),
+                        int(spans),
+                    )
+                )
             self._move_blobs(db)
             # Request ids only grow, across restarts too: ``replay_from`` may be past every row
             # left (SQLite would number the next row of an empty table 1, and a restart would
@@ -589,6 +670,53 @@ class SqliteSpool:
         )
         self._put(_Rows(_INSERT_CLOSED, [row]))
 
+    def keep_reopenable(self, entry: Reopenable) -> None:
+        def write(db: sqlite3.Connection) -> None:
+            db.execute("DELETE FROM held WHERE session = ?", (entry.session,))
+            db.execute(
+                "INSERT OR REPLACE INTO reopenable VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    entry.session,
+                    entry.revision,
+                    entry.first_request,
+                    ",".join(entry.traces),
+                    entry.spans,
+                    time.time(),
+                ),
+            )
+            db.executemany(
+                "INSERT OR IGNORE INTO held VALUES (?, ?)", [(r, entry.session) for r in entry.requests]
+            )
+
+        self._put(write)
+
+    def forget_reopenable(self, session: str) -> None:
+        def write(db: sqlite3.Connection) -> None:
+            db.execute("DELETE FROM held WHERE session = ?", (session,))
+            db.execute("DELETE FROM reopenable WHERE session = ?", (session,))
+
+        self._put(write)
+
+    async def read_requests(self, ids: tuple[int, ...]) -> list[tuple[int, str, bytes]]:
+        def read() -> list[tuple[int, str, bytes]]:
+            out: list[tuple[int, str, bytes]] = []
+            with self._reader_lock:
+                for start in range(0, len(ids), 500):
+                    chunk = ids[start : start + 500]
+                    rows = self._reader.execute(
+                        "SELECT id, signal, segment, offset, length FROM spooled WHERE id IN "
+                        f"({','.join('?' * len(chunk))}) ORDER BY id",
+                        chunk,
+                    ).fetchall()
+                    for request_id, signal, segment, offset, length in rows:
+                        with contextlib.suppress(OSError):  # unreadable: its spans are not rebuilt
+                            out.append(
+                                (request_id, signal, self._segments.read(Spooled(segment, offset, length)))
+                            )
+            return out
+
+        return await asyncio.to_thread(read)
+
     async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
         await self._submit(_Rows(_INSERT_RESULT, [(key, session, revision, encode_record(record))]))
 
@@ -676,11 +804,19 @@ class SqliteSpool:
         def write(db: sqlite3.Connection) -> None:
             db.execute("INSERT OR REPLACE INTO state (name, value) VALUES ('replay_from', ?)", (replay_from,))
             db.execute("DELETE FROM closed WHERE last_request < ?", (replay_from,))
-            db.execute("DELETE FROM spooled WHERE id < ?", (replay_from,))
             if keep_results_for is not None:
                 cutoff = time.time() - keep_results_for
                 for statement in _EXPIRE:
                     db.execute(statement, (cutoff,))
+                db.execute(
+                    "DELETE FROM held WHERE session IN (SELECT session FROM reopenable WHERE closed_at < ?)",
+                    (cutoff,),
+                )
+                db.execute("DELETE FROM reopenable WHERE closed_at < ?", (cutoff,))
+            # Requests a reopenable revision holds stay (``held``).
+            db.execute(
+                "DELETE FROM spooled WHERE id < ? AND id NOT IN (SELECT request FROM held)", (replay_from,)
+            )
 
         await self._submit(write)
 
