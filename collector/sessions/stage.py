@@ -282,8 +282,14 @@ class SessionsStage:
             self.assembler.seed_revision(closed.session, closed.revision - 1)
         for session, revision in recovery.latest.items():  # no stored revision is numbered again
             self.assembler.seed_revision(session, revision)
-        # Reopenable ones not reopened by the replay; those it reopened hold their requests.
-        self.assembler.load_dormant(recovery.reopenable)
+        # Evaluated revisions that later items may reopen whole.  One that closed but was not
+        # evaluated is rebuilt by the replay itself (and kept again when it closes again).
+        self.assembler.load_dormant(
+            entry
+            for entry in recovery.reopenable
+            if (entry.session, entry.revision) in recovery.evaluated
+            and recovery.latest.get(entry.session, 0) <= entry.revision
+        )
 
         def skip(key: str | None, trace_id: bytes, request_id: int) -> bool:
             revisions = done.get(key, ()) if key is not None else by_trace.get(trace_id, ())

@@ -490,6 +490,8 @@ class SqliteSpool:
         # writer), used from a worker thread (``asyncio.to_thread``), one read at a time.
         self._reader = sqlite3.connect(self.path, check_same_thread=False)
         self._reader_lock = threading.Lock()
+        self._reopen_ops: list[Reopenable | str] = []  # for ``_write_reopen``
+        self._reopen_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="skillgauge-spool", daemon=True)
         self._thread.start()
         self.commits = 0
@@ -671,31 +673,55 @@ class SqliteSpool:
         self._put(_Rows(_INSERT_CLOSED, [row]))
 
     def keep_reopenable(self, entry: Reopenable) -> None:
-        def write(db: sqlite3.Connection) -> None:
-            db.execute("DELETE FROM held WHERE session = ?", (entry.session,))
-            db.execute(
-                "INSERT OR REPLACE INTO reopenable VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    entry.session,
-                    entry.revision,
-                    entry.first_request,
-                    ",".join(entry.traces),
-                    entry.spans,
-                    time.time(),
-                ),
-            )
-            db.executemany(
-                "INSERT OR IGNORE INTO held VALUES (?, ?)", [(r, entry.session) for r in entry.requests]
-            )
-
-        self._put(write)
+        self._queue_reopen(entry)
 
     def forget_reopenable(self, session: str) -> None:
-        def write(db: sqlite3.Connection) -> None:
-            db.execute("DELETE FROM held WHERE session = ?", (session,))
-            db.execute("DELETE FROM reopenable WHERE session = ?", (session,))
+        self._queue_reopen(session)
 
-        self._put(write)
+    def _queue_reopen(self, op: Reopenable | str) -> None:
+        """Keeps and forgets, in order, written by one queued write for all that wait (a
+        wave of closed sessions costs a few statements, not a few per session)."""
+        with self._reopen_lock:
+            self._reopen_ops.append(op)
+            first = len(self._reopen_ops) == 1
+        if first:
+            self._put(self._write_reopen)
+
+    def _write_reopen(self, db: sqlite3.Connection) -> None:
+        with self._reopen_lock:  # what comes later queues another write
+            ops, self._reopen_ops = self._reopen_ops, []
+        try:
+            now = time.time()
+            start = 0
+            while start < len(ops):  # runs of one kind, in order
+                keep = isinstance(ops[start], Reopenable)
+                end = start
+                while end < len(ops) and isinstance(ops[end], Reopenable) == keep:
+                    end += 1
+                run = ops[start:end]
+                start = end
+                if keep:
+                    entries = [op for op in run if isinstance(op, Reopenable)]
+                    db.executemany(
+                        "INSERT OR REPLACE INTO reopenable VALUES (?, ?, ?, ?, ?, ?)",
+                        [
+                            (e.session, e.revision, e.first_request, ",".join(e.traces), e.spans, now)
+                            for e in entries
+                        ],
+                    )
+                    # A reopened revision's requests include the earlier one's: nothing to delete.
+                    db.executemany(
+                        "INSERT OR IGNORE INTO held VALUES (?, ?)",
+                        [(r, e.session) for e in entries for r in e.requests],
+                    )
+                else:
+                    sessions = [(op,) for op in run if isinstance(op, str)]
+                    db.executemany("DELETE FROM held WHERE session = ?", sessions)
+                    db.executemany("DELETE FROM reopenable WHERE session = ?", sessions)
+        except BaseException:  # tried again (a full disk): the same operations, first
+            with self._reopen_lock:
+                self._reopen_ops[:0] = ops
+            raise
 
     async def read_requests(self, ids: tuple[int, ...]) -> list[tuple[int, str, bytes]]:
         def read() -> list[tuple[int, str, bytes]]:
