@@ -23,6 +23,7 @@ from urllib.parse import quote
 import orjson
 
 from collector.status.view import SessionPage, SessionQuery
+from evaluators.evidence import LOAD_STATUSES
 
 # Created after ``store._SCHEMA`` and the migration of older spools (the columns they index).
 SCHEMA = """
@@ -40,7 +41,19 @@ CREATE INDEX IF NOT EXISTS verdicts_revision ON verdicts (session, revision);
 CREATE INDEX IF NOT EXISTS verdicts_evaluated_at ON verdicts (evaluated_at);
 -- The listing: latest revisions, newest first, keyset-paged.
 CREATE INDEX IF NOT EXISTS coverage_listing ON coverage (latest, closed_at, session, revision);
+CREATE INDEX IF NOT EXISTS coverage_closed_at ON coverage (closed_at);
 """
+# What the overview sums, one column each (summing JSON fields parsed every row per query
+# took seconds for a day of sessions).
+TOTALS = (
+    "expects",  # 1: the session expected a skill
+    "missed",  # 1: it missed one
+    "judge_cost",
+    "judge_rows",
+    "omission_judged",
+    "omission_failed",
+    *(f"loads_{status}" for status in LOAD_STATUSES),
+)
 # Columns of ``coverage`` that spools from before the listing lack (added, then filled in).
 LISTING_COLUMNS = (
     ("closed_at", "REAL"),
@@ -48,6 +61,7 @@ LISTING_COLUMNS = (
     ("tenant", "TEXT NOT NULL DEFAULT ''"),
     ("framework", "TEXT"),
     ("summary", "TEXT"),
+    *((name, "REAL NOT NULL DEFAULT 0") for name in TOTALS),
 )
 EXPIRE = "DELETE FROM verdicts WHERE evaluated_at < ?"
 _MARK_LATEST = (
@@ -137,6 +151,7 @@ def index_revisions(db: sqlite3.Connection, revisions: list[Indexed], *, replace
                 closed_at,
                 line.get("framework"),
                 orjson.dumps(summary).decode(),
+                *_totals(summary, line),
             )
         )
         for v in summary["evaluations"]:
@@ -155,18 +170,38 @@ def index_revisions(db: sqlite3.Connection, revisions: list[Indexed], *, replace
             )
     if replace:
         db.executemany(
-            "INSERT OR REPLACE INTO coverage (session, revision, record, evaluated_at, closed_at, framework, summary) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT OR REPLACE INTO coverage (session, revision, record, evaluated_at, closed_at, framework, "
+            f"summary, {', '.join(TOTALS)}) VALUES ({', '.join('?' * (7 + len(TOTALS)))})",
             rows,
         )
     else:
         db.executemany(
-            "UPDATE coverage SET closed_at = ?, framework = ?, summary = ? WHERE session = ? AND revision = ?",
-            [(c, f, s, session, revision) for session, revision, _, _, c, f, s in rows],
+            f"UPDATE coverage SET closed_at = ?, framework = ?, summary = ?, {', '.join(f'{t} = ?' for t in TOTALS)} "
+            "WHERE session = ? AND revision = ?",
+            [(*row[4:], row[0], row[1]) for row in rows],
         )
     db.executemany("DELETE FROM verdicts WHERE session = ? AND revision = ?", [(r[0], r[1]) for r in rows])
     db.executemany("INSERT INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?)", verdicts)
     db.executemany(_MARK_LATEST, [(session,) for session in {r[0] for r in rows}])
+
+
+def _totals(summary: dict[str, Any], line: dict[str, Any]) -> tuple[float, ...]:
+    """``TOTALS`` of one revision, in order."""
+    expectations = summary["expectations"]
+    omission = [
+        e for e in summary["evaluations"] if e["evaluation"] == "skill_omission" and e["status"] == "judged"
+    ]
+    judge = line.get("judge") or {}
+    loads = summary["loads_by_status"]
+    return (
+        1.0 if expectations["expected"] else 0.0,
+        1.0 if expectations["missed"] else 0.0,
+        float(judge.get("cost_usd") or 0.0),
+        float(judge.get("rows") or 0),
+        float(len(omission)),
+        float(sum(1 for e in omission if e["passed"] is False)),
+        *(float(loads.get(status) or 0) if isinstance(loads, dict) else 0.0 for status in LOAD_STATUSES),
+    )
 
 
 def revisions(db: sqlite3.Connection, session: str, not_before: float) -> list[list[dict[str, Any]]]:
@@ -249,53 +284,31 @@ def list_sessions(db: sqlite3.Connection, query: SessionQuery, not_before: float
 
 
 def overview(db: sqlite3.Connection, since: float, not_before: float) -> dict[str, Any]:
-    """The ``StatusView.overview`` totals over revisions closed at or after ``since``."""
+    """The ``StatusView.overview`` totals over revisions closed at or after ``since``:
+    sessions, loads and rates from each session's latest revision, judge spend from every
+    revision (each was billed)."""
     since = max(since, not_before)
-    recent = "FROM coverage c WHERE c.closed_at >= ? AND c.evaluated_at >= ? AND c.summary IS NOT NULL"
-    sessions, with_expectations, missed = db.execute(
-        "SELECT COUNT(*), "
-        "COALESCE(SUM(json_array_length(c.summary, '$.expectations.expected') > 0), 0), "
-        "COALESCE(SUM(json_array_length(c.summary, '$.expectations.missed') > 0), 0) "
-        f"{recent} AND c.latest = 1",
+    where = "c.closed_at >= ? AND c.evaluated_at >= ? AND c.summary IS NOT NULL"
+    latest = db.execute(
+        f"SELECT COUNT(*), {', '.join(f'TOTAL(c.{t})' for t in TOTALS)} FROM coverage c WHERE c.latest = 1 AND {where}",
         (since, not_before),
     ).fetchone()
-    loads = _loads(db, since, not_before)
     spend, judge_rows = db.execute(
-        "SELECT COALESCE(SUM(json_extract(c.summary, '$.judge_cost_usd')), 0), "
-        "COALESCE(SUM((SELECT COUNT(*) FROM verdicts v WHERE v.session = c.session AND v.revision = c.revision "
-        "AND v.status = 'judged')), 0) "
-        f"{recent}",
-        (since, not_before),
+        f"SELECT TOTAL(c.judge_cost), TOTAL(c.judge_rows) FROM coverage c WHERE {where}", (since, not_before)
     ).fetchone()
-    judged, failed = db.execute(
-        "SELECT COUNT(*), COALESCE(SUM(v.passed = 0), 0) FROM verdicts v JOIN coverage c "
-        "ON c.session = v.session AND c.revision = v.revision "
-        "WHERE c.latest = 1 AND c.closed_at >= ? AND c.evaluated_at >= ? "
-        "AND v.evaluation = 'skill_omission' AND v.status = 'judged'",
-        (since, not_before),
-    ).fetchone()
+    sessions, totals = int(latest[0]), dict(zip(TOTALS, latest[1:], strict=True))
+    expects, missed = int(totals["expects"]), int(totals["missed"])
+    judged, failed = int(totals["omission_judged"]), int(totals["omission_failed"])
     return {
         "since": since,
         "until": time.time(),
-        "sessions": int(sessions),
-        "loads_by_status": loads,
-        "sessions_with_expectations": int(with_expectations),
-        "sessions_missing_expected": int(missed),
-        "skipped_skill_rate": missed / with_expectations if with_expectations else None,
-        "omission_verdicts": int(judged),
+        "sessions": sessions,
+        "loads_by_status": {status: int(totals[f"loads_{status}"]) for status in LOAD_STATUSES},
+        "sessions_with_expectations": expects,
+        "sessions_missing_expected": missed,
+        "skipped_skill_rate": missed / expects if expects else None,
+        "omission_verdicts": judged,
         "omission_rate": failed / judged if judged else None,
         "judge_cost_usd": round(float(spend), 8),
         "judge_rows": int(judge_rows),
-    }
-
-
-def _loads(db: sqlite3.Connection, since: float, not_before: float) -> dict[str, int]:
-    return {
-        str(status): int(count)
-        for status, count in db.execute(
-            "SELECT j.key, SUM(j.value) FROM coverage c, json_each(c.summary, '$.loads_by_status') j "
-            "WHERE c.latest = 1 AND c.closed_at >= ? AND c.evaluated_at >= ? AND c.summary IS NOT NULL "
-            "GROUP BY j.key ORDER BY j.key",
-            (since, not_before),
-        )
     }

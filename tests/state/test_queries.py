@@ -119,7 +119,7 @@ def test_listing_filters_pages_and_overview(tmp_path: Path, kind: str) -> None:
 
         overview = await spool.overview(now - 1000, 0)
         assert overview["sessions"] == 10
-        assert overview["loads_by_status"] == {"failed": 0, "loaded": 10}
+        assert overview["loads_by_status"] == {"loaded": 10, "failed": 0, "denied": 0, "unresolved": 0}
         assert (overview["sessions_with_expectations"], overview["sessions_missing_expected"]) == (10, 4)
         assert overview["skipped_skill_rate"] == 0.4
         assert (overview["omission_verdicts"], overview["omission_rate"]) == (10, 0.1)
