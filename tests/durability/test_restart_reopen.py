@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
@@ -39,7 +40,8 @@ def stop(server: Server) -> None:
     assert server.stop() == 0
 
 
-def test_a_session_continued_after_a_restart_is_revision_2_with_every_span(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill-9"])
+def test_a_session_continued_after_a_restart_is_revision_2_with_every_span(tmp_path: Path, how: int) -> None:
     (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
     spans = readable_spans(request)
     (tmp_path / "whole").mkdir()
@@ -58,7 +60,9 @@ def test_a_session_continued_after_a_restart_is_revision_2_with_every_span(tmp_p
         send(srv, spans[:2])  # the skill load is in this half
         (first,) = revisions(srv, 1)
     finally:
-        stop(srv)
+        srv.proc.send_signal(how)
+        code = srv.stop()
+    assert code == (-signal.SIGKILL if how == signal.SIGKILL else 0)
     assert first[-1]["coverage"]["spans"] == 2
 
     srv = Server(tmp_path / "split")
