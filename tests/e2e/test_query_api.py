@@ -80,7 +80,7 @@ def queries(everything: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list
 
     evaluations = [e for row in everything for e in row["evaluations"]]
     skill = next(e["skill"] for e in evaluations if e["skill"])
-    reason = next(e["reason"] for e in evaluations if e["status"] == "skipped")
+    status, reason = next((e["status"], e["reason"]) for e in evaluations if e["status"] != "judged")
     newer, older = everything[100]["closed_at"], everything[200]["closed_at"]
     cases: list[tuple[dict[str, Any], list[dict[str, Any]]]] = [
         ({}, everything),
@@ -90,7 +90,7 @@ def queries(everything: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list
         ),
         ({"evaluation": "skill_invoked", "passed": "false"}, where(evaluation="skill_invoked", passed=False)),
         ({"passed": "true"}, where(passed=True)),
-        ({"status": "skipped", "reason": reason}, where(status="skipped", reason=reason)),
+        ({"status": status, "reason": reason}, where(status=status, reason=reason)),
         ({"skill": skill}, where(skill=skill)),
         (
             {"since": datetime.fromtimestamp(older, UTC).isoformat(), "until": str(newer)},
