@@ -14,3 +14,6 @@ class Status(Secured):
     # One info line this often summing up what was evaluated (only when something was);
     # null: none.  Nothing is logged per evaluated session at info.
     summary_interval: Seconds | None = 60.0
+    # Without auth, /v1/sessions* answers loopback clients only; true serves every client
+    # (what agents said, to anyone who can reach the port).  With auth, the token decides.
+    sessions_open: bool = False
