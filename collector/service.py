@@ -247,7 +247,9 @@ class Service:
         status_cfg = self.config.status
         host, _, port = status_cfg.endpoint.rpartition(":")
         self._status, self.ports["status"] = await self._serve(
-            status.app(chain, self.config.auth_for(status_cfg)),
+            status.app(
+                chain, self.config.auth_for(status_cfg), status_cfg.trace_link, status_cfg.tls is not None
+            ),
             host.strip("[]"),
             int(port),
             "status.endpoint",
@@ -305,7 +307,7 @@ class Service:
             )
         parts.append(
             f"status {_host(cfg.status.endpoint)}:{self.ports['status']} (/metrics, /healthz, /readyz, "
-            f"/v1/sessions/{{id}}; {self._guard(cfg.status)}"
+            f"/v1/sessions/{{id}}, /ui/; {self._guard(cfg.status)}"
             f"{'; /healthz and /readyz open for probes' if cfg.auth_for(cfg.status) else ''})"
         )
         log.info("skillgauge %s listening: %s", __version__, " | ".join(parts))

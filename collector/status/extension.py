@@ -1,9 +1,11 @@
-"""The status extension: /metrics, /healthz, /readyz and GET /v1/sessions/{id}, beside the
-chain (it reads a ``StatusView``).
+"""The status extension: /metrics, /healthz, /readyz, GET /v1/sessions/{id} and the /ui/
+pages, beside the chain (it reads a ``StatusView``).
 
-With auth configured, /metrics and /v1/sessions/{id} need the bearer token (sessions hold
+With auth configured, /metrics, /v1/sessions and /ui/ need the bearer token (sessions hold
 what agents said); /healthz and /readyz stay open, because Kubernetes probes send no
-credentials and say nothing about any session.
+credentials and say nothing about any session.  A browser cannot send a bearer header, so
+the /ui/ pages also take the token from a cookie that ``POST /ui/login`` sets (HttpOnly,
+SameSite=Strict, path /ui/, Secure on TLS); /ui/login itself is open.
 """
 
 from __future__ import annotations
@@ -13,28 +15,59 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from collector.receiver import auth as listener_auth
 from collector.receiver.config import BearerAuth
+from collector.status import pages
 from collector.status.view import StatusView
 
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/ui/login"})
+COOKIE = "skillgauge_status_token"
 
 
 def _guarded(path: str) -> bool:
     return path not in OPEN_PATHS
 
 
+def _endpoint(path: str) -> str:
+    """The endpoint label of a refused request; other paths would be 404s: not worth a series."""
+    if path == "/metrics":
+        return "metrics"
+    if path == "/v1/sessions" or path.startswith("/v1/sessions/"):
+        return "sessions"
+    return "ui" if path == "/ui" or path.startswith("/ui/") else ""
+
+
+def _credentials(request: web.Request) -> str | None:
+    """The bearer header, or for a page the token in the login cookie."""
+    header = request.headers.get("Authorization")
+    if header is None and _endpoint(request.path) == "ui":
+        token = request.cookies.get(COOKIE)
+        if token:
+            return f"Bearer {token}"
+    return header
+
+
 def _unauthenticated(view: StatusView) -> listener_auth.Refusal:
     def refuse(request: web.Request) -> web.Response:
-        path = request.path
-        endpoint = "metrics" if path == "/metrics" else "sessions" if path.startswith("/v1/sessions/") else ""
-        if endpoint:  # other paths would be 404s: not worth a series
+        endpoint = _endpoint(request.path)
+        if endpoint:
             view.count_refusal(endpoint)
+        if endpoint == "ui":  # a person with a browser: offer the login form
+            response = pages.render("login.html", failed=False)
+            response.set_status(401)
+            return response
         # The shape of a google.rpc.Status in JSON, as the OTLP/HTTP receiver answers.
         return web.json_response({"code": 16, "message": listener_auth.MESSAGE}, status=401)
 
     return refuse
 
 
-def app(view: StatusView, auth: BearerAuth | None = None) -> web.Application:
+def app(
+    view: StatusView,
+    auth: BearerAuth | None = None,
+    trace_link: pages.TraceLink = lambda _trace_id: None,
+    tls: bool = False,
+) -> web.Application:
+    bearer = listener_auth.Bearer(auth) if auth is not None else None
+
     async def metrics(_: web.Request) -> web.Response:
         view.refresh()
         return web.Response(
@@ -66,13 +99,33 @@ def app(view: StatusView, auth: BearerAuth | None = None) -> web.Application:
             return web.json_response(body, status=404)
         return web.json_response(body)
 
+    async def login_form(_: web.Request) -> web.Response:
+        if bearer is None:
+            raise web.HTTPSeeOther("/ui/")
+        return pages.render("login.html", failed=False)
+
+    async def login(request: web.Request) -> web.Response:
+        if bearer is None:
+            raise web.HTTPSeeOther("/ui/")
+        token = str((await request.post()).get("token", "")).strip()
+        if not bearer.allows(f"Bearer {token}"):
+            view.count_refusal("ui")
+            response = pages.render("login.html", failed=True)
+            response.set_status(401)
+            return response
+        response = web.Response(status=303, headers={"Location": "/ui/"})
+        response.set_cookie(COOKIE, token, path="/ui/", httponly=True, samesite="Strict", secure=tls)
+        return response
+
     middlewares = []
-    if auth is not None:
-        bearer = listener_auth.Bearer(auth)
-        middlewares.append(listener_auth.middleware(bearer, _unauthenticated(view), _guarded))
+    if bearer is not None:
+        middlewares.append(listener_auth.middleware(bearer, _unauthenticated(view), _guarded, _credentials))
     application = web.Application(middlewares=middlewares)
     application.router.add_get("/metrics", metrics)
     application.router.add_get("/healthz", healthz)
     application.router.add_get("/readyz", readyz)
     application.router.add_get("/v1/sessions/{session_id}", session)
+    application.router.add_get("/ui/login", login_form)
+    application.router.add_post("/ui/login", login)
+    application.add_routes(pages.routes(view, trace_link))
     return application

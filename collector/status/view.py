@@ -35,4 +35,4 @@ class StatusView(Protocol):
         ...
 
     def count_refusal(self, endpoint: str) -> None:
-        """A request to ``endpoint`` (metrics | sessions) refused for want of credentials."""
+        """A request to ``endpoint`` (metrics | sessions | ui) refused for want of credentials."""
