@@ -101,8 +101,8 @@ async def replay(paths: list[str], config: Config) -> ReplayOutcome:
                     outcome.problems.append(f"{where}: {accepted.rejected} rejected: {accepted.message}")
         except OSError as err:
             outcome.problems.append(f"{path}: cannot read ({err.strerror})")
-    await chain.sessions.settle()
-    await chain.sessions.close_all("end_of_input")
+    await chain.sessions_stage.settle()
+    await chain.sessions_stage.close_all("end_of_input")
     await chain.drain()
     await chain.runner.close()
     outcome.coverages = chain.recorder.closed
@@ -114,5 +114,5 @@ async def _take(chain: Chain, item: Received) -> None:
     try:
         await chain.consume(item)
     except Retryable:
-        await chain.sessions.settle()
+        await chain.sessions_stage.settle()
         await chain.consume(item)

@@ -51,7 +51,9 @@ from typing import Any, Literal, Protocol, TypeVar
 import orjson
 
 from collector.component import Retryable
+from collector.state import queries
 from collector.state.segments import SEGMENT_BYTES, Segments, Spooled, Write
+from collector.status.view import SessionPage, SessionQuery
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +219,17 @@ class Spool(Protocol):
         revisions' verdicts become superseded."""
         ...
 
+    async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
+        """A session's evaluated revisions (``queries.revisions``), evaluated at or after
+        ``not_before`` (unix seconds)."""
+        ...
+
+    async def sessions(self, query: SessionQuery, not_before: float) -> SessionPage:
+        """``queries.list_sessions``: latest revisions evaluated at or after ``not_before``."""
+        ...
+
+    async def overview(self, since: float, not_before: float) -> dict[str, Any]: ...
+
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int: ...
 
     async def outbox_peek(self, channel: str, limit: int) -> list[tuple[str, bytes, float]]: ...
@@ -247,13 +260,19 @@ class Spool(Protocol):
 
 
 class MemorySpool:
-    """The spool's interface with nothing kept beyond the process."""
+    """The spool's interface with nothing kept beyond the process.  Evaluated revisions are
+    kept for the status API in an in-memory SQLite database with the spool's tables (the
+    same queries answer), the latest ``revisions_capacity`` of them."""
 
     durable = False
 
-    def __init__(self, outbox_capacity: int = 100_000) -> None:
+    def __init__(self, outbox_capacity: int = 100_000, revisions_capacity: int = 10_000) -> None:
         self.unfinished: dict[tuple[str, int], int] = {}
         self.faults = Faults()
+        self._db = sqlite3.connect(":memory:", isolation_level=None)
+        self._db.executescript(_SCHEMA)
+        queries.migrate(self._db)
+        self._revisions_capacity = revisions_capacity
         self._next = 0
         self._outbox: dict[str, dict[str, tuple[str, bytes, float]]] = {}
         self._capacity = outbox_capacity
@@ -269,8 +288,32 @@ class MemorySpool:
         return None
 
     async def save_coverage(self, revisions: list[Recorded]) -> None:
+        now = time.time()
+        rows = [(s, r, _with_results(line, results), now) for s, r, results, line in revisions]
+        with self._db:
+            self._db.execute("BEGIN")
+            queries.index_revisions(self._db, rows)
+            (count,) = self._db.execute("SELECT COUNT(*) FROM coverage").fetchone()
+            if count > self._revisions_capacity:
+                self._db.execute(
+                    "DELETE FROM coverage WHERE rowid IN (SELECT rowid FROM coverage ORDER BY evaluated_at, rowid LIMIT ?)",
+                    (count - self._revisions_capacity,),
+                )
+                self._db.execute(
+                    "DELETE FROM verdicts WHERE NOT EXISTS (SELECT 1 FROM coverage c "
+                    "WHERE c.session = verdicts.session AND c.revision = verdicts.revision)"
+                )
         for session, revision, _, _ in revisions:
             self.unfinished.pop((session, revision), None)
+
+    async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
+        return queries.revisions(self._db, session, not_before)
+
+    async def sessions(self, query: SessionQuery, not_before: float) -> SessionPage:
+        return queries.list_sessions(self._db, query, not_before)
+
+    async def overview(self, since: float, not_before: float) -> dict[str, Any]:
+        return queries.overview(self._db, since, not_before)
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
         box = self._outbox.setdefault(channel, {})
@@ -295,7 +338,12 @@ class MemorySpool:
         return len(self._outbox.get(channel, {}))
 
     async def checkpoint(self, replay_from: int, keep_results_for: float | None = None) -> None:
-        return None
+        if keep_results_for is not None:
+            cutoff = time.time() - keep_results_for
+            with self._db:
+                self._db.execute("BEGIN")
+                for statement in _EXPIRE[1:]:
+                    self._db.execute(statement, (cutoff,))
 
     def recovery(self) -> Recovery:
         return Recovery()
@@ -334,9 +382,12 @@ _Work = tuple[
 _STOP: _Work = (lambda db: None, None, None, "write")  # shutdown: commit what is queued, then stop
 _INSERT_CLOSED = "INSERT OR REPLACE INTO closed (session, revision, reason, first_request, last_request, traces, closed_at)"
 _INSERT_RESULT = "INSERT OR IGNORE INTO results (key, session, revision, record)"
-_INSERT_COVERAGE = "INSERT OR REPLACE INTO coverage (session, revision, record, evaluated_at)"
 # Retention, at every checkpoint: each searches an index of its own (see ``_SCHEMA``).
-_EXPIRE = ("DELETE FROM results WHERE created_at < ?", "DELETE FROM coverage WHERE evaluated_at < ?")
+_EXPIRE = (
+    "DELETE FROM results WHERE created_at < ?",
+    "DELETE FROM coverage WHERE evaluated_at < ?",
+    queries.EXPIRE,
+)
 
 
 class SqliteSpool:
@@ -362,6 +413,7 @@ class SqliteSpool:
             setup.execute(f"PRAGMA page_size={_PAGE_SIZE}")  # a new file only: set before WAL
             setup.execute("PRAGMA journal_mode=WAL")
             setup.executescript(_SCHEMA)
+            queries.migrate(setup)
             setup.close()
         except (OSError, sqlite3.Error) as err:
             raise RuntimeError(f"storage.path: cannot open the spool at {self.path}: {err}") from None
@@ -375,6 +427,10 @@ class SqliteSpool:
         self._next_id = 1  # set by ``_load``
         self._recovery = self._load()
         self._queue: queue.SimpleQueue[_Work] = queue.SimpleQueue()
+        # Reads for the status API: one connection of their own (WAL: they never wait for the
+        # writer), used from a worker thread (``asyncio.to_thread``), one read at a time.
+        self._reader = sqlite3.connect(self.path, check_same_thread=False)
+        self._reader_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="skillgauge-spool", daemon=True)
         self._thread.start()
         self.commits = 0
@@ -552,10 +608,26 @@ class SqliteSpool:
             (session, revision, _with_results(line, results), now)
             for session, revision, results, line in revisions
         ]
-        if rows:
-            await self._submit(_Rows(_INSERT_COVERAGE, rows))
+        if rows:  # parsed for the listing's columns in the writer thread, not on the loop
+            await self._submit(lambda db: queries.index_revisions(db, rows))
         for session, revision, _, _ in revisions:
             self.unfinished.pop((session, revision), None)
+
+    async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
+        return await self._read(queries.revisions, session, not_before)
+
+    async def sessions(self, query: SessionQuery, not_before: float) -> SessionPage:
+        return await self._read(queries.list_sessions, query, not_before)
+
+    async def overview(self, since: float, not_before: float) -> dict[str, Any]:
+        return await self._read(queries.overview, since, not_before)
+
+    async def _read(self, read: Callable[..., T], *args: Any) -> T:
+        def run() -> T:
+            with self._reader_lock:
+                return read(self._reader, *args)
+
+        return await asyncio.to_thread(run)
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
         capacity = self._capacity
@@ -636,6 +708,8 @@ class SqliteSpool:
         self._queue.put(_STOP)
         await asyncio.to_thread(self._thread.join, timeout)
         self._segments.close()
+        with self._reader_lock:
+            self._reader.close()
 
     def _run(self) -> None:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)

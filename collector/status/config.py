@@ -18,6 +18,9 @@ class Status(Secured):
     (32 hex digits) is replaced; a session page links each trace to it.  None: no link."""
 
     endpoint: Endpoint = "0.0.0.0:9464"
+    # Without auth, /v1/sessions* answers loopback clients only; true serves every client
+    # (what agents said, to anyone who can reach the port).  With auth, the token decides.
+    sessions_open: bool = False
     trace_url: str | None = None
 
     @field_validator("trace_url")

@@ -18,6 +18,9 @@ from aiohttp import web
 
 from collector.status.view import StatusView
 
+UNKNOWN_SESSION = (
+    "unknown session: no span has carried this id, or its results are older than storage.retention"
+)
 TraceLink = Callable[[str], str | None]
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
@@ -94,8 +97,7 @@ def routes(view: StatusView, trace_link: TraceLink) -> list[web.RouteDef]:
             live=live,
             revisions=shown,
             trace_link=link,
-            why_no_results="unknown session: no span has carried this id since start-up, or its "
-            "results are no longer kept",
+            why_no_results=UNKNOWN_SESSION,
         )
         if live is None and not revisions:
             response.set_status(404)
