@@ -174,7 +174,7 @@ def app(
         middlewares.append(listener_auth.middleware(bearer, _unauthenticated(view), _guarded, _credentials))
     elif not sessions_open:
         middlewares.append(_loopback_only(view))
-    application = web.Application(middlewares=middlewares)
+    application = web.Application(middlewares=middlewares)  # type: ignore[arg-type]
     application.router.add_get("/metrics", metrics)
     application.router.add_get("/healthz", healthz)
     application.router.add_get("/readyz", readyz)

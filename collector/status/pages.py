@@ -10,17 +10,30 @@ of 32 hex digits.  ``trace_link`` turns a trace id into the operator's tracing b
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import jinja2
 from aiohttp import web
 
-from collector.status.view import StatusView
+from collector.status import query as session_query
+from collector.status.view import DEFAULT_LIMIT, StatusView
+from evaluators.result import STATUSES
 
 UNKNOWN_SESSION = (
     "unknown session: no span has carried this id, or its results are older than storage.retention"
 )
+# The built-in evaluations, offered by the filter form (custom ones are typed in).
+EVALUATIONS = (
+    "skill_selection_accuracy",
+    "skill_instruction_following",
+    "skill_omission",
+    "skill_invoked",
+)
+WINDOWS = (("hour", "Last hour", 3600.0), ("day", "Last day", 86400.0))
 TraceLink = Callable[[str], str | None]
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
@@ -84,8 +97,71 @@ def revision(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {"coverage": coverage, "results": results}
 
 
+def page_of(session_id: str) -> str:
+    return f"/ui/sessions/{quote(session_id, safe='')}"
+
+
+def utc(seconds: object) -> str:
+    if not isinstance(seconds, int | float):
+        return ""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def given(params: Mapping[str, str]) -> dict[str, str]:
+    """The filter form's fields that were filled in (a GET form sends empty ones too)."""
+    return {k: v for k, v in params.items() if v.strip()}
+
+
 def routes(view: StatusView, trace_link: TraceLink) -> list[web.RouteDef]:
     link = safe_trace_link(trace_link)
+
+    async def overview(_: web.Request) -> web.Response:
+        now = time.time()
+        windows = []
+        for name, title, seconds in WINDOWS:
+            since = int(now - seconds)
+            windows.append(
+                {
+                    "name": name,
+                    "title": title,
+                    "data": await view.overview(since),
+                    "links": {
+                        "sessions": f"/ui/sessions?{urlencode({'since': since})}",
+                        "omissions": "/ui/sessions?"
+                        + urlencode({"since": since, "evaluation": "skill_omission", "passed": "false"}),
+                    },
+                }
+            )
+        return render("overview.html", windows=windows, now=utc(now))
+
+    async def sessions(request: web.Request) -> web.Response:
+        params = given(request.query)
+        form = {name: params.get(name, "") for name in session_query.PARAMETERS}
+        form["limit"] = form["limit"] or str(DEFAULT_LIMIT)
+        context: dict[str, Any] = {
+            "form": form,
+            "statuses": STATUSES,
+            "evaluations": EVALUATIONS,
+            "rows": [],
+            "older": None,
+            "error": None,
+        }
+        try:
+            query = session_query.parse(params)
+        except session_query.BadParameter as err:
+            context["error"] = str(err)
+            response = render("sessions.html", **context)
+            response.set_status(400)
+            return response
+        page = await view.sessions(query)
+        context["rows"] = [
+            {**row, "closed": utc(row.get("closed_at")), "page": page_of(str(row.get("session_id", "")))}
+            for row in page.rows
+        ]
+        if page.next_cursor is not None:
+            older = {k: v for k, v in params.items() if k != "cursor"}
+            context["older"] = f"/ui/sessions?{urlencode({**older, 'cursor': page.next_cursor})}"
+        return render("sessions.html", **context)
 
     async def session(request: web.Request) -> web.Response:
         session_id = request.match_info["session_id"]
@@ -103,4 +179,12 @@ def routes(view: StatusView, trace_link: TraceLink) -> list[web.RouteDef]:
             response.set_status(404)
         return response
 
-    return [web.get("/ui/sessions/{session_id}", session)]
+    async def home(_: web.Request) -> web.Response:
+        return web.Response(status=308, headers={"Location": "/ui/"})
+
+    return [
+        web.get("/ui", home),
+        web.get("/ui/", overview),
+        web.get("/ui/sessions", sessions),
+        web.get("/ui/sessions/{session_id}", session),
+    ]

@@ -20,6 +20,8 @@ from fake_anthropic import FakeAnthropic, Seen, default_verdict, verdict
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.expected_conditions import staleness_of
+from selenium.webdriver.support.wait import WebDriverWait
 from support import Server, metric_value, wait_for
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "deploy"))
@@ -173,3 +175,117 @@ def test_hostile_strings_from_spans_are_shown_not_run(served: Server, browser: W
     explanations = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".explanation")]
     assert f"The request quoted {HOSTILE} and the skill fits." in explanations
     _no_script_ran(browser)
+
+
+def _api_rows(srv: Server, **params: str) -> list[dict[str, Any]]:
+    from urllib.parse import urlencode
+
+    code, body = srv.get_json(f"/v1/sessions?{urlencode({'limit': '500', **params})}")
+    assert code == 200, body
+    assert body["next_cursor"] is None
+    return list(body["sessions"])
+
+
+def _listed(driver: WebDriver) -> list[str]:
+    return [a.text for a in driver.find_elements(By.CSS_SELECTOR, "tr.session-row a.session-link")]
+
+
+def test_overview_shows_the_last_hour_and_day(served: Server, browser: WebDriver) -> None:
+    _login(browser, served)
+    rows = _api_rows(served)
+    browser.get(f"{served.status_url}/ui/")
+    for window in ("hour", "day"):
+        section = browser.find_element(By.ID, f"window-{window}")
+        assert section.find_element(By.CSS_SELECTOR, ".sessions b").text == str(len(rows))
+        loads: dict[str, int] = {}
+        for row in rows:
+            for status, n in row["loads_by_status"].items():
+                loads[status] = loads.get(status, 0) + n
+        heads = [th.text for th in section.find_elements(By.CSS_SELECTOR, "table.loads th")]
+        counts = [int(td.text) for td in section.find_elements(By.CSS_SELECTOR, "table.loads td")]
+        assert dict(zip(heads, counts, strict=True)) == {k: v for k, v in loads.items() if k in heads}
+        assert loads["loaded"] > 0 and loads["failed"] > 0
+        expecting = [r for r in rows if r["expectations"]["expected"]]
+        missed = [r for r in expecting if r["expectations"]["missed"]]
+        assert 0 < len(missed) < len(expecting)
+        assert (
+            section.find_element(By.CSS_SELECTOR, ".skipped b").text
+            == f"{100 * len(missed) / len(expecting):.1f} %"
+        )
+        omission = [
+            e
+            for r in rows
+            for e in r["evaluations"]
+            if e["evaluation"] == "skill_omission" and e["status"] == "judged"
+        ]
+        failed = [e for e in omission if e["passed"] is False]
+        assert (
+            section.find_element(By.CSS_SELECTOR, ".omission b").text
+            == f"{100 * len(failed) / len(omission):.1f} %"
+        )
+        spend = sum(r["judge_cost_usd"] for r in rows)
+        assert spend > 0
+        assert section.find_element(By.CSS_SELECTOR, ".spend b").text == f"{spend:.4f} USD"
+    _shot(browser, "overview")
+    browser.find_element(By.CSS_SELECTOR, "#window-hour .sessions b a").click()
+    wait_for(lambda: "since=" in browser.current_url, timeout=10)
+    assert _listed(browser) == [r["session_id"] for r in rows][:50]
+
+
+def test_recent_sessions_newest_first_and_the_filter_form_narrows_them(
+    served: Server, browser: WebDriver
+) -> None:
+    _login(browser, served)
+    everything = _api_rows(served)
+    browser.get(f"{served.status_url}/ui/sessions?limit=500")
+    assert _listed(browser) == [r["session_id"] for r in everything]
+    closed = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "tr.session-row td:first-child")]
+    assert closed == sorted(closed, reverse=True)
+    _shot(browser, "sessions")
+
+    form = browser.find_element(By.CSS_SELECTOR, "form.filters")
+    form.find_element(By.NAME, "evaluation").send_keys("skill_selection_accuracy")
+    form.find_element(By.NAME, "skill").send_keys("release-notes")
+    form.find_element(By.CSS_SELECTOR, "select[name=status] option[value='']")  # "any" is offered
+    form.find_element(By.XPATH, ".//select[@name='status']/option[text()='judged']").click()
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(lambda: "skill=release-notes" in browser.current_url, timeout=10)
+    narrowed = _listed(browser)
+    expected = _api_rows(
+        served, evaluation="skill_selection_accuracy", skill="release-notes", status="judged"
+    )
+    assert narrowed == [r["session_id"] for r in expected]
+    assert 0 < len(narrowed) < len(everything)
+    for row in browser.find_elements(By.CSS_SELECTOR, "tr.session-row"):
+        assert (
+            "skill_selection_accuracy [release-notes]: pass"
+            in row.find_element(By.CSS_SELECTOR, ".evaluations").text
+        )
+    # The form shows what it filtered on, so the next change keeps the rest.
+    assert browser.find_element(By.NAME, "skill").get_attribute("value") == "release-notes"
+
+    browser.get(f"{served.status_url}/ui/sessions?since=yesterday")
+    assert "since: 'yesterday' is not a time" in browser.find_element(By.ID, "query-error").text
+
+
+def test_the_older_link_pages_through_every_session_once(served: Server, browser: WebDriver) -> None:
+    _login(browser, served)
+    everything = [r["session_id"] for r in _api_rows(served)]
+    assert len(everything) > 10
+    browser.get(f"{served.status_url}/ui/sessions?limit=4")
+    seen: list[str] = []
+    pages = 0
+    while True:
+        listed = _listed(browser)
+        assert 0 < len(listed) <= 4
+        seen += listed
+        pages += 1
+        older = browser.find_elements(By.ID, "older")
+        if not older:
+            break
+        older[0].click()
+        WebDriverWait(browser, 10).until(staleness_of(older[0]))  # the next page has loaded
+        assert "cursor=" in browser.current_url
+    assert seen == everything
+    assert pages == -(-len(everything) // 4)
+    assert browser.find_elements(By.ID, "last-page")
