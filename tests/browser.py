@@ -58,10 +58,7 @@ def chromium() -> Iterator[webdriver.Chrome]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def screenshot(driver: webdriver.Chrome, path: Path, width: int = 1280) -> None:
-    """The whole page as a PNG (the window grown to the page's height, at most 2,400 px)."""
-    height = int(driver.execute_script("return document.documentElement.scrollHeight"))
-    driver.set_window_size(width, min(max(height, 600), 2400))
+def screenshot(driver: webdriver.Chrome, path: Path) -> None:
+    """What the window shows (1280 x 900) as a PNG."""
     path.parent.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(path))
-    driver.set_window_size(1280, 900)

@@ -57,6 +57,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         traces, logs = fixture_requests()
         hostile = [renamed(r, HOSTILE) for r in traces if _is_session(r, "strands-right_skill-0001")]
         send_grpc(srv.grpc_port, traces, logs)
+        srv.get_json("/v1/sessions/-")  # answers once every acknowledged request is assembled
         wait_for(lambda: _all_evaluated(srv), timeout=60)
         # Every recorded session is evaluated: the next judge answers quote the hostile string.
         judge.script = _hostile_judge
@@ -196,7 +197,7 @@ def test_overview_shows_the_last_hour_and_day(served: Server, browser: WebDriver
     browser.get(f"{served.status_url}/ui/")
     for window in ("hour", "day"):
         section = browser.find_element(By.ID, f"window-{window}")
-        assert section.find_element(By.CSS_SELECTOR, ".sessions b").text == str(len(rows))
+        assert section.find_element(By.CSS_SELECTOR, ".card-sessions b").text == str(len(rows))
         loads: dict[str, int] = {}
         for row in rows:
             for status, n in row["loads_by_status"].items():
@@ -209,7 +210,7 @@ def test_overview_shows_the_last_hour_and_day(served: Server, browser: WebDriver
         missed = [r for r in expecting if r["expectations"]["missed"]]
         assert 0 < len(missed) < len(expecting)
         assert (
-            section.find_element(By.CSS_SELECTOR, ".skipped b").text
+            section.find_element(By.CSS_SELECTOR, ".card-skipped b").text
             == f"{100 * len(missed) / len(expecting):.1f} %"
         )
         omission = [
@@ -220,14 +221,18 @@ def test_overview_shows_the_last_hour_and_day(served: Server, browser: WebDriver
         ]
         failed = [e for e in omission if e["passed"] is False]
         assert (
-            section.find_element(By.CSS_SELECTOR, ".omission b").text
+            section.find_element(By.CSS_SELECTOR, ".card-omission b").text
             == f"{100 * len(failed) / len(omission):.1f} %"
         )
-        spend = sum(r["judge_cost_usd"] for r in rows)
+        spend = sum(  # every revision's judge calls were paid for, superseded ones too
+            revision["records"][-1]["coverage"]["judge"]["cost_usd"]
+            for r in rows
+            for revision in served.get_json(r["detail"])[1]["revisions"]
+        )
         assert spend > 0
-        assert section.find_element(By.CSS_SELECTOR, ".spend b").text == f"{spend:.4f} USD"
+        assert section.find_element(By.CSS_SELECTOR, ".card-spend b").text == f"{spend:.4f} USD"
     _shot(browser, "overview")
-    browser.find_element(By.CSS_SELECTOR, "#window-hour .sessions b a").click()
+    browser.find_element(By.CSS_SELECTOR, "#window-hour .card-sessions b a").click()
     wait_for(lambda: "since=" in browser.current_url, timeout=10)
     assert _listed(browser) == [r["session_id"] for r in rows][:50]
 
@@ -241,7 +246,6 @@ def test_recent_sessions_newest_first_and_the_filter_form_narrows_them(
     assert _listed(browser) == [r["session_id"] for r in everything]
     closed = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "tr.session-row td:first-child")]
     assert closed == sorted(closed, reverse=True)
-    _shot(browser, "sessions")
 
     form = browser.find_element(By.CSS_SELECTOR, "form.filters")
     form.find_element(By.NAME, "evaluation").send_keys("skill_selection_accuracy")
@@ -266,6 +270,9 @@ def test_recent_sessions_newest_first_and_the_filter_form_narrows_them(
 
     browser.get(f"{served.status_url}/ui/sessions?since=yesterday")
     assert "since: 'yesterday' is not a time" in browser.find_element(By.ID, "query-error").text
+    if SHOTS:
+        browser.get(f"{served.status_url}/ui/sessions?limit=12")
+        _shot(browser, "sessions")
 
 
 def test_the_older_link_pages_through_every_session_once(served: Server, browser: WebDriver) -> None:
