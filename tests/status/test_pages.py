@@ -296,3 +296,26 @@ def test_the_older_link_pages_through_every_session_once(served: Server, browser
     assert seen == everything
     assert pages == -(-len(everything) // 4)
     assert browser.find_elements(By.ID, "last-page")
+
+
+def test_without_auth_or_trace_url_loopback_reads_the_pages_and_no_trace_is_linked(
+    tmp_path: Path,
+) -> None:
+    srv = Server(tmp_path)  # no auth, no status.trace_url; this client is on loopback
+    try:
+        traces, _ = fixture_requests()
+        send_grpc(srv.grpc_port, [r for r in traces if _is_session(r, "strands-right_skill-0001")])
+        srv.get_json("/v1/sessions/-")
+        wait_for(lambda: _all_evaluated(srv), timeout=30)
+        with chromium() as driver:
+            driver.get(f"{srv.status_url}/ui/login")  # nothing to log in to: the overview
+            assert urlsplit(driver.current_url).path == "/ui/"
+            assert driver.find_element(By.CSS_SELECTOR, "#window-hour .card-sessions b").text == "1"
+            driver.find_element(By.CSS_SELECTOR, "#window-hour .card-sessions b a").click()
+            driver.find_element(By.CSS_SELECTOR, "a.session-link").click()
+            assert driver.find_element(By.ID, "session-id").text == "strands-right_skill-0001"
+            trace = driver.find_element(By.CSS_SELECTOR, ".session-trace").text
+            assert len(trace) == 32 and int(trace, 16)  # shown, not linked
+            assert driver.find_elements(By.CSS_SELECTOR, "a.trace-link") == []
+    finally:
+        srv.stop()
