@@ -414,10 +414,8 @@ def _budget(budget: Budget) -> str:
 def _sessions_access(status_cfg: Status) -> str:
     """Who may read /v1/sessions* and /ui/ without auth, for the startup line."""
     if status_cfg.sessions_open:
-        return "/v1/sessions and /ui/ open to every client (status.sessions_open: true)"
-    return (
-        "/v1/sessions and /ui/ loopback clients only (set status.sessions_open: true or auth to serve others)"
-    )
+        return "/v1/sessions open to every client (status.sessions_open: true), /ui/ too"
+    return "/v1/sessions loopback clients only, /ui/ too (set status.sessions_open: true or auth to serve others)"
 
 
 def _fix(err: OSError) -> str:

@@ -8,6 +8,7 @@ README shows them).
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -317,5 +318,41 @@ def test_without_auth_or_trace_url_loopback_reads_the_pages_and_no_trace_is_link
             trace = driver.find_element(By.CSS_SELECTOR, ".session-trace").text
             assert len(trace) == 32 and int(trace, 16)  # shown, not linked
             assert driver.find_elements(By.CSS_SELECTOR, "a.trace-link") == []
+    finally:
+        srv.stop()
+
+
+def _outside_address() -> str:
+    """An address of this host that is not loopback: connections from it are not local."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # no packet is sent: only the route is looked up
+        except OSError:
+            pytest.skip("this host has no non-loopback IPv4 address")
+        address = str(probe.getsockname()[0])
+    if address.startswith("127."):
+        pytest.skip("this host has no non-loopback IPv4 address")
+    return address
+
+
+def test_without_auth_a_browser_elsewhere_is_refused_the_pages(tmp_path: Path) -> None:
+    outside = _outside_address()
+    srv = Server(tmp_path, {"status": {"endpoint": "0.0.0.0:0"}})
+    try:
+        with chromium() as driver:
+            for path in ("/ui/", "/ui/sessions", "/ui/sessions/strands-right_skill-0001"):
+                driver.get(f"http://{outside}:{srv.status_port}{path}")
+                assert driver.find_element(By.TAG_NAME, "h1").text == "Refused"
+                assert "status.sessions_open: true" in driver.find_element(By.ID, "refused").text
+            driver.get(f"http://127.0.0.1:{srv.status_port}/ui/sessions")
+            assert driver.find_element(By.TAG_NAME, "h1").text == "Recent sessions"
+        text = srv.metrics()
+        assert (
+            metric_value(
+                text, "skillgauge_status_rejected_requests_total", endpoint="ui", reason="not_loopback"
+            )
+            == 3
+        )
+        assert "/v1/sessions loopback clients only, /ui/ too" in srv.log()
     finally:
         srv.stop()
