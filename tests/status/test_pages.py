@@ -57,9 +57,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     try:
         traces, logs = fixture_requests()
         hostile = [renamed(r, HOSTILE) for r in traces if _is_session(r, "strands-right_skill-0001")]
-        send_grpc(srv.grpc_port, traces, logs)
-        srv.get_json("/v1/sessions/-")  # answers once every acknowledged request is assembled
-        wait_for(lambda: _all_evaluated(srv), timeout=60)
+        # Claude Code's log records after its traces were evaluated: those sessions reopen
+        # as revision 2.
+        for wave in (traces, logs):
+            send_grpc(srv.grpc_port, [r for r in wave if r in traces], [r for r in wave if r in logs])
+            srv.get_json("/v1/sessions/-")  # answers once every acknowledged request is assembled
+            wait_for(lambda: _all_evaluated(srv), timeout=60)
         # Every recorded session is evaluated: the next judge answers quote the hostile string.
         judge.script = _hostile_judge
         send_grpc(srv.grpc_port, hostile)
@@ -354,5 +357,29 @@ def test_without_auth_a_browser_elsewhere_is_refused_the_pages(tmp_path: Path) -
             == 3
         )
         assert "/v1/sessions loopback clients only, /ui/ too" in srv.log()
+    finally:
+        srv.stop()
+
+
+def test_a_reopened_session_shows_each_revision_latest_first(served: Server, browser: WebDriver) -> None:
+    _login(browser, served)
+    reopened = [r for r in _api_rows(served) if r["revision"] == 2]
+    assert reopened
+    browser.get(f"{served.status_url}/ui/sessions/{_quoted(reopened[0]['session_id'])}")
+    headings = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "section.revision h2")]
+    assert headings == ["Revision 2 (latest)", "Revision 1 (superseded by a later revision)"]
+
+
+def test_an_open_session_says_so(tmp_path: Path) -> None:
+    srv = Server(tmp_path, {"sessions": {"idle_timeout": "300s"}})
+    try:
+        traces, _ = fixture_requests()
+        send_grpc(srv.grpc_port, [r for r in traces if _is_session(r, "strands-right_skill-0001")])
+        with chromium() as driver:
+            driver.get(f"{srv.status_url}/ui/sessions/strands-right_skill-0001")
+            text = driver.find_element(By.ID, "open").text
+            assert "Revision 1, 6 spans so far, 1 skill loads so far." in text
+            assert "evaluated when it closes" in text
+            assert driver.find_elements(By.CSS_SELECTOR, "section.revision") == []
     finally:
         srv.stop()
