@@ -107,6 +107,9 @@ def utc(seconds: object) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+_ENV.filters["utc"] = utc
+
+
 def given(params: Mapping[str, str]) -> dict[str, str]:
     """The filter form's fields that were filled in (a GET form sends empty ones too)."""
     return {k: v for k, v in params.items() if v.strip()}
