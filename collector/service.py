@@ -265,7 +265,13 @@ class Service:
         status_cfg = self.config.status
         host, _, port = status_cfg.endpoint.rpartition(":")
         self._status, self.ports["status"] = await self._serve(
-            status.app(chain, self.config.auth_for(status_cfg), status_cfg.sessions_open),
+            status.app(
+                chain,
+                self.config.auth_for(status_cfg),
+                status_cfg.sessions_open,
+                status_cfg.trace_link,
+                status_cfg.tls is not None,
+            ),
             host.strip("[]"),
             int(port),
             "status.endpoint",
@@ -329,7 +335,7 @@ class Service:
             )
         parts.append(
             f"status {_host(cfg.status.endpoint)}:{self.ports['status']} (/metrics, /healthz, /readyz, "
-            f"/v1/sessions, /v1/sessions/{{id}}; {self._guard(cfg.status)}"
+            f"/v1/sessions, /v1/sessions/{{id}}, /ui/; {self._guard(cfg.status)}"
             f"{'; /healthz and /readyz open for probes' if cfg.auth_for(cfg.status) else ''}"
             f"{'' if cfg.auth_for(cfg.status) else '; ' + _sessions_access(cfg.status)})"
         )
@@ -438,10 +444,10 @@ def _budget(budget: Budget) -> str:
 
 
 def _sessions_access(status_cfg: Status) -> str:
-    """Who may read /v1/sessions* without auth, for the startup line."""
+    """Who may read /v1/sessions* and /ui/ without auth, for the startup line."""
     if status_cfg.sessions_open:
-        return "/v1/sessions open to every client (status.sessions_open: true)"
-    return "/v1/sessions loopback clients only (set status.sessions_open: true or auth to serve others)"
+        return "/v1/sessions open to every client (status.sessions_open: true), /ui/ too"
+    return "/v1/sessions loopback clients only, /ui/ too (set status.sessions_open: true or auth to serve others)"
 
 
 def _fix(err: OSError) -> str:

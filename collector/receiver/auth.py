@@ -94,12 +94,22 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Refusal = Callable[[web.Request], web.Response]
 
 
-def middleware(bearer: Bearer, refuse: Refusal, guarded: Callable[[str], bool] = lambda _path: True) -> Any:
-    """An aiohttp middleware: requests to ``guarded`` paths need the token; ``refuse`` answers."""
+def authorization(request: web.Request) -> str | None:
+    return request.headers.get("Authorization")
+
+
+def middleware(
+    bearer: Bearer,
+    refuse: Refusal,
+    guarded: Callable[[str], bool] = lambda _path: True,
+    credentials: Callable[[web.Request], str | None] = authorization,
+) -> Any:
+    """An aiohttp middleware: requests to ``guarded`` paths need the token; ``refuse`` answers.
+    ``credentials`` finds the ``Authorization`` value a request offers (by default its header)."""
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if guarded(request.path) and not bearer.allows(request.headers.get("Authorization")):
+        if guarded(request.path) and not bearer.allows(credentials(request)):
             response = refuse(request)
             response.headers["WWW-Authenticate"] = CHALLENGE
             return response

@@ -1,10 +1,13 @@
-"""The status extension: /metrics, /healthz, /readyz, GET /v1/sessions (the query API) and
-GET /v1/sessions/{id}, beside the chain (it reads a ``StatusView``).
+"""The status extension: /metrics, /healthz, /readyz, GET /v1/sessions (the query API),
+GET /v1/sessions/{id} and the /ui/ pages, beside the chain (it reads a ``StatusView``).
 
-With auth configured, /metrics and /v1/sessions* need the bearer token (sessions hold what
-agents said); /healthz and /readyz stay open, because Kubernetes probes send no credentials
-and say nothing about any session.  Without auth, /v1/sessions* answers loopback clients
-only (127.0.0.0/8, ::1) unless ``status.sessions_open: true``; others get 403.
+With auth configured, /metrics, /v1/sessions* and /ui/ need the bearer token (sessions hold
+what agents said); /healthz and /readyz stay open, because Kubernetes probes send no
+credentials and say nothing about any session.  A browser cannot send a bearer header, so
+the /ui/ pages also take the token from a cookie that ``POST /ui/login`` sets (HttpOnly,
+SameSite=Strict, path /ui/, Secure on TLS); /ui/login itself is open.  Without auth,
+/v1/sessions* and /ui/ answer loopback clients only (127.0.0.0/8, ::1) unless
+``status.sessions_open: true``; others get 403.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from collector.receiver import auth as listener_auth
 from collector.receiver.config import BearerAuth
+from collector.status import pages
 from collector.status import query as session_query
 from collector.status.view import StatusView
 
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/ui/login"})
+COOKIE = "skillgauge_status_token"
 NOT_LOOPBACK = (
     "/v1/sessions answers only clients on this host (loopback) while no auth is configured: "
     "configure a bearer token (auth), or set status.sessions_open: true to serve every client"
@@ -32,16 +37,35 @@ def _guarded(path: str) -> bool:
     return path not in OPEN_PATHS
 
 
-def _sessions_path(path: str) -> bool:
-    return path == "/v1/sessions" or path.startswith("/v1/sessions/")
+def _endpoint(path: str) -> str:
+    """The endpoint label of a request (metrics | sessions | ui); "" for other paths, which
+    are probes or 404s: not worth a series."""
+    if path == "/metrics":
+        return "metrics"
+    if path == "/v1/sessions" or path.startswith("/v1/sessions/"):
+        return "sessions"
+    return "ui" if path == "/ui" or path.startswith("/ui/") else ""
+
+
+def _credentials(request: web.Request) -> str | None:
+    """The bearer header, or for a page the token in the login cookie."""
+    header = request.headers.get("Authorization")
+    if header is None and _endpoint(request.path) == "ui":
+        token = request.cookies.get(COOKIE)
+        if token:
+            return f"Bearer {token}"
+    return header
 
 
 def _unauthenticated(view: StatusView) -> listener_auth.Refusal:
     def refuse(request: web.Request) -> web.Response:
-        path = request.path
-        endpoint = "metrics" if path == "/metrics" else "sessions" if _sessions_path(path) else ""
-        if endpoint:  # other paths would be 404s: not worth a series
+        endpoint = _endpoint(request.path)
+        if endpoint:
             view.count_refusal(endpoint)
+        if endpoint == "ui":  # a person with a browser: offer the login form
+            response = pages.render("login.html", failed=False)
+            response.set_status(401)
+            return response
         # The shape of a google.rpc.Status in JSON, as the OTLP/HTTP receiver answers.
         return web.json_response({"code": 16, "message": listener_auth.MESSAGE}, status=401)
 
@@ -64,8 +88,13 @@ def is_loopback(remote: str | None) -> bool:
 def _loopback_only(view: StatusView) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if _sessions_path(request.path) and not is_loopback(request.remote):
-            view.count_refusal("sessions", "not_loopback")
+        endpoint = _endpoint(request.path)
+        if endpoint in ("sessions", "ui") and not is_loopback(request.remote):
+            view.count_refusal(endpoint, "not_loopback")
+            if endpoint == "ui":
+                response = pages.render("refused.html", message=NOT_LOOPBACK)
+                response.set_status(403)
+                return response
             # google.rpc.Status PERMISSION_DENIED
             return web.json_response({"code": 7, "message": NOT_LOOPBACK}, status=403)
         return await handler(request)
@@ -73,9 +102,18 @@ def _loopback_only(view: StatusView) -> Callable[[web.Request, Handler], Awaitab
     return check
 
 
-def app(view: StatusView, auth: BearerAuth | None = None, sessions_open: bool = False) -> web.Application:
-    """``sessions_open``: without ``auth``, serve /v1/sessions* to every client, not only
-    loopback ones (ignored with ``auth``: the token guards them)."""
+def app(
+    view: StatusView,
+    auth: BearerAuth | None = None,
+    sessions_open: bool = False,
+    trace_link: pages.TraceLink = lambda _trace_id: None,
+    tls: bool = False,
+) -> web.Application:
+    """``sessions_open``: without ``auth``, serve /v1/sessions* and /ui/ to every client, not
+    only loopback ones (ignored with ``auth``: the token guards them).  ``trace_link``: a
+    trace id's URL in the operator's tracing backend (``status.trace_url``), or None.
+    ``tls``: the listener is https (the login cookie is then Secure)."""
+    bearer = listener_auth.Bearer(auth) if auth is not None else None
 
     async def metrics(_: web.Request) -> web.Response:
         view.refresh()
@@ -101,10 +139,7 @@ def app(view: StatusView, auth: BearerAuth | None = None, sessions_open: bool = 
         if revisions:
             body["revisions"] = [{"records": records} for records in revisions]
         if live is None and not revisions:
-            body["why_no_results"] = (
-                "unknown session: no span has carried this id, or its results are older than "
-                "storage.retention"
-            )
+            body["why_no_results"] = pages.UNKNOWN_SESSION
             return web.json_response(body, status=404)
         return web.json_response(body)
 
@@ -116,10 +151,27 @@ def app(view: StatusView, auth: BearerAuth | None = None, sessions_open: bool = 
         page = await view.sessions(query)
         return web.json_response({"sessions": page.rows, "next_cursor": page.next_cursor})
 
-    middlewares: list[Handler | Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]] = []
-    if auth is not None:
-        bearer = listener_auth.Bearer(auth)
-        middlewares.append(listener_auth.middleware(bearer, _unauthenticated(view), _guarded))
+    async def login_form(_: web.Request) -> web.Response:
+        if bearer is None:
+            return web.Response(status=303, headers={"Location": "/ui/"})
+        return pages.render("login.html", failed=False)
+
+    async def login(request: web.Request) -> web.Response:
+        if bearer is None:
+            return web.Response(status=303, headers={"Location": "/ui/"})
+        token = str((await request.post()).get("token", "")).strip()
+        if not bearer.allows(f"Bearer {token}"):
+            view.count_refusal("ui")
+            response = pages.render("login.html", failed=True)
+            response.set_status(401)
+            return response
+        response = web.Response(status=303, headers={"Location": "/ui/"})
+        response.set_cookie(COOKIE, token, path="/ui/", httponly=True, samesite="Strict", secure=tls)
+        return response
+
+    middlewares: list[Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]] = []
+    if bearer is not None:
+        middlewares.append(listener_auth.middleware(bearer, _unauthenticated(view), _guarded, _credentials))
     elif not sessions_open:
         middlewares.append(_loopback_only(view))
     application = web.Application(middlewares=middlewares)  # type: ignore[arg-type]
@@ -128,4 +180,7 @@ def app(view: StatusView, auth: BearerAuth | None = None, sessions_open: bool = 
     application.router.add_get("/readyz", readyz)
     application.router.add_get("/v1/sessions", sessions)
     application.router.add_get("/v1/sessions/{session_id}", session)
+    application.router.add_get("/ui/login", login_form)
+    application.router.add_post("/ui/login", login)
+    application.add_routes(pages.routes(view, trace_link))
     return application

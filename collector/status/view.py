@@ -90,5 +90,5 @@ class StatusView(Protocol):
         ...
 
     def count_refusal(self, endpoint: str, reason: str = "unauthenticated") -> None:
-        """A request to ``endpoint`` (metrics | sessions) refused: ``unauthenticated`` (no
+        """A request to ``endpoint`` (metrics | sessions | ui) refused: ``unauthenticated`` (no
         or a wrong token) or ``not_loopback`` (no auth, not open, a remote client)."""
