@@ -1,7 +1,7 @@
 """The /ui/ pages in a real headless Chromium, against a real ``skillgauge serve`` fed with
 recorded sessions and judged by the fake Anthropic API: what a person sees.
 
-``SKILLGAUGE_SCREENSHOTS=docs/screenshots`` also saves one PNG of each page there (the
+``SKILLGAUGE_SCREENSHOTS=deploy/screenshots`` also saves one PNG of each page there (the
 README shows them).
 """
 
