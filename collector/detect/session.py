@@ -9,6 +9,7 @@ only in messages; a body injected after a call) and returns the ``Session`` eval
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TypeVar
@@ -309,16 +310,38 @@ class SessionEvidence:
                             if found is not None:
                                 self.catalog.advertise(found[1], found[0])
                         break
-        if wants_blocks:
-            for block in found_blocks:
-                if isinstance(block, MessageCall):
-                    if skill_tools.argument_key(block.name) is not None:
-                        self._message_calls.setdefault(block.call_id, (block, seen))
-                else:
-                    self._message_results.setdefault(block.call_id, block)
+        if wants_blocks and found_blocks:
+            self._keep_blocks(found_blocks, seen)
         if wants_injections:
             for injection in injections_in(strings):
                 self._injected.setdefault(fold_skill_name(injection.skill), (injection, seen))
+
+    def _keep_blocks(self, found: list[MessageCall | MessageResult], seen: _Seen) -> None:
+        """The tool calls (and their results) of one piece of history that may load a skill.
+
+        A call without an id (some providers' parts) is known by its tool, skill and position among
+        such calls in this history, so the same call read again is kept once; its result is
+        the next result of the same tool."""
+        waiting: dict[str, list[str]] = {}  # tool -> id-less calls without a result yet
+        positions: dict[tuple[str, str], int] = {}
+        for block in found:
+            if isinstance(block, MessageCall):
+                call_id = block.call_id
+                if not call_id:
+                    at = (block.name, _call_skill(block))
+                    positions[at] = positions.get(at, -1) + 1
+                    call_id = f"{_NO_ID}{at[0]}:{at[1]}:{positions[at]}"
+                    waiting.setdefault(block.name, []).append(call_id)
+                    block = MessageCall(call_id, block.name, block.arguments)
+                if _may_load(block):
+                    self._message_calls.setdefault(call_id, (block, seen))
+            else:
+                call_id = block.call_id
+                if not call_id:
+                    queue = waiting.get(block.name)
+                    call_id = queue.pop(0) if queue else ""
+                if call_id:
+                    self._message_results.setdefault(call_id, block)
 
     def absorb(self, other: SessionEvidence) -> None:
         """Take in the evidence of a provisional session that turned out to be part of this one."""
@@ -469,13 +492,22 @@ class SessionEvidence:
                 load.status, load.message = "failed", load.message or "no skill name given"
 
     def _add_message_calls(self) -> None:
-        """Skill calls seen only in messages: the harness never ran them as tools."""
+        """Calls seen only in histories: skill calls the harness never ran as tools (denied,
+        invalid), and reads whose span was not exported.  A call a span recorded too is
+        the span's: by call id, or by skill when the history has no ids."""
         span_call_ids = {c.call_id for c in self.tool_calls if c.call_id}
         span_skills = {load.key for load in self.skill_loads if load.signal == "skill_tool"}
+        span_reads = {(load.signal, load.key) for load in self.skill_loads}
         for call_id, (call, seen) in self._message_calls.items():
             if call_id in span_call_ids:
                 continue
-            key = skill_tools.argument_key(call.name) or ""
+            key = skill_tools.argument_key(call.name)
+            if key is None:
+                read = self._history_read(call_id, call, seen)
+                if read is not None and (read.signal, read.key) not in span_reads:
+                    span_reads.add((read.signal, read.key))
+                    self.skill_loads.append(read)
+                continue
             arguments = call.arguments
             skill = names.decoded(arguments.get(key) if isinstance(arguments, dict) else arguments)
             if fold_skill_name(skill) in span_skills and skill:
@@ -486,9 +518,10 @@ class SessionEvidence:
             if result is None:
                 status, message = "unresolved", None
             else:
-                status, message = text_outcome(result.text, None, result.is_error)
+                status, message = text_outcome(result.text, _parsed(result), result.is_error)
                 if status == "loaded" and facts.DENIALS.search(result.text):
                     status, message = "denied", result.text[:500]
+            span_skills.add(fold_skill_name(skill))
             self.skill_loads.append(
                 SkillLoad(
                     skill=skill,
@@ -498,9 +531,64 @@ class SessionEvidence:
                     trace_id=seen.trace_id,
                     time_unix_nano=seen.time_unix_nano,
                     message=message,
-                    tool_call_id=call_id,
+                    tool_call_id=None if call_id.startswith(_NO_ID) else call_id,
                 )
             )
+
+    def _history_read(self, call_id: str, call: MessageCall, seen: _Seen) -> SkillLoad | None:
+        """A SKILL.md read that only a history shows, read as its tool span would be."""
+        result = self._message_results.get(call_id)
+        if result is None:
+            return None  # no outcome: nothing to tell a read from a write
+        arguments = call.arguments if isinstance(call.arguments, str) else _json(call.arguments)
+        as_span = ToolCall(
+            name=call.name,
+            span_id=seen.span_id,
+            trace_id=seen.trace_id,
+            start_unix_nano=seen.time_unix_nano,
+            call_id=None if call_id.startswith(_NO_ID) else call_id,
+            arguments=arguments,
+            result=result.text
+            if result.value is None or isinstance(result.value, str)
+            else _json(result.value),
+            error=result.text or "the tool reported an error" if result.is_error else None,
+        )
+        for detect in DETECTORS[1:]:  # the read detectors; skill tools are handled above
+            load = detect(as_span)
+            if load is not None:
+                return load
+        return None
+
+
+_NO_ID = "#"  # starts the key of a history call recorded without an id
+
+
+def _call_skill(call: MessageCall) -> str:
+    """The skill a history call names, as far as its arguments tell (for keying)."""
+    key = skill_tools.argument_key(call.name)
+    arguments = call.arguments
+    if key is not None:
+        return names.decoded(arguments.get(key) if isinstance(arguments, dict) else arguments)
+    return _json(arguments) if arguments is not None and not isinstance(arguments, str) else arguments or ""
+
+
+def _may_load(call: MessageCall) -> bool:
+    """Whether a history call may be a skill load: a skill tool, or arguments naming a
+    SKILL.md (read by whatever tool)."""
+    if skill_tools.argument_key(call.name) is not None:
+        return True
+    arguments = call.arguments
+    text = arguments if isinstance(arguments, str) else _json(arguments) if arguments is not None else ""
+    return facts.HISTORY_CALL_MARKER in text
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _parsed(result: MessageResult) -> object:
+    value = result.value
+    return value if isinstance(value, (dict, list)) else parse_json(value) if isinstance(value, str) else None
 
 
 def _keep_first(mine: dict[K, V], theirs: dict[K, V]) -> None:
