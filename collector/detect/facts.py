@@ -110,6 +110,9 @@ SKILL_NAME_KEYS: tuple[str, ...] = ("name", "skill", "skill_name", "skillName")
 SKILL_NAMESPACE_SEPARATORS: re.Pattern[str] = re.compile(r"[:/]")
 # Present only when the harness resolved the skill (ADK: absent for an unknown skill).
 SKILL_RESOLVED_ATTRIBUTES: tuple[str, ...] = ("gen_ai.skill.source.uri",)
+# On a tool span, these say the call loads one of the skill's resources, not the skill: its
+# skill attribute then names no load.
+SKILL_RESOURCE_ATTRIBUTES: tuple[str, ...] = ("gen_ai.skill.resource.name",)
 # A skill tool result shorter than this, on one line, acknowledges a load without the body:
 # "Launching skill: x" (Claude Code), "Skill 'x' activated (no instructions available).".
 SKILL_ACK_MAX_CHARS = 80
@@ -410,7 +413,12 @@ LOG_EVENT_NAME_KEY = "event.name"
 # ``event.name``; the tables below use the bare names.
 LOG_EVENT_PREFIX = "claude_code."
 # Log records (OTLP logs, by event name) that carry skill evidence.
-LOG_SKILL_ACTIVATED: dict[str, str] = {"skill_activated": "skill.name"}  # Claude Code
+LOG_SKILL_ACTIVATED: dict[str, str] = {
+    "skill_activated": "skill.name",  # Claude Code
+    "codex.skill_invocation": "skill.name",  # Codex CLI, explicit ($skill) and implicit use
+}
+# On an activation record, a false value here says the skill did not load.
+LOG_SKILL_SUCCESS_KEYS: tuple[str, ...] = ("success",)
 LOG_TOOL_RESULTS: dict[str, tuple[str, str]] = {"tool_result": ("tool_use_id", "success")}  # Claude Code
 # Log record attributes that hold whole API requests / responses or prompts.
 LOG_CONTENT_ATTRIBUTES: tuple[str, ...] = (

@@ -21,6 +21,7 @@ from collector.detect import (
     messages,
     names,
     shell_reads,
+    skill_attributes,
     skill_tools,
     transcript,
 )
@@ -47,7 +48,10 @@ DETECTORS: tuple[Callable[[ToolCall], SkillLoad | None], ...] = (
     skill_tools.detect,
     file_reads.detect,
     shell_reads.detect,
+    skill_attributes.detect,  # last: a tool no other detector knows, naming its skill
 )
+
+_READ_DETECTORS = (file_reads.detect, shell_reads.detect)  # for calls only a history shows
 
 # Substrings without which a piece of prompt text holds nothing for each walk of ``_scan``.
 _BLOCK_MARKERS: tuple[str, ...] = facts.BLOCK_MARKERS
@@ -141,7 +145,7 @@ class SessionEvidence:
         self._message_results: dict[str, MessageResult] = {}
         self._injected: dict[str, tuple[Injection, _Seen]] = {}
         self._log_results: dict[str, tuple[bool, _Seen]] = {}  # tool call id -> success
-        self._activated: dict[str, tuple[str, _Seen]] = {}  # folded skill -> first activation
+        self._activated: dict[str, tuple[str, _Seen, bool]] = {}  # folded skill -> first activation, ok
         self._last_prompts: dict[str, str] = {}  # role -> the last text of that role seen (read already)
         self._histories: list[str] = []  # histories read, without their closing bracket, newest first
 
@@ -209,9 +213,14 @@ class SessionEvidence:
         )
         event = view.event_name.removeprefix(facts.LOG_EVENT_PREFIX)
         if event in facts.LOG_SKILL_ACTIVATED:
-            skill = view.attrs.text(facts.LOG_SKILL_ACTIVATED[event])
+            skill = names.decoded(view.attrs.text(facts.LOG_SKILL_ACTIVATED[event]) or "")
             if skill:
-                self._activated.setdefault(fold_skill_name(skill), (skill, seen))
+                ok = all(
+                    str(view.attrs.get(key)).lower() != "false"
+                    for key in facts.LOG_SKILL_SUCCESS_KEYS
+                    if key in view.attrs
+                )
+                self._activated.setdefault(fold_skill_name(skill), (skill, seen, ok))
         elif event in facts.LOG_TOOL_RESULTS:
             id_key, success_key = facts.LOG_TOOL_RESULTS[event]
             call_id = view.attrs.text(id_key)
@@ -440,15 +449,15 @@ class SessionEvidence:
             if logged is not None:
                 load.status = "loaded" if logged[0] else "failed"
             elif load.key in self._activated:
-                load.status = "loaded"
+                load.status = "loaded" if self._activated[load.key][2] else "failed"
         # An activation logged with no tool span at all (traces not exported, or sampled out).
         spanned = {load.key for load in self.skill_loads}
-        for key, (skill, seen) in self._activated.items():
+        for key, (skill, seen, ok) in self._activated.items():
             if key not in spanned:
                 self.skill_loads.append(
                     SkillLoad(
                         skill=skill,
-                        status="loaded",
+                        status="loaded" if ok else "failed",
                         signal="log_event",
                         span_id=seen.span_id,
                         trace_id=seen.trace_id,
@@ -553,7 +562,7 @@ class SessionEvidence:
             else _json(result.value),
             error=result.text or "the tool reported an error" if result.is_error else None,
         )
-        for detect in DETECTORS[1:]:  # the read detectors; skill tools are handled above
+        for detect in _READ_DETECTORS:
             load = detect(as_span)
             if load is not None:
                 return load
