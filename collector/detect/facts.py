@@ -127,6 +127,24 @@ READ_TOOLS: frozenset[str] = frozenset(
 )
 PATH_ARGUMENTS: tuple[str, ...] = ("file_path", "path", "filename", "filepath", "file")
 
+# Any other tool counts as a read when its result holds a SKILL.md, unless its name has one
+# of these words (a write or edit echoing what it wrote), compared casefolded.
+WRITE_TOOL_WORDS: tuple[str, ...] = (
+    "write",
+    "edit",
+    "create",
+    "replace",
+    "patch",
+    "delete",
+    "remove",
+    "move",
+    "rename",
+    "append",
+    "insert",
+    "save",
+    "update",
+)
+
 # -- shell tools ------------------------------------------------------------------------
 
 # Shell tools, and the arguments that may hold the command line.
@@ -443,9 +461,35 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("opentelemetry.instrumentation.openai_agents", "openai_agents"),
     ("openinference.instrumentation.claude_agent_sdk", "claude_agent_sdk"),
     ("com.anthropic.claude_code", "claude_code"),
+    ("gemini-cli", "gemini_cli"),
+    ("codex", "codex_cli"),
     ("openinference.instrumentation.llama_index", "llamaindex"),
     ("opentelemetry.instrumentation.llamaindex", "llamaindex"),
 )
+
+# Resource ``service.name`` -> framework, by prefix, when no scope names one.
+SERVICE_NAME_KEY = "service.name"
+FRAMEWORK_SERVICES: tuple[tuple[str, str], ...] = (
+    ("gemini-cli", "gemini_cli"),
+    ("gemini_cli", "gemini_cli"),
+    ("codex", "codex_cli"),  # codex_cli_rs, codex_exec, codex-cli
+    ("claude-code", "claude_code"),
+)
+# Attributes outside the tables above that may hold prompt text (a system instruction, a
+# request) in a harness no row knows: a key holding one of these words, compared casefolded.
+PROMPT_KEY_WORDS: tuple[str, ...] = (
+    "system",
+    "instruction",
+    "prompt",
+    "request_text",
+    "request_body",
+    "messages",
+    "contents",
+)
+# Prefixes of keys another reader takes already (OpenInference's flattened messages).
+PROMPT_KEY_SKIP_PREFIXES: tuple[str, ...] = (FLATTENED_PREFIX, "llm.output_messages.")
+# Shorter text holds no catalog or history worth reading (a model name, a count).
+PROMPT_MIN_CHARS = 64
 
 # -- sessions ---------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from collector.detect import (
+    any_reads,
     catalogs,
     facts,
     file_reads,
@@ -48,7 +49,8 @@ DETECTORS: tuple[Callable[[ToolCall], SkillLoad | None], ...] = (
     skill_tools.detect,
     file_reads.detect,
     shell_reads.detect,
-    skill_attributes.detect,  # last: a tool no other detector knows, naming its skill
+    skill_attributes.detect,  # a tool no other detector knows, naming its skill
+    any_reads.detect,  # last: any other tool that returned a SKILL.md
 )
 
 _READ_DETECTORS = (file_reads.detect, shell_reads.detect)  # for calls only a history shows
@@ -71,21 +73,29 @@ def _has_any(text: str, markers: tuple[str, ...] | list[str]) -> bool:
     return False
 
 
+_HISTORY_ROLES = frozenset({"messages", "other"})  # texts that may be a growing history
 _HISTORIES = 4  # message histories remembered per session (see ``_unread_part``); 0 reads each whole
 
 K = TypeVar("K")
 V = TypeVar("V")
 
-_framework_cache: dict[str, str] = {}
+_framework_cache: dict[tuple[str, str], str] = {}
 
 
-def framework_of(scope: str) -> str:
-    found = _framework_cache.get(scope)
+def framework_of(scope: str, service: str = "") -> str:
+    """The framework an instrumentation scope names, else the resource's service name, else ""."""
+    found = _framework_cache.get((scope, service))
     if found is None:
         found = next((fw for prefix, fw in facts.FRAMEWORK_SCOPES if scope.startswith(prefix)), "")
+        if not found and service:
+            found = next((fw for prefix, fw in facts.FRAMEWORK_SERVICES if service.startswith(prefix)), "")
         if len(_framework_cache) < 1024:
-            _framework_cache[scope] = found
+            _framework_cache[(scope, service)] = found
     return found
+
+
+def _service(view: SpanView | LogView) -> str:
+    return view.resource.attrs.text(facts.SERVICE_NAME_KEY) or ""
 
 
 @dataclass(slots=True)
@@ -154,7 +164,7 @@ class SessionEvidence:
     def observe_span(self, view: SpanView) -> None:
         self.span_count += 1
         if not self.framework:
-            self.framework = framework_of(view.scope)
+            self.framework = framework_of(view.scope, _service(view))
         if self._rules.by_attribute or _EXPECTED in view.attrs or _EXPECTED in view.resource.attrs:
             self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs))
         call = tool_call(view)
@@ -167,11 +177,13 @@ class SessionEvidence:
         prompts = messages.prompt_texts(view)
         if prompts:
             self._content_seen = True
+        # Not counted as content seen: an unknown key may hold anything.
+        prompts += [("other", raw) for raw in messages.other_prompt_texts(view.attrs)]
         # Chat spans repeat the system prompt and the history so far: a (role, text) pair this
         # session has read already can add no turn, catalog, call or injection.
         fresh: list[tuple[str, str]] = []
         for role, raw in prompts:
-            if role == "messages":
+            if role in _HISTORY_ROLES:
                 part = self._unread_part(raw)
                 # A history read whole is remembered by hash like other text; a continuation
                 # or a repeat was recognised by comparing text, without hashing all of it.
@@ -203,7 +215,7 @@ class SessionEvidence:
 
     def observe_log(self, view: LogView) -> None:
         if not self.framework:
-            self.framework = framework_of(view.scope)
+            self.framework = framework_of(view.scope, _service(view))
         self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs))
         record = view.record
         seen = _Seen(
@@ -232,6 +244,10 @@ class SessionEvidence:
                 if raw:
                     self._content_seen = True
                     self._scan(raw, seen)
+        for raw in messages.other_prompt_texts(view.attrs):
+            part = self._unread_part(raw)  # a request log record repeats the history so far
+            if part:
+                self._scan(part, seen)
 
     def _expect(self, skills: Iterable[str]) -> None:
         for skill in skills:
