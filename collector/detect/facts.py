@@ -163,6 +163,9 @@ READ_VERBS: dict[str, frozenset[str]] = {
     "nl": frozenset(),
     "sed": frozenset({"-i", "--in-place"}),
 }
+# Shells a command line may run a script in ("bash -lc 'cat x/SKILL.md'", as harnesses that
+# pass argv arrays write it): the script after a flag holding "c" is read as a command line.
+SHELL_INTERPRETERS: frozenset[str] = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
 # Flag prefixes that make a verb write, whatever follows: sed -i.bak joins the backup suffix.
 WRITE_FLAG_PREFIXES: dict[str, str] = {"sed": "-i"}
 # A shell tool's exit code in its output: "Process exited with code 0" (OpenAI Agents sandbox

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 import pytest
 from support import FRAMEWORKS
@@ -132,3 +134,44 @@ def test_exit_codes_and_refusals_are_read_outside_the_skill_md(result: str, stat
     assert text_outcome(result, json.loads(result) if result[:1] == "{" else None)[0] == status
     load = shell_reads.detect(read_call(result, "shell", {"command": "cat /skills/pdf-report/SKILL.md"}))
     assert load is not None and load.status == status
+
+
+@pytest.mark.parametrize(
+    ("command", "paths"),
+    [
+        ("cat /s/pdf-report/SKILL.md", ["/s/pdf-report/SKILL.md"]),
+        ("bash -lc 'cat /s/pdf-report/SKILL.md'", ["/s/pdf-report/SKILL.md"]),  # argv arrays, joined
+        ("/bin/sh -c \"sed -n '1,80p' /s/pdf-report/SKILL.md\"", ["/s/pdf-report/SKILL.md"]),
+        ("bash -lc 'sed -i s/a/b/ /s/pdf-report/SKILL.md'", []),
+        ("bash -lc 'cat /s/pdf-report/SKILL.md > /tmp/x'", []),
+        ("bash script.sh /s/pdf-report/SKILL.md", []),
+    ],
+)
+def test_a_shell_read_inside_a_shell_script_is_a_read(command: str, paths: list[str]) -> None:
+    assert shell_reads.skill_paths(command) == paths
+
+
+def test_a_recorded_shell_read_run_through_bash_lc_is_the_same_read() -> None:
+    from support import trace_requests
+
+    from collector.sessions.assembler import Assembler
+
+    def loads(traces: list[Any]) -> list[tuple[str, str, str, bool]]:
+        closed: list[Any] = []
+        asm = Assembler(parse({}).sessions, lambda s, _r: closed.append(s))
+        for request in traces:
+            asm.add_spans(request)
+        asm.close_all()
+        return [(x.skill, x.status, x.signal, x.has_body) for s in closed for x in s.skill_loads]
+
+    traces = trace_requests(FRAMEWORKS / "claude_code" / "shell_read.traces.jsonl")
+    before = loads(traces)
+    for request in traces:
+        for rs in request.resource_spans:
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    for kv in span.attributes:
+                        if kv.key == "full_command":
+                            kv.value.string_value = shlex.join(["bash", "-lc", kv.value.string_value])
+    assert before == [("incident-report", "loaded", "shell_read", True)]
+    assert loads(traces) == before
