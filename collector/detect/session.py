@@ -448,6 +448,9 @@ class SessionEvidence:
         _keep_first(self._injected, other._injected)
         _keep_first(self._log_results, other._log_results)
         self._log_calls += other._log_calls
+        # What the other read stays read: its histories continue here without a re-read.
+        self._histories = [*self._histories, *other._histories][:_HISTORIES]
+        _keep_first(self._last_prompts, other._last_prompts)
         _keep_first(self._activated, other._activated)
 
     # -- closing --------------------------------------------------------------------------
