@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -170,3 +171,41 @@ def test_a_log_record_with_no_key_and_no_trace_is_counted_and_named_and_replay_s
     assert [(x.skill, x.status) for x in with_orphan.coverages[0].session.skill_loads] == [
         (x.skill, x.status) for x in plain.coverages[0].session.skill_loads
     ]
+
+
+def test_a_fold_reads_no_history_again(monkeypatch: Any) -> None:
+    # The same run twice: named from its first span, and named only by a log record that
+    # arrives halfway.  The text scanned must be the same: what the trace-only session read
+    # moves with it.
+    from collector.detect.session import SessionEvidence
+
+    def scanned(requests: list[ExportTraceServiceRequest], logs_at: int) -> int:
+        total = 0
+        scan = SessionEvidence._scan
+
+        def counting(self: SessionEvidence, raw: str, seen: Any) -> None:
+            nonlocal total
+            total += len(raw)
+            scan(self, raw, seen)
+
+        monkeypatch.setattr(SessionEvidence, "_scan", counting)
+        asm, closed = assembler()
+        for n, single in enumerate(requests):
+            if n == logs_at:
+                for logs in log_requests(ADK / "right_skill_content.logs.jsonl"):
+                    asm.add_logs(logs)
+            asm.add_spans(single)
+        asm.close_all()
+        assert [s.session_id for s in closed] == ["adk-right_skill-content"]
+        monkeypatch.undo()
+        return total
+
+    (request,) = trace_requests(ADK / "right_skill_content.traces.jsonl")
+    named = spans_one_by_one(request)
+    (request,) = trace_requests(ADK / "right_skill_content.traces.jsonl")
+    drop_session_keys(request)
+    unnamed = spans_one_by_one(request)
+    half = len(unnamed) // 2
+    baseline = scanned(named, half)
+    assert baseline > 0
+    assert scanned(unnamed, half) == baseline
