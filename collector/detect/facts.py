@@ -306,6 +306,7 @@ class CallFields:
     arguments: str
     within: str = ""  # the name and arguments sit in this key's dict, the id beside it
     json_arguments: bool = False  # the arguments are JSON text, decoded when they parse
+    other_arguments: str = ""  # where the arguments are when ``arguments`` is absent
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,7 +337,10 @@ BLOCK_TYPE_KEY = "type"
 TYPED_BLOCKS: dict[str, CallFields | ResultFields] = {
     "tool_use": CallFields("id", "name", "input"),  # Anthropic Messages API
     "tool_result": ResultFields("tool_use_id", "content", error="is_error"),  # Anthropic Messages API
-    "tool_call": CallFields("id", "name", "arguments"),  # GenAI semconv parts
+    # GenAI semconv parts; LangChain's tool_calls[] entries keep the arguments in "args"
+    "tool_call": CallFields("id", "name", "arguments", other_arguments="args"),
+    # LangChain tool messages: {"type": "tool", "tool_call_id", "content", "status"}
+    "tool": ResultFields("tool_call_id", "content", error="status", error_value="error", name="name"),
     "tool_call_response": ResultFields("id", "response"),  # GenAI semconv parts
     # OpenAI Responses API input items (Codex CLI's histories)
     "function_call": CallFields("call_id", "name", "arguments", json_arguments=True),

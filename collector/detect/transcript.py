@@ -98,6 +98,8 @@ def _block(d: dict[str, Any], fields: facts.CallFields | facts.ResultFields) -> 
     if not isinstance(inner, dict):
         return None
     arguments = inner.get(fields.arguments)
+    if arguments is None and fields.other_arguments:
+        arguments = inner.get(fields.other_arguments)
     if fields.json_arguments and isinstance(arguments, str):  # JSON text, or already an object
         arguments = parse_json(arguments) or arguments
     return MessageCall(str(d.get(fields.id) or ""), str(inner.get(fields.name) or ""), arguments)

@@ -49,6 +49,7 @@ RECORDED_SHAPES = [
         "load_skill",
     ),
     ("strands/right_skill.traces.jsonl", "Bedrock toolUse / toolResult", "skills"),
+    ("deepagents/right_skill.traces.jsonl", "LangChain tool_calls / tool messages", "read_file"),
 ]
 
 
@@ -155,3 +156,21 @@ def test_no_recording_reports_one_call_twice() -> None:
     for coverage in outcome.coverages:
         ids = [x.tool_call_id for x in coverage.session.skill_loads if x.tool_call_id]
         assert len(ids) == len(set(ids)), coverage.session.session_id
+
+
+def test_a_skill_md_read_only_a_history_shows_is_a_read() -> None:
+    # Deep Agents' read_file, its tool span not exported: the LangChain history still shows
+    # the call and the SKILL.md it returned.
+    requests = trace_requests(FRAMEWORKS / "deepagents" / "right_skill.traces.jsonl")
+    merged = ExportTraceServiceRequest()
+    for request in requests:
+        for rs in request.resource_spans:
+            for ss in rs.scope_spans:
+                kept = [s for s in ss.spans if not any(kv.key == "tool.name" for kv in s.attributes)]
+                del ss.spans[:]
+                ss.spans.extend(kept)
+        merged.resource_spans.extend(request.resource_spans)
+    (session,) = sessions(merged)
+    assert [(x.skill, x.status, x.signal, x.has_body) for x in session.skill_loads] == [
+        ("release-notes", "loaded", "file_read", True)
+    ]
