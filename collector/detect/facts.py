@@ -445,36 +445,6 @@ LOG_SKILL_ACTIVATED: dict[str, str] = {
 # On an activation record, a false value here says the skill did not load.
 LOG_SKILL_SUCCESS_KEYS: tuple[str, ...] = ("success",)
 LOG_TOOL_RESULTS: dict[str, tuple[str, str]] = {"tool_result": ("tool_use_id", "success")}  # Claude Code
-
-
-@dataclass(frozen=True, slots=True)
-class LogToolFields:
-    """Where a log record of one tool call keeps its parts ("": the record has none)."""
-
-    name: str
-    arguments: str
-    result: str = ""
-    success: str = ""  # "true"/"false" (any case) or a boolean
-    call_id: str = ""
-    error: str = ""
-    decision: str = ""  # the harness's approval decision
-
-
-# Log records that each record one tool call, by event name: a load with no tool span
-# (logs on, traces off, as some harnesses ship by default).
-LOG_TOOL_CALLS: dict[str, LogToolFields] = {
-    "tool_result": LogToolFields(
-        "tool_name", "tool_input", success="success", call_id="tool_use_id", error="error"
-    ),
-    "gemini_cli.tool_call": LogToolFields(
-        "function_name", "function_args", success="success", error="error", decision="decision"
-    ),
-    "codex.tool_result": LogToolFields(
-        "tool_name", "arguments", result="output", success="success", call_id="call_id"
-    ),
-}
-# Decisions that mean the harness did not let the call run.
-DENIED_DECISIONS: frozenset[str] = frozenset({"reject", "rejected", "deny", "denied", "abort", "block"})
 # Log record attributes that hold whole API requests / responses or prompts.
 LOG_CONTENT_ATTRIBUTES: tuple[str, ...] = (
     "body",  # Claude Code api_request_body / api_response_body (OTEL_LOG_RAW_API_BODIES)

@@ -116,7 +116,6 @@ class SessionEvidence:
         "_histories",
         "_injected",
         "_last_prompts",
-        "_log_calls",
         "_log_results",
         "_message_calls",
         "_message_results",
@@ -156,7 +155,6 @@ class SessionEvidence:
         self._message_results: dict[str, MessageResult] = {}
         self._injected: dict[str, tuple[Injection, _Seen]] = {}
         self._log_results: dict[str, tuple[bool, _Seen]] = {}  # tool call id -> success
-        self._log_calls: list[tuple[ToolCall, bool]] = []  # tool calls only log records show, success
         self._activated: dict[str, tuple[str, _Seen, bool]] = {}  # folded skill -> first activation, ok
         self._last_prompts: dict[str, str] = {}  # role -> the last text of that role seen (read already)
         self._histories: list[str] = []  # histories read, without their closing bracket, newest first
@@ -240,9 +238,6 @@ class SessionEvidence:
             call_id = view.attrs.text(id_key)
             if call_id:
                 self._log_results[call_id] = (str(view.attrs.get(success_key)).lower() == "true", seen)
-        fields = facts.LOG_TOOL_CALLS.get(event)
-        if fields is not None:
-            self._log_call(view, fields, seen)
         for key in facts.LOG_CONTENT_ATTRIBUTES:
             if key in view.attrs:
                 raw = view.attrs.text(key)
@@ -253,59 +248,6 @@ class SessionEvidence:
             part = self._unread_part(raw)  # a request log record repeats the history so far
             if part:
                 self._scan(part, seen)
-
-    def _log_call(self, view: LogView, fields: facts.LogToolFields, seen: _Seen) -> None:
-        """A tool call a log record shows, kept when it may load a skill (its span, if any
-        was exported, is reconciled with it when the session finishes)."""
-        attrs = view.attrs
-        name = attrs.text(fields.name) or ""
-        arguments = attrs.text(fields.arguments) if fields.arguments else None
-        if not (
-            skill_tools.argument_key(name) is not None
-            or (arguments and facts.HISTORY_CALL_MARKER in arguments)
-        ):
-            return
-        success = str(attrs.get(fields.success)).lower() if fields.success and fields.success in attrs else ""
-        decision = (attrs.text(fields.decision) or "").lower() if fields.decision else ""
-        error: str | None = None
-        if decision in facts.DENIED_DECISIONS:
-            error = f"denied by the harness (decision {decision})"
-        elif success == "false":
-            error = (attrs.text(fields.error) if fields.error else None) or "the tool reported a failure"
-        call = ToolCall(
-            name=name,
-            span_id=seen.span_id,
-            trace_id=seen.trace_id,
-            start_unix_nano=seen.time_unix_nano,
-            call_id=(attrs.text(fields.call_id) if fields.call_id else None) or None,
-            arguments=arguments,
-            result=(attrs.text(fields.result) if fields.result else None) or None,
-            error=error,
-        )
-        self._log_calls.append((call, success == "true"))
-
-    def _add_log_calls(self) -> None:
-        """Loads of tool calls only log records show: a call a span recorded too is the
-        span's (by call id, else by signal and skill).  A call the harness says succeeded,
-        with no result recorded, loaded."""
-        span_ids = {c.call_id for c in self.tool_calls if c.call_id}
-        seen = {(load.signal, load.key) for load in self.skill_loads}
-        for call, succeeded in self._log_calls:
-            if call.call_id and call.call_id in span_ids:
-                continue
-            for detect in DETECTORS:
-                load = detect(call)
-                if load is not None:
-                    break
-            else:
-                continue
-            if (load.signal, load.key) in seen:
-                continue
-            seen.add((load.signal, load.key))
-            if load.status == "unresolved" and succeeded:
-                load.status = "loaded"
-            load.signal = "log_event"
-            self.skill_loads.append(load)
 
     def _expect(self, skills: Iterable[str]) -> None:
         for skill in skills:
@@ -447,7 +389,6 @@ class SessionEvidence:
         _keep_first(self._message_results, other._message_results)
         _keep_first(self._injected, other._injected)
         _keep_first(self._log_results, other._log_results)
-        self._log_calls += other._log_calls
         # What the other read stays read: its histories continue here without a re-read.
         self._histories = [*self._histories, *other._histories][:_HISTORIES]
         _keep_first(self._last_prompts, other._last_prompts)
@@ -470,7 +411,6 @@ class SessionEvidence:
             self.skill_loads, self.turns, self.tool_calls, self.catalog = kept
 
     def _finish(self, session_id: str, revision: int, close_reason: str) -> Session:
-        self._add_log_calls()
         self._resolve_from_logs()
         self._attach_injections()
         self._add_message_calls()
