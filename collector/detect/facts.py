@@ -440,7 +440,10 @@ LOG_EVENT_PREFIX = "claude_code."
 # Log records (OTLP logs, by event name) that carry skill evidence.
 LOG_SKILL_ACTIVATED: dict[str, str] = {
     "skill_activated": "skill.name",  # Claude Code
-    "codex.skill_invocation": "skill.name",  # Codex CLI, explicit ($skill) and implicit use
+    # Codex CLI: a "$name" mention (skill.invocation_type=explicit) or a shell command that
+    # reads a listed SKILL.md (implicit; logged before the exec policy runs, so also for a
+    # refused read).
+    "codex.skill_invocation": "skill.name",
 }
 # On an activation record, a false value here says the skill did not load.
 LOG_SKILL_SUCCESS_KEYS: tuple[str, ...] = ("success",)
