@@ -55,8 +55,8 @@ def _opening(text: str) -> int | None:
     for n, line in enumerate(facts.FRONT_MATTER_LINE.finditer(text)):
         if n >= facts.FRONT_MATTER_TRIES:
             break
-        if skill_md.try_parse(text[line.start() :]) is not None:
-            return line.start()
+        if skill_md.try_parse(text[line.start("open") :]) is not None:
+            return line.start("open")
     return None
 
 

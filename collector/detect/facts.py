@@ -178,10 +178,13 @@ OK_EXIT_CODES: frozenset[int] = frozenset({0, 141})
 
 # -- SKILL.md text, however a tool wraps it -----------------------------------------------
 
-# A front matter opening line, as tools print it: bare, or after a line-number gutter
-# ("     1\t---", "1: ---", "1| ---", "1→---").
+# A front matter opening line, as tools print it: bare, after a line-number gutter
+# ("     1\t---", "1: ---", "1| ---", "1→---"), or after a label on the same line ("Output: ---",
+# Gemini CLI's shell).  The document starts at group "open" (the gutter, if any, is kept: the
+# parser strips it from every line).
 FRONT_MATTER_LINE: re.Pattern[str] = re.compile(
-    r"^[ \t]*(?:\d+(?:\t|→|\|[ \t]?|:[ \t]?))?---[ \t]*\r?$", re.MULTILINE
+    r"^[ \t]*(?:[A-Za-z][\w ]{0,30}:[ \t]*)?(?P<open>(?:\d+(?:\t|→|\|[ \t]?|:[ \t]?))?---)[ \t]*\r?$",
+    re.MULTILINE,
 )
 # How many "---" lines are tried as the opening one (a header may hold a rule of its own).
 FRONT_MATTER_TRIES = 3
@@ -193,7 +196,8 @@ XML_ENVELOPE: re.Pattern[str] = re.compile(
 # "... (output truncated)", "[Output truncated: 120 more lines]"), an exit-code footer.
 TRAILER_LINE: re.Pattern[str] = re.compile(
     r"\n[ \t]*(?:\[[^\]\n]*truncated[^\]\n]*\]|\.{3}[^\n]*truncated[^\n]*|\(?(?:output )?truncated\b[^\n]*"
-    r"|\[?Process exited with code -?\d+\]?|\[Command (?:succeeded|failed) with exit code -?\d+\])[ \t]*$",
+    r"|\[?Process exited with code -?\d+\]?|\[Command (?:succeeded|failed) with exit code -?\d+\]"
+    r"|Process Group PGID: \d+)[ \t]*$",  # Gemini CLI's shell
     re.IGNORECASE,
 )
 

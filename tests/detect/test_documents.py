@@ -175,3 +175,11 @@ def test_a_recorded_shell_read_run_through_bash_lc_is_the_same_read() -> None:
                             kv.value.string_value = shlex.join(["bash", "-lc", kv.value.string_value])
     assert before == [("incident-report", "loaded", "shell_read", True)]
     assert loads(traces) == before
+
+
+def test_a_label_before_the_opening_line_and_a_shell_footer_are_wrapping() -> None:
+    # Gemini CLI's run_shell_command output, as its history records it.
+    result = f"<untrusted_context>\nOutput: {SKILL}Process Group PGID: 1385\n</untrusted_context>"
+    document = documents.find(result)
+    assert document is not None
+    assert (document.name, document.body) == ("pdf-report", "# PDF report\n\n1. Read the table.")
