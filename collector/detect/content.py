@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from collector.detect import facts
-from collector.otlp.views import SpanView
+from collector.otlp.views import Attributes, SpanView
 from evaluators.evidence import ToolCall
 
 
@@ -63,9 +63,18 @@ def tool_call(view: SpanView) -> ToolCall | None:
         arguments=arguments,
         result=result,
         error=_error(view),
-        skill_attribute=attrs.first_text(facts.SKILL_NAME_ATTRIBUTES),
+        skill_attribute=None
+        if _has_any_key(attrs, facts.SKILL_RESOURCE_ATTRIBUTES)
+        else attrs.first_text(facts.SKILL_NAME_ATTRIBUTES),
         skill_resolved=any(key in attrs for key in facts.SKILL_RESOLVED_ATTRIBUTES),
     )
+
+
+def _has_any_key(attrs: Attributes, keys: tuple[str, ...]) -> bool:
+    for key in keys:  # noqa: SIM110 - a loop makes no generator per call
+        if key in attrs:
+            return True
+    return False
 
 
 def _argument_attributes(view: SpanView) -> str | None:
@@ -113,6 +122,8 @@ def _loads(text: str) -> Any:
 def arguments_of(call: ToolCall) -> dict[str, Any] | str | None:
     """A call's arguments as a dict, or the bare string a single-argument tool recorded."""
     parsed = parse_json(call.arguments)
+    if isinstance(parsed, str):  # JSON text inside a JSON string: '"{\\"name\\": ...}"'
+        parsed = parse_json(parsed.strip()) or parsed
     if isinstance(parsed, dict):
         inner = first_truthy(parsed, facts.ARGUMENT_WRAPPERS)
         return inner if isinstance(inner, dict) else parsed

@@ -28,6 +28,8 @@ class MessageResult:
     call_id: str
     text: str
     is_error: bool | None  # None: the format does not say
+    name: str = ""  # the tool's name, where the format records it beside the result
+    value: Any = None  # the result as recorded (an object's error fields say how it went)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,14 +85,24 @@ def _block(d: dict[str, Any], fields: facts.CallFields | facts.ResultFields) -> 
             failed = d.get(fields.error) == fields.error_value
         else:
             failed = bool(d.get(fields.error))
-        return MessageResult(str(d.get(fields.id, "")), flatten_text(d.get(fields.text)), failed)
+        value = d.get(fields.text)
+        name = d.get(fields.name) if fields.name else ""
+        return MessageResult(
+            str(d.get(fields.id) or ""),
+            flatten_text(value),
+            failed,
+            name if isinstance(name, str) else "",
+            value,
+        )
     inner = d.get(fields.within) if fields.within else d
     if not isinstance(inner, dict):
         return None
     arguments = inner.get(fields.arguments)
-    if fields.json_arguments:
+    if arguments is None and fields.other_arguments:
+        arguments = inner.get(fields.other_arguments)
+    if fields.json_arguments and isinstance(arguments, str):  # JSON text, or already an object
         arguments = parse_json(arguments) or arguments
-    return MessageCall(str(d.get(fields.id, "")), str(inner.get(fields.name, "")), arguments)
+    return MessageCall(str(d.get(fields.id) or ""), str(inner.get(fields.name) or ""), arguments)
 
 
 def blocks(value: Any) -> list[MessageCall | MessageResult]:

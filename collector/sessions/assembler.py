@@ -61,6 +61,8 @@ CLOSE_REASONS = (
 # Cut for size or age (max_spans, max_bytes, max_duration), the next revision starts afresh.
 _REOPEN_WHOLE = frozenset({"idle_timeout", "end_attribute"})
 _ZERO_TRACE = bytes(16)
+# Why a log record with neither a session key nor a trace id is not taken.
+UNCORRELATED = "log record with no session key and no trace_id to correlate it"
 _ZERO_SPAN = bytes(8)
 UNREADABLE_REASONS = ("too_deep", "bad_value", "internal_error")
 _UNREADABLE_DETAIL_CHARS = 300
@@ -356,7 +358,10 @@ class Assembler:
                             else b""
                         )
                         if key is None and not trace_id:
-                            result.reject("log record with no session key and no trace_id to correlate it")
+                            # Not an invalid record: one no session can use.  Counted apart, and
+                            # named by its event, so a sender sees which of its events these are.
+                            result.uncorrelated += 1
+                            result.reject(f"{UNCORRELATED} ({view.event_name or 'no event name'})")
                             continue
                         if self.skip is not None and self.skip(key, trace_id, request_id):
                             result.accepted += 1
