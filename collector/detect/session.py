@@ -13,7 +13,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from collector.detect import catalogs, facts, file_reads, messages, shell_reads, skill_tools, transcript
+from collector.detect import (
+    catalogs,
+    facts,
+    file_reads,
+    log_calls,
+    messages,
+    shell_reads,
+    skill_tools,
+    transcript,
+)
 from collector.detect.content import has_marker, parse_json, result_text, tool_call
 from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.expectations import NO_RULES, Rules
@@ -90,6 +99,7 @@ class SessionEvidence:
         "_histories",
         "_injected",
         "_last_prompts",
+        "_log_calls",
         "_log_results",
         "_message_calls",
         "_message_results",
@@ -129,6 +139,7 @@ class SessionEvidence:
         self._message_results: dict[str, MessageResult] = {}
         self._injected: dict[str, tuple[Injection, _Seen]] = {}
         self._log_results: dict[str, tuple[bool, _Seen]] = {}  # tool call id -> success
+        self._log_calls: list[log_calls.LoggedCall] = []  # tool calls that log records report
         self._activated: dict[str, tuple[str, _Seen]] = {}  # folded skill -> first activation
         self._last_prompts: dict[str, str] = {}  # role -> the last text of that role seen (read already)
         self._histories: list[str] = []  # histories read, without their closing bracket, newest first
@@ -195,6 +206,9 @@ class SessionEvidence:
             record.span_id.hex(),
             record.time_unix_nano or record.observed_time_unix_nano,
         )
+        logged = log_calls.logged_call(view, seen.span_id, seen.trace_id, seen.time_unix_nano)
+        if logged is not None:
+            self._log_calls.append(logged)
         event = view.event_name.removeprefix(facts.LOG_EVENT_PREFIX)
         if event in facts.LOG_SKILL_ACTIVATED:
             skill = view.attrs.text(facts.LOG_SKILL_ACTIVATED[event])
@@ -330,6 +344,7 @@ class SessionEvidence:
         _keep_first(self._message_results, other._message_results)
         _keep_first(self._injected, other._injected)
         _keep_first(self._log_results, other._log_results)
+        self._log_calls += other._log_calls
         _keep_first(self._activated, other._activated)
 
     # -- closing --------------------------------------------------------------------------
@@ -349,6 +364,7 @@ class SessionEvidence:
             self.skill_loads, self.turns, self.tool_calls, self.catalog = kept
 
     def _finish(self, session_id: str, revision: int, close_reason: str) -> Session:
+        self._complete_from_log_calls()
         self._resolve_from_logs()
         self._attach_injections()
         self._add_message_calls()
@@ -395,6 +411,29 @@ class SessionEvidence:
             return "present" if self._tool_spans_with_content else "missing"
         # No tool ran.  With no prompt content either, silence proves nothing.
         return "no_tools" if self._content_seen or self.turns else "missing"
+
+    def _complete_from_log_calls(self) -> None:
+        """Tool calls as log records complete them: a tool span's missing arguments and error,
+        or a call that never ran as a span.  A call the harness logged as succeeded with no
+        recorded result is loaded, as a logged tool result settles one."""
+        for done in log_calls.completions(self.tool_calls, self._log_calls):
+            if done.index is not None:
+                old = self.tool_calls[done.index]
+                self.tool_calls[done.index] = done.call
+                self.skill_loads = [
+                    load
+                    for load in self.skill_loads
+                    if not (load.span_id == old.span_id and load.trace_id == old.trace_id)
+                ]
+            else:
+                self.tool_calls.append(done.call)
+            for detect in DETECTORS:
+                load = detect(done.call)
+                if load is not None:
+                    if load.status == "unresolved" and done.succeeded:
+                        load.status = "loaded"
+                    self.skill_loads.append(load)
+                    break
 
     def _resolve_from_logs(self) -> None:
         """A tool span with no recorded result, settled by the harness's log records."""
