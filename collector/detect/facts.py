@@ -32,13 +32,21 @@ AGENT_SPAN_MARKERS: tuple[tuple[str, str | None], ...] = (
 
 # Where each convention records a tool call: tried in order, first present wins.
 TOOL_NAME_KEYS: tuple[str, ...] = ("gen_ai.tool.name", "tool.name", "tool_name")
-TOOL_CALL_ID_KEYS: tuple[str, ...] = ("gen_ai.tool.call.id", "tool.id", "tool_call_id", "tool_use_id")
+TOOL_CALL_ID_KEYS: tuple[str, ...] = (
+    "gen_ai.tool.call.id",
+    "tool.id",
+    "tool_call_id",
+    "tool_use_id",
+    "gen_ai.tool.call_id",  # Gemini CLI tool_call span
+)
 TOOL_ARGUMENT_KEYS: tuple[str, ...] = (
     "gen_ai.tool.call.arguments",  # GenAI semconv, Strands latest
     "input.value",  # OpenInference
     "gen_ai.prompt",  # LangSmith OTel mode
     "gcp.vertex.agent.tool_call_args",  # ADK legacy schema
     "tool_input",
+    # Gemini CLI tool_call span (telemetry.traces): the call request {"callId", "name", "args"}
+    "gen_ai.input.messages",
 )
 # Harnesses that record each argument as its own span attribute: attribute -> argument.
 ARGUMENT_ATTRIBUTES: tuple[tuple[str, str], ...] = (
@@ -52,6 +60,9 @@ TOOL_RESULT_KEYS: tuple[str, ...] = (
     "gen_ai.completion",  # LangSmith OTel mode
     "gcp.vertex.agent.tool_response",  # ADK legacy schema
     "tool_output",
+    # Gemini CLI tool_call span (telemetry.traces): {"status", "request", "response":
+    # {"responseParts": [{"functionResponse": {"response": {"output": ...}}}]}}
+    "gen_ai.output.messages",
 )
 # Span events that carry arguments / results: (event name, attribute).
 TOOL_ARGUMENT_EVENTS: tuple[tuple[str, str], ...] = (("gen_ai.tool.message", "content"),)  # Strands legacy
@@ -69,11 +80,14 @@ TOOL_SUCCESS_VALUES: frozenset[str] = frozenset({"success", "ok", "completed"})
 # -- tool arguments and results, decoded ------------------------------------------------
 
 # Keys that wrap a call's arguments, the first non-empty one wins: {"args": [...], "kwargs":
-# {...}} (OpenInference keyword arguments), {"input": ...} (LangSmith OTel mode).
-ARGUMENT_WRAPPERS: tuple[str, ...] = ("kwargs", "input")
+# {...}} (OpenInference keyword arguments), {"input": ...} (LangSmith OTel mode), {"callId",
+# "name", "args": {...}} (Gemini CLI's call request; a positional list is no dict and is skipped).
+ARGUMENT_WRAPPERS: tuple[str, ...] = ("kwargs", "input", "args")
 # Keys that hold the readable text of a recorded message or result: text parts and message
 # content, tool outputs ("output", "result"), the OpenAI Responses API's "instructions", GenAI
-# semconv tool_call_response "response" and message "parts", and "data" wrappers.
+# semconv tool_call_response "response" and message "parts", "data" wrappers, and the Gemini
+# API's function responses as Gemini CLI records a tool's outcome ("responseParts" holding
+# {"functionResponse": {"response": {"output": ...}}}).
 TEXT_FIELDS: tuple[str, ...] = (
     "text",
     "content",
@@ -83,6 +97,8 @@ TEXT_FIELDS: tuple[str, ...] = (
     "response",
     "parts",
     "data",
+    "responseParts",
+    "functionResponse",
 )
 
 # -- skill tools ------------------------------------------------------------------------
@@ -386,9 +402,25 @@ INJECTED_SKILL_TAG: re.Pattern[str] = re.compile(  # Deep Agents pinned skills
 # Claude Code's user message after a Skill call: the skill's folder, then its body.
 BASE_DIRECTORY_PREFIX = "Base directory for this skill:"
 BASE_DIRECTORY: re.Pattern[str] = re.compile(r"^Base directory for this skill:\s*(\S[^\n]*)\n(.*)", re.DOTALL)
+# Gemini CLI's activate_skill result: <activated_skill name="x"> <instructions> the body
+# </instructions> <available_resources> ... </activated_skill>.
+ACTIVATED_SKILL_MARKER = "<activated_skill "
+ACTIVATED_SKILL_TAG: re.Pattern[str] = re.compile(
+    r'<activated_skill\s+name="([^"]*)"\s*>\s*<instructions>\s*(.*?)\s*</instructions>', re.DOTALL
+)
+# A file the harness put into the user's message, named by the text part just before it:
+# "Content from @.gemini/skills/x/SKILL.md:" (Gemini CLI's @path expansion).
+INLINED_FILE_MARKER = "Content from @"
+INLINED_FILE_HEADER: re.Pattern[str] = re.compile(r"^\s*Content from @(\S+):\s*$")
 # Text without these holds no injection.  ``u003cskill`` is ``<skill`` as JSON encoders that
 # escape HTML characters (Go's, for one) write it.
-INJECTION_MARKERS: tuple[str, ...] = (INJECTED_SKILL_MARKER, "u003cskill ", BASE_DIRECTORY_PREFIX)
+INJECTION_MARKERS: tuple[str, ...] = (
+    INJECTED_SKILL_MARKER,
+    "u003cskill ",
+    BASE_DIRECTORY_PREFIX,
+    ACTIVATED_SKILL_MARKER,
+    INLINED_FILE_MARKER,
+)
 
 # -- catalogs ---------------------------------------------------------------------------
 
@@ -452,12 +484,31 @@ LOG_SKILL_ACTIVATED: dict[str, str] = {
 # On an activation record, a false value here says the skill did not load.
 LOG_SKILL_SUCCESS_KEYS: tuple[str, ...] = ("success",)
 LOG_TOOL_RESULTS: dict[str, tuple[str, str]] = {"tool_result": ("tool_use_id", "success")}  # Claude Code
+
+
+@dataclass(frozen=True, slots=True)
+class LogCallFields:
+    """Where a log record reporting one tool call keeps its parts (attribute keys)."""
+
+    name: str
+    arguments: str
+    success: str  # true / false, as a bool or its text
+    error: str  # the harness's words when the call failed or was refused
+
+
+# Log records (by event name) that report a tool call, including calls refused before they
+# ran (parameter validation, policy), which leave no tool span.
+LOG_TOOL_CALLS: dict[str, LogCallFields] = {
+    "gemini_cli.tool_call": LogCallFields("function_name", "function_args", "success", "error"),  # Gemini CLI
+}
 # Log record attributes that hold whole API requests / responses or prompts.
 LOG_CONTENT_ATTRIBUTES: tuple[str, ...] = (
     "body",  # Claude Code api_request_body / api_response_body (OTEL_LOG_RAW_API_BODIES)
     "prompt",  # Claude Code user_prompt
     "gen_ai.input.messages",  # GenAI semconv
     "gen_ai.output.messages",
+    "request_text",  # Gemini CLI api_request: the whole contents history, as JSON
+    "response_text",  # Gemini CLI api_response: the GenerateContentResponse JSON
 )
 
 # -- instrumentation scopes -------------------------------------------------------------
@@ -475,7 +526,7 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("opentelemetry.instrumentation.openai_agents", "openai_agents"),
     ("openinference.instrumentation.claude_agent_sdk", "claude_agent_sdk"),
     ("com.anthropic.claude_code", "claude_code"),
-    ("gemini-cli", "gemini_cli"),
+    ("gemini-cli", "gemini_cli"),  # Gemini CLI: spans and logs alike
     ("codex", "codex_cli"),
     ("openinference.instrumentation.llama_index", "llamaindex"),
     ("opentelemetry.instrumentation.llamaindex", "llamaindex"),

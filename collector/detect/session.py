@@ -19,6 +19,7 @@ from collector.detect import (
     catalogs,
     facts,
     file_reads,
+    log_calls,
     messages,
     names,
     shell_reads,
@@ -118,6 +119,7 @@ class SessionEvidence:
         "_histories",
         "_injected",
         "_last_prompts",
+        "_log_calls",
         "_log_results",
         "_message_calls",
         "_message_results",
@@ -159,6 +161,7 @@ class SessionEvidence:
         self._message_results: dict[str, MessageResult] = {}
         self._injected: dict[str, tuple[Injection, _Seen]] = {}
         self._log_results: dict[str, tuple[bool, _Seen]] = {}  # tool call id -> success
+        self._log_calls: list[log_calls.LoggedCall] = []  # tool calls that log records report
         self._activated: dict[str, tuple[str, _Seen, bool]] = {}  # folded skill -> first activation, ok
         self._last_prompts: dict[str, str] = {}  # role -> the last text of that role seen (read already)
         self._histories: list[str] = []  # histories read, without their closing bracket, newest first
@@ -229,6 +232,9 @@ class SessionEvidence:
             record.span_id.hex(),
             record.time_unix_nano or record.observed_time_unix_nano,
         )
+        logged = log_calls.logged_call(view, seen.span_id, seen.trace_id, seen.time_unix_nano)
+        if logged is not None:
+            self._log_calls.append(logged)
         event = view.event_name.removeprefix(facts.LOG_EVENT_PREFIX)
         if event in facts.LOG_SKILL_ACTIVATED:
             skill = names.decoded(view.attrs.text(facts.LOG_SKILL_ACTIVATED[event]) or "")
@@ -404,6 +410,7 @@ class SessionEvidence:
         # What the other read stays read: its histories continue here without a re-read.
         self._histories = [*self._histories, *other._histories][:_HISTORIES]
         _keep_first(self._last_prompts, other._last_prompts)
+        self._log_calls += other._log_calls
         _keep_first(self._activated, other._activated)
         self.unreadable_count += other.unreadable_count
         self.unreadable += other.unreadable[: max(0, MAX_UNREADABLE_NAMED - len(self.unreadable))]
@@ -425,6 +432,7 @@ class SessionEvidence:
             self.skill_loads, self.turns, self.tool_calls, self.catalog = kept
 
     def _finish(self, session_id: str, revision: int, close_reason: str) -> Session:
+        self._complete_from_log_calls()
         self._resolve_from_logs()
         self._attach_injections()
         self._add_message_calls()
@@ -474,6 +482,29 @@ class SessionEvidence:
             return "present" if self._tool_spans_with_content else "missing"
         # No tool ran.  With no prompt content either, silence proves nothing.
         return "no_tools" if self._content_seen or self.turns else "missing"
+
+    def _complete_from_log_calls(self) -> None:
+        """Tool calls as log records complete them: a tool span's missing arguments and error,
+        or a call that never ran as a span.  A call the harness logged as succeeded with no
+        recorded result is loaded, as a logged tool result settles one."""
+        for done in log_calls.completions(self.tool_calls, self._log_calls):
+            if done.index is not None:
+                old = self.tool_calls[done.index]
+                self.tool_calls[done.index] = done.call
+                self.skill_loads = [
+                    load
+                    for load in self.skill_loads
+                    if not (load.span_id == old.span_id and load.trace_id == old.trace_id)
+                ]
+            else:
+                self.tool_calls.append(done.call)
+            for detect in DETECTORS:
+                load = detect(done.call)
+                if load is not None:
+                    if load.status == "unresolved" and done.succeeded:
+                        load.status = "loaded"
+                    self.skill_loads.append(load)
+                    break
 
     def _resolve_from_logs(self) -> None:
         """A tool span with no recorded result, settled by the harness's log records."""
@@ -541,16 +572,21 @@ class SessionEvidence:
         the span's: by call id, or by skill when the history has no ids."""
         span_call_ids = {c.call_id for c in self.tool_calls if c.call_id}
         span_skills = {load.key for load in self.skill_loads if load.signal == "skill_tool"}
-        span_reads = {(load.signal, load.key) for load in self.skill_loads}
+        span_reads = {(load.signal, load.key): load for load in self.skill_loads}
         for call_id, (call, seen) in self._message_calls.items():
             if call_id in span_call_ids:
                 continue
             key = skill_tools.argument_key(call.name)
             if key is None:
                 read = self._history_read(call_id, call, seen)
-                if read is not None and (read.signal, read.key) not in span_reads:
-                    span_reads.add((read.signal, read.key))
+                if read is None:
+                    continue
+                same = span_reads.get((read.signal, read.key))
+                if same is None:
+                    span_reads[(read.signal, read.key)] = read
                     self.skill_loads.append(read)
+                elif read.status == same.status == "loaded" and read.body and not same.body:
+                    same.body = read.body  # the span kept no result; the history shows what it returned
                 continue
             arguments = call.arguments
             skill = names.decoded(arguments.get(key) if isinstance(arguments, dict) else arguments)

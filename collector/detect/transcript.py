@@ -14,6 +14,7 @@ from typing import Any
 
 from collector.detect import facts
 from collector.detect.content import flatten_text, parse_json
+from evaluators import skill_md
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,8 +188,22 @@ def injections(value: Any) -> Iterator[Injection]:
 
 
 def injections_in(strings: Iterable[str]) -> Iterator[Injection]:
-    """Injections in strings already taken out of a value (``all_strings``)."""
+    """Injections in strings already taken out of a value (``all_strings``), in order: an
+    inlined file is the string after the header naming it, and loads when it is a SKILL.md."""
+    inlined: str | None = None  # the path the previous string announced
     for text in strings:
+        if inlined is not None:
+            document = skill_md.try_parse(text)
+            if document is not None:
+                yield Injection(document.name, document.body, inlined, follows_tool=False)
+            inlined = None
+        if facts.INLINED_FILE_MARKER in text:
+            header = facts.INLINED_FILE_HEADER.match(text)
+            if header is not None and header.group(1).endswith("SKILL.md"):
+                inlined = header.group(1)
+        if facts.ACTIVATED_SKILL_MARKER in text:
+            for match in facts.ACTIVATED_SKILL_TAG.finditer(text):
+                yield Injection(match.group(1), match.group(2).strip(), None, follows_tool=True)
         if facts.INJECTED_SKILL_MARKER in text:
             for match in facts.INJECTED_SKILL_TAG.finditer(text):
                 yield Injection(match.group(1), match.group(3).strip(), match.group(2), follows_tool=False)

@@ -95,11 +95,16 @@ def test_a_recorded_skill_read_still_loads_however_it_is_wrapped(wrapper: str) -
 
 
 def _text_of(raw: str) -> str:
-    """The SKILL.md text a recorded result holds, from its front matter on."""
+    """The SKILL.md text a recorded result holds, from its front matter to the end of its
+    body (what the harness printed after it, a footer or an envelope's closing tag, is left
+    out: the wrappers put their own around it)."""
     parsed = parse_json(raw)
     text = flatten_text(parsed) if parsed is not None else raw
     start = documents.head(text)
-    return text[len(start) :]
+    rest = text[len(start) :]
+    document = documents.find(text)
+    end = rest.rfind(document.body) if document is not None and document.body else -1
+    return rest if end < 0 else rest[: end + len(document.body)]  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("wrapper", list(WRAPPERS))
