@@ -381,8 +381,10 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
 # Where harnesses put the id of the run a span belongs to (``sessions.keys``' default), in
 # precedence order: where the item is ("span" covers log records too) and the attribute.
 SESSION_KEYS: tuple[str, ...] = (
-    "span:session.id",  # OpenTelemetry semconv; Strands trace_attributes, OpenInference
+    "span:session.id",  # OpenTelemetry semconv; Strands, OpenInference, Claude Code, Gemini CLI
     "span:gen_ai.conversation.id",  # GenAI semconv; ADK agent and LLM spans
+    "span:conversation.id",  # Codex CLI: on its log records (and the spans that carry it)
     "span:langsmith.metadata.session_id",  # LangSmith OTel mode flattens run metadata
     "resource:session.id",
+    "resource:gen_ai.conversation.id",
 )

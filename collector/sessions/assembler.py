@@ -49,6 +49,8 @@ CLOSE_REASONS = (
 # Cut for size or age (max_spans, max_bytes, max_duration), the next revision starts afresh.
 _REOPEN_WHOLE = frozenset({"idle_timeout", "end_attribute"})
 _ZERO_TRACE = bytes(16)
+# Why a log record with neither a session key nor a trace id is not taken.
+UNCORRELATED = "log record with no session key and no trace_id to correlate it"
 _ZERO_SPAN = bytes(8)
 
 
@@ -280,7 +282,10 @@ class Assembler:
                         else b""
                     )
                     if key is None and not trace_id:
-                        result.reject("log record with no session key and no trace_id to correlate it")
+                        # Not an invalid record: one no session can use.  Counted apart, and
+                        # named by its event, so a sender sees which of its events these are.
+                        result.uncorrelated += 1
+                        result.reject(f"{UNCORRELATED} ({view.event_name or 'no event name'})")
                         continue
                     if self.skip is not None and self.skip(key, trace_id, request_id):
                         result.accepted += 1
@@ -319,7 +324,11 @@ class Assembler:
         for (r, s, i), trace_id, key in usable:
             if key is None:
                 owner = self._trace_owner.get(trace_id)
-                key = owner if owner is not None and owner in self._open else keyed.get(trace_id, trace_id.hex())
+                key = (
+                    owner
+                    if owner is not None and owner in self._open
+                    else keyed.get(trace_id, trace_id.hex())
+                )
             if key in self._open or key in new:
                 continue
             if len(new) < headroom:
@@ -508,7 +517,9 @@ class Assembler:
         for load in session.skill_loads:
             if load.body is not None and len(load.body) > limit:
                 cut = len(load.body) - limit
-                load.body = f"{load.body[:limit]}\n[... {cut} characters cut: sessions.max_skill_body_chars ...]"
+                load.body = (
+                    f"{load.body[:limit]}\n[... {cut} characters cut: sessions.max_skill_body_chars ...]"
+                )
         return session
 
     def oldest_request(self) -> int | None:

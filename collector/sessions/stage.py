@@ -152,8 +152,11 @@ class SessionsStage:
 
     def _count(self, item: Received, result: Accepted) -> None:
         self.metrics.received.labels(item.signal, item.protocol).inc(result.accepted)
-        if result.rejected > result.over_max_open:
-            self.metrics.rejected.labels(item.signal, "invalid_item").inc(result.rejected - result.over_max_open)
+        if result.uncorrelated:
+            self.metrics.rejected.labels(item.signal, "uncorrelated").inc(result.uncorrelated)
+        invalid = result.rejected - result.over_max_open - result.uncorrelated
+        if invalid > 0:
+            self.metrics.rejected.labels(item.signal, "invalid_item").inc(invalid)
 
     # -- closing --------------------------------------------------------------------------
 
