@@ -113,6 +113,8 @@ def _loads(text: str) -> Any:
 def arguments_of(call: ToolCall) -> dict[str, Any] | str | None:
     """A call's arguments as a dict, or the bare string a single-argument tool recorded."""
     parsed = parse_json(call.arguments)
+    if isinstance(parsed, str):  # JSON text inside a JSON string: '"{\\"name\\": ...}"'
+        parsed = parse_json(parsed.strip()) or parsed
     if isinstance(parsed, dict):
         inner = first_truthy(parsed, facts.ARGUMENT_WRAPPERS)
         return inner if isinstance(inner, dict) else parsed

@@ -102,6 +102,12 @@ SKILL_NAME_ATTRIBUTES: tuple[str, ...] = (
     "gen_ai.skill.name",  # proposed GenAI semconv; ADK sets it even for unknown skills
     "skill_name",  # Claude Code
 )
+# Keys that hold the skill's name when a name arrives as JSON text ('{"name":"pdf-report"}'),
+# first present wins.
+SKILL_NAME_KEYS: tuple[str, ...] = ("name", "skill", "skill_name", "skillName")
+# Namespaced skill names: each part between these is a spec name ("plugin:skill" Claude Code
+# plugins, "ns/skill").
+SKILL_NAMESPACE_SEPARATORS: re.Pattern[str] = re.compile(r"[:/]")
 # Present only when the harness resolved the skill (ADK: absent for an unknown skill).
 SKILL_RESOLVED_ATTRIBUTES: tuple[str, ...] = ("gen_ai.skill.source.uri",)
 # A skill tool result shorter than this, on one line, acknowledges a load without the body:

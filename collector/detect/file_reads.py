@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collector.detect import facts
+from collector.detect import facts, names
 from collector.detect.content import arguments_of, result_text
 from collector.detect.outcome import outcome
 from evaluators import skill_md
@@ -41,8 +41,12 @@ def read_load(call: ToolCall, path: str, signal: Signal, printed: str) -> SkillL
         status, message = "failed", "the read did not return a valid SKILL.md"
     # The segment before SKILL.md, unnormalised: "/skills//SKILL.md" names no skill at all.
     parts = path.replace("\\", "/").split("/")
+    folder = parts[-2] if len(parts) > 1 else ""
+    skill = document.name if document else folder
+    if document and not names.plausible(skill) and names.plausible(folder):
+        skill = folder  # a front matter name that is no name ("PDF Report"): its folder's
     return SkillLoad(
-        skill=document.name if document else (parts[-2] if len(parts) > 1 else ""),
+        skill=skill,
         status=status,
         signal=signal,
         span_id=call.span_id,

@@ -13,7 +13,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from collector.detect import catalogs, facts, file_reads, messages, shell_reads, skill_tools, transcript
+from collector.detect import (
+    catalogs,
+    facts,
+    file_reads,
+    messages,
+    names,
+    shell_reads,
+    skill_tools,
+    transcript,
+)
 from collector.detect.content import has_marker, parse_json, result_text, tool_call
 from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.expectations import NO_RULES, Rules
@@ -45,7 +54,9 @@ _INJECTION_MARKERS: tuple[str, ...] = facts.INJECTION_MARKERS
 
 
 # Each catalog marker as it survives in raw (JSON) text, with the marker itself.
-_CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(zip(catalogs.RAW_MARKERS, catalogs.MARKERS, strict=True))
+_CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(
+    zip(catalogs.RAW_MARKERS, catalogs.MARKERS, strict=True)
+)
 
 
 def _has_any(text: str, markers: tuple[str, ...] | list[str]) -> bool:
@@ -352,6 +363,7 @@ class SessionEvidence:
         self._resolve_from_logs()
         self._attach_injections()
         self._add_message_calls()
+        self._keep_names()
         self.turns.sort(key=lambda t: t.start_unix_nano)
         self._answer_turns()
         self.tool_calls.sort(key=lambda c: c.start_unix_nano)
@@ -446,6 +458,16 @@ class SessionEvidence:
                 )
             )
 
+    def _keep_names(self) -> None:
+        """A value that is no skill name is not reported as one (``names.plausible``, the
+        catalog's names allowed whatever their case), and a load with no name never loaded."""
+        for load in self.skill_loads:
+            if load.skill and not names.plausible(load.skill, self.catalog.skills):
+                load.message = load.message or f"not a skill name: {load.skill[:200]!r}"
+                load.skill = ""
+            if not load.skill and load.status == "loaded":
+                load.status, load.message = "failed", load.message or "no skill name given"
+
     def _add_message_calls(self) -> None:
         """Skill calls seen only in messages: the harness never ran them as tools."""
         span_call_ids = {c.call_id for c in self.tool_calls if c.call_id}
@@ -455,8 +477,7 @@ class SessionEvidence:
                 continue
             key = skill_tools.argument_key(call.name) or ""
             arguments = call.arguments
-            skill = arguments.get(key) if isinstance(arguments, dict) else arguments
-            skill = skill.strip() if isinstance(skill, str) else ""
+            skill = names.decoded(arguments.get(key) if isinstance(arguments, dict) else arguments)
             if fold_skill_name(skill) in span_skills and skill:
                 continue  # a tool span recorded it; this harness just puts no call id on spans
             result = self._message_results.get(call_id)
