@@ -152,6 +152,27 @@ EXIT_CODE_TAIL_CHARS = 200
 # Exit codes that still mean the read worked: 141 is SIGPIPE from a paged read (cat | head).
 OK_EXIT_CODES: frozenset[int] = frozenset({0, 141})
 
+# -- SKILL.md text, however a tool wraps it -----------------------------------------------
+
+# A front matter opening line, as tools print it: bare, or after a line-number gutter
+# ("     1\t---", "1: ---", "1| ---", "1→---").
+FRONT_MATTER_LINE: re.Pattern[str] = re.compile(
+    r"^[ \t]*(?:\d+(?:\t|→|\|[ \t]?|:[ \t]?))?---[ \t]*\r?$", re.MULTILINE
+)
+# How many "---" lines are tried as the opening one (a header may hold a rule of its own).
+FRONT_MATTER_TRIES = 3
+# An envelope a read tool puts the file in: <file path="...">...</file>, <content>...</content>.
+XML_ENVELOPE: re.Pattern[str] = re.compile(
+    r"^\s*<([A-Za-z_][\w.-]*)\b[^>\n]*>[ \t]*\r?\n?(.*?)\s*</\1>\s*$", re.DOTALL
+)
+# Lines a tool appends to what it printed: a truncation marker ("[... truncated ...]",
+# "... (output truncated)", "[Output truncated: 120 more lines]"), an exit-code footer.
+TRAILER_LINE: re.Pattern[str] = re.compile(
+    r"\n[ \t]*(?:\[[^\]\n]*truncated[^\]\n]*\]|\.{3}[^\n]*truncated[^\n]*|\(?(?:output )?truncated\b[^\n]*"
+    r"|\[?Process exited with code -?\d+\]?|\[Command (?:succeeded|failed) with exit code -?\d+\])[ \t]*$",
+    re.IGNORECASE,
+)
+
 # -- outcomes ---------------------------------------------------------------------------
 
 # Whole lines a harness writes when it refuses a load, even under a success status.
@@ -163,6 +184,8 @@ REFUSALS: re.Pattern[str] = re.compile(
     r"|.*\bno such skill\b.*"
     r"|<tool_use_error>.*"  # Claude Code
     r"|An error occurred while running the tool.*"  # OpenAI Agents SDK's default failure handler
+    r"|Rejected\b.*"  # "Rejected by user" (Codex CLI)
+    r"|.*\b(?:rejected|denied|blocked) by (?:the )?(?:user|policy|hook|administrator|admin)\b.*"
     r")$",
     re.IGNORECASE | re.MULTILINE,
 )
@@ -175,7 +198,13 @@ REFUSAL_WORDS: tuple[str, ...] = (
     "no such skill",
     "<tool_use_error>",
     "an error occurred while running the tool",
+    "rejected",
+    " by ",
 )
+# Refusals and exit codes are looked for before the SKILL.md a result holds (a body may say
+# "Error:" or "exit code 1" in its instructions); a result holding none, in its first lines.
+REFUSAL_HEAD_LINES = 3
+EXIT_CODE_HEAD_CHARS = 200
 # Result fields that mark a failure in a JSON tool result ({"error_code": ...}: ADK), and the
 # field that holds its message.
 ERROR_FIELDS: tuple[str, ...] = ("is_error", "error", "error_code")
@@ -185,11 +214,14 @@ ERROR_MESSAGE_FIELD = "error"
 STATUS_FIELDS: tuple[str, ...] = ("status",)
 FAILED_STATUS_VALUES: frozenset[str] = frozenset({"error", "failed", "failure"})
 STATUS_MESSAGE_FIELDS: tuple[str, ...] = ("content", "message")
-# Keys a JSON result may nest its fields under, one level down: {"data": {...}}.
-RESULT_WRAPPERS: tuple[str, ...] = ("data",)
+# Keys a JSON result may nest its fields under, one level down: {"data": {...}}, and
+# {"output": ..., "metadata": {"exit_code": 1}} (Codex CLI's shell results).
+RESULT_WRAPPERS: tuple[str, ...] = ("data", "metadata")
+# Result fields holding a shell's exit code.
+EXIT_CODE_FIELDS: tuple[str, ...] = ("exit_code", "exitCode")
 # A harness's words when a call was not allowed to run (hooks, approvals).
 DENIALS: re.Pattern[str] = re.compile(
-    r"\b(?:denied|not granted|not approved|rejected by (?:the )?user|cancel+ed by (?:a )?hook)\b",
+    r"\b(?:denied|not granted|not approved|rejected|cancel+ed by (?:a )?hook|blocked by)\b",
     re.IGNORECASE,
 )
 

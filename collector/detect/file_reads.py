@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collector.detect import facts, names
+from collector.detect import documents, facts, names
 from collector.detect.content import arguments_of, result_text
 from collector.detect.outcome import outcome
-from evaluators import skill_md
 from evaluators.evidence import Signal, SkillLoad, ToolCall
 
 
@@ -36,7 +35,7 @@ def detect(call: ToolCall) -> SkillLoad | None:
 def read_load(call: ToolCall, path: str, signal: Signal, printed: str) -> SkillLoad:
     """A load by reading a SKILL.md (a read tool or a shell read): only a valid SKILL.md loads."""
     status, message = outcome(call)
-    document = skill_md.try_parse(printed) if status == "loaded" else None
+    document = documents.find(printed) if status == "loaded" else None
     if status == "loaded" and document is None:
         status, message = "failed", "the read did not return a valid SKILL.md"
     # The segment before SKILL.md, unnormalised: "/skills//SKILL.md" names no skill at all.

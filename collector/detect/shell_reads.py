@@ -68,10 +68,4 @@ def detect(call: ToolCall) -> SkillLoad | None:
     paths = skill_paths(command)
     if not paths:
         return None
-    return read_load(call, paths[0], "shell_read", _from_frontmatter(result_text(call)))
-
-
-def _from_frontmatter(text: str) -> str:
-    # Shell tools prefix their own header (exit code, wall time): start at the frontmatter.
-    start = text.find("---\n")
-    return text[start:] if start > 0 else text
+    return read_load(call, paths[0], "shell_read", result_text(call))

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collector.detect import facts, names
+from collector.detect import documents, facts, names
 from collector.detect.content import arguments_of, result_text
 from collector.detect.outcome import outcome
-from evaluators import skill_md
 from evaluators.evidence import SkillLoad, ToolCall
 
 
@@ -34,7 +33,7 @@ def detect(call: ToolCall) -> SkillLoad | None:
     body = None
     if status == "loaded":
         text = result_text(call)
-        document = skill_md.try_parse(text)
+        document = documents.find(text)
         body = document.body if document else _body_without_ack(text)
     return SkillLoad(
         skill=skill,
