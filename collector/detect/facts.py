@@ -384,9 +384,36 @@ LOG_EVENT_NAME_KEY = "event.name"
 # Claude Code names its events "claude_code.<event>" in OTLP's event_name field and bare in
 # ``event.name``; the tables below use the bare names.
 LOG_EVENT_PREFIX = "claude_code."
-# Log records (OTLP logs, by event name) that carry skill evidence.
-LOG_SKILL_ACTIVATED: dict[str, str] = {"skill_activated": "skill.name"}  # Claude Code
+# Log records (OTLP logs, by event name) that carry skill evidence.  Names without
+# LOG_EVENT_PREFIX are looked up as they are ("codex.skill_invocation").
+LOG_SKILL_ACTIVATED: dict[str, str] = {
+    "skill_activated": "skill.name",  # Claude Code
+    # Codex CLI: a "$name" mention (skill.invocation_type=explicit) or a shell command that
+    # reads a listed SKILL.md (implicit; logged before the exec policy runs, so also for a
+    # refused read).
+    "codex.skill_invocation": "skill.name",
+}
 LOG_TOOL_RESULTS: dict[str, tuple[str, str]] = {"tool_result": ("tool_use_id", "success")}  # Claude Code
+
+
+@dataclass(frozen=True, slots=True)
+class LogToolFields:
+    """Where a log record that records a whole tool call keeps its parts (attribute keys)."""
+
+    name: str
+    call_id: str
+    arguments: str  # the call's arguments, as JSON text
+    result: str  # what the tool returned
+    success: str  # "false" (any case) means the tool failed or was not run
+
+
+# Log records that record one tool call each, name, arguments and result, by event name: the
+# harness logs its calls instead of (or besides) tracing them.
+LOG_TOOL_CALLS: dict[str, LogToolFields] = {
+    # Codex CLI; success="true" says the tool ran (not the command's exit code, which is in
+    # the output's "Process exited with code N" header).
+    "codex.tool_result": LogToolFields("tool_name", "call_id", "arguments", "output", "success"),
+}
 # Log record attributes that hold whole API requests / responses or prompts.
 LOG_CONTENT_ATTRIBUTES: tuple[str, ...] = (
     "body",  # Claude Code api_request_body / api_response_body (OTEL_LOG_RAW_API_BODIES)
@@ -410,6 +437,8 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("opentelemetry.instrumentation.openai_agents", "openai_agents"),
     ("openinference.instrumentation.claude_agent_sdk", "claude_agent_sdk"),
     ("com.anthropic.claude_code", "claude_code"),
+    ("codex_otel", "codex_cli"),  # Codex CLI log scopes: codex_otel.log_only, codex_otel.trace_safe
+    ("codex_exec", "codex_cli"),  # Codex CLI span scope under `codex exec`
     ("openinference.instrumentation.llama_index", "llamaindex"),
     ("opentelemetry.instrumentation.llamaindex", "llamaindex"),
 )

@@ -23,7 +23,7 @@ from collector.detect import (
     skill_tools,
     transcript,
 )
-from collector.detect.content import has_marker, parse_json, result_text, tool_call
+from collector.detect.content import has_marker, log_tool_call, parse_json, result_text, tool_call
 from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.outcome import text_outcome
@@ -207,6 +207,9 @@ class SessionEvidence:
             record.time_unix_nano or record.observed_time_unix_nano,
         )
         event = view.event_name.removeprefix(facts.LOG_EVENT_PREFIX)
+        call = log_tool_call(view, event)
+        if call is not None:
+            self._observe_tool(call)
         if event in facts.LOG_SKILL_ACTIVATED:
             skill = view.attrs.text(facts.LOG_SKILL_ACTIVATED[event])
             if skill:
