@@ -414,6 +414,12 @@ LOG_TOOL_CALLS: dict[str, LogToolFields] = {
     # the output's "Process exited with code N" header).
     "codex.tool_result": LogToolFields("tool_name", "call_id", "arguments", "output", "success"),
 }
+# Log records holding a user's request, or the agent's final answer, as plain text: event
+# name -> attribute.
+LOG_USER_PROMPTS: dict[str, str] = {"codex.user_prompt": "prompt"}  # Codex CLI
+LOG_AGENT_RESPONSES: dict[str, str] = {"codex.agent_response": "response"}  # Codex CLI, log_agent_responses
+# What a harness logs in place of a prompt it does not export: no request to read.
+REDACTED_PROMPTS: frozenset[str] = frozenset({"[REDACTED]"})  # Codex CLI without log_user_prompt
 # Log record attributes that hold whole API requests / responses or prompts.
 LOG_CONTENT_ATTRIBUTES: tuple[str, ...] = (
     "body",  # Claude Code api_request_body / api_response_body (OTEL_LOG_RAW_API_BODIES)

@@ -210,6 +210,17 @@ class SessionEvidence:
         call = log_tool_call(view, event)
         if call is not None:
             self._observe_tool(call)
+        prompt_key = facts.LOG_USER_PROMPTS.get(event)
+        if prompt_key is not None:
+            text = view.attrs.text(prompt_key)
+            if text and text not in facts.REDACTED_PROMPTS and text not in self._turn_texts:
+                self._turn_texts.add(text)
+                self.turns.append(Turn(text, seen.span_id, seen.trace_id, seen.time_unix_nano))
+        answer_key = facts.LOG_AGENT_RESPONSES.get(event)
+        if answer_key is not None:
+            answer = view.attrs.text(answer_key)
+            if answer:
+                self._answers.append((seen.time_unix_nano, answer))
         if event in facts.LOG_SKILL_ACTIVATED:
             skill = view.attrs.text(facts.LOG_SKILL_ACTIVATED[event])
             if skill:
