@@ -473,7 +473,8 @@ LOG_EVENT_NAME_KEY = "event.name"
 # Claude Code names its events "claude_code.<event>" in OTLP's event_name field and bare in
 # ``event.name``; the tables below use the bare names.
 LOG_EVENT_PREFIX = "claude_code."
-# Log records (OTLP logs, by event name) that carry skill evidence.
+# Log records (OTLP logs, by event name) that carry skill evidence.  Names without
+# LOG_EVENT_PREFIX are looked up as they are ("codex.skill_invocation").
 LOG_SKILL_ACTIVATED: dict[str, str] = {
     "skill_activated": "skill.name",  # Claude Code
     # Codex CLI: a "$name" mention (skill.invocation_type=explicit) or a shell command that
@@ -501,6 +502,32 @@ class LogCallFields:
 LOG_TOOL_CALLS: dict[str, LogCallFields] = {
     "gemini_cli.tool_call": LogCallFields("function_name", "function_args", "success", "error"),  # Gemini CLI
 }
+
+
+@dataclass(frozen=True, slots=True)
+class LogToolFields:
+    """Where a log record that records a whole tool call keeps its parts (attribute keys)."""
+
+    name: str
+    call_id: str
+    arguments: str  # the call's arguments, as JSON text
+    result: str  # what the tool returned
+    success: str  # "false" (any case) means the tool failed or was not run
+
+
+# Log records that record one tool call each, name, arguments and result, by event name: the
+# harness logs its calls instead of (or besides) tracing them.
+LOG_WHOLE_TOOL_CALLS: dict[str, LogToolFields] = {
+    # Codex CLI; success="true" says the tool ran (not the command's exit code, which is in
+    # the output's "Process exited with code N" header).
+    "codex.tool_result": LogToolFields("tool_name", "call_id", "arguments", "output", "success"),
+}
+# Log records holding a user's request, or the agent's final answer, as plain text: event
+# name -> attribute.
+LOG_USER_PROMPTS: dict[str, str] = {"codex.user_prompt": "prompt"}  # Codex CLI
+LOG_AGENT_RESPONSES: dict[str, str] = {"codex.agent_response": "response"}  # Codex CLI, log_agent_responses
+# What a harness logs in place of a prompt it does not export: no request to read.
+REDACTED_PROMPTS: frozenset[str] = frozenset({"[REDACTED]"})  # Codex CLI without log_user_prompt
 # Log record attributes that hold whole API requests / responses or prompts.
 LOG_CONTENT_ATTRIBUTES: tuple[str, ...] = (
     "body",  # Claude Code api_request_body / api_response_body (OTEL_LOG_RAW_API_BODIES)
@@ -527,6 +554,8 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("openinference.instrumentation.claude_agent_sdk", "claude_agent_sdk"),
     ("com.anthropic.claude_code", "claude_code"),
     ("gemini-cli", "gemini_cli"),  # Gemini CLI: spans and logs alike
+    ("codex_otel", "codex_cli"),  # Codex CLI log scopes: codex_otel.log_only, codex_otel.trace_safe
+    ("codex_exec", "codex_cli"),  # Codex CLI span scope under `codex exec`
     ("codex", "codex_cli"),
     ("openinference.instrumentation.llama_index", "llamaindex"),
     ("opentelemetry.instrumentation.llamaindex", "llamaindex"),
@@ -565,6 +594,8 @@ SESSION_KEYS: tuple[str, ...] = (
     "span:gen_ai.conversation.id",  # GenAI semconv; ADK agent and LLM spans
     "span:conversation.id",  # Codex CLI: on its log records (and the spans that carry it)
     "span:langsmith.metadata.session_id",  # LangSmith OTel mode flattens run metadata
+    "span:thread_id",  # Codex CLI trace exporter: the conversation id on its session-loop spans
+    "span:thread.id",  # Codex CLI: the conversation id as text (its integer values name none)
     "resource:session.id",
     "resource:gen_ai.conversation.id",
 )

@@ -27,7 +27,7 @@ from collector.detect import (
     skill_tools,
     transcript,
 )
-from collector.detect.content import has_marker, parse_json, result_text, tool_call
+from collector.detect.content import has_marker, log_tool_call, parse_json, result_text, tool_call
 from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.outcome import text_outcome
@@ -236,6 +236,20 @@ class SessionEvidence:
         if logged is not None:
             self._log_calls.append(logged)
         event = view.event_name.removeprefix(facts.LOG_EVENT_PREFIX)
+        call = log_tool_call(view, event)
+        if call is not None:
+            self._observe_tool(call)
+        prompt_key = facts.LOG_USER_PROMPTS.get(event)
+        if prompt_key is not None:
+            text = view.attrs.text(prompt_key)
+            if text and text not in facts.REDACTED_PROMPTS and text not in self._turn_texts:
+                self._turn_texts.add(text)
+                self.turns.append(Turn(text, seen.span_id, seen.trace_id, seen.time_unix_nano))
+        answer_key = facts.LOG_AGENT_RESPONSES.get(event)
+        if answer_key is not None:
+            answer = view.attrs.text(answer_key)
+            if answer:
+                self._answers.append((seen.time_unix_nano, answer))
         if event in facts.LOG_SKILL_ACTIVATED:
             skill = names.decoded(view.attrs.text(facts.LOG_SKILL_ACTIVATED[event]) or "")
             if skill:

@@ -42,7 +42,7 @@ from collector.component import Retryable
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.session import SessionEvidence
 from collector.otlp.received import Accepted
-from collector.otlp.views import Attributes, LogView, ResourceView, SpanView, as_text
+from collector.otlp.views import Attributes, LogView, ResourceView, SpanView
 from collector.sessions.config import Sessions as SessionsConfig
 from collector.state.store import Closed, Reopenable
 from collector.telemetry import RateLimitedLog
@@ -130,6 +130,22 @@ class _Recent:
     requests: list[int]
 
 
+def nothing_to_evaluate(session: Session) -> bool:
+    """True for a session that shows no agent at work: no agent span, turn, tool call, skill
+    load, catalog, expected skill or unreadable item.  A trace that named no session and
+    closed so (a harness's own housekeeping: an auth check, a config read, in traces apart
+    from its runs) is not a session and is not evaluated; it is counted."""
+    return not (
+        session.first_agent_span
+        or session.turns
+        or session.tool_calls
+        or session.skill_loads
+        or session.expected_skills
+        or session.unreadable_count
+        or session.catalog.state != "not_recorded"
+    )
+
+
 def span_problem(span: Span) -> str | None:
     """Why a span cannot be used at all, or None."""
     return ids_problem(span.trace_id, span.span_id)
@@ -208,6 +224,8 @@ class Assembler:
         self.skip: Skip | None = None  # set only while a restart replays the spool
         self.closed_by_reason: dict[str, int] = dict.fromkeys(CLOSE_REASONS, 0)
         self.reopened = 0
+        # Traces that named no session and closed holding nothing to evaluate (``nothing_to_evaluate``).
+        self.discarded = 0
 
     @property
     def open_count(self) -> int:
@@ -496,9 +514,11 @@ class Assembler:
         for where, key in self._keys:
             attrs = values if where == "span" else resource
             if key in attrs:  # most spans carry none of the keys, or one
-                text = as_text(attrs.get(key))
-                if text:
-                    return text
+                value = attrs.get(key)
+                # Only text names a session: a key that also holds numbers (Codex CLI's
+                # thread.id is, on most spans, the OS thread's number) names none there.
+                if type(value) is str and value:
+                    return value
         return None
 
     def _session_for(self, key: str | None, trace_id: bytes, now: float, request_id: int) -> OpenSession:
@@ -628,6 +648,10 @@ class Assembler:
         self._revisions[session.key] = session.revision
         if len(self._revisions) > 100_000:
             self._revisions.popitem(last=False)
+        finished = self._bounded(session.evidence.finish(session.key, session.revision, reason))
+        if session.provisional and nothing_to_evaluate(finished):
+            self.discarded += 1  # a trace of the harness's own housekeeping: not a session
+            return
         keep = not session.provisional and reason in _REOPEN_WHOLE
         self.closed_by_reason[reason] = self.closed_by_reason.get(reason, 0) + 1
         if self._on_record is not None:
@@ -641,7 +665,7 @@ class Assembler:
                     tuple(sorted(t.hex() for t in session.traces)),
                 )
             )
-        self._on_close(self._bounded(session.evidence.finish(session.key, session.revision, reason)), reason)
+        self._on_close(finished, reason)
         if keep:
             self._recent[session.key] = _Recent(
                 session.evidence,

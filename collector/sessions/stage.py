@@ -73,6 +73,7 @@ class SessionsStage:
         self._last_request = 0
         self._checkpointed_at = 0.0
         self._reopened_seen = 0
+        self._discarded_seen = 0
 
     # -- intake ---------------------------------------------------------------------------
 
@@ -351,6 +352,9 @@ class SessionsStage:
         reopened, self._reopened_seen = self.assembler.reopened - self._reopened_seen, self.assembler.reopened
         if reopened:
             self.metrics.sessions_reopened.inc(reopened)
+        discarded, self._discarded_seen = self.assembler.discarded - self._discarded_seen, self.assembler.discarded
+        if discarded:
+            self.metrics.traces_discarded.inc(discarded)
         self.metrics.pending_requests.labels("assembler").set(len(self._pending))
 
     async def shutdown(self, timeout: float) -> None:

@@ -27,6 +27,7 @@ SCENARIOS = {
     "deepagents": "right_skill_langsmith",
     "openai_agents": "right_skill",
     "claude_code": "right_skill",
+    "codex_cli": "right_skill_content",  # logs only; the prompt needs log_user_prompt
 }
 
 
