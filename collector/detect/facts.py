@@ -524,7 +524,10 @@ LOG_WHOLE_TOOL_CALLS: dict[str, LogToolFields] = {
 }
 # Log records holding a user's request, or the agent's final answer, as plain text: event
 # name -> attribute.
-LOG_USER_PROMPTS: dict[str, str] = {"codex.user_prompt": "prompt"}  # Codex CLI
+LOG_USER_PROMPTS: dict[str, str] = {
+    "codex.user_prompt": "prompt",  # Codex CLI
+    "gemini_cli.user_prompt": "prompt",  # Gemini CLI (telemetry.logPrompts, on by default)
+}
 LOG_AGENT_RESPONSES: dict[str, str] = {"codex.agent_response": "response"}  # Codex CLI, log_agent_responses
 # What a harness logs in place of a prompt it does not export: no request to read.
 REDACTED_PROMPTS: frozenset[str] = frozenset({"[REDACTED]"})  # Codex CLI without log_user_prompt
