@@ -132,9 +132,10 @@ class _Recent:
 
 def nothing_to_evaluate(session: Session) -> bool:
     """True for a session that shows no agent at work: no agent span, turn, tool call, skill
-    load, catalog, expected skill or unreadable item.  A trace that named no session and
-    closed so (a harness's own housekeeping: an auth check, a config read, in traces apart
-    from its runs) is not a session and is not evaluated; it is counted."""
+    load, catalog, expected skill or unreadable item.  A trace that named no session, closed
+    so and held no span in a GenAI convention either (a harness's own housekeeping: an auth
+    check, a config read, in traces apart from its runs) is not a session and is not
+    evaluated; it is counted."""
     return not (
         session.first_agent_span
         or session.turns
@@ -649,7 +650,7 @@ class Assembler:
         if len(self._revisions) > 100_000:
             self._revisions.popitem(last=False)
         finished = self._bounded(session.evidence.finish(session.key, session.revision, reason))
-        if session.provisional and nothing_to_evaluate(finished):
+        if session.provisional and not session.evidence.model_seen and nothing_to_evaluate(finished):
             self.discarded += 1  # a trace of the harness's own housekeeping: not a session
             return
         keep = not session.provisional and reason in _REOPEN_WHOLE
