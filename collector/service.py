@@ -61,6 +61,7 @@ from collector.status.config import Status
 from collector.status.metrics import StatusMetrics
 from collector.status.view import State
 from collector.telemetry import SkillLabels
+from evaluators.evidence import session_key
 from evaluators.result import EvaluationResult
 
 log = logging.getLogger("skillgauge")
@@ -112,7 +113,8 @@ class Chain:
         self.runner.metrics.judge_configured.set(1 if config.judge.configured else 0)
 
     async def _store_result(self, result: EvaluationResult) -> None:
-        await self.store.save_result(result.key, result.session_id, result.revision, result.to_dict())
+        session = session_key(result.tenant, result.session_id)
+        await self.store.save_result(result.key, session, result.revision, result.to_dict())
 
     def admit(self) -> None:
         self.spool.admit()
@@ -159,19 +161,20 @@ class Chain:
         self.sessions.refresh()
         self.spool.refresh()
 
-    async def session(self, session_id: str) -> tuple[dict[str, Any] | None, list[Any]]:
+    async def session(self, session_id: str, tenant: str = "") -> tuple[dict[str, Any] | None, list[Any]]:
         await self.sessions.settle()  # what was acknowledged is visible here
-        live = self.sessions.assembler.get(session_id)
+        key = session_key(tenant, session_id)
+        live = self.sessions.assembler.get(key)
         summary: dict[str, Any] | None = None
         if live is not None:
             summary = {
                 "revision": live.revision,
                 "spans": live.spans,
-                "skill_loads": self.sessions.assembler.loads_so_far(session_id),
+                "skill_loads": self.sessions.assembler.loads_so_far(key),
                 "why_no_results": "the session is still open; it is evaluated when it closes "
                 f"(idle {self.config.sessions.idle_timeout:g}s, max duration, end attribute or limits)",
             }
-        return summary, self.results.get(session_id) or []
+        return summary, self.results.get(key) or []
 
     def count_refusal(self, endpoint: str) -> None:
         self.status_metrics.status_rejected.labels(endpoint, "unauthenticated").inc()

@@ -257,7 +257,7 @@ class Runner:
 def _task_key(task: JudgeTask) -> str:
     where = task.where
     return result_key(
-        task.session.session_id,
+        task.session.key,
         task.session.revision,
         task.evaluation,
         where.get("skill"),

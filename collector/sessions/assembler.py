@@ -6,6 +6,11 @@ at all becomes a provisional session of its own, which is folded into the keyed 
 soon as a sibling span names one (a harness may put the id on agent spans but not on tool
 spans, and children are exported before their parents).
 
+Tenants: each request comes from one tenant (its bearer token's), and sessions are kept
+apart per tenant: a session's key is ``session_key(tenant, id)`` and a trace is bound to a
+session only within its tenant, so the same ``session.id`` or trace id from two tenants
+makes two sessions.
+
 Closing: idle timeout, an explicit end attribute, max duration, max spans or bytes, and
 shutdown.  The assembler never waits: closed sessions go to ``on_close`` at once.
 
@@ -34,7 +39,7 @@ from collector.otlp.received import Accepted
 from collector.otlp.views import Attributes, LogView, ResourceView, SpanView, as_text
 from collector.sessions.config import Sessions as SessionsConfig
 from collector.state.store import Closed
-from evaluators.evidence import Session
+from evaluators.evidence import TENANT_SEPARATOR, Session, session_key, split_session_key
 
 CLOSE_REASONS = (
     "idle_timeout",
@@ -87,8 +92,8 @@ class OpenSession:
 
 OnClose = Callable[[Session, str], None]
 OnRecord = Callable[[Closed], None]
-# (session key or None, hex trace id, request id) -> True when the span belongs to a revision
-# that was already evaluated before a restart.
+# (session key or None, trace id (``scoped``), request id) -> True when the span belongs to a
+# revision that was already evaluated before a restart.
 Skip = Callable[[str | None, bytes, int], bool]
 
 
@@ -101,6 +106,12 @@ class _Recent:
     first_request: int
     traces: set[bytes]
     spans: int
+
+
+def scoped(tenant: str, trace_id: bytes) -> bytes:
+    """A trace id within its tenant: how traces are bound to sessions (and recorded in
+    ``Closed.traces``).  The default tenant's are the ids themselves."""
+    return tenant.encode() + TENANT_SEPARATOR.encode() + trace_id if tenant and trace_id else trace_id
 
 
 def span_problem(span: Span) -> str | None:
@@ -172,11 +183,12 @@ class Assembler:
         *,
         admit: bool = True,
         raw: bytes | None = None,
+        tenant: str = "",
     ) -> Accepted:
         if admit:
             self.admit()
         result = Accepted()
-        for _ in self.feed(request, request_id, result, raw=raw):
+        for _ in self.feed(request, request_id, result, raw=raw, tenant=tenant):
             pass
         return result
 
@@ -187,10 +199,11 @@ class Assembler:
         result: Accepted,
         slice_spans: int = 128,
         raw: bytes | None = None,
+        tenant: str = "",
     ) -> Iterator[None]:
-        """Place each span of a request in its session and hand it to that session's evidence,
-        pausing (yielding) every ``slice_spans`` spans so that a caller on the event loop can
-        let other work through in between.
+        """Place each span of a request (from ``tenant``) in its session and hand it to that
+        session's evidence, pausing (yielding) every ``slice_spans`` spans so that a caller on
+        the event loop can let other work through in between.
 
         ``raw``: the request as received, when known.  Each span then counts an equal share
         of its size towards ``max_bytes`` instead of being measured (measuring a span means
@@ -217,7 +230,7 @@ class Assembler:
                     view = SpanView(span, scope, resource)
                     size = span.ByteSize() if share is None else share
                     session = self._place(
-                        view.attrs, resource.attrs, span.trace_id, size, request_id, result, now
+                        view.attrs, resource.attrs, span.trace_id, size, request_id, result, now, tenant
                     )
                     if session is None:
                         continue
@@ -238,14 +251,16 @@ class Assembler:
         request_id: int,
         result: Accepted,
         now: float,
+        tenant: str,
     ) -> OpenSession | None:
         """The open session a usable span joins, counted in it; None for a span that an
         evaluation before a restart already accounted for."""
-        key = self._key_of(values, resource_values)
-        if self.skip is not None and self.skip(key, trace_id, request_id):
+        key = self._key_of(values, resource_values, tenant)
+        trace = scoped(tenant, trace_id)
+        if self.skip is not None and self.skip(key, trace, request_id):
             result.accepted += 1  # evaluated before the restart: accounted for
             return None
-        session = self._session_for(key, trace_id, now, request_id)
+        session = self._session_for(key, trace, now, request_id, tenant)
         session.spans += 1
         session.bytes += size
         session.last_seen = now
@@ -262,6 +277,7 @@ class Assembler:
         *,
         admit: bool = True,
         raw: bytes | None = None,
+        tenant: str = "",
     ) -> Accepted:
         if admit:
             self.admit()
@@ -273,11 +289,12 @@ class Assembler:
                 scope = scope_logs.scope.name
                 for record in scope_logs.log_records:
                     view = LogView(record, scope, resource)
-                    key = self._key_of(view.attrs, resource.attrs)
-                    trace_id = (
+                    key = self._key_of(view.attrs, resource.attrs, tenant)
+                    trace_id = scoped(
+                        tenant,
                         record.trace_id
                         if len(record.trace_id) == 16 and record.trace_id != _ZERO_TRACE
-                        else b""
+                        else b"",
                     )
                     if key is None and not trace_id:
                         result.reject("log record with no session key and no trace_id to correlate it")
@@ -285,7 +302,7 @@ class Assembler:
                     if self.skip is not None and self.skip(key, trace_id, request_id):
                         result.accepted += 1
                         continue
-                    session = self._session_for(key, trace_id, now, request_id)
+                    session = self._session_for(key, trace_id, now, request_id, tenant)
                     session.evidence.observe_log(view)
                     session.bytes += record.ByteSize()
                     session.last_seen = now
@@ -293,11 +310,14 @@ class Assembler:
                     self._over_limits(session)
         return result
 
-    def cap_new_sessions(self, request: ExportTraceServiceRequest, promised: int = 0) -> Accepted:
+    def cap_new_sessions(
+        self, request: ExportTraceServiceRequest, promised: int = 0, tenant: str = ""
+    ) -> Accepted:
         """``check_spans``, with the spans that would open a session past ``max_open`` (given
         ``promised`` sessions that requests admitted but not yet assembled may open) removed
-        from ``request`` and counted as rejected; ``opens`` is how many sessions the rest may
-        open.  Only a request with more spans than there are free sessions is looked into."""
+        from ``request`` (from ``tenant``) and counted as rejected; ``opens`` is how many
+        sessions the rest may open.  Only a request with more spans than there are free
+        sessions is looked into."""
         result = check_spans(request)
         headroom = self._config.max_open - len(self._open) - promised
         if result.accepted <= headroom:
@@ -310,16 +330,18 @@ class Assembler:
             for s, scope_spans in enumerate(resource_spans.scope_spans):
                 for i, span in enumerate(scope_spans.spans):
                     if span_problem(span) is None:
-                        key = self._key_of(SpanView(span, "", resource).attrs, resource.attrs)
-                        usable.append(((r, s, i), span.trace_id, key))
+                        key = self._key_of(SpanView(span, "", resource).attrs, resource.attrs, tenant)
+                        trace = scoped(tenant, span.trace_id)
+                        usable.append(((r, s, i), trace, key))
                         if key is not None:
-                            keyed.setdefault(span.trace_id, key)
+                            keyed.setdefault(trace, key)
         new: set[str] = set()
         dropped: dict[tuple[int, int], set[int]] = {}  # (resource, scope) -> span indexes
         for (r, s, i), trace_id, key in usable:
             if key is None:
                 owner = self._trace_owner.get(trace_id)
-                key = owner if owner is not None and owner in self._open else keyed.get(trace_id, trace_id.hex())
+                provisional = session_key(tenant, trace_id[-16:].hex())
+                key = owner if owner is not None and owner in self._open else keyed.get(trace_id, provisional)
             if key in self._open or key in new:
                 continue
             if len(new) < headroom:
@@ -350,22 +372,27 @@ class Assembler:
                 f"{len(self._open)} sessions open (sessions.max_open); retry later", retry_after=5.0
             )
 
-    def _key_of(self, values: Attributes, resource: Attributes) -> str | None:
-        """The session key: the first configured key present, on the item or its resource."""
+    def _key_of(self, values: Attributes, resource: Attributes, tenant: str) -> str | None:
+        """The session key: the first configured key present, on the item or its resource,
+        within ``tenant`` (``session_key``)."""
         for where, key in self._keys:
             attrs = values if where == "span" else resource
             if key in attrs:  # most spans carry none of the keys, or one
                 text = as_text(attrs.get(key))
                 if text:
-                    return text
+                    return session_key(tenant, text)
         return None
 
-    def _session_for(self, key: str | None, trace_id: bytes, now: float, request_id: int) -> OpenSession:
+    def _session_for(
+        self, key: str | None, trace_id: bytes, now: float, request_id: int, tenant: str
+    ) -> OpenSession:
+        """``trace_id``: ``scoped`` to ``tenant``."""
         owner = self._trace_owner.get(trace_id) if trace_id else None
         if key is None:
             if owner is not None and owner in self._open:
                 return self._touch(self._open[owner], request_id)
-            key = trace_id.hex()  # the trace is its own session until a sibling names one
+            # The trace is its own session until a sibling names one.
+            key = session_key(tenant, trace_id[-16:].hex())
             session = self._open.get(key) or self._start(key, now, provisional=True)
         else:
             session = self._open.get(key) or self._start(key, now, provisional=False)
@@ -494,7 +521,10 @@ class Assembler:
                     tuple(sorted(t.hex() for t in session.traces)),
                 )
             )
-        self._on_close(self._bounded(session.evidence.finish(session.key, session.revision, reason)), reason)
+        tenant, session_id = split_session_key(session.key)
+        finished = session.evidence.finish(session_id, session.revision, reason)
+        finished.tenant = tenant
+        self._on_close(self._bounded(finished), reason)
         if keep:
             self._recent[session.key] = _Recent(
                 session.evidence, session.revision, session.first_request, session.traces, session.spans
@@ -508,7 +538,9 @@ class Assembler:
         for load in session.skill_loads:
             if load.body is not None and len(load.body) > limit:
                 cut = len(load.body) - limit
-                load.body = f"{load.body[:limit]}\n[... {cut} characters cut: sessions.max_skill_body_chars ...]"
+                load.body = (
+                    f"{load.body[:limit]}\n[... {cut} characters cut: sessions.max_skill_body_chars ...]"
+                )
         return session
 
     def oldest_request(self) -> int | None:

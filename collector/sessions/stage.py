@@ -77,12 +77,12 @@ class SessionsStage:
                 retry_after=1.0,
             )
 
-    def check(self, request: ExportTraceServiceRequest) -> Accepted:
+    def check(self, request: ExportTraceServiceRequest, tenant: str = "") -> Accepted:
         """What of a trace request is taken, before it is spooled: the spans that would open
         a session past ``sessions.max_open`` are removed from it and rejected (partial
         success), so one request cannot open sessions without bound.  Until the request is
         assembled, the sessions it may open are promised (``release`` gives them back)."""
-        result = self.assembler.cap_new_sessions(request, self._promised)
+        result = self.assembler.cap_new_sessions(request, self._promised, tenant)
         self._promised += result.opens
         if result.over_max_open:
             self.metrics.rejected.labels("traces", "max_open").inc(result.over_max_open)
@@ -118,7 +118,10 @@ class SessionsStage:
             try:
                 request = item.received.request
                 assert isinstance(request, ExportTraceServiceRequest)
-                for _ in self.assembler.feed(request, item.request_id, Accepted(), raw=item.received.raw):
+                received = item.received
+                for _ in self.assembler.feed(
+                    request, item.request_id, Accepted(), raw=received.raw, tenant=received.tenant
+                ):
                     await self._forward()
                     await asyncio.sleep(0)  # acknowledgements need not wait for a whole request
                 await self._forward()
@@ -140,10 +143,14 @@ class SessionsStage:
         request = item.request
         if item.signal == "traces":
             assert isinstance(request, ExportTraceServiceRequest)
-            result = self.assembler.add_spans(request, request_id, admit=admit, raw=item.raw)
+            result = self.assembler.add_spans(
+                request, request_id, admit=admit, raw=item.raw, tenant=item.tenant
+            )
         else:
             assert isinstance(request, ExportLogsServiceRequest)
-            result = self.assembler.add_logs(request, request_id, admit=admit, raw=item.raw)
+            result = self.assembler.add_logs(
+                request, request_id, admit=admit, raw=item.raw, tenant=item.tenant
+            )
         item.outcome.take(result)
         self._count(item, result)
         self.metrics.sessions_open.set(self.assembler.open_count)
@@ -153,7 +160,9 @@ class SessionsStage:
     def _count(self, item: Received, result: Accepted) -> None:
         self.metrics.received.labels(item.signal, item.protocol).inc(result.accepted)
         if result.rejected > result.over_max_open:
-            self.metrics.rejected.labels(item.signal, "invalid_item").inc(result.rejected - result.over_max_open)
+            self.metrics.rejected.labels(item.signal, "invalid_item").inc(
+                result.rejected - result.over_max_open
+            )
 
     # -- closing --------------------------------------------------------------------------
 
@@ -183,7 +192,7 @@ class SessionsStage:
         started = time.monotonic()
         unfinished = self._prepare(recovery)
         requests = spans = 0
-        for request_id, signal, payload in self.store.requests(recovery.replay_from):
+        for request_id, signal, payload, tenant in self.store.requests(recovery.replay_from):
             while unfinished and unfinished[0].last_request < request_id:
                 done = unfinished.pop(0)
                 await self.close(done.session, done.reason)
@@ -199,7 +208,9 @@ class SessionsStage:
                 continue
             try:
                 spans += (
-                    await self.assemble(Received(kind, request, "spool"), request_id, admit=False)
+                    await self.assemble(
+                        Received(kind, request, "spool", tenant=tenant), request_id, admit=False
+                    )
                 ).accepted
             except Exception as err:  # one bad request must not keep the service from starting
                 log.exception("replaying spooled request %d failed", request_id)

@@ -73,7 +73,7 @@ class Recorder:
                 await self._while_storage_fails(functools.partial(self.next.consume, coverage))
                 records = [encode_record(r.to_dict()) for r in coverage.results]
                 summary = encode_record(coverage.to_dict())
-                ready.append((item, (session.session_id, session.revision, records, summary)))
+                ready.append((item, (session.key, session.revision, records, summary)))
             except Exception:  # the revision stays unfinished: a restart evaluates it again
                 log.exception("recording session %r revision %d failed", session.session_id, session.revision)
         try:
@@ -84,13 +84,13 @@ class Recorder:
             log.exception("recording %d evaluated sessions failed", len(ready))
             return
         now = time.monotonic()
-        for item, (session_id, _, records, summary) in ready:
+        for item, (key, _, records, summary) in ready:
             coverage = item.coverage
-            self.results.add(session_id, records, summary)
+            self.results.add(key, records, summary)
             if self.keep_closed:
                 self.closed.append(coverage)
             self.metrics.session_evaluated(coverage.session, coverage.results, now - item.closed_at)
-            log.debug("session %r evaluated: %d results", session_id, len(coverage.results))
+            log.debug("session %r evaluated: %d results", key, len(coverage.results))
 
     async def _while_storage_fails(self, write: Callable[[], Awaitable[None]]) -> None:
         """Run ``write``; while it fails for want of storage, wait and run it again (until

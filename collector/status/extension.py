@@ -4,6 +4,11 @@ chain (it reads a ``StatusView``).
 With auth configured, /metrics and /v1/sessions/{id} need the bearer token (sessions hold
 what agents said); /healthz and /readyz stay open, because Kubernetes probes send no
 credentials and say nothing about any session.
+
+Tenants: a token reads only the sessions of its own tenant.  ``/v1/sessions/{id}`` of
+another tenant's session answers 404, as for an unknown id, so ids do not leak.  An
+operator's token (``tenant: "*"``) reads any tenant's, naming it as ``?tenant=team-a``
+(the default tenant without it).
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from collector.receiver import auth as listener_auth
-from collector.receiver.config import BearerAuth
+from collector.receiver.config import ALL_TENANTS, BearerAuth
 from collector.status.view import StatusView
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
@@ -20,6 +25,13 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 
 def _guarded(path: str) -> bool:
     return path not in OPEN_PATHS
+
+
+def tenant_read(request: web.Request) -> str:
+    """The tenant whose sessions a status request reads: its token's (``""`` without auth);
+    for an operator's token, the ``tenant`` query parameter's."""
+    tenant = str(request.get(listener_auth.TENANT, ""))
+    return request.query.get("tenant", "") if tenant == ALL_TENANTS else tenant
 
 
 def _unauthenticated(view: StatusView) -> listener_auth.Refusal:
@@ -52,8 +64,11 @@ def app(view: StatusView, auth: BearerAuth | None = None) -> web.Application:
 
     async def session(request: web.Request) -> web.Response:
         session_id = request.match_info["session_id"]
-        live, revisions = await view.session(session_id)
+        tenant = tenant_read(request)
+        live, revisions = await view.session(session_id, tenant)
         body: dict[str, object] = {"session_id": session_id}
+        if tenant:
+            body["tenant"] = tenant
         if live is not None:
             body["open"] = live
         if revisions:

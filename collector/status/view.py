@@ -29,9 +29,10 @@ class StatusView(Protocol):
     def refresh(self) -> None:
         """Bring gauges up to date before a scrape."""
 
-    async def session(self, session_id: str) -> tuple[dict[str, Any] | None, list[Any]]:
-        """(the open session's summary or None, its evaluated revisions' records), once every
-        acknowledged request has been assembled."""
+    async def session(self, session_id: str, tenant: str = "") -> tuple[dict[str, Any] | None, list[Any]]:
+        """(the open session's summary or None, its evaluated revisions' records) of the
+        session ``session_id`` of ``tenant``, once every acknowledged request has been
+        assembled."""
         ...
 
     def count_refusal(self, endpoint: str) -> None:
