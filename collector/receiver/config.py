@@ -91,7 +91,7 @@ class BearerAuth(Strict):
             if not self.tokens:
                 raise ValueError("tokens is empty - list at least one {bearer_token: ..., tenant: ...}")
             entries = [
-                (t.bearer_token, t.bearer_token_file, t.tenant, f"tokens[{i}]: ")
+                (t.bearer_token, t.bearer_token_file, t.tenant, f"tokens.{i}: ")
                 for i, t in enumerate(self.tokens)
             ]
         loaded: dict[str, str] = {}
