@@ -1,4 +1,4 @@
-"""The ``skillgauge`` command: serve | replay | check-config."""
+"""The ``skillgauge`` command: serve | replay | check-config | config."""
 
 from __future__ import annotations
 
@@ -12,29 +12,32 @@ from typing import TextIO
 
 import yaml
 
-from collector import __version__
-from collector.config import Config, ConfigError, parse
+from collector import __version__, configfile
+from collector.config import JUDGE_ENV, Config, ConfigError, parse, price_fix, unpriced
+from collector.configerrors import locate
+from collector.progress import ProgressLine
 from evaluators.result import Coverage
 
 
-def load(path: str | Path | None) -> Config:
-    """The config file at ``path`` (None: the defaults), parsed and validated."""
+def load(path: str | Path | None, anthropic_env: bool = True, unset: list[str] | None = None) -> Config:
+    """The config file at ``path`` (None: the defaults), parsed and validated; each problem
+    names the file and line.  ``anthropic_env``: apply ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL
+    when the file leaves them out; ``unset``: see ``collector.config.parse``."""
     if path is None:
-        return parse({})
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot read config file ({err.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML - {err}") from None
-    return parse(data, str(path))
+        return parse({}, anthropic_env=anthropic_env)
+    data, lines = configfile.read(path)
+    return parse(data, str(path), anthropic_env=anthropic_env, line_of=lines.line, unset=unset)
 
 
-def _config(path: str | None) -> Config:
+def _config(path: str | None, anthropic_env: bool = True, unset: list[str] | None = None) -> Config:
     try:
-        return load(path)
+        config = load(path, anthropic_env, unset)
+        if not anthropic_env:  # check-config: as serve would with a judge, key or no key
+            line_of = configfile.read(path)[1].line if path else None
+            problems = [locate(price_fix(f, m), path, line_of) for f, m in unpriced(config)]
+            if problems:
+                raise ConfigError("\n".join(problems))
+        return config
     except ConfigError as err:
         print(f"skillgauge: invalid config\n{err}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -71,7 +74,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from collector.state.results import replay_records
 
     config = _config(args.config)
-    outcome = asyncio.run(replay(args.paths, config))
+    line = ProgressLine(sys.stderr)
+    try:
+        outcome = asyncio.run(replay(args.paths, config, progress=line))
+    finally:
+        line.finish()
     for problem in outcome.problems:
         print(f"skillgauge replay: {problem}", file=sys.stderr)
     if args.format == "json":
@@ -112,16 +119,46 @@ def write_table(coverages: list[Coverage], out: TextIO) -> None:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    config = _config(args.config)
+    # Without ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL, and with an unset ${env:VAR} read as
+    # absent: a file passes or fails the same, key or no key.
+    unset: list[str] = []
+    try:
+        config = _config(args.config, anthropic_env=False, unset=unset)
+    finally:
+        if unset:  # the file was read and parsed as YAML before any variable was expanded
+            line_of = configfile.read(args.config)[1].line
+            for note in unset:
+                print(f"note: {locate(note, args.config, line_of)}")
     print(f"{args.config}: ok")
     print(
         f"  receivers: grpc {config.receivers.otlp.grpc.endpoint if config.receivers.otlp.grpc else 'off'}, "
         f"http {config.receivers.otlp.http.endpoint if config.receivers.otlp.http else 'off'}; status {config.status.endpoint}"
     )
     print(
-        f"  judge: {'configured' if config.judge.configured else 'not configured (judge evaluators skipped)'}"
+        f"  judge: {'configured' if config.judge.configured else 'no api_key or base_url in the file (serve reads ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL; without them judge evaluators are skipped)'}"
     )
     return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    sys.stdout.write(defaults_yaml())
+    return 0
+
+
+def defaults_yaml() -> str:
+    """The whole default configuration as YAML, from the config models themselves."""
+    data = Config().model_dump(mode="json")
+    from_env = [
+        f"#   {provider}: " + ", ".join(f"judge.{key} from {' or '.join(envs)}" for key, envs in settings)
+        for provider, settings in JUDGE_ENV.items()
+    ]
+    return (
+        f"# skillgauge {__version__}: the whole default configuration. Every key is optional.\n"
+        "# Judge settings left unset are read from the environment, by judge.provider:\n"
+        + "\n".join(from_env)
+        + "\n"
+        + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -129,18 +166,58 @@ def parser() -> argparse.ArgumentParser:
         prog="skillgauge", description="Online evaluator for agents that use Agent Skills."
     )
     p.add_argument("--version", action="version", version=f"skillgauge {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="receive OTLP, evaluate sessions as they close")
-    serve.add_argument("--config", help="YAML config file (every key optional)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    config_help = "YAML config file; every key is optional (default: the built-in defaults, see 'skillgauge config --defaults')"
+    serve = sub.add_parser(
+        "serve",
+        help="receive OTLP, evaluate sessions as they close",
+        description="Receive OTLP traces and logs, evaluate each session as it closes, serve /metrics and the status API.",
+    )
+    serve.add_argument("--config", metavar="FILE", help=config_help)
     serve.set_defaults(func=cmd_serve)
-    rp = sub.add_parser("replay", help="evaluate recorded OTLP files or directories")
-    rp.add_argument("paths", nargs="+", metavar="PATH")
-    rp.add_argument("--config")
-    rp.add_argument("--format", choices=("json", "table"), default="table")
+    rp = sub.add_parser(
+        "replay",
+        help="evaluate recorded OTLP files or directories",
+        description="Evaluate recorded OTLP as if it had just been received, with the store in memory; "
+        "progress is shown on stderr when it is a terminal.",
+    )
+    rp.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="OTLP/JSON files (.json, one request; .jsonl, one per line), binary .binpb/.pb "
+        "trace requests, .logs.binpb logs requests, or directories of them",
+    )
+    rp.add_argument("--config", metavar="FILE", help=config_help)
+    rp.add_argument(
+        "--format",
+        choices=("json", "table"),
+        default="table",
+        help="table: one readable block per session (default); json: one JSON line per result, "
+        "then one coverage line per session",
+    )
     rp.set_defaults(func=cmd_replay)
-    check = sub.add_parser("check-config", help="validate a config file")
-    check.add_argument("config", metavar="FILE")
+    check = sub.add_parser(
+        "check-config",
+        help="validate a config file",
+        description="Validate a config file; each problem names its line, field and fix. "
+        "ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL are not read and every judge model must have a price, "
+        "so a file passes or fails the same with or without a key.",
+    )
+    check.add_argument("config", metavar="FILE", help="the YAML config file to validate")
     check.set_defaults(func=cmd_check_config)
+    show = sub.add_parser(
+        "config",
+        help="print configuration",
+        description="Print configuration as YAML that check-config and serve accept.",
+    )
+    show.add_argument(
+        "--defaults",
+        action="store_true",
+        required=True,
+        help="print the whole default configuration, every section and evaluator",
+    )
+    show.set_defaults(func=cmd_config)
     return p
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import (
@@ -16,7 +17,8 @@ from pydantic import (
     model_validator,
 )
 
-from collector.configtypes import _ENV, ConfigError, Strict, explain
+from collector.configerrors import Loc, explain, locate
+from collector.configtypes import _ENV, FROM_FILE, ConfigError, Strict
 from collector.detect.config import Expectation
 from collector.evaluate.config import Evaluators, Judge, Skills
 from collector.evaluate.prices import model_problem
@@ -69,23 +71,24 @@ class Config(Strict):
             problem = model_problem(self.judge.provider, model)
             if problem is not None:
                 raise ValueError(f"{where}: {problem} (judge.provider is {self.judge.provider})")
-        models = {self.judge.model} | {model for _, model in named}
         if not self.judge.configured:
             return self
-        for model in sorted(models):
-            if self.judge.price(model) is None:
-                raise ValueError(
-                    f"judge.prices: no price for model {model!r} - add "
-                    f"judge.prices.{model}: {{input: <USD per Mtok>, output: <USD per Mtok>}}"
-                )
+        for field, model in unpriced(self):
+            raise ValueError(price_fix(field, model))
         return self
 
 
-def _expand(node: Any, where: str) -> Any:
+def _expand(node: Any, where: str, unset: list[str] | None = None) -> Any:
     if isinstance(node, str):
 
         def repl(match: re.Match[str]) -> str:
             value = os.environ.get(match.group(1), match.group(2))
+            if value is None and unset is not None:
+                unset.append(
+                    f"{where}: environment variable {match.group(1)} is not set here - checked as if "
+                    "the key were absent; serve will refuse to start without it"
+                )
+                return ""
             if value is None:
                 raise ConfigError(
                     f"{where}: environment variable {match.group(1)} is not set - export it or write ${{env:{match.group(1)}:-default}}"
@@ -94,9 +97,9 @@ def _expand(node: Any, where: str) -> Any:
 
         return _ENV.sub(repl, node)
     if isinstance(node, dict):
-        return {k: _expand(v, f"{where}.{k}" if where else str(k)) for k, v in node.items()}
+        return {k: _expand(v, f"{where}.{k}" if where else str(k), unset) for k, v in node.items()}
     if isinstance(node, list):
-        return [_expand(v, f"{where}[{i}]") for i, v in enumerate(node)]
+        return [_expand(v, f"{where}.{i}" if where else str(i), unset) for i, v in enumerate(node)]
     return node
 
 
@@ -108,7 +111,7 @@ def _drop_empty(node: Any) -> Any:
 
 
 # What the environment supplies for a judge setting left unset, by provider (first set wins).
-_JUDGE_ENV: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+JUDGE_ENV: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "anthropic": (("api_key", ("ANTHROPIC_API_KEY",)), ("base_url", ("ANTHROPIC_BASE_URL",))),
     "bedrock": (("aws_region", ("AWS_REGION", "AWS_DEFAULT_REGION")),),
     "vertex": (
@@ -116,24 +119,68 @@ _JUDGE_ENV: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
         ("region", ("CLOUD_ML_REGION",)),
     ),
 }
+# The settings that decide whether the Claude API judge is configured: check-config leaves
+# them out, so that a file passes or fails the same with or without ANTHROPIC_API_KEY.
+_ANTHROPIC_SETTINGS = frozenset({"api_key", "base_url"})
 
 
-def parse(data: Any, source: str = "config") -> Config:
-    """Validate already-parsed YAML data, then apply ANTHROPIC_* from the environment."""
+def parse(
+    data: Any,
+    source: str = "config",
+    *,
+    anthropic_env: bool = True,
+    line_of: Callable[[Loc, bool], int | None] | None = None,
+    unset: list[str] | None = None,
+) -> Config:
+    """Validate already-parsed YAML data, then apply the judge's settings the file leaves
+    unset from the environment (``JUDGE_ENV``; ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL only
+    with ``anthropic_env``).  With ``line_of`` (see ``collector.configfile``) every problem
+    is prefixed with ``source`` and its line.  With an ``unset`` list, a ``${env:VAR}`` whose
+    variable is not set reads as absent and is noted there instead of being an error."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(
             f"{source}: the top level must be a mapping of keys such as receivers, sessions, judge"
         )
-    data = _drop_empty(_expand(data, ""))
+    try:
+        data = _drop_empty(_expand(data, "", unset))
+    except ConfigError as err:
+        raise ConfigError(locate(str(err), source if line_of else None, line_of)) from None
     judge = data.setdefault("judge", {}) if isinstance(data.get("judge", {}), dict) else data["judge"]
     if isinstance(judge, dict):
-        for key, envs in _JUDGE_ENV.get(str(judge.get("provider", "anthropic")), ()):
+        for key, envs in JUDGE_ENV.get(str(judge.get("provider", "anthropic")), ()):
+            if key in _ANTHROPIC_SETTINGS and not anthropic_env:
+                continue
             given = next((os.environ[e] for e in envs if os.environ.get(e)), None)
             if key not in judge and f"{key}_file" not in judge and given:
                 judge[key] = given
     try:
-        return Config.model_validate(data)
+        return Config.model_validate(data, context={FROM_FILE: True})
     except ValidationError as err:
-        raise ConfigError(explain(err)) from None
+        raise ConfigError(explain(err, Config, line_of, source if line_of else None)) from None
+
+
+def unpriced(config: Config) -> list[tuple[str, str]]:
+    """(field, model) for each model the judge may use that has no price (``serve`` refuses
+    them once a judge is configured; ``check-config`` whether or not one is)."""
+    ev = config.evaluators
+    uses = [("judge.model", config.judge.model)]
+    uses += [
+        (f"evaluators.{name}.model", e.model)
+        for name, e in ev.judged()
+        if e.model and not name.startswith("custom.")
+    ]
+    uses += [(f"evaluators.custom.{i}.model", c.model) for i, c in enumerate(ev.custom) if c.model]
+    found: dict[str, str] = {}
+    for field, model in uses:
+        if config.judge.price(model) is None:
+            found.setdefault(model, field)
+    return [(field, model) for model, field in found.items()]
+
+
+def price_fix(field: str, model: str) -> str:
+    return (
+        f"{field}: no price for model {model!r} - add "
+        f"judge.prices.{model}: {{input: <USD per Mtok>, output: <USD per Mtok>}}"
+    )

@@ -13,7 +13,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    ValidationError,
+    PlainSerializer,
+    ValidationInfo,
 )
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -36,15 +37,39 @@ class ConfigError(ValueError):
     """A config problem, phrased as ``field: what is wrong - how to fix it``."""
 
 
-def _seconds(value: Any) -> float:
+def _seconds(value: Any, info: ValidationInfo) -> float:
+    # Code may pass seconds as a number; a config file must name the unit (``300`` could
+    # mean seconds or milliseconds to its reader).
+    from_file = bool(info.context and info.context.get(FROM_FILE))
     if isinstance(value, bool):
         raise ValueError("expected a duration such as 300s, 15m or 6h")
-    if isinstance(value, int | float):
+    if isinstance(value, int | float) and not from_file:
         return float(value)
     match = _DURATION.match(str(value))
     if not match:
         raise ValueError(f"{value!r} is not a duration: write a number with a unit, e.g. 300s, 15m, 6h")
+    if match.group(2) is None and from_file:
+        raise ValueError(
+            f"{value} has no unit - write {match.group(1)}s (a number and ms, s, m, h or d, e.g. 30s, 5m or 1h)"
+        )
     return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def duration_text(seconds: float) -> str:
+    """``seconds`` as the largest whole unit a config file accepts: 300.0 -> ``5m``."""
+    for unit in ("d", "h", "m", "s"):
+        count = seconds / _UNIT_SECONDS[unit]
+        if count >= 1 and count == int(count):
+            return f"{int(count)}{unit}"
+    return f"{seconds * 1000:g}ms"
+
+
+def size_text(count: int) -> str:
+    """``count`` bytes as a config file would write it: 16777216 -> ``16MiB``."""
+    for unit in ("GiB", "GB", "MiB", "MB", "KiB", "KB"):
+        if count >= _UNIT_BYTES[unit] and count % _UNIT_BYTES[unit] == 0:
+            return f"{count // _UNIT_BYTES[unit]}{unit}"
+    return f"{count}B"
 
 
 def _bytes(value: Any) -> int:
@@ -56,8 +81,14 @@ def _bytes(value: Any) -> int:
     return int(match.group(1)) * _UNIT_BYTES[match.group(2)]
 
 
-Seconds = Annotated[float, BeforeValidator(_seconds), Field(gt=0)]
-Bytes = Annotated[int, BeforeValidator(_bytes), Field(gt=0)]
+# Validation context key set by ``collector.config.parse``: values come from a config file.
+FROM_FILE = "from_config_file"
+
+# In JSON mode (``skillgauge config --defaults``) durations and sizes are written with units.
+Seconds = Annotated[
+    float, BeforeValidator(_seconds), Field(gt=0), PlainSerializer(duration_text, when_used="json")
+]
+Bytes = Annotated[int, BeforeValidator(_bytes), Field(gt=0), PlainSerializer(size_text, when_used="json")]
 
 
 def _endpoint(value: str) -> str:
@@ -67,7 +98,12 @@ def _endpoint(value: str) -> str:
     return value
 
 
-Endpoint = Annotated[str, AfterValidator(_endpoint)]
+def _text(value: Any) -> Any:
+    # YAML reads ``endpoint: 9464`` as a number: say what is wrong with it as an endpoint.
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+Endpoint = Annotated[str, BeforeValidator(_text), AfterValidator(_endpoint)]
 
 
 class Strict(BaseModel):
@@ -80,18 +116,3 @@ def read_secret(path: str, field: str) -> str:
     except (OSError, UnicodeDecodeError) as err:
         why = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
         raise ValueError(f"{field}: cannot read {path!r} ({why})") from None
-
-
-def explain(err: ValidationError) -> str:
-    """Each problem pydantic found, one line each, named by its dotted field path."""
-    lines = []
-    for problem in err.errors():
-        field = ".".join(str(p) for p in problem["loc"]) or "(top level)"
-        if problem["type"] == "extra_forbidden":
-            lines.append(
-                f"{field}: unknown key - check its spelling against the config reference in README.md"
-            )
-        else:
-            msg = problem["msg"].removeprefix("Value error, ")
-            lines.append(f"{field}: {msg}")
-    return "\n".join(lines)

@@ -9,7 +9,7 @@ reported with its name and line, and the rest is still evaluated.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,29 +43,48 @@ def input_files(paths: list[str]) -> Iterator[Path]:
             yield path
 
 
+@dataclass
+class Progress:
+    """How far a replay has got, for a progress line."""
+
+    files: int = 0  # files finished
+    files_total: int = 0
+    bytes: int = 0  # bytes of the input read so far
+    bytes_total: int = 0
+    requests: int = 0
+    sessions: int = 0  # sessions seen (open now or closed)
+
+
 def requests_in(path: Path) -> Iterator[tuple[str, Received | ReceiveError]]:
     """(where, request or the error that file position produced)."""
+    for where, item, _size in sized_requests_in(path):
+        yield where, item
+
+
+def sized_requests_in(path: Path) -> Iterator[tuple[str, Received | ReceiveError, int]]:
+    """(where, request or error, bytes of the file it took)."""
     name = path.name
     if name.endswith((".binpb", ".pb")):
         signal: decode.Signal = "logs" if name.endswith((".logs.binpb", ".logs.pb")) else "traces"
+        body = path.read_bytes()
         try:
-            yield str(path), Received(signal, decode.decode(signal, path.read_bytes(), "protobuf"), "replay")
+            yield str(path), Received(signal, decode.decode(signal, body, "protobuf"), "replay"), len(body)
         except ReceiveError as error:
-            yield str(path), error
+            yield str(path), error, len(body)
         return
     text = path.read_bytes()
     try:
         whole = json.loads(text)
         chunks: list[tuple[str, bytes]] = [(str(path), text)] if isinstance(whole, dict) else []
         if not isinstance(whole, dict):
-            yield str(path), InvalidRequest("top level must be an OTLP/JSON object")
+            yield str(path), InvalidRequest("top level must be an OTLP/JSON object"), len(text)
     except ValueError:
         chunks = [(f"{path}:{n}", line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     for where, chunk in chunks:
         try:
-            yield where, Received(*_json_request(chunk), "replay")
+            yield where, Received(*_json_request(chunk), "replay"), len(chunk) + 1
         except ReceiveError as error:
-            yield where, error
+            yield where, error, len(chunk) + 1
 
 
 def _json_request(chunk: bytes) -> tuple[decode.Signal, Message]:
@@ -74,8 +93,13 @@ def _json_request(chunk: bytes) -> tuple[decode.Signal, Message]:
     return signal, decode.decode(signal, chunk, "json")
 
 
-async def replay(paths: list[str], config: Config) -> ReplayOutcome:
-    """Evaluate the files through the same chain ``serve`` runs, with a store in memory."""
+async def replay(
+    paths: list[str], config: Config, progress: Callable[[Progress], None] | None = None
+) -> ReplayOutcome:
+    """Evaluate the files through the same chain ``serve`` runs, with a store in memory.
+
+    ``progress`` is called after every request, after every file and once evaluation ended,
+    with the same ``Progress``, updated."""
     chain = Chain(config, store=MemorySpool())
     chain.recorder.keep_closed = True
     outcome = ReplayOutcome()
@@ -84,9 +108,20 @@ async def replay(paths: list[str], config: Config) -> ReplayOutcome:
         outcome.problems.append(
             f"no OTLP files found in {', '.join(paths)} (looked for {', '.join(SUFFIXES)})"
         )
+    done = Progress(files_total=len(files), bytes_total=sum(_size(p) for p in files))
+
+    def report() -> None:
+        if progress is not None:
+            done.sessions = chain.sessions.assembler.open_count + len(chain.recorder.closed)
+            progress(done)
+
     for path in files:
+        end = done.bytes + _size(path)
         try:
-            for where, item in requests_in(path):
+            for where, item, size in sized_requests_in(path):
+                done.bytes = min(done.bytes + size, end)
+                done.requests += 1
+                report()
                 if isinstance(item, ReceiveError):
                     outcome.problems.append(f"{where}: {item}")
                     continue
@@ -101,12 +136,23 @@ async def replay(paths: list[str], config: Config) -> ReplayOutcome:
                     outcome.problems.append(f"{where}: {accepted.rejected} rejected: {accepted.message}")
         except OSError as err:
             outcome.problems.append(f"{path}: cannot read ({err.strerror})")
+        done.files += 1
+        done.bytes = end
+        report()
     await chain.sessions.settle()
     await chain.sessions.close_all("end_of_input")
     await chain.drain()
     await chain.runner.close()
+    report()
     outcome.coverages = chain.recorder.closed
     return outcome
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 async def _take(chain: Chain, item: Received) -> None:

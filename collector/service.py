@@ -15,6 +15,7 @@ committed verdicts: no second judge call), and drains what the outboxes still ho
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import gc
 import logging
@@ -59,6 +60,7 @@ from collector.state.store import MemorySpool, Spool, open_spool
 from collector.status import extension as status
 from collector.status.config import Status
 from collector.status.metrics import StatusMetrics
+from collector.status.summary import Summary, every, log_periodically
 from collector.status.view import State
 from collector.telemetry import SkillLabels
 from evaluators.evidence import session_key
@@ -189,6 +191,8 @@ class Service:
     _runners: list[web.AppRunner] = field(default_factory=list)  # the OTLP/HTTP receiver's
     _status: web.AppRunner | None = None
     _lock: DataDirLock | None = None
+    _summary: Summary | None = None
+    _summary_task: asyncio.Task[None] | None = None
 
     def __post_init__(self) -> None:
         # Before the spool is opened: a second serve must not touch another's files.
@@ -261,6 +265,12 @@ class Service:
         gc.freeze()
         chain.ready = True
         self._log_startup()
+        if self.config.status.summary_interval is not None:
+            self._summary = Summary(chain.registry)
+            self._summary_task = asyncio.create_task(
+                log_periodically(self._summary, every(self.config.status.summary_interval), log),
+                name="skillgauge-summary",
+            )
 
     async def _serve(
         self,
@@ -378,10 +388,20 @@ class Service:
         self.chain.draining = True
         await self._stop_receivers(timeout)
         await self.chain.shutdown(timeout)
+        await self._last_summary()
         if self._status is not None:  # the status API answers until the end
             await self._status.cleanup()
         self.release()
         log.info("skillgauge stopped")
+
+    async def _last_summary(self) -> None:
+        # What the sessions closed at shutdown came to, in the same form as the periodic line.
+        if self._summary_task is not None:
+            self._summary_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._summary_task
+        if self._summary is not None and (line := self._summary.line()) is not None:
+            log.info("since the last summary: %s", line)
 
     async def abort(self) -> None:
         """After a failed start: close what did start, and keep every open session for the

@@ -15,7 +15,8 @@ from pydantic import (
     model_validator,
 )
 
-from collector.configtypes import Bytes, Endpoint, Seconds, Strict, explain, read_secret
+from collector.configerrors import explain
+from collector.configtypes import Bytes, Endpoint, Seconds, Strict, read_secret
 
 TENANT_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$")
 ALL_TENANTS = "*"  # an operator's token: reads every tenant's sessions

@@ -4,7 +4,10 @@ OTLP/JSON differs from protobuf's canonical JSON in one dangerous way: trace and
 are hex, not base64.  Stock ``json_format.Parse`` would read them as base64 and silently
 corrupt them, so ids are rewritten to base64 before parsing.  An id that is not valid hex
 becomes empty, and the span or record carrying it is rejected on its own later (partial
-success) instead of failing the whole request.
+success) instead of failing the whole request.  An id written in base64 (what a client
+using protobuf's own JSON mapping sends) fails the request with a message saying OTLP/JSON
+wants hex: every id of such a client is wrong, and its spans would otherwise vanish one
+by one as invalid.
 """
 
 from __future__ import annotations
@@ -130,6 +133,21 @@ def _fix_ids(node: Any) -> None:
             value = node.get(name)
             if isinstance(value, str):
                 node[name] = _hex_to_base64(value)
+                if not node[name] and value:
+                    _not_base64(key, value)
+
+
+def _not_base64(key: str, value: str) -> None:
+    size = 16 if key == "traceId" else 8
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (ValueError, binascii.Error):
+        return
+    if len(raw) == size:
+        raise InvalidRequest(
+            f"{key} {value!r} is base64; OTLP/JSON writes trace and span ids as hex "
+            f"({size * 2} hex digits, here {raw.hex()!r}) - use an OTLP/JSON exporter, or send protobuf"
+        )
 
 
 def _hex_to_base64(value: str) -> str:

@@ -8,6 +8,9 @@ RESOURCE_EXHAUSTED without RetryInfo) and handles gzip.
 
 from __future__ import annotations
 
+import errno
+import socket
+
 import grpc
 from google.protobuf.message import Message
 
@@ -93,9 +96,27 @@ async def start(
             port = server.add_secure_port(listener.endpoint, listener_auth.grpc_credentials(listener.tls))
         else:
             port = server.add_insecure_port(listener.endpoint)
-    except (OSError, RuntimeError) as err:  # grpc raises RuntimeError when it cannot bind
-        raise OSError(f"receivers.otlp.grpc.endpoint: cannot listen on {listener.endpoint} ({err})") from None
+    except (OSError, RuntimeError):  # grpc raises RuntimeError when it cannot bind
+        port = 0
     if port == 0:
-        raise OSError(f"receivers.otlp.grpc.endpoint: cannot listen on {listener.endpoint}")
+        raise OSError(
+            f"receivers.otlp.grpc.endpoint: cannot listen on {listener.endpoint} - {_bind_fix(listener)}"
+        )
     await server.start()
     return server, port
+
+
+def _bind_fix(listener: Listener) -> str:
+    """Why gRPC could not bind (it says only that it failed), found by binding a plain socket."""
+    try:
+        family = socket.AF_INET6 if ":" in listener.host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((listener.host, listener.port))
+    except OSError as err:
+        if err.errno == errno.EADDRINUSE:
+            return f"another process listens on port {listener.port}: stop it, or choose another port"
+        if err.errno in (errno.EADDRNOTAVAIL, errno.EACCES):
+            return f"{err.strerror}: use an address of this host, e.g. 127.0.0.1 or 0.0.0.0, or a port above 1023"
+        return f"{err.strerror or err}"
+    return "check that the address belongs to this host and the port is free"

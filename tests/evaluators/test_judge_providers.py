@@ -274,7 +274,7 @@ async def test_vertex_server_errors_end_as_an_error_row_after_the_retries(
                 "aws_region": "us-east-1",
                 "model": "arn:aws:bedrock:us-east-1:1:application-inference-profile/x",
             },
-            "judge.prices: no price for model",
+            "judge.model: no price for model",
         ),
     ],
 )

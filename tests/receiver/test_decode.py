@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 
@@ -42,6 +43,19 @@ def test_bad_hex_empties_the_id_instead_of_failing_the_request() -> None:
     body = {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz", "spanId": "eee19b7ec3c1b174"}]}]}]}
     req = decode.decode("traces", json.dumps(body).encode(), "json")
     assert req.resource_spans[0].scope_spans[0].spans[0].trace_id == b""
+
+
+def test_base64_ids_fail_the_request_with_a_hint_that_otlp_json_wants_hex() -> None:
+    trace_id = bytes.fromhex("5b8efff798038103d269b633813fc60c")
+    span = {"traceId": base64.b64encode(trace_id).decode(), "spanId": "eee19b7ec3c1b174"}
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+    with pytest.raises(InvalidRequest) as err:
+        decode.decode("traces", json.dumps(body).encode(), "json")
+    assert "traceId 'W47/95gDgQPSabYzgT/GDA==' is base64; OTLP/JSON writes trace and span ids as hex" in str(err.value)
+    assert "'5b8efff798038103d269b633813fc60c'" in str(err.value)
+    span = {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": base64.b64encode(b"\x01" * 8).decode()}
+    with pytest.raises(InvalidRequest, match=r"spanId 'AQEBAQEBAQE=' is base64.*16 hex digits"):
+        decode.decode("traces", json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode(), "json")
 
 
 @pytest.mark.parametrize("body", [b"", b"null", b"[]", b"{", b'{"resourceSpans": 5}', "\u00e9".encode("latin-1")])

@@ -111,7 +111,7 @@ async def test_a_second_grpc_receiver_cannot_share_the_port() -> None:
     intake = RecordingConsumer()
     first, port = await grpc_receiver.start(Listener(endpoint="127.0.0.1:0"), intake, lambda *_: None)
     try:
-        with pytest.raises(OSError, match="cannot listen on"):
+        with pytest.raises(OSError, match=f"cannot listen on .*another process listens on port {port}: stop it, or choose another port"):
             second, _ = await grpc_receiver.start(Listener(endpoint=f"127.0.0.1:{port}"), intake, lambda *_: None)
             await second.stop(None)  # only reached when the port was shared
     finally:

@@ -99,6 +99,15 @@ def test_garbage_gets_a_status_body_and_changes_nothing(server: Server, content_
     assert server.get_json("/v1/sessions/kept")[1]["open"]["spans"] == 1
 
 
+def test_base64_ids_get_400_saying_otlp_json_wants_hex(server: Server) -> None:
+    code, _, reply = post(server, request(span("b64", "CvdlGRbNQ92ESOshHIAxnA==", "t61rcWkgMzE=")))
+    status = status_pb2.Status()
+    Parse(reply, status)
+    assert code == 400 and "OTLP/JSON writes trace and span ids as hex" in status.message
+    assert "'0af7651916cd43dd8448eb211c80319c'" in status.message
+    assert server.get_json("/v1/sessions/b64")[0] == 404
+
+
 def test_unsupported_content_encoding_is_400(server: Server) -> None:
     code, _, _ = post(server, request(span("s", T1, "b7ad6b7169203331")), **{"Content-Encoding": "br"})
     assert code == 400
