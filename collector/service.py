@@ -380,7 +380,14 @@ class Service:
             if tls.client_ca_file
             else "TLS"
         ]
-        parts.append("bearer token required" if self.config.auth_for(listener) else "no auth")
+        auth = self.config.auth_for(listener)
+        if auth is None:
+            parts.append("no auth")
+        else:
+            parts.append("bearer token required")
+            named = sorted(tenant for tenant in auth.tenants if tenant)
+            if named:
+                parts.append(f"tenants {' '.join(named)}")
         return ", ".join(parts)
 
     async def stop(self, timeout: float = 10.0) -> None:

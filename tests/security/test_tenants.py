@@ -31,6 +31,7 @@ TEAM_B = "team-b-8a2d5f7c1e9b0d4a"
 OPERATOR = "operator-6e3b1a9d4c7f2e05"
 SESSION = "strands-right_skill-0001"  # the id of the right_skill recording; team-b reuses it
 ONLY_B = "strands-multi_turn-0001"
+OPERATORS = "strands-denied-0001"  # sent with the operator's token: the default tenant's
 
 
 def _request(name: str, session_id: str | None = None) -> ExportTraceServiceRequest:
@@ -133,6 +134,7 @@ def tenants(
     _grpc_send(srv, TEAM_A, _request("right_skill"))
     _http_send(srv, TEAM_B, _request("no_skill", SESSION))
     _grpc_send(srv, TEAM_B, _request("multi_turn"))
+    _http_send(srv, OPERATOR, _request("denied"))
     yield srv
     srv.stop()
 
@@ -166,6 +168,10 @@ def test_a_token_reads_only_its_tenants_sessions_and_another_tenants_id_is_404(t
     assert _coverage(tenants, f"/v1/sessions/{ONLY_B}?tenant=team-b", OPERATOR)["tenant"] == "team-b"
     assert _coverage(tenants, f"/v1/sessions/{SESSION}?tenant=team-a", OPERATOR)["tenant"] == "team-a"
     assert _get(tenants, f"/v1/sessions/{SESSION}", OPERATOR)[0] == 404
+    # What the operator's token sent is in the default tenant: no tenant's token reads it.
+    operators = wait_for(lambda: _coverage(tenants, f"/v1/sessions/{OPERATORS}", OPERATOR), timeout=30)
+    assert "tenant" not in operators
+    assert _get(tenants, f"/v1/sessions/{OPERATORS}", TEAM_A)[0] == 404
     # A tenant's token cannot name another tenant.
     assert _coverage(tenants, f"/v1/sessions/{ONLY_B}?tenant=team-b", TEAM_A) is None
     assert _get(tenants, "/v1/sessions/x", "not-a-token")[0] == 401
@@ -179,10 +185,11 @@ def test_a_token_reads_only_its_tenants_sessions_and_another_tenants_id_is_404(t
 def test_coverage_metrics_carry_the_configured_tenants_only(tenants: Server) -> None:
     wait_for(lambda: _coverage(tenants, f"/v1/sessions/{ONLY_B}", TEAM_B), timeout=30)
     wait_for(lambda: _coverage(tenants, f"/v1/sessions/{SESSION}", TEAM_A), timeout=30)
+    wait_for(lambda: _coverage(tenants, f"/v1/sessions/{OPERATORS}", OPERATOR), timeout=30)
     text = tenants.metrics()
     assert _total(text, "skillgauge_sessions_evaluated_total", tenant="team-a") == 1
     assert _total(text, "skillgauge_sessions_evaluated_total", tenant="team-b") == 2
-    assert _total(text, "skillgauge_sessions_evaluated_total", tenant="") == 0
+    assert _total(text, "skillgauge_sessions_evaluated_total", tenant="") == 1  # the operator's
     assert _total(text, "skillgauge_skill_loads_total", tenant="team-a", status="loaded") == 1
     assert _total(text, "skillgauge_sessions_without_skill_load_total", tenant="team-b") >= 1
     judged_a = _total(
@@ -190,7 +197,8 @@ def test_coverage_metrics_carry_the_configured_tenants_only(tenants: Server) -> 
     )
     assert judged_a == 1
     seen = set(re.findall(r'tenant="([^"]*)"', text))
-    assert seen and seen <= {"team-a", "team-b", ""}
+    assert seen == {"team-a", "team-b", ""}
+    assert "listening: " in tenants.log() and "tenants team-a team-b" in tenants.log()
 
 
 def test_exported_evaluation_spans_name_the_tenant(tenants: Server, downstream: Downstream) -> None:
