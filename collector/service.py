@@ -90,7 +90,11 @@ class Chain:
             self.store, self.results, CoverageMetrics(self.registry, skills), self.fanout
         )
         self.runner = Runner(
-            self.recorder, config, EvaluateMetrics(self.registry, skills), store=self._store_result
+            self.recorder,
+            config,
+            EvaluateMetrics(self.registry, skills),
+            store=self._store_result,
+            pending=self.store,
         )
         self.sessions = SessionsStage(
             config.sessions,
@@ -129,6 +133,12 @@ class Chain:
         if self.store.durable:
             recovery = self.store.recovery()
             self.runner.recovered = dict(recovery.results)
+            self.runner.pending_since = dict(recovery.pending)
+            if recovery.pending:
+                log.info(
+                    "judge: %d evaluations waited for the judge before the restart; they are queued again",
+                    len(recovery.pending),
+                )
             await self.sessions.recover(recovery)
         self.sessions.start()
 

@@ -8,6 +8,9 @@ bounded, so a misbehaving agent cannot explode the series count or the size of /
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 from evaluators.evidence import fold_skill_name
@@ -68,3 +71,36 @@ class Series:
         if child is None:
             child = self._children[key] = metric.labels(*labels)
         return child
+
+
+class RateLimitedLog:
+    """One kind of log line, at most once per ``every`` seconds: the lines in between are
+    counted, and the next line written says how many were suppressed."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        level: int,
+        every: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._logger = logger
+        self._level = level
+        self._every = every
+        self._clock = clock
+        self._last: float | None = None
+        self.suppressed = 0  # lines not written since the last one
+
+    def __call__(self, message: str, *args: object) -> bool:
+        """Write the line unless one was written less than ``every`` seconds ago; True if written."""
+        now = self._clock()
+        if self._last is not None and now - self._last < self._every:
+            self.suppressed += 1
+            return False
+        if self.suppressed:
+            message += " (%d similar lines suppressed in the last %.0fs)"
+            args = (*args, self.suppressed, now - self._last if self._last is not None else 0.0)
+        self._logger.log(self._level, message, *args)
+        self._last = now
+        self.suppressed = 0
+        return True

@@ -117,6 +117,18 @@ class Catalog:
             self.state = "empty"
 
 
+@dataclass(frozen=True, slots=True)
+class UnreadableItem:
+    """A span or log record of the session that could not be read or detected (its neighbours
+    were; it adds nothing to the evidence)."""
+
+    kind: Literal["span", "log"]
+    trace_id: str  # hex, "" when the item had none
+    span_id: str
+    reason: str  # a bounded word: too_deep, bad_value, internal_error
+    detail: str  # the error, cut to a few hundred characters
+
+
 @dataclass(slots=True)
 class ToolCall:
     """One tool execution as the trace recorded it."""
@@ -181,6 +193,9 @@ class Session:
     first_agent_span: tuple[str, str] | None = None  # (trace_id, span_id) hex
     span_count: int = 0
     close_reason: str = ""
+    # Items that could not be read: the first few named, all counted.
+    unreadable: list[UnreadableItem] = field(default_factory=list)
+    unreadable_count: int = 0
     tenant: str = ""
 
     @property

@@ -247,7 +247,27 @@ class Coverage:
             "evaluations": _by_evaluation(self.results),
             "accounting": self.accounting(),
             "judge": self.judge_totals(),
+            **(_unreadable(s) if s.unreadable_count else {}),
         }
+
+
+def _unreadable(s: Session) -> dict[str, Any]:
+    """Items of the session that could not be read: counted, the first few named."""
+    return {
+        "unreadable": {
+            "count": s.unreadable_count,
+            "items": [
+                {
+                    "kind": u.kind,
+                    "trace_id": u.trace_id,
+                    "span_id": u.span_id,
+                    "reason": u.reason,
+                    "detail": u.detail,
+                }
+                for u in s.unreadable
+            ],
+        }
+    }
 
 
 def _tally(values: Iterable[str]) -> dict[str, int]:

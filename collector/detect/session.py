@@ -28,6 +28,7 @@ from evaluators.evidence import (
     SkillLoad,
     ToolCall,
     Turn,
+    UnreadableItem,
     fold_skill_name,
 )
 
@@ -55,6 +56,7 @@ def _has_any(text: str, markers: tuple[str, ...] | list[str]) -> bool:
     return False
 
 
+MAX_UNREADABLE_NAMED = 20  # unreadable items named per session (all are counted)
 _HISTORIES = 4  # message histories remembered per session (see ``_unread_part``); 0 reads each whole
 
 K = TypeVar("K")
@@ -105,6 +107,8 @@ class SessionEvidence:
         "tool_calls",
         "tool_spans",
         "turns",
+        "unreadable",
+        "unreadable_count",
     )
 
     def __init__(self, rules: Rules = NO_RULES) -> None:
@@ -132,6 +136,8 @@ class SessionEvidence:
         self._activated: dict[str, tuple[str, _Seen]] = {}  # folded skill -> first activation
         self._last_prompts: dict[str, str] = {}  # role -> the last text of that role seen (read already)
         self._histories: list[str] = []  # histories read, without their closing bracket, newest first
+        self.unreadable: list[UnreadableItem] = []  # the first ``MAX_UNREADABLE_NAMED``
+        self.unreadable_count = 0
 
     # -- intake ---------------------------------------------------------------------------
 
@@ -211,6 +217,12 @@ class SessionEvidence:
                 if raw:
                     self._content_seen = True
                     self._scan(raw, seen)
+
+    def note_unreadable(self, item: UnreadableItem) -> None:
+        """An item of this session that could not be read: counted, the first few named."""
+        self.unreadable_count += 1
+        if len(self.unreadable) < MAX_UNREADABLE_NAMED:
+            self.unreadable.append(item)
 
     def _expect(self, skills: Iterable[str]) -> None:
         for skill in skills:
@@ -331,6 +343,8 @@ class SessionEvidence:
         _keep_first(self._injected, other._injected)
         _keep_first(self._log_results, other._log_results)
         _keep_first(self._activated, other._activated)
+        self.unreadable_count += other.unreadable_count
+        self.unreadable += other.unreadable[: max(0, MAX_UNREADABLE_NAMED - len(self.unreadable))]
 
     # -- closing --------------------------------------------------------------------------
 
@@ -373,6 +387,8 @@ class SessionEvidence:
             first_agent_span=(first_agent[1], first_agent[2]) if first_agent else None,
             span_count=self.span_count,
             close_reason=close_reason,
+            unreadable=list(self.unreadable),
+            unreadable_count=self.unreadable_count,
         )
 
     def _answer_turns(self) -> None:

@@ -24,7 +24,7 @@ import anthropic
 import orjson
 
 from collector.evaluate.models import judge_model
-from collector.evaluate.retry import RetryPolicy
+from collector.evaluate.retry import RetryPolicy, retryable
 from evaluators.judge.base import (
     VERDICT_TOOL,
     FailureKind,
@@ -174,6 +174,7 @@ class AnthropicJudge:
             status: int | None = None
             headers: dict[str, str] = {}
             timed_out = False
+            answered = False  # a 200 whose body is no verdict: the judge was reached
             try:
                 async with asyncio.timeout(self._timeout):
                     # The raw reply, read with orjson: the SDK's models cost more than the
@@ -190,7 +191,7 @@ class AnthropicJudge:
             except anthropic.APIConnectionError as err:
                 detail = f"connection failed: {err}"
             except orjson.JSONDecodeError as err:
-                detail = f"the reply is not JSON: {err}"
+                answered, detail = True, f"the reply is not JSON: {err}"
             except Exception as err:  # the provider's credentials (boto3, google-auth) before sending
                 latency = time.monotonic() - started
                 self._observer.request(request.model, "error", latency)
@@ -203,14 +204,20 @@ class AnthropicJudge:
             else:
                 if isinstance(message, dict):
                     return _reply(request.model, message, time.monotonic() - started)
-                detail = f"the reply is JSON but not an object: {type(message).__name__}"
+                answered, detail = True, f"the reply is JSON but not an object: {type(message).__name__}"
             latency = time.monotonic() - started
             spent += latency
             kind = _kind(status, timed_out)
             self._observer.request(request.model, kind, latency)
             wait = self._retry.delay(attempt, status, headers)
             if wait is None:
-                raise JudgeFailure(kind, detail, attempts=attempt + 1, latency_s=spent)
+                raise JudgeFailure(
+                    kind,
+                    detail,
+                    attempts=attempt + 1,
+                    latency_s=spent,
+                    extra={"transient": retryable(status) and not answered},
+                )
             await self._sleep(wait)
             attempt += 1
 

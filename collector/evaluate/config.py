@@ -69,9 +69,15 @@ class Judge(Strict):
     max_backoff: Seconds = 30.0
     max_retry_after: Seconds = 120.0  # a longer retry-after ends the call as rate limited
     max_concurrency: int = Field(default=4, gt=0)
-    max_queue: int = Field(
-        default=1000, gt=0
-    )  # judge evaluations waiting or in flight; beyond: skipped/queue_full
+    # Judge evaluations waiting or in flight above which a warning is logged (work is never
+    # dropped for it: it waits, in the store too).
+    max_queue: int = Field(default=1000, gt=0)
+    # How long judge work may wait for a judge that cannot be reached or has no capacity
+    # (retried with backoff meanwhile), counted from when it was first queued, restarts
+    # included; then it becomes error/judge_unreachable_timeout.
+    max_wait: Seconds = 3600.0
+    requeue_backoff: Seconds = 1.0  # first wait after a failed call; doubles
+    requeue_max_backoff: Seconds = 30.0  # a judge back is called again within this
     max_tokens: int = Field(default=2048, gt=0)  # output tokens per verdict, thinking included
     max_input_tokens: int = Field(default=200_000, ge=2_000)  # AgentCore's per-evaluation input quota
     # Over all judge calls of one session revision; beyond it: skipped/budget_exhausted.

@@ -45,6 +45,14 @@ class EvaluateMetrics:
         self.judge_queue = Gauge(
             "skillgauge_judge_queue_depth", "Judge evaluations waiting or in flight.", registry=r
         )
+        self.judge_failures = Counter(
+            "skillgauge_judge_failures",
+            "Judge calls that found no judge (unreachable or without capacity, after the client's "
+            "retries): the work waits and is tried again, by reason (timeout, rate_limited, "
+            "overloaded, error).",
+            ["reason"],
+            registry=r,
+        )
         self.judge_configured = Gauge(
             "skillgauge_judge_configured", "1 when a judge (API key or base URL) is configured.", registry=r
         )

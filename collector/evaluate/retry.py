@@ -43,6 +43,14 @@ def retry_after(headers: Mapping[str, str], now: float | None = None) -> float |
     return max(float(parsed.timestamp()) - (time.time() if now is None else now), 0.0)
 
 
+def requeue_delay(failures: int, backoff: float, cap: float) -> float:
+    """Seconds judge work waits after ``failures`` calls in a row failed for want of a judge
+    (``failures`` >= 1): ``backoff`` doubling each time, capped at ``cap``, with "full
+    jitter" over its upper half so that waiting work does not come back all at once."""
+    base = min(backoff * 2.0 ** (failures - 1), cap)
+    return float(base * random.uniform(0.5, 1.0))
+
+
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     max_retries: int = 3

@@ -36,6 +36,7 @@ REQUEST_TYPES: dict[Signal, type[Message]] = {
 
 # Where ids live in each signal's JSON: (list path to the records, id keys in a record).
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
+_TOO_DEEP = "body nests too deeply to be read as OTLP/JSON"
 
 
 def media_encoding(content_type: str | None) -> Encoding:
@@ -90,6 +91,8 @@ def parse_json(message_type: type[M], body: bytes) -> M:
         data = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise InvalidRequest(f"body is not valid JSON: {err}") from None
+    except RecursionError:
+        raise InvalidRequest(_TOO_DEEP) from None
     if not isinstance(data, dict):
         raise InvalidRequest(f"body must be a JSON object holding {message_type.__name__} fields")
     _hex_ids_to_base64(data)
@@ -98,6 +101,8 @@ def parse_json(message_type: type[M], body: bytes) -> M:
         json_format.ParseDict(data, message, ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError) as err:
         raise InvalidRequest(f"body is not a valid OTLP/JSON {message_type.__name__}: {err}") from None
+    except RecursionError:
+        raise InvalidRequest(_TOO_DEEP) from None
     return message  # type: ignore[no-any-return]
 
 

@@ -19,10 +19,20 @@ carries the earlier spans' evidence too, so its results can supersede the earlie
 Durability: every span arrives with the id of the spooled request that carried it; a closed
 revision is reported (``on_record``) with its request range and traces, which is what a
 restart needs to rebuild open sessions and skip the spans of revisions already evaluated.
+
+Idempotence: a span is identified by (trace id, span id) within its session, a log record by
+``log_id``.  An item its session has taken already (an exporter sending a request again after
+a timeout, or requests that overlap) is acknowledged and counted as a duplicate, and is not
+counted, detected or judged again.  The ids are kept per open session (as many as it has
+items) and go with it when it closes for a reason that lets it reopen whole, so a re-sent
+item neither reopens a closed session nor counts in its next revision.  A restart replays
+the spooled requests through the same rule, so it rebuilds the same sets.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -30,6 +40,7 @@ from dataclasses import dataclass
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector.component import Retryable
@@ -39,7 +50,8 @@ from collector.otlp.received import Accepted
 from collector.otlp.views import Attributes, LogView, ResourceView, SpanView, as_text
 from collector.sessions.config import Sessions as SessionsConfig
 from collector.state.store import Closed
-from evaluators.evidence import TENANT_SEPARATOR, Session, session_key, split_session_key
+from collector.telemetry import RateLimitedLog
+from evaluators.evidence import TENANT_SEPARATOR, Session, UnreadableItem, session_key, split_session_key
 
 CLOSE_REASONS = (
     "idle_timeout",
@@ -55,6 +67,9 @@ CLOSE_REASONS = (
 _REOPEN_WHOLE = frozenset({"idle_timeout", "end_attribute"})
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
+UNREADABLE_REASONS = ("too_deep", "bad_value", "internal_error")
+_UNREADABLE_DETAIL_CHARS = 300
+log = logging.getLogger("skillgauge")
 
 
 class OpenSession:
@@ -63,6 +78,7 @@ class OpenSession:
         "ending",
         "evidence",
         "first_request",
+        "ids",
         "key",
         "last_request",
         "last_seen",
@@ -88,6 +104,7 @@ class OpenSession:
         self.ending = False
         self.provisional = provisional
         self.traces: set[bytes] = set()
+        self.ids: set[bytes] = set()  # ``item_id`` of every item taken, over the revisions it carries
 
 
 OnClose = Callable[[Session, str], None]
@@ -95,6 +112,8 @@ OnRecord = Callable[[Closed], None]
 # (session key or None, trace id (``scoped``), request id) -> True when the span belongs to a
 # revision that was already evaluated before a restart.
 Skip = Callable[[str | None, bytes, int], bool]
+# (signal, reason in ``UNREADABLE_REASONS``): an item that could not be read or detected.
+OnUnreadable = Callable[[str, str], None]
 
 
 @dataclass(slots=True)
@@ -106,6 +125,7 @@ class _Recent:
     first_request: int
     traces: set[bytes]
     spans: int
+    ids: set[bytes]
 
 
 def scoped(tenant: str, trace_id: bytes) -> bytes:
@@ -126,6 +146,15 @@ def ids_problem(trace_id: bytes, span_id: bytes) -> str | None:
     if len(span_id) != 8 or span_id == _ZERO_SPAN:
         return "span with an invalid span_id (need 8 non-zero bytes)"
     return None
+
+
+def log_id(record: LogRecord) -> bytes:
+    """What identifies a log record within its session.  OTLP gives log records no id, so a
+    record is its content: a digest of the record as sent (trace and span id, time, observed
+    time, severity, event name, body, attributes; deterministic protobuf encoding).  Two
+    records alike in all of these are one record sent twice; a record whose content changed
+    on the way (a redaction rule added between the two sends) is a new one."""
+    return b"L" + hashlib.blake2b(record.SerializeToString(deterministic=True), digest_size=16).digest()
 
 
 def check_spans(request: ExportTraceServiceRequest) -> Accepted:
@@ -150,8 +179,14 @@ class Assembler:
         rules: Rules = NO_RULES,
         clock: Callable[[], float] = time.monotonic,
         on_record: OnRecord | None = None,
+        on_unreadable: OnUnreadable | None = None,
+        on_duplicate: Callable[[str], None] | None = None,
     ) -> None:
         self._config = config
+        self._on_duplicate = on_duplicate  # (signal): a re-sent item, taken and not counted again
+        self.duplicates: dict[str, int] = {}
+        self._on_unreadable = on_unreadable
+        self._unreadable_log = RateLimitedLog(log, logging.WARNING, 10.0)
         self._on_close = on_close
         self._on_record = on_record
         self._clock = clock
@@ -163,6 +198,7 @@ class Assembler:
         self._trace_owner: dict[bytes, str] = {}
         self._revisions: OrderedDict[str, int] = OrderedDict()  # closed sessions' last revision
         self._recent: OrderedDict[str, _Recent] = OrderedDict()  # for reopening, bounded
+        self._recent_owner: dict[bytes, str] = {}  # trace -> the key of the ``_recent`` entry holding it
         self.skip: Skip | None = None  # set only while a restart replays the spool
         self.closed_by_reason: dict[str, int] = dict.fromkeys(CLOSE_REASONS, 0)
         self.reopened = 0
@@ -227,14 +263,30 @@ class Assembler:
                     if problem is not None:
                         result.reject(problem)
                         continue
-                    view = SpanView(span, scope, resource)
-                    size = span.ByteSize() if share is None else share
-                    session = self._place(
-                        view.attrs, resource.attrs, span.trace_id, size, request_id, result, now, tenant
-                    )
-                    if session is None:
-                        continue
-                    session.evidence.observe_span(view)
+                    session: OpenSession | None = None
+                    before = result.accepted
+                    try:
+                        view = SpanView(span, scope, resource)
+                        size = span.ByteSize() if share is None else share
+                        session = self._place(
+                            view.attrs,
+                            resource.attrs,
+                            span.trace_id,
+                            span.span_id,
+                            size,
+                            request_id,
+                            result,
+                            now,
+                            tenant,
+                        )
+                        if session is None:
+                            continue
+                        session.evidence.observe_span(view)
+                    except Exception as err:  # this span alone: its neighbours go on as if it were not sent
+                        result.accepted = before + 1  # acknowledged: taken, though unreadable
+                        self._unreadable("span", span.trace_id, span.span_id, session, err)
+                        if session is None:
+                            continue
                     touched[session.key] = session
                     if self._over_limits(session):
                         touched.pop(session.key, None)
@@ -247,6 +299,7 @@ class Assembler:
         values: Attributes,
         resource_values: Attributes,
         trace_id: bytes,
+        span_id: bytes,
         size: int,
         request_id: int,
         result: Accepted,
@@ -254,13 +307,20 @@ class Assembler:
         tenant: str,
     ) -> OpenSession | None:
         """The open session a usable span joins, counted in it; None for a span that an
-        evaluation before a restart already accounted for."""
+        evaluation before a restart already accounted for, or that its session has taken
+        already (a re-sent span)."""
         key = self._key_of(values, resource_values, tenant)
         trace = scoped(tenant, trace_id)
         if self.skip is not None and self.skip(key, trace, request_id):
             result.accepted += 1  # evaluated before the restart: accounted for
             return None
+        ident = trace_id + span_id
+        if self._taken(key, trace, ident, tenant):
+            result.accepted += 1
+            self._duplicate("traces")
+            return None
         session = self._session_for(key, trace, now, request_id, tenant)
+        session.ids.add(ident)
         session.spans += 1
         session.bytes += size
         session.last_seen = now
@@ -288,27 +348,86 @@ class Assembler:
             for scope_logs in resource_logs.scope_logs:
                 scope = scope_logs.scope.name
                 for record in scope_logs.log_records:
-                    view = LogView(record, scope, resource)
-                    key = self._key_of(view.attrs, resource.attrs, tenant)
-                    trace_id = scoped(
-                        tenant,
-                        record.trace_id
-                        if len(record.trace_id) == 16 and record.trace_id != _ZERO_TRACE
-                        else b"",
-                    )
-                    if key is None and not trace_id:
-                        result.reject("log record with no session key and no trace_id to correlate it")
-                        continue
-                    if self.skip is not None and self.skip(key, trace_id, request_id):
-                        result.accepted += 1
-                        continue
-                    session = self._session_for(key, trace_id, now, request_id, tenant)
-                    session.evidence.observe_log(view)
-                    session.bytes += record.ByteSize()
-                    session.last_seen = now
+                    session: OpenSession | None = None
+                    try:
+                        view = LogView(record, scope, resource)
+                        key = self._key_of(view.attrs, resource.attrs, tenant)
+                        trace_id = scoped(
+                            tenant,
+                            record.trace_id
+                            if len(record.trace_id) == 16 and record.trace_id != _ZERO_TRACE
+                            else b"",
+                        )
+                        if key is None and not trace_id:
+                            result.reject("log record with no session key and no trace_id to correlate it")
+                            continue
+                        if self.skip is not None and self.skip(key, trace_id, request_id):
+                            result.accepted += 1
+                            continue
+                        ident = log_id(record)
+                        if self._taken(key, trace_id, ident, tenant):
+                            result.accepted += 1
+                            self._duplicate("logs")
+                            continue
+                        session = self._session_for(key, trace_id, now, request_id, tenant)
+                        session.ids.add(ident)
+                        session.bytes += record.ByteSize()
+                        session.last_seen = now
+                        session.evidence.observe_log(view)
+                    except Exception as err:  # this record alone, as for spans
+                        self._unreadable("log", record.trace_id, record.span_id, session, err)
                     result.accepted += 1
-                    self._over_limits(session)
+                    if session is not None:
+                        self._over_limits(session)
         return result
+
+    def _taken(self, key: str | None, trace_id: bytes, ident: bytes, tenant: str) -> bool:
+        """True when the session this item would join (open, or closed lately and kept for
+        reopening) has taken an item with this ``ident`` already: a re-sent item.
+        ``trace_id``: ``scoped`` to ``tenant``."""
+        if key is None:
+            owner = self._trace_owner.get(trace_id) or self._recent_owner.get(trace_id) if trace_id else None
+            key = owner if owner is not None else session_key(tenant, trace_id[-16:].hex())
+        session = self._open.get(key)
+        if session is not None:
+            return ident in session.ids
+        recent = self._recent.get(key)
+        return recent is not None and ident in recent.ids
+
+    def _duplicate(self, signal: str) -> None:
+        self.duplicates[signal] = self.duplicates.get(signal, 0) + 1
+        if self._on_duplicate is not None:
+            self._on_duplicate(signal)
+
+    def _unreadable(
+        self, kind: str, trace_id: bytes, span_id: bytes, session: OpenSession | None, err: Exception
+    ) -> None:
+        """Count and name an item that could not be read or detected (in its session's
+        coverage when its session is known, and in a rate-limited log line)."""
+        if isinstance(err, RecursionError):
+            reason = "too_deep"
+        elif isinstance(err, (ValueError, TypeError, KeyError, IndexError)):
+            reason = "bad_value"
+        else:
+            reason = "internal_error"
+        if self._on_unreadable is not None:
+            self._on_unreadable("traces" if kind == "span" else "logs", reason)
+        detail = f"{type(err).__name__}: {err}"[:_UNREADABLE_DETAIL_CHARS]
+        if session is not None:
+            session.evidence.note_unreadable(
+                UnreadableItem(
+                    "span" if kind == "span" else "log", trace_id.hex(), span_id.hex(), reason, detail
+                )
+            )
+        self._unreadable_log(
+            "unreadable %s (trace %s, span %s) in session %s: %s (%s); the rest of its request is evaluated",
+            kind,
+            trace_id.hex() or "-",
+            span_id.hex() or "-",
+            session.key if session is not None else "(unknown)",
+            reason,
+            detail,
+        )
 
     def cap_new_sessions(
         self, request: ExportTraceServiceRequest, promised: int = 0, tenant: str = ""
@@ -413,7 +532,7 @@ class Assembler:
         return session
 
     def _start(self, key: str, now: float, provisional: bool) -> OpenSession:
-        recent = self._recent.pop(key, None)
+        recent = self._forget_recent(key)
         revision = max(self._revisions.pop(key, 0), recent.revision if recent else 0) + 1
         if revision > 1:
             self.reopened += 1
@@ -427,6 +546,7 @@ class Assembler:
             session.first_request = recent.first_request
             session.traces = recent.traces
             session.spans = recent.spans
+            session.ids = recent.ids
             for trace_id in recent.traces:
                 self._trace_owner.setdefault(trace_id, key)
         self._open[key] = session
@@ -442,6 +562,7 @@ class Assembler:
         firsts = [r for r in (into.first_request, provisional.first_request) if r]
         into.first_request = min(firsts) if firsts else 0
         into.last_request = max(into.last_request, provisional.last_request)
+        into.ids |= provisional.ids
         for trace_id in provisional.traces:
             into.traces.add(trace_id)
             self._trace_owner[trace_id] = into.key
@@ -527,10 +648,25 @@ class Assembler:
         self._on_close(self._bounded(finished), reason)
         if keep:
             self._recent[session.key] = _Recent(
-                session.evidence, session.revision, session.first_request, session.traces, session.spans
+                session.evidence,
+                session.revision,
+                session.first_request,
+                session.traces,
+                session.spans,
+                session.ids,
             )
+            for trace_id in session.traces:
+                self._recent_owner[trace_id] = session.key
             while len(self._recent) > self._config.reopen_cache:
-                self._recent.popitem(last=False)
+                self._forget_recent(next(iter(self._recent)))
+
+    def _forget_recent(self, key: str) -> _Recent | None:
+        recent = self._recent.pop(key, None)
+        if recent is not None:
+            for trace_id in recent.traces:
+                if self._recent_owner.get(trace_id) == key:
+                    del self._recent_owner[trace_id]
+        return recent
 
     def _bounded(self, session: Session) -> Session:
         """The closed session with each skill body cut to ``sessions.max_skill_body_chars``."""
@@ -538,9 +674,7 @@ class Assembler:
         for load in session.skill_loads:
             if load.body is not None and len(load.body) > limit:
                 cut = len(load.body) - limit
-                load.body = (
-                    f"{load.body[:limit]}\n[... {cut} characters cut: sessions.max_skill_body_chars ...]"
-                )
+                load.body = f"{load.body[:limit]}\n[... {cut} characters cut: sessions.max_skill_body_chars ...]"
         return session
 
     def oldest_request(self) -> int | None:

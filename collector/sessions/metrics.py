@@ -23,6 +23,20 @@ class SessionsMetrics:
             ["signal", "reason"],
             registry=r,
         )
+        self.unreadable = Counter(
+            "skillgauge_unreadable_items",
+            "Spans and log records taken but not readable or detectable (each named in its "
+            "session's coverage), by signal and reason (too_deep, bad_value, internal_error).",
+            ["signal", "reason"],
+            registry=r,
+        )
+        self.duplicates = Counter(
+            "skillgauge_duplicate_items",
+            "Spans and log records received again by a session that had them (a re-sent "
+            "request): acknowledged, counted once in the session, by signal.",
+            ["signal"],
+            registry=r,
+        )
         self.sessions_open = Gauge("skillgauge_sessions_open", "Sessions currently open.", registry=r)
         self.sessions_closed = Counter(
             "skillgauge_sessions_closed", "Sessions closed, by reason.", ["reason"], registry=r

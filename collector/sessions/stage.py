@@ -52,7 +52,14 @@ class SessionsStage:
         self.store = store
         self.metrics = metrics
         self.next = next
-        self.assembler = Assembler(config, self._on_close, rules=rules, on_record=store.record_closed)
+        self.assembler = Assembler(
+            config,
+            self._on_close,
+            rules=rules,
+            on_record=store.record_closed,
+            on_unreadable=lambda signal, reason: metrics.unreadable.labels(signal, reason).inc(),
+            on_duplicate=lambda signal: metrics.duplicates.labels(signal).inc(),
+        )
         self._closed: list[Session] = []  # closed by the assembler, not yet handed on
         self._pending: deque[Spooled] = deque()  # spooled, acknowledged, not assembled
         self._promised = 0  # sessions that admitted, not yet assembled requests may open

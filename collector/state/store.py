@@ -5,6 +5,10 @@
   it came from, in ``spooled``);
 * which session revisions closed, up to which request, over which traces;
 * each judge verdict as it arrives, under its idempotency key (reused after a crash);
+* judge work not yet done (``judge_pending``): which evaluation of which closed revision, since
+  when it waits and how often its call failed; the revision itself is rebuilt from its
+  requests after a restart, as any revision closed but not evaluated, and its work queued
+  again with the time it first waited (``judge.max_wait`` counts across restarts);
 * each evaluated revision's coverage line, holding every result of the revision;
 * the export outbox.
 
@@ -59,6 +63,8 @@ log = logging.getLogger(__name__)
 
 # An evaluated session revision: (session, revision, its results' records, its coverage line).
 Recorded = tuple[str, int, list[str], str]
+# Judge work waiting: (idempotency key, session, revision, evaluation, first queued at (epoch s)).
+PendingJudge = tuple[str, str, int, str, float]
 
 
 def encode_record(record: dict[str, Any]) -> str:
@@ -116,6 +122,15 @@ CREATE TABLE IF NOT EXISTS outbox (
     UNIQUE (channel, key)
 );
 CREATE TABLE IF NOT EXISTS state (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS judge_pending (
+    key TEXT PRIMARY KEY,
+    session TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    evaluation TEXT NOT NULL,
+    enqueued_at REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT NOT NULL DEFAULT ''
+);
 """
 # Work other than requests per transaction: a request that arrives while a transaction runs
 # waits for it, so it stays short (~5 ms) even when a wave of closed sessions is queued.
@@ -192,6 +207,8 @@ class Recovery:
     closed: dict[str, list[Closed]] = field(default_factory=dict)  # session -> revisions
     evaluated: set[tuple[str, int]] = field(default_factory=set)
     results: dict[str, dict[str, Any]] = field(default_factory=dict)  # idempotency key -> record
+    # Judge work that was waiting: idempotency key -> (first queued at (epoch s), failed calls).
+    pending: dict[str, tuple[float, int]] = field(default_factory=dict)
 
 
 class Spool(Protocol):
@@ -217,6 +234,19 @@ class Spool(Protocol):
         """Commit evaluated session revisions, each a coverage line with its results (each as
         ``encode_record`` made it), in one transaction, marking them evaluated; earlier
         revisions' verdicts become superseded."""
+        ...
+
+    def pending_add(self, rows: list[PendingJudge]) -> None:
+        """Note judge work queued (kept as first noted: a row queued again after a restart
+        keeps its time); committed with the next group, nobody waits."""
+        ...
+
+    def pending_failed(self, key: str, attempts: int, error: str) -> None:
+        """Note a failed call of waiting judge work (queued, nobody waits)."""
+        ...
+
+    def pending_done(self, keys: list[str]) -> None:
+        """Judge work that has its final row (queued, nobody waits)."""
         ...
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int: ...
@@ -275,6 +305,15 @@ class MemorySpool:
     async def save_coverage(self, revisions: list[Recorded]) -> None:
         for session, revision, _, _ in revisions:
             self.unfinished.pop((session, revision), None)
+
+    def pending_add(self, rows: list[PendingJudge]) -> None:
+        return None
+
+    def pending_failed(self, key: str, attempts: int, error: str) -> None:
+        return None
+
+    def pending_done(self, keys: list[str]) -> None:
+        return None
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
         box = self._outbox.setdefault(channel, {})
@@ -339,6 +378,7 @@ _STOP: _Work = (lambda db: None, None, None, "write")  # shutdown: commit what i
 _INSERT_CLOSED = "INSERT OR REPLACE INTO closed (session, revision, reason, first_request, last_request, traces, closed_at)"
 _INSERT_RESULT = "INSERT OR IGNORE INTO results (key, session, revision, record)"
 _INSERT_COVERAGE = "INSERT OR REPLACE INTO coverage (session, revision, record, evaluated_at)"
+_INSERT_PENDING = "INSERT OR IGNORE INTO judge_pending (key, session, revision, evaluation, enqueued_at)"
 # Retention, at every checkpoint: each searches an index of its own (see ``_SCHEMA``).
 _EXPIRE = ("DELETE FROM results WHERE created_at < ?", "DELETE FROM coverage WHERE evaluated_at < ?")
 
@@ -415,6 +455,15 @@ class SqliteSpool:
                 "(SELECT session, revision FROM coverage)"
             ):
                 recovery.results[key] = json.loads(record)
+            # Work of revisions evaluated since is done (its rows went with a crash between).
+            with db:
+                db.execute(
+                    "DELETE FROM judge_pending WHERE (session, revision) IN (SELECT session, revision FROM coverage)"
+                )
+            for key, enqueued_at, attempts in db.execute(
+                "SELECT key, enqueued_at, attempts FROM judge_pending"
+            ):
+                recovery.pending[key] = (float(enqueued_at), int(attempts))
             for channel, count in db.execute("SELECT channel, COUNT(*) FROM outbox GROUP BY channel"):
                 self._outbox_len[channel] = int(count)
             return recovery
@@ -565,6 +614,24 @@ class SqliteSpool:
             await self._submit(_Rows(_INSERT_COVERAGE, rows))
         for session, revision, _, _ in revisions:
             self.unfinished.pop((session, revision), None)
+
+    def pending_add(self, rows: list[PendingJudge]) -> None:
+        if rows:
+            self._put(_Rows(_INSERT_PENDING, list(rows)))
+
+    def pending_failed(self, key: str, attempts: int, error: str) -> None:
+        self._put(
+            lambda db: db.execute(
+                "UPDATE judge_pending SET attempts = ?, last_error = ? WHERE key = ?",
+                (attempts, error[:500], key),
+            )
+        )
+
+    def pending_done(self, keys: list[str]) -> None:
+        if keys:
+            self._put(
+                lambda db: db.executemany("DELETE FROM judge_pending WHERE key = ?", [(k,) for k in keys])
+            )
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
         capacity = self._capacity

@@ -85,6 +85,15 @@ class JudgeFailure(Exception):
     def reason(self) -> str:
         return FAILURE_REASONS[self.kind]
 
+    @property
+    def transient(self) -> bool:
+        """The judge could not be reached or had no capacity (a timeout, 429, 529, a 5xx or
+        a failed connection): the same request may well succeed later.  A judge says so for
+        ``error`` failures with ``extra["transient"]``; without it, an ``error`` is final."""
+        if self.kind != "error":
+            return True
+        return bool(self.extra.get("transient", False))
+
 
 class Judge(Protocol):
     """Sends one request; retries transient failures itself; raises ``JudgeFailure``."""

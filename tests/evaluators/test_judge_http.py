@@ -74,34 +74,36 @@ async def test_429_with_retry_after_is_honoured_then_succeeds(fake: FakeAnthropi
         assert metric_value(m, "skillgauge_judge_requests_total", model=MODEL, outcome=outcome) >= 1, outcome
 
 
-async def test_retries_exhausted_is_an_error_row(fake: FakeAnthropic) -> None:
+async def test_retries_exhausted_wait_in_the_queue_and_are_judged_later(fake: FakeAnthropic) -> None:
     fake.queue(*(status(529, evaluation="skill_omission") for _ in range(3)))
-    c = Collected(judge_config(fake, max_retries=2))
+    c = Collected(judge_config(fake, max_retries=2, requeue_backoff="10ms"))
     await c.run(session())
     row = only(c.rows(), "skill_omission")
-    assert (row.status, row.reason, row.passed, row.score) == ("error", "judge_overloaded", None, None)
-    assert "after 3 attempts" in row.explanation
-    assert len(fake.of_kind("skill_omission")) == 3
+    assert row.status == "judged"
+    assert len(fake.of_kind("skill_omission")) == 4  # 3 by the client, then once more from the queue
+    assert metric_value(metrics_text(c), "skillgauge_judge_failures_total", reason="overloaded") == 1
 
 
-async def test_too_long_retry_after_gives_up_at_once(fake: FakeAnthropic) -> None:
+async def test_too_long_retry_after_gives_up_at_once_and_the_queue_tries_again(fake: FakeAnthropic) -> None:
     fake.queue(status(429, retry_after=3600, evaluation="skill_omission"))
-    c = Collected(judge_config(fake, max_retry_after="60s"))
+    c = Collected(judge_config(fake, max_retry_after="60s", requeue_backoff="10ms"))
     await c.run(session())
-    assert only(c.rows(), "skill_omission").reason == "judge_rate_limited"
-    assert len(fake.of_kind("skill_omission")) == 1
+    assert only(c.rows(), "skill_omission").status == "judged"
+    assert len(fake.of_kind("skill_omission")) == 2
+    assert metric_value(metrics_text(c), "skillgauge_judge_failures_total", reason="rate_limited") == 1
 
 
-async def test_slow_judge_times_out(fake: FakeAnthropic) -> None:
-    fake.queue(*(delay(1.0, evaluation="skill_omission") for _ in range(2)))
-    c = Collected(judge_config(fake, timeout="0.3s", max_retries=1))
+async def test_a_judge_slow_past_max_wait_is_judge_unreachable_timeout(fake: FakeAnthropic) -> None:
+    fake.script = lambda seen: delay(1.0)
+    c = Collected(judge_config(fake, timeout="0.3s", max_retries=1, max_wait="1s", requeue_backoff="10ms"))
     await c.run(session())
     row = only(c.rows(), "skill_omission")
-    assert (row.status, row.reason, row.passed) == ("error", "judge_timeout", None)
-    assert len(fake.of_kind("skill_omission")) == 2  # a timeout is retried once (max_retries=1)
-    assert (
-        metric_value(metrics_text(c), "skillgauge_judge_requests_total", model=MODEL, outcome="timeout") == 2
+    assert (row.status, row.reason, row.passed) == ("error", "judge_unreachable_timeout", None)
+    assert "no answer within 0.3s" in row.explanation
+    timeouts = metric_value(
+        metrics_text(c), "skillgauge_judge_requests_total", model=MODEL, outcome="timeout"
     )
+    assert timeouts == len(fake.of_kind("skill_omission")) >= 4  # the client's retry, then the queue's
 
 
 async def test_a_reply_that_is_not_json_is_an_error_row_after_the_retries(fake: FakeAnthropic) -> None:

@@ -8,7 +8,7 @@ import pytest
 from judge_support import RELEASE_BODY, SKILLS, Collected, config, load, only, session
 
 from collector.config import ConfigError, parse
-from collector.evaluate.retry import RetryPolicy, retry_after
+from collector.evaluate.retry import RetryPolicy, requeue_delay, retry_after
 from evaluators.judge import prompt
 from evaluators.judge.budget import Budget, Budgets, Limits
 from evaluators.judge.sampling import sampled_in
@@ -82,6 +82,14 @@ def test_retry_policy_table(
         assert delay is not None and 0.75 <= delay <= 1.25
     else:
         assert delay == expected
+
+
+@pytest.mark.parametrize(
+    ("failures", "low", "high"), [(1, 0.5, 1.0), (2, 1.0, 2.0), (4, 4.0, 8.0), (9, 15.0, 30.0)]
+)
+def test_requeue_delay_doubles_is_capped_and_jittered(failures: int, low: float, high: float) -> None:
+    delays = {requeue_delay(failures, backoff=1.0, cap=30.0) for _ in range(200)}
+    assert all(low <= d <= high for d in delays) and len(delays) > 1
 
 
 def test_retry_after_http_date() -> None:

@@ -177,34 +177,57 @@ def test_the_judge_has_a_daily_usd_budget_and_a_session_cap_by_default() -> None
     assert config({"judge": {"budget": {"usd_per_day": None}}}).judge.budget.usd_per_day is None
 
 
-async def test_queue_full_is_skipped_not_dropped() -> None:
+async def test_work_beyond_max_queue_waits_and_is_judged() -> None:
     cfg = config({"judge": {"max_queue": 2}})
     c = Collected(cfg, FakeJudge(_valid))
     await c.run(session(loads=[load(), load("csv-cleanup", n=2)]))  # 2 selection + 2 following + omission N/A
-    rows = c.rows()
-    judge_rows = [r for r in rows if r.evaluation != "skill_omission"]
-    assert len(judge_rows) == 4
-    full = [r for r in judge_rows if r.reason == "queue_full"]
-    assert len(full) == 2
-    for row in full:
-        _assert_unjudged(row, "skipped", "queue_full")
+    judge_rows = [r for r in c.rows() if r.evaluation != "skill_omission"]
+    assert len(judge_rows) == 4 and {r.status for r in judge_rows} == {"judged"}
     assert c.metrics.judge_queue._value.get() == 0  # drained
 
 
 @pytest.mark.parametrize(
-    ("failure", "reason"),
+    "failure",
     [
-        (JudgeFailure("timeout", "slow"), "judge_timeout"),
-        (JudgeFailure("rate_limited", "429"), "judge_rate_limited"),
-        (JudgeFailure("overloaded", "529"), "judge_overloaded"),
-        (JudgeFailure("error", "500"), "judge_error"),
+        JudgeFailure("timeout", "slow"),
+        JudgeFailure("rate_limited", "429"),
+        JudgeFailure("overloaded", "529"),
+        JudgeFailure("error", "500", extra={"transient": True}),
     ],
 )
-async def test_judge_failures_are_errors_never_scores(failure: JudgeFailure, reason: str) -> None:
-    c = Collected(config(), FakeJudge(lambda _r: failure))
+async def test_a_judge_that_stays_unreachable_past_max_wait_is_an_error_that_says_so(
+    failure: JudgeFailure,
+) -> None:
+    cfg = config(max_wait="0.3s", requeue_backoff="0.02s", requeue_max_backoff="0.05s")
+    judge = FakeJudge(lambda _r: failure)
+    c = Collected(cfg, judge)
+    await c.run(session(loads=[load()]))
+    rows = [only(c.rows(), name) for name in ("skill_selection_accuracy", "skill_instruction_following")]
+    for row in rows:
+        _assert_unjudged(row, "error", "judge_unreachable_timeout")
+        assert "judge.max_wait 0.3s" in row.explanation
+    # While the judge fails, one evaluation probes it; its row names the last failure.
+    assert any(str(failure) in row.explanation for row in rows)
+    assert len(judge.requests) > 2  # tried again while it waited
+    assert c.metrics.judge_failures.labels(failure.kind)._value.get() == len(judge.requests)
+
+
+async def test_a_judge_that_comes_back_within_max_wait_gives_verdicts() -> None:
+    answers = iter([JudgeFailure("overloaded", "529")] * 5)
+    cfg = config(max_wait="30s", requeue_backoff="0.01s", requeue_max_backoff="0.02s")
+    c = Collected(cfg, FakeJudge(lambda r: next(answers, None) or _valid(r)))
+    await c.run(session(loads=[load()]))
+    rows = [r for r in c.rows() if r.evaluation != "skill_omission"]
+    assert rows and {r.status for r in rows} == {"judged"}
+
+
+async def test_a_final_judge_error_is_not_retried() -> None:
+    judge = FakeJudge(lambda _r: JudgeFailure("error", "HTTP 400: bad request"))
+    c = Collected(config(), judge)
     await c.run(session(loads=[load()]))
     for name in ("skill_selection_accuracy", "skill_instruction_following"):
-        _assert_unjudged(only(c.rows(), name), "error", reason)
+        _assert_unjudged(only(c.rows(), name), "error", "judge_error")
+    assert len(judge.requests) == 2  # one call each
 
 
 async def test_invalid_verdict_twice_is_judge_unparseable() -> None:

@@ -82,6 +82,7 @@ def test_bad_spans_are_rejected_alone_with_partial_success(server: Server) -> No
         ("application/json", b"[1, 2]", 400),
         ("application/json", b'{"resourceSpans": "nope"}', 400),
         ("application/x-protobuf", b"\xff\xff\xff\xff garbage", 400),
+        ("application/json", b'{"resourceSpans": ' + b"[" * 5000 + b"]" * 5000 + b"}", 400),  # nests too deep
         ("text/plain", b"hello", 415),
     ],
 )

@@ -62,7 +62,13 @@ def test_a_new_revision_supersedes_the_old_results_which_stay_on_record(tmp_path
         await pipeline.sessions.settle()
         await pipeline.sessions.close("strands-right_skill-0001", "idle_timeout")
         await pipeline.drain()
-        await pipeline.consume(Received("traces", request, "test"))  # the same spans, late
+        late = type(request)()
+        late.CopyFrom(request)
+        for rs in late.resource_spans:  # spans of the same session, new ones (a copy is not taken)
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    span.span_id = bytes(reversed(span.span_id))
+        await pipeline.consume(Received("traces", late, "test"))
         await pipeline.sessions.settle()
         await pipeline.sessions.close("strands-right_skill-0001", "idle_timeout")
         await pipeline.drain()

@@ -1,0 +1,205 @@
+"""A judge that is away (answering 529, or refusing connections) delays verdicts; it does not
+end them.  Against a real ``skillgauge serve`` with the real ``anthropic`` client and a
+fake Messages API on loopback: sessions that close while the judge is away are all judged
+once it is back; work still waiting at SIGTERM is finished by the next start, with at most
+one verdict per evaluation; work that outwaits ``judge.max_wait`` says so."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import grpc
+from fake_anthropic import Action, FakeAnthropic, Seen, default_verdict, status
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from perf.bench import rekey, templates
+from support import Server, metric_value, reserved_port, wait_for
+
+SKILLS = Path(__file__).parents[1] / "fixtures" / "skills"
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+
+class Outage:
+    """The fake judge's script: 529 (overloaded) while ``down``, else a verdict; counts both."""
+
+    def __init__(self) -> None:
+        self.down = True
+        self.verdicts = 0
+        self.refused = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, seen: Seen) -> Action:
+        with self._lock:
+            if self.down:
+                self.refused += 1
+                return status(529)
+            self.verdicts += 1
+        return default_verdict(seen)
+
+
+def session_request(n: int, name: str) -> bytes:
+    """A recorded session (real harness spans) under a new session id and trace ids."""
+    pool = templates()
+    request = ExportTraceServiceRequest()
+    for resource, scope, raw in pool[n % len(pool)]:
+        rs = request.resource_spans.add()
+        rs.resource.ParseFromString(resource)
+        for kv in rs.resource.attributes:
+            if kv.key == "session.id":
+                kv.value.string_value = name
+        ss = rs.scope_spans.add()
+        ss.scope.ParseFromString(scope)
+        span = ss.spans.add()
+        span.ParseFromString(raw)
+        rekey(span, name, (n + 1) << 64)
+    return request.SerializeToString()
+
+
+def export(server: Server, body: bytes) -> None:
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+    try:
+        channel.unary_unary(EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)(
+            body, timeout=10
+        )
+    finally:
+        channel.close()
+
+
+def rows(db: Path, sql: str) -> list[Any]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def coverage(db: Path) -> dict[str, dict[str, Any]]:
+    return {s: json.loads(r) for s, r in rows(db, "SELECT session, record FROM coverage")}
+
+
+def config(base_url: str, max_wait: str = "30s") -> dict[str, Any]:
+    return {
+        "sessions": {"idle_timeout": "0.5s", "check_interval": "0.1s"},
+        "judge": {
+            "base_url": base_url,
+            "api_key": "test",
+            "max_retries": 0,  # each call fails at once: the queue's backoff is what is tested
+            "requeue_backoff": "0.2s",
+            "requeue_max_backoff": "1s",
+            "max_wait": max_wait,
+        },
+        "skills": {"paths": [str(SKILLS)]},
+        "evaluators": {"skill_omission": {"sampling": 100}},
+    }
+
+
+def closed(server: Server) -> float:
+    text = server.metrics()
+    return sum(
+        metric_value(text, "skillgauge_sessions_closed_total", reason=r)
+        for r in ("idle_timeout", "end_attribute")
+    )
+
+
+def judge_rows(lines: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    judged = ("skill_selection_accuracy", "skill_instruction_following", "skill_omission")
+    return [r for line in lines.values() for r in line["results"] if r["evaluation"] in judged]
+
+
+def test_sessions_closed_while_the_judge_is_away_are_all_judged_when_it_returns(tmp_path: Path) -> None:
+    outage = Outage()
+    fake = FakeAnthropic().start()
+    fake.script = outage
+    db = tmp_path / "data" / "skillgauge.sqlite"
+    server = Server(tmp_path, config(fake.base_url))
+    names = [f"outage-{n:02d}" for n in range(30)]
+    try:
+        for n, name in enumerate(names):
+            export(server, session_request(n, name))
+        wait_for(lambda: closed(server) >= len(names), timeout=30)  # all closed while the judge is away
+        wait_for(
+            lambda: (
+                metric_value(server.metrics(), "skillgauge_judge_failures_total", reason="overloaded") >= 3
+            )
+        )
+        # Nothing ended for want of a judge: only sessions that need no judge call are done.
+        assert not [r for r in judge_rows(coverage(db)) if r["status"] in ("error", "skipped") or r["judge"]]
+        waiting = rows(db, "SELECT COUNT(*) FROM judge_pending")[0][0]
+        assert waiting > 0
+        outage.down = False
+        wait_for(lambda: len(coverage(db)) == len(names), timeout=60, interval=0.2)
+        failures = metric_value(server.metrics(), "skillgauge_judge_failures_total", reason="overloaded")
+    finally:
+        server.stop()
+        fake.stop()
+    lines = coverage(db)
+    assert sorted(lines) == names
+    judge = judge_rows(lines)
+    assert judge and {(r["status"], r["reason"]) for r in judge if r["status"] != "judged"} <= {
+        ("not_applicable", r["reason"]) for r in judge
+    }
+    assert not [r for r in judge if r["status"] in ("error", "skipped")]
+    assert outage.verdicts == len([r for r in judge if r["judge"] is not None])  # one call per evaluation
+    assert rows(db, "SELECT COUNT(*) FROM judge_pending")[0][0] == 0
+    warnings = [line for line in server.log().splitlines() if "judge call failed" in line]
+    assert warnings and all("WARNING" in line for line in warnings)
+    assert len(warnings) < failures  # rate-limited: one line for many failures
+
+
+def test_work_waiting_at_sigterm_is_finished_by_the_next_start_once(tmp_path: Path) -> None:
+    outage = Outage()
+    fake = FakeAnthropic().start()
+    fake.script = outage
+    db = tmp_path / "data" / "skillgauge.sqlite"
+    server = Server(tmp_path, config(fake.base_url))
+    names = [f"sigterm-{n:02d}" for n in range(12)]
+    try:
+        for n, name in enumerate(names[:8]):
+            export(server, session_request(n, name))
+        wait_for(lambda: closed(server) >= 8, timeout=30)
+        for n, name in enumerate(names[8:], start=8):
+            export(server, session_request(n, name))  # still open at SIGTERM: closed by shutdown
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.stop() == 0
+        first_life = server.log()
+        assert "wait in the store" in first_life and "queue_full" not in first_life
+        # No row ended as skipped at shutdown: sessions with judge work wait in the store.
+        assert not [r for r in judge_rows(coverage(db)) if r["status"] in ("error", "skipped") or r["judge"]]
+        waiting = rows(db, "SELECT COUNT(DISTINCT session) FROM judge_pending")[0][0]
+        assert waiting and waiting + len(coverage(db)) == len(names)
+        outage.down = False
+        server = Server(tmp_path, config(fake.base_url))
+        wait_for(lambda: len(coverage(db)) == len(names), timeout=60, interval=0.2)
+    finally:
+        server.stop()
+        fake.stop()
+    lines = coverage(db)
+    assert sorted(lines) == names
+    judge = judge_rows(lines)
+    assert judge and not [r for r in judge if r["status"] in ("error", "skipped")]
+    assert outage.verdicts == len([r for r in judge if r["judge"] is not None])  # at most one call each
+    assert rows(db, "SELECT COUNT(*) FROM judge_pending")[0][0] == 0
+    assert "evaluations waited for the judge before the restart" in server.log()
+
+
+def test_work_that_outwaits_max_wait_is_an_error_that_says_so(tmp_path: Path) -> None:
+    refusing = reserved_port()  # bound, not listening: every connection is refused
+    try:
+        base_url = f"http://127.0.0.1:{refusing.getsockname()[1]}"
+        db = tmp_path / "data" / "skillgauge.sqlite"
+        server = Server(tmp_path, config(base_url, max_wait="2s"))
+        try:
+            export(server, session_request(0, "never-judged"))
+            wait_for(lambda: "never-judged" in coverage(db), timeout=30, interval=0.2)
+            metrics = server.metrics()
+        finally:
+            server.stop()
+    finally:
+        refusing.close()
+    (line,) = coverage(db).values()
+    judge = judge_rows({"never-judged": line})
+    waited = [r for r in judge if r["status"] == "error"]
+    assert waited and {r["reason"] for r in waited} == {"judge_unreachable_timeout"}
+    assert all("judge.max_wait 2s" in r["explanation"] for r in waited)
+    assert metric_value(metrics, "skillgauge_judge_failures_total", reason="error") >= 1

@@ -1,0 +1,153 @@
+"""A request sent again (an exporter retrying after a timeout) or overlapping an earlier one,
+to a real ``skillgauge serve`` over gRPC and HTTP: each span is counted once, detected once
+and judged once, also when the copy is replayed after a kill -9."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import grpc
+from fake_anthropic import FakeAnthropic
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from perf.bench import rekey, templates
+from support import Server, metric_value, wait_for
+
+SKILLS = Path(__file__).parents[1] / "fixtures" / "skills"
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+
+def session_request(n: int, name: str) -> ExportTraceServiceRequest:
+    """A recorded session (real harness spans) under a new session id and trace ids."""
+    request = ExportTraceServiceRequest()
+    for resource, scope, raw in templates()[n]:
+        rs = request.resource_spans.add()
+        rs.resource.ParseFromString(resource)
+        for kv in rs.resource.attributes:
+            if kv.key == "session.id":
+                kv.value.string_value = name
+        ss = rs.scope_spans.add()
+        ss.scope.ParseFromString(scope)
+        span = ss.spans.add()
+        span.ParseFromString(raw)
+        rekey(span, name, (n + 1) << 64)
+    return request
+
+
+def spans_of(request: ExportTraceServiceRequest) -> int:
+    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+
+
+def first_part(request: ExportTraceServiceRequest, keep: int) -> ExportTraceServiceRequest:
+    out = ExportTraceServiceRequest()
+    out.CopyFrom(request)
+    del out.resource_spans[keep:]
+    return out
+
+
+def send_grpc(server: Server, body: bytes) -> None:
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+    try:
+        channel.unary_unary(EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)(
+            body, timeout=10
+        )
+    finally:
+        channel.close()
+
+
+def send_http(server: Server, body: bytes) -> None:
+    request = urllib.request.Request(
+        f"{server.http_url}/v1/traces", body, {"Content-Type": "application/x-protobuf"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        assert resp.status == 200
+
+
+def coverage(db: Path) -> dict[str, dict[str, Any]]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return {s: json.loads(r) for s, r in conn.execute("SELECT session, record FROM coverage")}
+
+
+def config(fake: FakeAnthropic, idle: str) -> dict[str, Any]:
+    return {
+        "sessions": {"idle_timeout": idle, "check_interval": "0.1s"},
+        "judge": {"base_url": fake.base_url, "api_key": "test"},
+        "skills": {"paths": [str(SKILLS)]},
+        "evaluators": {"skill_omission": {"sampling": 100}},
+    }
+
+
+def same_but_id(record: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Two coverage lines alike but for the session id and judge figures (latency)."""
+
+    def plain(r: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in r.items() if k not in ("session_id", "judge", "results")}
+
+    return plain(record) == plain(other)
+
+
+def test_the_same_request_twice_over_grpc_and_http_counts_and_judges_once(tmp_path: Path) -> None:
+    fake = FakeAnthropic().start()
+    server = Server(tmp_path, config(fake, "2s"))
+    db = tmp_path / "data" / "skillgauge.sqlite"
+    names = ("once", "twice-grpc", "twice-http", "overlap")
+    sessions = {name: session_request(1, name) for name in names}
+    try:
+        send_grpc(server, sessions["once"].SerializeToString())
+        for send, name in ((send_grpc, "twice-grpc"), (send_http, "twice-http")):
+            body = sessions[name].SerializeToString()
+            send(server, body)
+            send(server, body)  # the exporter timed out waiting and sent it again
+        whole = sessions["overlap"]
+        send_http(server, first_part(whole, spans_of(whole) // 2).SerializeToString())
+        send_grpc(server, whole.SerializeToString())  # overlaps the first half
+        expected = spans_of(whole)
+        for name in names:
+            status, view = server.get_json(f"/v1/sessions/{name}")
+            assert status == 200 and view["open"]["spans"] == expected, (name, view)
+        wait_for(lambda: len(coverage(db)) == len(names), timeout=60, interval=0.2)
+        metrics = server.metrics()
+    finally:
+        server.stop()
+        fake.stop()
+    lines = coverage(db)
+    assert {name: line["spans"] for name, line in lines.items()} == dict.fromkeys(names, expected)
+    assert all(line["revision"] == 1 for line in lines.values())
+    once = lines["once"]
+    assert once["skill_loads"], "the recording loads no skill: the test proves nothing"
+    for name in names[1:]:
+        assert same_but_id(lines[name], once), name  # loads not doubled, the same rows
+    judged = [r for line in lines.values() for r in line["results"] if r["judge"] is not None]
+    per_session = len([r for r in once["results"] if r["judge"] is not None])
+    assert per_session and len(judged) == per_session * len(names)
+    assert len(fake.requests) == len(judged)  # one judge call per evaluation
+    resent = 2 * expected + expected // 2  # two whole copies and the overlapping half
+    assert metric_value(metrics, "skillgauge_duplicate_items_total", signal="traces") == resent
+    assert metric_value(metrics, "skillgauge_sessions_reopened_total") == 0
+
+
+def test_a_copy_replayed_after_kill_9_is_still_counted_once(tmp_path: Path) -> None:
+    fake = FakeAnthropic().start()
+    cfg = config(fake, "3s")
+    db = tmp_path / "data" / "skillgauge.sqlite"
+    request = session_request(1, "resent-then-killed")
+    server = Server(tmp_path, cfg)
+    try:
+        body = request.SerializeToString()
+        send_grpc(server, body)
+        send_http(server, body)
+        server.proc.send_signal(signal.SIGKILL)  # before the session closes: both copies replayed
+        server.proc.wait()
+        server = Server(tmp_path, cfg)
+        wait_for(lambda: "resent-then-killed" in coverage(db), timeout=60, interval=0.2)
+    finally:
+        server.stop()
+        fake.stop()
+    (line,) = coverage(db).values()
+    assert line["spans"] == spans_of(request) and line["revision"] == 1
+    judged = [r for r in line["results"] if r["judge"] is not None]
+    assert judged and len(fake.requests) == len(judged)
