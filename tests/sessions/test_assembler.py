@@ -288,3 +288,15 @@ def test_a_default_tenant_id_holding_the_separator_cannot_name_another_tenants_s
     assert sorted((s.tenant, s.session_id, s.span_count) for s, _ in closed) == [
         ("", "team-a\x1fs", 1), ("team-a", "s", 1)
     ]
+
+
+def test_the_same_spans_from_another_tenant_are_its_own_not_a_resend() -> None:
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl")
+    spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+    asm, closed, _ = make()
+    asm.add_spans(request, tenant="team-a")
+    asm.add_spans(request, tenant="team-b")  # the same ids: team-b's own session, not a duplicate
+    asm.add_spans(request, tenant="team-a")  # a re-send within team-a: taken once
+    asm.close_all()
+    assert sorted((s.tenant, s.span_count) for s, _ in closed) == [("team-a", spans), ("team-b", spans)]
+    assert asm.duplicates.get("traces") == spans
