@@ -112,7 +112,7 @@ async def replay(
 
     def report() -> None:
         if progress is not None:
-            done.sessions = chain.sessions.assembler.open_count + len(chain.recorder.closed)
+            done.sessions = chain.sessions_stage.assembler.open_count + len(chain.recorder.closed)
             progress(done)
 
     for path in files:
@@ -139,8 +139,8 @@ async def replay(
         done.files += 1
         done.bytes = end
         report()
-    await chain.sessions.settle()
-    await chain.sessions.close_all("end_of_input")
+    await chain.sessions_stage.settle()
+    await chain.sessions_stage.close_all("end_of_input")
     await chain.drain()
     await chain.runner.close()
     report()
@@ -160,5 +160,5 @@ async def _take(chain: Chain, item: Received) -> None:
     try:
         await chain.consume(item)
     except Retryable:
-        await chain.sessions.settle()
+        await chain.sessions_stage.settle()
         await chain.consume(item)

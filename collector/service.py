@@ -23,6 +23,7 @@ import re
 import signal
 import ssl
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -55,13 +56,12 @@ from collector.spool.stage import SpoolStage
 from collector.state.lock import DataDirLock
 from collector.state.metrics import CoverageMetrics
 from collector.state.recorder import Recorder
-from collector.state.results import ResultStore
 from collector.state.store import MemorySpool, Spool, open_spool
 from collector.status import extension as status
 from collector.status.config import Status
 from collector.status.metrics import StatusMetrics
 from collector.status.summary import Summary, every, log_periodically
-from collector.status.view import State
+from collector.status.view import SessionPage, SessionQuery, State
 from collector.telemetry import SkillLabels
 from evaluators.evidence import session_key
 from evaluators.result import EvaluationResult
@@ -84,11 +84,8 @@ class Chain:
             if store is not None
             else open_spool(config.storage.path, outbox_capacity, config.storage.max_bytes)
         )
-        self.results = ResultStore()
         self.fanout = Fanout()
-        self.recorder = Recorder(
-            self.store, self.results, CoverageMetrics(self.registry, skills), self.fanout
-        )
+        self.recorder = Recorder(self.store, CoverageMetrics(self.registry, skills), self.fanout)
         self.runner = Runner(
             self.recorder,
             config,
@@ -96,7 +93,7 @@ class Chain:
             store=self._store_result,
             pending=self.store,
         )
-        self.sessions = SessionsStage(
+        self.sessions_stage = SessionsStage(
             config.sessions,
             config.storage,
             Rules.compile(config.expectations),
@@ -106,12 +103,12 @@ class Chain:
         )
         self.spool = SpoolStage(
             self.store,
-            self.sessions,
+            self.sessions_stage,
             config.storage.max_bytes,
-            self.sessions.admit,
+            self.sessions_stage.admit,
             SpoolMetrics(self.registry),
-            self.sessions.check,
-            self.sessions.release,
+            self.sessions_stage.check,
+            self.sessions_stage.release,
         )
         self.intake = redacting(self.spool, config.redact)  # before the spool sees a value
         self.ready = False
@@ -139,8 +136,8 @@ class Chain:
                     "judge: %d evaluations waited for the judge before the restart; they are queued again",
                     len(recovery.pending),
                 )
-            await self.sessions.recover(recovery)
-        self.sessions.start()
+            await self.sessions_stage.recover(recovery)
+        self.sessions_stage.start()
 
     async def drain(self, timeout: float = 30.0) -> None:
         """Wait for evaluations in flight and their records."""
@@ -155,10 +152,6 @@ class Chain:
 
     # -- the status view ---------------------------------------------------------------------
 
-    @property
-    def results_capacity(self) -> int:
-        return self.results.capacity
-
     def state(self) -> State:
         if self.draining:
             return "draining"
@@ -167,29 +160,40 @@ class Chain:
         return "storage_unavailable" if self.store.faults.unavailable is not None else "ready"
 
     def open_count(self) -> int:
-        return self.sessions.assembler.open_count
+        return self.sessions_stage.assembler.open_count
 
     def refresh(self) -> None:
-        self.sessions.refresh()
+        self.sessions_stage.refresh()
         self.spool.refresh()
 
     async def session(self, session_id: str, tenant: str = "") -> tuple[dict[str, Any] | None, list[Any]]:
-        await self.sessions.settle()  # what was acknowledged is visible here
+        await self.sessions_stage.settle()  # what was acknowledged is visible here
         key = session_key(tenant, session_id)
-        live = self.sessions.assembler.get(key)
+        live = self.sessions_stage.assembler.get(key)
         summary: dict[str, Any] | None = None
         if live is not None:
             summary = {
                 "revision": live.revision,
                 "spans": live.spans,
-                "skill_loads": self.sessions.assembler.loads_so_far(key),
+                "skill_loads": self.sessions_stage.assembler.loads_so_far(key),
                 "why_no_results": "the session is still open; it is evaluated when it closes "
                 f"(idle {self.config.sessions.idle_timeout:g}s, max duration, end attribute or limits)",
             }
-        return summary, self.results.get(key) or []
+        return summary, await self.store.revisions(key, self._not_before())
 
-    def count_refusal(self, endpoint: str) -> None:
-        self.status_metrics.status_rejected.labels(endpoint, "unauthenticated").inc()
+    async def sessions(self, query: SessionQuery) -> SessionPage:
+        return await self.store.sessions(query, self._not_before())
+
+    async def overview(self, since: float, tenant: str | None = None) -> dict[str, Any]:
+        return await self.store.overview(since, self._not_before(), tenant)
+
+    def _not_before(self) -> float:
+        """Results evaluated before this are past ``storage.retention`` (the next checkpoint
+        deletes them): never served."""
+        return time.time() - self.config.storage.retention
+
+    def count_refusal(self, endpoint: str, reason: str = "unauthenticated") -> None:
+        self.status_metrics.status_rejected.labels(endpoint, reason).inc()
 
 
 @dataclass
@@ -264,7 +268,13 @@ class Service:
         status_cfg = self.config.status
         host, _, port = status_cfg.endpoint.rpartition(":")
         self._status, self.ports["status"] = await self._serve(
-            status.app(chain, self.config.auth_for(status_cfg)),
+            status.app(
+                chain,
+                self.config.auth_for(status_cfg),
+                status_cfg.sessions_open,
+                status_cfg.trace_link,
+                status_cfg.tls is not None,
+            ),
             host.strip("[]"),
             int(port),
             "status.endpoint",
@@ -328,8 +338,9 @@ class Service:
             )
         parts.append(
             f"status {_host(cfg.status.endpoint)}:{self.ports['status']} (/metrics, /healthz, /readyz, "
-            f"/v1/sessions/{{id}}; {self._guard(cfg.status)}"
-            f"{'; /healthz and /readyz open for probes' if cfg.auth_for(cfg.status) else ''})"
+            f"/v1/sessions, /v1/sessions/{{id}}, /ui/; {self._guard(cfg.status)}"
+            f"{'; /healthz and /readyz open for probes' if cfg.auth_for(cfg.status) else ''}"
+            f"{'' if cfg.auth_for(cfg.status) else '; ' + _sessions_access(cfg.status)})"
         )
         log.info("skillgauge %s listening: %s", __version__, " | ".join(parts))
         if cfg.redact.attributes:
@@ -440,6 +451,13 @@ def _budget(budget: Budget) -> str:
     """``judge.budget`` for the startup line: its ceilings, or that it has none."""
     limits = [f"{name} {value:g}" for name, value in budget.model_dump().items() if value is not None]
     return ", ".join(limits) if limits else "unlimited"
+
+
+def _sessions_access(status_cfg: Status) -> str:
+    """Who may read /v1/sessions* and /ui/ without auth, for the startup line."""
+    if status_cfg.sessions_open:
+        return "/v1/sessions open to every client (status.sessions_open: true), /ui/ too"
+    return "/v1/sessions loopback clients only, /ui/ too (set status.sessions_open: true or auth to serve others)"
 
 
 def _fix(err: OSError) -> str:

@@ -211,6 +211,7 @@ class Coverage:
             "session_id": s.session_id,
             **({"tenant": s.tenant} if s.tenant else {}),
             "revision": s.revision,
+            "trace_id": _session_trace(s),
             "framework": s.framework,
             "close_reason": s.close_reason,
             "spans": s.span_count,
@@ -231,6 +232,7 @@ class Coverage:
                     "signal": load.signal,
                     "has_body": load.has_body,
                     "span_id": load.span_id,
+                    "trace_id": load.trace_id,
                 }
                 for load in s.skill_loads
             ],
@@ -268,6 +270,17 @@ def _unreadable(s: Session) -> dict[str, Any]:
             ],
         }
     }
+
+
+def _session_trace(session: Session) -> str | None:
+    """The trace session-level results are parented to: the first agent span's, else the
+    first turn's, tool call's or load's (hex), None when the session recorded none."""
+    if session.first_agent_span is not None:
+        return session.first_agent_span[0]
+    for found in (session.turns, session.tool_calls, session.skill_loads):
+        if found:
+            return found[0].trace_id
+    return None
 
 
 def _tally(values: Iterable[str]) -> dict[str, int]:

@@ -16,7 +16,9 @@ PERF = Path(__file__).parent / "perf"
 
 def perf(script: str, *args: str) -> list[str]:
     """The lines a script in tests/perf prints, once it has exited cleanly."""
-    run = subprocess.run([sys.executable, str(PERF / script), *args], capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(PERF / script), *args], capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     return run.stdout.strip().splitlines()
 
@@ -28,7 +30,9 @@ def _served_by_each_replica(figures: dict[str, Any], replicas: int) -> None:
     assert len(rates) == replicas and all(rate > 0 for rate in rates), rates
     assert abs(figures["ingest_spans_per_s"] - sum(rates)) <= replicas  # each rounded on its own
     cpu = figures["cpu_us_per_span"]
-    assert sorted(cpu) == [f"replica {n}" for n in range(replicas)] and all(us > 0 for us in cpu.values()), cpu
+    assert sorted(cpu) == [f"replica {n}" for n in range(replicas)] and all(us > 0 for us in cpu.values()), (
+        cpu
+    )
 
 
 def test_bench_short_mode_prints_its_figures_as_the_last_line() -> None:
@@ -79,7 +83,9 @@ def test_bench_routes_whole_sessions_to_replicas() -> None:
             for rs in request.resource_spans:
                 for ss in rs.scope_spans:
                     for span in ss.spans:
-                        names[n].add(bench._session_of(span.attributes) or bench._session_of(rs.resource.attributes))
+                        names[n].add(
+                            bench._session_of(span.attributes) or bench._session_of(rs.resource.attributes)
+                        )
                         traces[n].add(span.trace_id)
         names[n].discard("")  # spans linked to their session by their trace only
         assert names[n] == set(owned[n])
@@ -95,5 +101,5 @@ def test_judge_call_cost_prints_a_line_for_each_way() -> None:
 
 def test_session_cost_prints_a_line_for_each_step() -> None:
     lines = perf("session_cost.py", "--sessions", "40", "--rounds", "1")[1:]
-    assert [line.split()[0] for line in lines] == ["plan", "results", "coverage", "metrics", "store", "all"]
+    assert [line.split()[0] for line in lines] == ["plan", "results", "coverage", "metrics", "index", "all"]
     assert all(float(line.split()[1]) > 0 for line in lines)

@@ -28,8 +28,10 @@ async def test_a_request_flows_through_every_stage_to_the_exporters() -> None:
     (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl")
     item = Received("traces", request, "test")
     await chain.consume(item)
-    assert item.outcome.accepted == sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
-    await chain.sessions.settle()
+    assert item.outcome.accepted == sum(
+        len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans
+    )
+    await chain.sessions_stage.settle()
     assert chain.open_count() == 1 and not exported.items
     await chain.shutdown(5)
     (coverage,) = exported.items
@@ -50,7 +52,7 @@ async def test_a_bound_reached_is_retryable_and_takes_nothing() -> None:
     (first,) = trace_requests(FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl")
     (second,) = trace_requests(FRAMEWORKS / "strands" / "no_skill_latest.traces.jsonl")
     await chain.consume(Received("traces", first, "test"))
-    await chain.sessions.settle()
+    await chain.sessions_stage.settle()
     with pytest.raises(Retryable):
         await chain.consume(Received("traces", second, "test"))
     assert chain.open_count() == 1
@@ -69,15 +71,17 @@ def _many_sessions(count: int, keyless: int = 0) -> ExportTraceServiceRequest:
 
 
 async def test_one_request_cannot_open_sessions_past_max_open(tmp_path: Path) -> None:
-    chain = Chain(parse({"sessions": {"max_open": 2000, "idle_timeout": "1h"}, "storage": {"path": str(tmp_path)}}))
+    chain = Chain(
+        parse({"sessions": {"max_open": 2000, "idle_timeout": "1h"}, "storage": {"path": str(tmp_path)}})
+    )
     small = Received("traces", _many_sessions(10), "test")
     await chain.consume(small)
-    await chain.sessions.settle()  # 10 open before the big one
+    await chain.sessions_stage.settle()  # 10 open before the big one
     item = Received("traces", _many_sessions(59_000, keyless=1_000), "test")
     await chain.consume(item)
     assert (item.outcome.accepted, item.outcome.rejected) == (2_000, 58_000)
     assert "past sessions.max_open (2000" in item.outcome.message
-    await chain.sessions.settle()
+    await chain.sessions_stage.settle()
     assert chain.open_count() == 2000  # s-0 .. s-9 came again in the big request: no new session
     text = generate_latest(chain.registry).decode()
     assert 'skillgauge_rejected_items_total{reason="max_open",signal="traces"} 58000.0' in text
@@ -90,7 +94,9 @@ async def test_one_request_cannot_open_sessions_past_max_open(tmp_path: Path) ->
 
 
 async def test_a_session_keeps_a_bounded_catalog_and_says_it_was_cut() -> None:
-    chain = Chain(parse({"sessions": {"max_catalog_entries": 2, "max_skill_body_chars": 1024}}), store=MemorySpool())
+    chain = Chain(
+        parse({"sessions": {"max_catalog_entries": 2, "max_skill_body_chars": 1024}}), store=MemorySpool()
+    )
     exported: RecordingConsumer[Coverage] = RecordingConsumer()
     chain.fanout.exporters.append(exported)
     (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl")  # 3 advertised

@@ -34,7 +34,7 @@ def test_json_format_prints_results_then_one_coverage_line_per_session(tmp_path:
         assert c["revision"] == 1 and c["close_reason"] == "end_of_input"
         assert set(c["catalog"]) == {"state", "skills"}
         for load in c["skill_loads"]:
-            assert set(load) == {"skill", "status", "signal", "has_body", "span_id"}
+            assert set(load) == {"skill", "status", "signal", "has_body", "span_id", "trace_id"}
     by_session = {c["session_id"]: c for c in coverage}
     assert by_session["strands-missing_skill-0001"]["expectations"]["missed"] == ["release-notes"]
     assert by_session["strands-right_skill-0001"]["expectations"]["met"] == ["release-notes"]

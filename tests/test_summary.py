@@ -21,8 +21,8 @@ from collector.status.summary import Summary, log_periodically
 async def _evaluate(chain: Chain, recording: Path) -> None:
     for request in trace_requests(recording):
         await chain.consume(Received("traces", request, "test"))
-    await chain.sessions.settle()
-    await chain.sessions.close_all("end_of_input")
+    await chain.sessions_stage.settle()
+    await chain.sessions_stage.close_all("end_of_input")
     await chain.drain()
 
 

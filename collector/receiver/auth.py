@@ -129,14 +129,24 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Refusal = Callable[[web.Request], web.Response]
 
 
-def middleware(bearer: Bearer, refuse: Refusal, guarded: Callable[[str], bool] = lambda _path: True) -> Any:
+def authorization(request: web.Request) -> str | None:
+    return request.headers.get("Authorization")
+
+
+def middleware(
+    bearer: Bearer,
+    refuse: Refusal,
+    guarded: Callable[[str], bool] = lambda _path: True,
+    credentials: Callable[[web.Request], str | None] = authorization,
+) -> Any:
     """An aiohttp middleware: requests to ``guarded`` paths need the token; ``refuse`` answers.
+    ``credentials`` finds the ``Authorization`` value a request offers (by default its header).
     A request let through carries its token's tenant in ``request[TENANT]``."""
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         if guarded(request.path):
-            tenant = bearer.tenant_of(request.headers.get("Authorization"))
+            tenant = bearer.tenant_of(credentials(request))
             if tenant is None:
                 response = refuse(request)
                 response.headers["WWW-Authenticate"] = CHALLENGE

@@ -49,7 +49,7 @@ from collector.detect.session import SessionEvidence
 from collector.otlp.received import Accepted
 from collector.otlp.views import Attributes, LogView, ResourceView, SpanView, as_text
 from collector.sessions.config import Sessions as SessionsConfig
-from collector.state.store import Closed
+from collector.state.store import Closed, Reopenable
 from collector.telemetry import RateLimitedLog
 from evaluators.evidence import TENANT_SEPARATOR, Session, UnreadableItem, session_key, split_session_key
 
@@ -84,6 +84,7 @@ class OpenSession:
         "last_seen",
         "opened_at",
         "provisional",
+        "requests",
         "revision",
         "spans",
         "traces",
@@ -105,10 +106,13 @@ class OpenSession:
         self.provisional = provisional
         self.traces: set[bytes] = set()
         self.ids: set[bytes] = set()  # ``item_id`` of every item taken, over the revisions it carries
+        self.requests: list[int] = []  # the spooled requests its items came in, in order
 
 
 OnClose = Callable[[Session, str], None]
 OnRecord = Callable[[Closed], None]
+OnKeep = Callable[[Reopenable], None]
+OnForget = Callable[[str], None]
 # (session key or None, trace id (``scoped``), request id) -> True when the span belongs to a
 # revision that was already evaluated before a restart.
 Skip = Callable[[str | None, bytes, int], bool]
@@ -126,6 +130,7 @@ class _Recent:
     traces: set[bytes]
     spans: int
     ids: set[bytes]
+    requests: list[int]
 
 
 def scoped(tenant: str, trace_id: bytes) -> bytes:
@@ -181,7 +186,11 @@ class Assembler:
         on_record: OnRecord | None = None,
         on_unreadable: OnUnreadable | None = None,
         on_duplicate: Callable[[str], None] | None = None,
+        on_keep: OnKeep | None = None,
+        on_forget: OnForget | None = None,
     ) -> None:
+        """``on_keep``/``on_forget``: a closed session becomes reopenable whole, or stops
+        being so (evicted from ``reopen_cache``, or closed for a reason that starts afresh)."""
         self._config = config
         self._on_duplicate = on_duplicate  # (signal): a re-sent item, taken and not counted again
         self.duplicates: dict[str, int] = {}
@@ -189,6 +198,8 @@ class Assembler:
         self._unreadable_log = RateLimitedLog(log, logging.WARNING, 10.0)
         self._on_close = on_close
         self._on_record = on_record
+        self._on_keep = on_keep
+        self._on_forget = on_forget
         self._clock = clock
         self._rules = rules
         self._keys = tuple(k.split(":", 1) for k in config.keys)
@@ -199,6 +210,10 @@ class Assembler:
         self._revisions: OrderedDict[str, int] = OrderedDict()  # closed sessions' last revision
         self._recent: OrderedDict[str, _Recent] = OrderedDict()  # for reopening, bounded
         self._recent_owner: dict[bytes, str] = {}  # trace -> the key of the ``_recent`` entry holding it
+        # Reopenable revisions a restart found in the store, not yet rebuilt (``restore``):
+        # they share ``reopen_cache`` with ``_recent``, and go first.
+        self._dormant: OrderedDict[str, Reopenable] = OrderedDict()
+        self._dormant_traces: dict[bytes, str] = {}
         self.skip: Skip | None = None  # set only while a restart replays the spool
         self.closed_by_reason: dict[str, int] = dict.fromkeys(CLOSE_REASONS, 0)
         self.reopened = 0
@@ -529,6 +544,8 @@ class Assembler:
         if request_id:  # the spooled requests this session needs after a restart
             session.first_request = session.first_request or request_id
             session.last_request = max(session.last_request, request_id)
+            if not session.requests or session.requests[-1] != request_id:
+                session.requests.append(request_id)
         return session
 
     def _start(self, key: str, now: float, provisional: bool) -> OpenSession:
@@ -547,6 +564,7 @@ class Assembler:
             session.traces = recent.traces
             session.spans = recent.spans
             session.ids = recent.ids
+            session.requests = recent.requests
             for trace_id in recent.traces:
                 self._trace_owner.setdefault(trace_id, key)
         self._open[key] = session
@@ -563,6 +581,7 @@ class Assembler:
         into.first_request = min(firsts) if firsts else 0
         into.last_request = max(into.last_request, provisional.last_request)
         into.ids |= provisional.ids
+        into.requests = sorted({*into.requests, *provisional.requests})
         for trace_id in provisional.traces:
             into.traces.add(trace_id)
             self._trace_owner[trace_id] = into.key
@@ -654,11 +673,34 @@ class Assembler:
                 session.traces,
                 session.spans,
                 session.ids,
+                session.requests,
             )
             for trace_id in session.traces:
                 self._recent_owner[trace_id] = session.key
-            while len(self._recent) > self._config.reopen_cache:
-                self._forget_recent(next(iter(self._recent)))
+            if self._on_keep is not None and self._config.reopen_cache:
+                self._on_keep(
+                    Reopenable(
+                        session.key,
+                        session.revision,
+                        session.first_request,
+                        tuple(session.requests),
+                        tuple(sorted(t.hex() for t in session.traces)),
+                        session.spans,
+                    )
+                )
+            self._trim_reopenable()
+        elif not session.provisional and self._on_forget is not None:
+            self._on_forget(session.key)  # what it kept before this revision is not reopened
+
+    def _trim_reopenable(self) -> None:
+        """Hold ``_recent`` and ``_dormant`` together to ``reopen_cache``, dormant ones first."""
+        while self._dormant and len(self._recent) + len(self._dormant) > self._config.reopen_cache:
+            key, _ = self._dormant.popitem(last=False)
+            self._forget(key)
+        while len(self._recent) > self._config.reopen_cache:
+            key = next(iter(self._recent))
+            self._forget_recent(key)
+            self._forget(key)
 
     def _forget_recent(self, key: str) -> _Recent | None:
         recent = self._recent.pop(key, None)
@@ -668,13 +710,153 @@ class Assembler:
                     del self._recent_owner[trace_id]
         return recent
 
+    def _forget(self, key: str) -> None:
+        self._drop_dormant(key)
+        if self._on_forget is not None:
+            self._on_forget(key)
+
+    # -- reopening after a restart -----------------------------------------------------------
+
+    def load_dormant(self, entries: Iterable[Reopenable]) -> None:
+        """Reopenable revisions found in the store at a restart, oldest first: the first item
+        of one makes its session reopen whole once ``restore`` has rebuilt it."""
+        for entry in entries:
+            if entry.session in self._open or entry.session in self._recent:
+                continue
+            self._dormant[entry.session] = entry
+            for trace in entry.traces:
+                self._dormant_traces[bytes.fromhex(trace)] = entry.session
+        self._trim_reopenable()
+
+    @property
+    def has_dormant(self) -> bool:
+        return bool(self._dormant)
+
+    def dormant_in(
+        self,
+        request: ExportTraceServiceRequest | ExportLogsServiceRequest,
+        request_id: int = 0,
+        tenant: str = "",
+    ) -> list[Reopenable]:
+        """The dormant revisions that items of ``request`` (from ``tenant``) would reopen
+        (taken out of the dormant set: the caller ``restore``s each)."""
+        found: dict[str, Reopenable] = {}
+        for key, trace_id in self._keys_in(request, tenant):
+            if key is None:
+                key = self._dormant_traces.get(trace_id)
+            if key is None or key in found or key in self._open:
+                continue
+            if self.skip is not None and self.skip(key, trace_id, request_id):
+                continue  # replayed after a restart, already accounted for
+            entry = self._dormant.get(key)
+            if entry is not None:
+                found[key] = entry
+        for key in found:
+            self._drop_dormant(key)
+        return list(found.values())
+
+    def _keys_in(
+        self, request: ExportTraceServiceRequest | ExportLogsServiceRequest, tenant: str
+    ) -> Iterator[tuple[str | None, bytes]]:
+        """(session key, ``scoped`` trace id) of each item of ``request``."""
+        if isinstance(request, ExportTraceServiceRequest):
+            for resource_spans in request.resource_spans:
+                resource = ResourceView(resource_spans.resource)
+                for scope_spans in resource_spans.scope_spans:
+                    for span in scope_spans.spans:
+                        yield (
+                            self._key_of(SpanView(span, "", resource).attrs, resource.attrs, tenant),
+                            scoped(tenant, span.trace_id),
+                        )
+        else:
+            for resource_logs in request.resource_logs:
+                resource = ResourceView(resource_logs.resource)
+                for scope_logs in resource_logs.scope_logs:
+                    for record in scope_logs.log_records:
+                        yield (
+                            self._key_of(LogView(record, "", resource).attrs, resource.attrs, tenant),
+                            scoped(tenant, record.trace_id),
+                        )
+
+    def _drop_dormant(self, key: str) -> None:
+        entry = self._dormant.pop(key, None)
+        if entry is not None:
+            for trace in entry.traces:
+                if self._dormant_traces.get(bytes.fromhex(trace)) == key:
+                    del self._dormant_traces[bytes.fromhex(trace)]
+
+    def restore(
+        self, entry: Reopenable, requests: Iterable[ExportTraceServiceRequest | ExportLogsServiceRequest]
+    ) -> None:
+        """Rebuild a dormant revision's evidence from its spooled requests (each item of
+        ``entry``'s session: its key, or no key on one of its traces), as if it had just
+        closed: the next item under its key reopens it whole, as revision ``entry.revision + 1``."""
+        evidence = SessionEvidence(self._rules)
+        evidence.catalog.limit = self._config.max_catalog_entries
+        tenant = split_session_key(entry.session)[0]  # every request it kept is its tenant's
+        traces = {bytes.fromhex(t) for t in entry.traces}
+        ids: set[bytes] = set()  # what it took, so a re-sent copy is still one item
+        for request in requests:
+            if isinstance(request, ExportTraceServiceRequest):
+                for resource_spans in request.resource_spans:
+                    resource = ResourceView(resource_spans.resource)
+                    for scope_spans in resource_spans.scope_spans:
+                        scope = scope_spans.scope.name
+                        for span in scope_spans.spans:
+                            if span_problem(span) is not None:
+                                continue
+                            view = SpanView(span, scope, resource)
+                            if self._belongs(
+                                view.attrs, resource.attrs, span.trace_id, entry.session, traces, tenant
+                            ):
+                                ids.add(span.trace_id + span.span_id)
+                                evidence.observe_span(view)
+            else:
+                for resource_logs in request.resource_logs:
+                    resource = ResourceView(resource_logs.resource)
+                    for scope_logs in resource_logs.scope_logs:
+                        scope = scope_logs.scope.name
+                        for record in scope_logs.log_records:
+                            log_view = LogView(record, scope, resource)
+                            if self._belongs(
+                                log_view.attrs,
+                                resource.attrs,
+                                record.trace_id,
+                                entry.session,
+                                traces,
+                                tenant,
+                            ):
+                                ids.add(log_id(record))
+                                evidence.observe_log(log_view)
+        self.seed_revision(entry.session, entry.revision)
+        self._recent[entry.session] = _Recent(
+            evidence, entry.revision, entry.first_request, traces, entry.spans, ids, list(entry.requests)
+        )
+        for trace_id in traces:
+            self._recent_owner[trace_id] = entry.session
+        self._trim_reopenable()
+
+    def _belongs(
+        self,
+        values: Attributes,
+        resource: Attributes,
+        trace_id: bytes,
+        key: str,
+        traces: set[bytes],
+        tenant: str,
+    ) -> bool:
+        found = self._key_of(values, resource, tenant)
+        return found == key or (found is None and scoped(tenant, trace_id) in traces)
+
     def _bounded(self, session: Session) -> Session:
         """The closed session with each skill body cut to ``sessions.max_skill_body_chars``."""
         limit = self._config.max_skill_body_chars
         for load in session.skill_loads:
             if load.body is not None and len(load.body) > limit:
                 cut = len(load.body) - limit
-                load.body = f"{load.body[:limit]}\n[... {cut} characters cut: sessions.max_skill_body_chars ...]"
+                load.body = (
+                    f"{load.body[:limit]}\n[... {cut} characters cut: sessions.max_skill_body_chars ...]"
+                )
         return session
 
     def oldest_request(self) -> int | None:

@@ -59,6 +59,8 @@ class SessionsStage:
             on_record=store.record_closed,
             on_unreadable=lambda signal, reason: metrics.unreadable.labels(signal, reason).inc(),
             on_duplicate=lambda signal: metrics.duplicates.labels(signal).inc(),
+            on_keep=store.keep_reopenable,
+            on_forget=store.forget_reopenable,
         )
         self._closed: list[Session] = []  # closed by the assembler, not yet handed on
         self._pending: deque[Spooled] = deque()  # spooled, acknowledged, not assembled
@@ -126,6 +128,7 @@ class SessionsStage:
                 request = item.received.request
                 assert isinstance(request, ExportTraceServiceRequest)
                 received = item.received
+                await self._reopen_dormant(request, item.request_id, received.tenant)
                 for _ in self.assembler.feed(
                     request, item.request_id, Accepted(), raw=received.raw, tenant=received.tenant
                 ):
@@ -148,6 +151,7 @@ class SessionsStage:
     async def assemble(self, item: Received, request_id: int = 0, *, admit: bool = True) -> Accepted:
         """Assemble one request now; its outcome is also ``item.outcome``."""
         request = item.request
+        await self._reopen_dormant(request, request_id, item.tenant)
         if item.signal == "traces":
             assert isinstance(request, ExportTraceServiceRequest)
             result = self.assembler.add_spans(
@@ -169,6 +173,34 @@ class SessionsStage:
         if result.rejected > result.over_max_open:
             self.metrics.rejected.labels(item.signal, "invalid_item").inc(
                 result.rejected - result.over_max_open
+            )
+
+    async def _reopen_dormant(
+        self, request: ExportTraceServiceRequest | ExportLogsServiceRequest, request_id: int, tenant: str
+    ) -> None:
+        """Before ``request`` is assembled: rebuild each revision from before a restart that
+        its items reopen, from that session's spooled requests only (read off the loop), so
+        that it reopens whole."""
+        if not self.assembler.has_dormant:
+            return
+        for entry in self.assembler.dormant_in(request, request_id, tenant):
+            parsed: list[ExportTraceServiceRequest | ExportLogsServiceRequest] = []
+            for kept_id, signal, payload in await self.store.read_requests(entry.requests):
+                kept = ExportTraceServiceRequest() if signal == "traces" else ExportLogsServiceRequest()
+                try:
+                    kept.ParseFromString(payload)
+                except DecodeError:
+                    log.warning(
+                        "request %d kept for session %r cannot be parsed: left out", kept_id, entry.session
+                    )
+                    continue
+                parsed.append(kept)
+            self.assembler.restore(entry, parsed)
+            log.debug(
+                "session %r revision %d rebuilt from %d spooled requests to reopen",
+                entry.session,
+                entry.revision,
+                len(parsed),
             )
 
     # -- closing --------------------------------------------------------------------------
@@ -259,6 +291,16 @@ class SessionsStage:
                     unfinished.append(closed)
         for closed in unfinished:
             self.assembler.seed_revision(closed.session, closed.revision - 1)
+        for session, revision in recovery.latest.items():  # no stored revision is numbered again
+            self.assembler.seed_revision(session, revision)
+        # Evaluated revisions that later items may reopen whole.  One that closed but was not
+        # evaluated is rebuilt by the replay itself (and kept again when it closes again).
+        self.assembler.load_dormant(
+            entry
+            for entry in recovery.reopenable
+            if (entry.session, entry.revision) in recovery.evaluated
+            and recovery.latest.get(entry.session, 0) <= entry.revision
+        )
 
         def skip(key: str | None, trace_id: bytes, request_id: int) -> bool:
             revisions = done.get(key, ()) if key is not None else by_trace.get(trace_id, ())

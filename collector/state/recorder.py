@@ -1,5 +1,6 @@
 """The record stage: a session's finished account is handed to the exporters, then committed
-as done, in that order.
+as done, in that order.  The committed coverage line (with its close time, ``closed_at``)
+is what the status API serves.
 
 Once the exporters' outboxes hold a session's results durably, its coverage line (with
 every result) is committed and the revision counts as evaluated: a crash before that
@@ -23,7 +24,6 @@ from dataclasses import dataclass
 
 from collector.component import Consumer
 from collector.state.metrics import CoverageMetrics
-from collector.state.results import ResultStore
 from collector.state.store import Recorded, Spool, encode_record, is_storage_error
 from evaluators.result import Coverage
 
@@ -41,11 +41,8 @@ class Evaluated:
 
 
 class Recorder:
-    def __init__(
-        self, store: Spool, results: ResultStore, metrics: CoverageMetrics, next: Consumer[Coverage]
-    ) -> None:
+    def __init__(self, store: Spool, metrics: CoverageMetrics, next: Consumer[Coverage]) -> None:
         self.store = store
-        self.results = results
         self.metrics = metrics
         self.next = next
         self.closed: list[Coverage] = []  # every account recorded, kept only when ``keep_closed``
@@ -72,7 +69,9 @@ class Recorder:
             try:
                 await self._while_storage_fails(functools.partial(self.next.consume, coverage))
                 records = [encode_record(r.to_dict()) for r in coverage.results]
-                summary = encode_record(coverage.to_dict())
+                # When it closed, in unix seconds: what the status API lists sessions by.
+                closed_at = round(time.time() - (time.monotonic() - item.closed_at), 3)
+                summary = encode_record({**coverage.to_dict(), "closed_at": closed_at})
                 ready.append((item, (session.key, session.revision, records, summary)))
             except Exception:  # the revision stays unfinished: a restart evaluates it again
                 log.exception("recording session %r revision %d failed", session.session_id, session.revision)
@@ -84,9 +83,8 @@ class Recorder:
             log.exception("recording %d evaluated sessions failed", len(ready))
             return
         now = time.monotonic()
-        for item, (key, _, records, summary) in ready:
+        for item, (key, _, _, _) in ready:
             coverage = item.coverage
-            self.results.add(key, records, summary)
             if self.keep_closed:
                 self.closed.append(coverage)
             self.metrics.session_evaluated(coverage.session, coverage.results, now - item.closed_at)

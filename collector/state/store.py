@@ -10,6 +10,9 @@
   requests after a restart, as any revision closed but not evaluated, and its work queued
   again with the time it first waited (``judge.max_wait`` counts across restarts);
 * each evaluated revision's coverage line, holding every result of the revision;
+* each evaluated revision's coverage line, holding every result of the revision, with what
+  the status API's listing reads (``collector.state.queries``);
+* which evaluated revisions later spans may reopen whole, and the requests each keeps;
 * the export outbox.
 
 One writer thread owns the connection.  Work queued while a commit runs shares the next
@@ -56,7 +59,9 @@ from typing import Any, Literal, Protocol, TypeVar
 import orjson
 
 from collector.component import Retryable
+from collector.state import queries
 from collector.state.segments import SEGMENT_BYTES, Segments, Spooled, Write
+from collector.status.view import SessionPage, SessionQuery
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +136,24 @@ CREATE TABLE IF NOT EXISTS judge_pending (
     attempts INTEGER NOT NULL DEFAULT 0,
     last_error TEXT NOT NULL DEFAULT ''
 );
+-- Revisions later spans may reopen whole, and the requests each keeps from deletion.
+CREATE TABLE IF NOT EXISTS reopenable (
+    session TEXT PRIMARY KEY,
+    revision INTEGER NOT NULL,
+    first_request INTEGER NOT NULL,
+    traces TEXT NOT NULL,
+    spans INTEGER NOT NULL,
+    closed_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS held (
+    request INTEGER NOT NULL,
+    session TEXT NOT NULL,
+    PRIMARY KEY (request, session)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS held_session ON held (session);
 """
+# Sessions whose latest revision a restart remembers (the assembler's bound on revisions).
+LATEST_REVISIONS = 100_000
 # Work other than requests per transaction: a request that arrives while a transaction runs
 # waits for it, so it stays short (~5 ms) even when a wave of closed sessions is queued.
 _OTHER_PER_GROUP = 64
@@ -199,6 +221,20 @@ class Closed:
     traces: tuple[str, ...]  # hex trace ids
 
 
+@dataclass(frozen=True, slots=True)
+class Reopenable:
+    """An evaluated revision that later spans may reopen whole (as the next revision, with
+    every earlier span): the spooled requests that hold its spans are kept while it is
+    reopenable (``sessions.reopen_cache``), and read again, only they, to rebuild it."""
+
+    session: str
+    revision: int
+    first_request: int
+    requests: tuple[int, ...]
+    traces: tuple[str, ...]  # hex trace ids
+    spans: int
+
+
 @dataclass
 class Recovery:
     """What a restart needs: where to replay from, and what was already done."""
@@ -209,6 +245,10 @@ class Recovery:
     results: dict[str, dict[str, Any]] = field(default_factory=dict)  # idempotency key -> record
     # Judge work that was waiting: idempotency key -> (first queued at (epoch s), failed calls).
     pending: dict[str, tuple[float, int]] = field(default_factory=dict)
+    # Each session's latest evaluated revision (the most recently evaluated sessions first,
+    # at most ``LATEST_REVISIONS``): the next one under its key is numbered after it.
+    latest: dict[str, int] = field(default_factory=dict)
+    reopenable: list[Reopenable] = field(default_factory=list)  # oldest first
 
 
 class Spool(Protocol):
@@ -224,6 +264,18 @@ class Spool(Protocol):
 
     def record_closed(self, closed: Closed) -> None:
         """Note a closed revision (queued; committed with the next group)."""
+        ...
+
+    def keep_reopenable(self, entry: Reopenable) -> None:
+        """Keep ``entry``'s requests (queued), replacing what its session had kept."""
+        ...
+
+    def forget_reopenable(self, session: str) -> None:
+        """``session`` can no longer reopen whole: its kept requests may go (queued)."""
+        ...
+
+    async def read_requests(self, ids: tuple[int, ...]) -> list[tuple[int, str, bytes]]:
+        """Those spooled requests (the ones still stored), in id order, read off the loop."""
         ...
 
     async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
@@ -248,6 +300,16 @@ class Spool(Protocol):
     def pending_done(self, keys: list[str]) -> None:
         """Judge work that has its final row (queued, nobody waits)."""
         ...
+    async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
+        """A session's evaluated revisions (``queries.revisions``), evaluated at or after
+        ``not_before`` (unix seconds)."""
+        ...
+
+    async def sessions(self, query: SessionQuery, not_before: float) -> SessionPage:
+        """``queries.list_sessions``: latest revisions evaluated at or after ``not_before``."""
+        ...
+
+    async def overview(self, since: float, not_before: float, tenant: str | None = None) -> dict[str, Any]: ...
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int: ...
 
@@ -258,9 +320,10 @@ class Spool(Protocol):
     def outbox_len(self, channel: str) -> int: ...
 
     async def checkpoint(self, replay_from: int, keep_results_for: float | None = None) -> None:
-        """Requests before ``replay_from`` are no longer needed: remember it and delete them,
-        with the closed-revision records they alone needed; results and coverage lines older
-        than ``keep_results_for`` seconds go too."""
+        """Requests before ``replay_from`` are no longer needed: remember it and delete them
+        (but those a reopenable revision keeps), with the closed-revision records they alone
+        needed; results, coverage lines and reopenable revisions older than
+        ``keep_results_for`` seconds go too."""
         ...
 
     def recovery(self) -> Recovery: ...
@@ -281,13 +344,19 @@ class Spool(Protocol):
 
 
 class MemorySpool:
-    """The spool's interface with nothing kept beyond the process."""
+    """The spool's interface with nothing kept beyond the process.  Evaluated revisions are
+    kept for the status API in an in-memory SQLite database with the spool's tables (the
+    same queries answer), the latest ``revisions_capacity`` of them."""
 
     durable = False
 
-    def __init__(self, outbox_capacity: int = 100_000) -> None:
+    def __init__(self, outbox_capacity: int = 100_000, revisions_capacity: int = 10_000) -> None:
         self.unfinished: dict[tuple[str, int], int] = {}
         self.faults = Faults()
+        self._db = sqlite3.connect(":memory:", isolation_level=None)
+        self._db.executescript(_SCHEMA)
+        queries.migrate(self._db)
+        self._revisions_capacity = revisions_capacity
         self._next = 0
         self._outbox: dict[str, dict[str, tuple[str, bytes, float]]] = {}
         self._capacity = outbox_capacity
@@ -299,10 +368,34 @@ class MemorySpool:
     def record_closed(self, closed: Closed) -> None:
         self.unfinished[(closed.session, closed.revision)] = closed.first_request
 
+    def keep_reopenable(self, entry: Reopenable) -> None:
+        return None  # reopening reuses the evidence the assembler keeps in memory
+
+    def forget_reopenable(self, session: str) -> None:
+        return None
+
+    async def read_requests(self, ids: tuple[int, ...]) -> list[tuple[int, str, bytes]]:
+        return []
+
     async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
         return None
 
     async def save_coverage(self, revisions: list[Recorded]) -> None:
+        now = time.time()
+        rows = [(s, r, _with_results(line, results), now) for s, r, results, line in revisions]
+        with self._db:
+            self._db.execute("BEGIN")
+            queries.index_revisions(self._db, rows)
+            (count,) = self._db.execute("SELECT COUNT(*) FROM coverage").fetchone()
+            if count > self._revisions_capacity:
+                self._db.execute(
+                    "DELETE FROM coverage WHERE rowid IN (SELECT rowid FROM coverage ORDER BY evaluated_at, rowid LIMIT ?)",
+                    (count - self._revisions_capacity,),
+                )
+                self._db.execute(
+                    "DELETE FROM verdicts WHERE NOT EXISTS (SELECT 1 FROM coverage c "
+                    "WHERE c.session = verdicts.session AND c.revision = verdicts.revision)"
+                )
         for session, revision, _, _ in revisions:
             self.unfinished.pop((session, revision), None)
 
@@ -314,6 +407,14 @@ class MemorySpool:
 
     def pending_done(self, keys: list[str]) -> None:
         return None
+    async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
+        return queries.revisions(self._db, session, not_before)
+
+    async def sessions(self, query: SessionQuery, not_before: float) -> SessionPage:
+        return queries.list_sessions(self._db, query, not_before)
+
+    async def overview(self, since: float, not_before: float, tenant: str | None = None) -> dict[str, Any]:
+        return queries.overview(self._db, since, not_before, tenant)
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
         box = self._outbox.setdefault(channel, {})
@@ -338,7 +439,12 @@ class MemorySpool:
         return len(self._outbox.get(channel, {}))
 
     async def checkpoint(self, replay_from: int, keep_results_for: float | None = None) -> None:
-        return None
+        if keep_results_for is not None:
+            cutoff = time.time() - keep_results_for
+            with self._db:
+                self._db.execute("BEGIN")
+                for statement in _EXPIRE[1:]:
+                    self._db.execute(statement, (cutoff,))
 
     def recovery(self) -> Recovery:
         return Recovery()
@@ -377,10 +483,13 @@ _Work = tuple[
 _STOP: _Work = (lambda db: None, None, None, "write")  # shutdown: commit what is queued, then stop
 _INSERT_CLOSED = "INSERT OR REPLACE INTO closed (session, revision, reason, first_request, last_request, traces, closed_at)"
 _INSERT_RESULT = "INSERT OR IGNORE INTO results (key, session, revision, record)"
-_INSERT_COVERAGE = "INSERT OR REPLACE INTO coverage (session, revision, record, evaluated_at)"
 _INSERT_PENDING = "INSERT OR IGNORE INTO judge_pending (key, session, revision, evaluation, enqueued_at)"
 # Retention, at every checkpoint: each searches an index of its own (see ``_SCHEMA``).
-_EXPIRE = ("DELETE FROM results WHERE created_at < ?", "DELETE FROM coverage WHERE evaluated_at < ?")
+_EXPIRE = (
+    "DELETE FROM results WHERE created_at < ?",
+    "DELETE FROM coverage WHERE evaluated_at < ?",
+    queries.EXPIRE,
+)
 
 
 class SqliteSpool:
@@ -409,6 +518,7 @@ class SqliteSpool:
             if "tenant" not in {row[1] for row in setup.execute("PRAGMA table_info(spooled)")}:
                 # A spool from before tenants: its requests are the default tenant's.
                 setup.execute("ALTER TABLE spooled ADD COLUMN tenant TEXT NOT NULL DEFAULT ''")
+            queries.migrate(setup)
             setup.close()
         except (OSError, sqlite3.Error) as err:
             raise RuntimeError(f"storage.path: cannot open the spool at {self.path}: {err}") from None
@@ -422,6 +532,12 @@ class SqliteSpool:
         self._next_id = 1  # set by ``_load``
         self._recovery = self._load()
         self._queue: queue.SimpleQueue[_Work] = queue.SimpleQueue()
+        # Reads for the status API: one connection of their own (WAL: they never wait for the
+        # writer), used from a worker thread (``asyncio.to_thread``), one read at a time.
+        self._reader = sqlite3.connect(self.path, check_same_thread=False)
+        self._reader_lock = threading.Lock()
+        self._reopen_ops: list[Reopenable | str] = []  # for ``_write_reopen``
+        self._reopen_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="skillgauge-spool", daemon=True)
         self._thread.start()
         self.commits = 0
@@ -442,6 +558,28 @@ class SqliteSpool:
                     Closed(session, revision, reason, first, last, tuple(t for t in traces.split(",") if t))
                 )
             recovery.evaluated = {(s, r) for s, r in db.execute("SELECT session, revision FROM coverage")}
+            for session, revision in db.execute(
+                "SELECT session, MAX(revision) FROM coverage GROUP BY session "
+                "ORDER BY MAX(evaluated_at) DESC LIMIT ?",
+                (LATEST_REVISIONS,),
+            ):
+                recovery.latest[session] = int(revision)
+            held: dict[str, list[int]] = {}
+            for request, session in db.execute("SELECT request, session FROM held ORDER BY request"):
+                held.setdefault(session, []).append(int(request))
+            for session, revision, first, traces, spans in db.execute(
+                "SELECT session, revision, first_request, traces, spans FROM reopenable ORDER BY closed_at"
+            ):
+                recovery.reopenable.append(
+                    Reopenable(
+                        session,
+                        int(revision),
+                        int(first),
+                        tuple(held.get(session, ())),
+                        tuple(t for t in traces.split(",") if t),
+                        int(spans),
+                    )
+                )
             self._move_blobs(db)
             # Request ids only grow, across restarts too: ``replay_from`` may be past every row
             # left (SQLite would number the next row of an empty table 1, and a restart would
@@ -591,6 +729,77 @@ class SqliteSpool:
         )
         self._put(_Rows(_INSERT_CLOSED, [row]))
 
+    def keep_reopenable(self, entry: Reopenable) -> None:
+        self._queue_reopen(entry)
+
+    def forget_reopenable(self, session: str) -> None:
+        self._queue_reopen(session)
+
+    def _queue_reopen(self, op: Reopenable | str) -> None:
+        """Keeps and forgets, in order, written by one queued write for all that wait (a
+        wave of closed sessions costs a few statements, not a few per session)."""
+        with self._reopen_lock:
+            self._reopen_ops.append(op)
+            first = len(self._reopen_ops) == 1
+        if first:
+            self._put(self._write_reopen)
+
+    def _write_reopen(self, db: sqlite3.Connection) -> None:
+        with self._reopen_lock:  # what comes later queues another write
+            ops, self._reopen_ops = self._reopen_ops, []
+        try:
+            now = time.time()
+            start = 0
+            while start < len(ops):  # runs of one kind, in order
+                keep = isinstance(ops[start], Reopenable)
+                end = start
+                while end < len(ops) and isinstance(ops[end], Reopenable) == keep:
+                    end += 1
+                run = ops[start:end]
+                start = end
+                if keep:
+                    entries = [op for op in run if isinstance(op, Reopenable)]
+                    db.executemany(
+                        "INSERT OR REPLACE INTO reopenable VALUES (?, ?, ?, ?, ?, ?)",
+                        [
+                            (e.session, e.revision, e.first_request, ",".join(e.traces), e.spans, now)
+                            for e in entries
+                        ],
+                    )
+                    # A reopened revision's requests include the earlier one's: nothing to delete.
+                    db.executemany(
+                        "INSERT OR IGNORE INTO held VALUES (?, ?)",
+                        [(r, e.session) for e in entries for r in e.requests],
+                    )
+                else:
+                    sessions = [(op,) for op in run if isinstance(op, str)]
+                    db.executemany("DELETE FROM held WHERE session = ?", sessions)
+                    db.executemany("DELETE FROM reopenable WHERE session = ?", sessions)
+        except BaseException:  # tried again (a full disk): the same operations, first
+            with self._reopen_lock:
+                self._reopen_ops[:0] = ops
+            raise
+
+    async def read_requests(self, ids: tuple[int, ...]) -> list[tuple[int, str, bytes]]:
+        def read() -> list[tuple[int, str, bytes]]:
+            out: list[tuple[int, str, bytes]] = []
+            with self._reader_lock:
+                for start in range(0, len(ids), 500):
+                    chunk = ids[start : start + 500]
+                    rows = self._reader.execute(
+                        "SELECT id, signal, segment, offset, length FROM spooled WHERE id IN "
+                        f"({','.join('?' * len(chunk))}) ORDER BY id",
+                        chunk,
+                    ).fetchall()
+                    for request_id, signal, segment, offset, length in rows:
+                        with contextlib.suppress(OSError):  # unreadable: its spans are not rebuilt
+                            out.append(
+                                (request_id, signal, self._segments.read(Spooled(segment, offset, length)))
+                            )
+            return out
+
+        return await asyncio.to_thread(read)
+
     async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
         await self._submit(_Rows(_INSERT_RESULT, [(key, session, revision, encode_record(record))]))
 
@@ -610,8 +819,8 @@ class SqliteSpool:
             (session, revision, _with_results(line, results), now)
             for session, revision, results, line in revisions
         ]
-        if rows:
-            await self._submit(_Rows(_INSERT_COVERAGE, rows))
+        if rows:  # parsed for the listing's columns in the writer thread, not on the loop
+            await self._submit(lambda db: queries.index_revisions(db, rows))
         for session, revision, _, _ in revisions:
             self.unfinished.pop((session, revision), None)
 
@@ -632,6 +841,21 @@ class SqliteSpool:
             self._put(
                 lambda db: db.executemany("DELETE FROM judge_pending WHERE key = ?", [(k,) for k in keys])
             )
+    async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
+        return await self._read(queries.revisions, session, not_before)
+
+    async def sessions(self, query: SessionQuery, not_before: float) -> SessionPage:
+        return await self._read(queries.list_sessions, query, not_before)
+
+    async def overview(self, since: float, not_before: float, tenant: str | None = None) -> dict[str, Any]:
+        return await self._read(queries.overview, since, not_before, tenant)
+
+    async def _read(self, read: Callable[..., T], *args: Any) -> T:
+        def run() -> T:
+            with self._reader_lock:
+                return read(self._reader, *args)
+
+        return await asyncio.to_thread(run)
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
         capacity = self._capacity
@@ -680,11 +904,19 @@ class SqliteSpool:
         def write(db: sqlite3.Connection) -> None:
             db.execute("INSERT OR REPLACE INTO state (name, value) VALUES ('replay_from', ?)", (replay_from,))
             db.execute("DELETE FROM closed WHERE last_request < ?", (replay_from,))
-            db.execute("DELETE FROM spooled WHERE id < ?", (replay_from,))
             if keep_results_for is not None:
                 cutoff = time.time() - keep_results_for
                 for statement in _EXPIRE:
                     db.execute(statement, (cutoff,))
+                db.execute(
+                    "DELETE FROM held WHERE session IN (SELECT session FROM reopenable WHERE closed_at < ?)",
+                    (cutoff,),
+                )
+                db.execute("DELETE FROM reopenable WHERE closed_at < ?", (cutoff,))
+            # Requests a reopenable revision holds stay (``held``).
+            db.execute(
+                "DELETE FROM spooled WHERE id < ? AND id NOT IN (SELECT request FROM held)", (replay_from,)
+            )
 
         await self._submit(write)
 
@@ -712,6 +944,8 @@ class SqliteSpool:
         self._queue.put(_STOP)
         await asyncio.to_thread(self._thread.join, timeout)
         self._segments.close()
+        with self._reader_lock:
+            self._reader.close()
 
     def _run(self) -> None:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)

@@ -1,52 +1,128 @@
-"""The status extension: /metrics, /healthz, /readyz and GET /v1/sessions/{id}, beside the
-chain (it reads a ``StatusView``).
+"""The status extension: /metrics, /healthz, /readyz, GET /v1/sessions (the query API),
+GET /v1/sessions/{id} and the /ui/ pages, beside the chain (it reads a ``StatusView``).
 
-With auth configured, /metrics and /v1/sessions/{id} need the bearer token (sessions hold
+With auth configured, /metrics, /v1/sessions* and /ui/ need the bearer token (sessions hold
 what agents said); /healthz and /readyz stay open, because Kubernetes probes send no
-credentials and say nothing about any session.
+credentials and say nothing about any session.  A browser cannot send a bearer header, so
+the /ui/ pages also take the token from a cookie that ``POST /ui/login`` sets (HttpOnly,
+SameSite=Strict, path /ui/, Secure on TLS); /ui/login itself is open.  Without auth,
+/v1/sessions* and /ui/ answer loopback clients only (127.0.0.0/8, ::1) unless
+``status.sessions_open: true``; others get 403.
 
 Tenants: a token reads only the sessions of its own tenant.  ``/v1/sessions/{id}`` of
-another tenant's session answers 404, as for an unknown id, so ids do not leak.  An
-operator's token (``tenant: "*"``) reads any tenant's, naming it as ``?tenant=team-a``
-(the default tenant without it).
+another tenant's session answers 404, as for an unknown id, so ids do not leak, and
+``/v1/sessions`` lists only its tenant's.  An operator's token (``tenant: "*"``) reads any
+tenant's: ``?tenant=team-a`` names one (the detail of the default tenant's without it; the
+listing of every tenant's without it).
 """
 
 from __future__ import annotations
+
+import ipaddress
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from collector.receiver import auth as listener_auth
-from collector.receiver.config import ALL_TENANTS, BearerAuth
+from collector.receiver.config import BearerAuth
+from collector.status import pages
+from collector.status import query as session_query
+from collector.status.tenancy import detail_tenant, listing_tenant
 from collector.status.view import StatusView
 
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/ui/login"})
+COOKIE = "skillgauge_status_token"
+NOT_LOOPBACK = (
+    "/v1/sessions answers only clients on this host (loopback) while no auth is configured: "
+    "configure a bearer token (auth), or set status.sessions_open: true to serve every client"
+)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _guarded(path: str) -> bool:
     return path not in OPEN_PATHS
 
 
-def tenant_read(request: web.Request) -> str:
-    """The tenant whose sessions a status request reads: its token's (``""`` without auth);
-    for an operator's token, the ``tenant`` query parameter's."""
-    tenant = str(request.get(listener_auth.TENANT, ""))
-    return request.query.get("tenant", "") if tenant == ALL_TENANTS else tenant
+def _endpoint(path: str) -> str:
+    """The endpoint label of a request (metrics | sessions | ui); "" for other paths, which
+    are probes or 404s: not worth a series."""
+    if path == "/metrics":
+        return "metrics"
+    if path == "/v1/sessions" or path.startswith("/v1/sessions/"):
+        return "sessions"
+    return "ui" if path == "/ui" or path.startswith("/ui/") else ""
+
+
+def _credentials(request: web.Request) -> str | None:
+    """The bearer header, or for a page the token in the login cookie."""
+    header = request.headers.get("Authorization")
+    if header is None and _endpoint(request.path) == "ui":
+        token = request.cookies.get(COOKIE)
+        if token:
+            return f"Bearer {token}"
+    return header
 
 
 def _unauthenticated(view: StatusView) -> listener_auth.Refusal:
     def refuse(request: web.Request) -> web.Response:
-        path = request.path
-        endpoint = "metrics" if path == "/metrics" else "sessions" if path.startswith("/v1/sessions/") else ""
-        if endpoint:  # other paths would be 404s: not worth a series
+        endpoint = _endpoint(request.path)
+        if endpoint:
             view.count_refusal(endpoint)
+        if endpoint == "ui":  # a person with a browser: offer the login form
+            response = pages.render("login.html", failed=False)
+            response.set_status(401)
+            return response
         # The shape of a google.rpc.Status in JSON, as the OTLP/HTTP receiver answers.
         return web.json_response({"code": 16, "message": listener_auth.MESSAGE}, status=401)
 
     return refuse
 
 
-def app(view: StatusView, auth: BearerAuth | None = None) -> web.Application:
+def is_loopback(remote: str | None) -> bool:
+    """Whether a peer address is this host's loopback (an IPv4-mapped one included)."""
+    if not remote:
+        return False
+    try:
+        address = ipaddress.ip_address(remote.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
+
+
+def _loopback_only(view: StatusView) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        endpoint = _endpoint(request.path)
+        if endpoint in ("sessions", "ui") and not is_loopback(request.remote):
+            view.count_refusal(endpoint, "not_loopback")
+            if endpoint == "ui":
+                response = pages.render("refused.html", message=NOT_LOOPBACK)
+                response.set_status(403)
+                return response
+            # google.rpc.Status PERMISSION_DENIED
+            return web.json_response({"code": 7, "message": NOT_LOOPBACK}, status=403)
+        return await handler(request)
+
+    return check
+
+
+def app(
+    view: StatusView,
+    auth: BearerAuth | None = None,
+    sessions_open: bool = False,
+    trace_link: pages.TraceLink = lambda _trace_id: None,
+    tls: bool = False,
+) -> web.Application:
+    """``sessions_open``: without ``auth``, serve /v1/sessions* and /ui/ to every client, not
+    only loopback ones (ignored with ``auth``: the token guards them).  ``trace_link``: a
+    trace id's URL in the operator's tracing backend (``status.trace_url``), or None.
+    ``tls``: the listener is https (the login cookie is then Secure)."""
+    bearer = listener_auth.Bearer(auth) if auth is not None else None
+
     async def metrics(_: web.Request) -> web.Response:
         view.refresh()
         return web.Response(
@@ -64,7 +140,7 @@ def app(view: StatusView, auth: BearerAuth | None = None) -> web.Application:
 
     async def session(request: web.Request) -> web.Response:
         session_id = request.match_info["session_id"]
-        tenant = tenant_read(request)
+        tenant = detail_tenant(request)
         live, revisions = await view.session(session_id, tenant)
         body: dict[str, object] = {"session_id": session_id}
         if tenant:
@@ -74,20 +150,48 @@ def app(view: StatusView, auth: BearerAuth | None = None) -> web.Application:
         if revisions:
             body["revisions"] = [{"records": records} for records in revisions]
         if live is None and not revisions:
-            body["why_no_results"] = (
-                "unknown session: no span has carried this id since start-up, or its results were "
-                f"evicted (the status API keeps the last {view.results_capacity} sessions)"
-            )
+            body["why_no_results"] = pages.UNKNOWN_SESSION
             return web.json_response(body, status=404)
         return web.json_response(body)
 
-    middlewares = []
-    if auth is not None:
-        bearer = listener_auth.Bearer(auth)
-        middlewares.append(listener_auth.middleware(bearer, _unauthenticated(view), _guarded))
-    application = web.Application(middlewares=middlewares)
+    async def sessions(request: web.Request) -> web.Response:
+        try:
+            query = session_query.parse(request.query)
+        except session_query.BadParameter as err:
+            return web.json_response({"code": 3, "message": str(err)}, status=400)  # INVALID_ARGUMENT
+        page = await view.sessions(replace(query, tenant=listing_tenant(request, query.tenant)))
+        return web.json_response({"sessions": page.rows, "next_cursor": page.next_cursor})
+
+    async def login_form(_: web.Request) -> web.Response:
+        if bearer is None:
+            return web.Response(status=303, headers={"Location": "/ui/"})
+        return pages.render("login.html", failed=False)
+
+    async def login(request: web.Request) -> web.Response:
+        if bearer is None:
+            return web.Response(status=303, headers={"Location": "/ui/"})
+        token = str((await request.post()).get("token", "")).strip()
+        if not bearer.allows(f"Bearer {token}"):
+            view.count_refusal("ui")
+            response = pages.render("login.html", failed=True)
+            response.set_status(401)
+            return response
+        response = web.Response(status=303, headers={"Location": "/ui/"})
+        response.set_cookie(COOKIE, token, path="/ui/", httponly=True, samesite="Strict", secure=tls)
+        return response
+
+    middlewares: list[Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]] = []
+    if bearer is not None:
+        middlewares.append(listener_auth.middleware(bearer, _unauthenticated(view), _guarded, _credentials))
+    elif not sessions_open:
+        middlewares.append(_loopback_only(view))
+    application = web.Application(middlewares=middlewares)  # type: ignore[arg-type]
     application.router.add_get("/metrics", metrics)
     application.router.add_get("/healthz", healthz)
     application.router.add_get("/readyz", readyz)
+    application.router.add_get("/v1/sessions", sessions)
     application.router.add_get("/v1/sessions/{session_id}", session)
+    application.router.add_get("/ui/login", login_form)
+    application.router.add_post("/ui/login", login)
+    application.add_routes(pages.routes(view, trace_link))
     return application

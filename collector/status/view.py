@@ -1,7 +1,13 @@
-"""What the status extension reads of the running chain: a small view, not its insides."""
+"""What the status extension reads of the running chain: a small view, not its insides.
+
+The query contract (``SessionQuery`` in, ``SessionPage`` out) is what ``GET /v1/sessions``
+and the built-in pages share: the filters are parsed once (``collector.status.query``) and
+answered from the durable store.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from prometheus_client import CollectorRegistry
@@ -10,16 +16,53 @@ from prometheus_client import CollectorRegistry
 # retryable until one succeeds again.
 State = Literal["starting", "ready", "draining", "storage_unavailable"]
 
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+
+
+@dataclass(frozen=True, slots=True)
+class SessionQuery:
+    """Which evaluated sessions to list: each session once, as its latest revision.
+
+    ``since``/``until``: unix seconds, on the revision's close time (``since`` inclusive,
+    ``until`` exclusive).  ``evaluation``, ``status``, ``reason``, ``skill`` and ``passed``
+    select sessions with one evaluation row matching all of those given.  ``framework`` is
+    the coverage line's.  ``tenant``: the sessions of that tenant only (``""`` the default
+    tenant's; the status API sets it to the token's own tenant unless the token is an
+    operator's).  ``cursor``: ``next_cursor`` of the
+    previous page (opaque), newest first."""
+
+    since: float | None = None
+    until: float | None = None
+    evaluation: str | None = None
+    status: str | None = None
+    reason: str | None = None
+    skill: str | None = None
+    framework: str | None = None
+    passed: bool | None = None
+    tenant: str | None = None
+    limit: int = DEFAULT_LIMIT
+    cursor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    """One page of ``SessionQuery``'s answer.  Each row is a session's latest coverage
+    summary: ``session_id``, ``revision``, ``closed_at`` (unix seconds), ``tenant``,
+    ``framework``, ``close_reason``, ``spans``, ``catalog`` (``state``, ``skills``: how
+    many), ``loads_by_status``, ``expectations`` (``expected``, ``missed``: skill lists),
+    ``judge_cost_usd``, ``evaluations`` (each ``evaluation``, ``status``, ``reason``,
+    ``skill``, ``passed``) and ``detail`` (the path of ``GET /v1/sessions/{id}``).
+    ``next_cursor``: None on the last page."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    next_cursor: str | None = None
+
 
 class StatusView(Protocol):
     @property
     def registry(self) -> CollectorRegistry:
         """Every component's metrics."""
-        ...
-
-    @property
-    def results_capacity(self) -> int:
-        """How many sessions' results are kept for lookups."""
         ...
 
     def state(self) -> State: ...
@@ -30,10 +73,25 @@ class StatusView(Protocol):
         """Bring gauges up to date before a scrape."""
 
     async def session(self, session_id: str, tenant: str = "") -> tuple[dict[str, Any] | None, list[Any]]:
-        """(the open session's summary or None, its evaluated revisions' records) of the
-        session ``session_id`` of ``tenant``, once every acknowledged request has been
-        assembled."""
+        """(the open session's summary or None, its evaluated revisions' records, oldest
+        first) of the session ``session_id`` of ``tenant``, once every acknowledged request
+        has been assembled."""
         ...
 
-    def count_refusal(self, endpoint: str) -> None:
-        """A request to ``endpoint`` (metrics | sessions) refused for want of credentials."""
+    async def sessions(self, query: SessionQuery) -> SessionPage:
+        """Evaluated sessions matching ``query``, newest first, from the durable store
+        (nothing older than ``storage.retention``)."""
+        ...
+
+    async def overview(self, since: float, tenant: str | None = None) -> dict[str, Any]:
+        """Totals over sessions closed at or after ``since`` (unix seconds), of ``tenant``'s
+        sessions (every tenant's with None): ``sessions``,
+        ``loads_by_status``, ``sessions_with_expectations``, ``skipped_skill_rate``
+        (sessions that missed an expected skill / sessions with expectations; None without
+        any), ``omission_verdicts``, ``omission_rate`` (failed ``skill_omission`` verdicts /
+        judged ones; None without any), ``judge_cost_usd`` and ``judge_rows``."""
+        ...
+
+    def count_refusal(self, endpoint: str, reason: str = "unauthenticated") -> None:
+        """A request to ``endpoint`` (metrics | sessions | ui) refused: ``unauthenticated`` (no
+        or a wrong token) or ``not_loopback`` (no auth, not open, a remote client)."""

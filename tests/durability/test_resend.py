@@ -82,10 +82,11 @@ def config(fake: FakeAnthropic, idle: str) -> dict[str, Any]:
 
 
 def same_but_id(record: dict[str, Any], other: dict[str, Any]) -> bool:
-    """Two coverage lines alike but for the session id and judge figures (latency)."""
+    """Two coverage lines alike but for the session id, the close time and judge figures
+    (latency)."""
 
     def plain(r: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in r.items() if k not in ("session_id", "judge", "results")}
+        return {k: v for k, v in r.items() if k not in ("session_id", "closed_at", "judge", "results")}
 
     return plain(record) == plain(other)
 

@@ -78,18 +78,17 @@ def test_strands_session_over_grpc_http_and_json_is_evaluated(expecting_server: 
     assert coverage["spans"] == 6
     assert coverage["framework"] == "strands"
     assert coverage["catalog"]["state"] == "advertised"
+    load_span = request.resource_spans[0].scope_spans[0].spans[
+        [s.name for s in request.resource_spans[0].scope_spans[0].spans].index("execute_tool skills")
+    ]
     assert coverage["skill_loads"] == [
         {
             "skill": "release-notes",
             "status": "loaded",
             "signal": "skill_tool",
             "has_body": True,
-            "span_id": request.resource_spans[0]
-            .scope_spans[0]
-            .spans[
-                [s.name for s in request.resource_spans[0].scope_spans[0].spans].index("execute_tool skills")
-            ]
-            .span_id.hex(),
+            "span_id": load_span.span_id.hex(),
+            "trace_id": load_span.trace_id.hex(),
         }
     ]
     (result,) = [r for r in records[:-1] if r["evaluation"] == "skill_invoked"]

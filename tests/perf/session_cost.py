@@ -10,7 +10,8 @@ in the benchmark's ingest phase):
   results    each result as the JSON record the spool stores
   coverage   the coverage line, the same way
   metrics    ``CoverageMetrics.session_evaluated``
-  store      ``ResultStore.add``, what ``/v1/sessions/{id}`` serves
+  index      ``queries.index_revisions`` (in the spool's writer thread, off the event loop):
+             the row /v1/sessions lists and /v1/sessions/{id} serves
 
 Each figure is the best of ``--rounds`` passes, in microseconds a session.  The figures
 drift with the machine; compare the lines of one run.
@@ -19,6 +20,7 @@ drift with the machine; compare the lines of one run.
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 import time
 from collections.abc import Callable
@@ -38,9 +40,10 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 from collector.config import parse  # noqa: E402
 from collector.evaluate.runner import settings_from  # noqa: E402
 from collector.sessions.assembler import Assembler  # noqa: E402
+from collector.state import queries  # noqa: E402
 from collector.state.metrics import CoverageMetrics  # noqa: E402
-from collector.state.results import ResultStore  # noqa: E402
-from collector.state.store import encode_record  # noqa: E402
+from collector.state.store import _SCHEMA as store_schema  # noqa: E402
+from collector.state.store import _with_results, encode_record  # noqa: E402
 from evaluators import suite  # noqa: E402
 from evaluators.evidence import Session  # noqa: E402
 from evaluators.registry import SkillRegistry  # noqa: E402
@@ -81,7 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     records = [
         ([encode_record(r.to_dict()) for r in c.results], encode_record(c.to_dict())) for c in coverages
     ]
-    metrics, store = CoverageMetrics(CollectorRegistry()), ResultStore()
+    metrics = CoverageMetrics(CollectorRegistry())
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    db.executescript(store_schema)
+    queries.migrate(db)
+    lines = [
+        (c.session.session_id, c.session.revision, _with_results(line, results), 0.0)
+        for c, (results, line) in zip(coverages, records, strict=True)
+    ]
     n = len(sessions)
     spans = sum(s.span_count for s in sessions)
     results = sum(len(c.results) for c in coverages)
@@ -91,9 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         "results": lambda: [[encode_record(r.to_dict()) for r in c.results] for c in coverages],
         "coverage": lambda: [encode_record(c.to_dict()) for c in coverages],
         "metrics": lambda: [metrics.session_evaluated(c.session, c.results, 0.1) for c in coverages],
-        "store": lambda: [
-            store.add(c.session.session_id, *r) for c, r in zip(coverages, records, strict=True)
-        ],
+        "index": lambda: queries.index_revisions(db, lines),
     }
     total = 0.0
     for name, step in steps.items():

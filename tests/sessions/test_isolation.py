@@ -74,7 +74,7 @@ async def evaluate(*requests: ExportTraceServiceRequest) -> tuple[dict[str, dict
         item = Received("traces", request, "test")
         await chain.consume(item)
         assert item.outcome.rejected == 0
-    await chain.sessions.settle()
+    await chain.sessions_stage.settle()
     await chain.shutdown(5)
     return {
         c.session.session_id: {**c.to_dict(), "results": [r.to_dict() for r in c.results]}
@@ -151,7 +151,7 @@ async def evaluate_logs(requests: list[ExportLogsServiceRequest]) -> tuple[dict[
     chain.fanout.exporters.append(exported)
     for traces in trace_requests(FRAMEWORKS / "claude_code" / "file_read.traces.jsonl"):
         await chain.consume(Received("traces", traces, "test"))
-    await chain.sessions.settle()
+    await chain.sessions_stage.settle()
     for request in requests:
         item = Received("logs", request, "test")
         await chain.consume(item)
@@ -194,9 +194,9 @@ def _coverage(db: Path) -> dict[str, dict[str, Any]]:
 
 def _without_judge_figures(line: dict[str, Any]) -> dict[str, Any]:
     """A coverage line without what differs between two runs of the same judge calls
-    (latency, and the cache-dependent token counts)."""
+    (latency, and the cache-dependent token counts) and its close time."""
     return {
-        **{k: v for k, v in line.items() if k != "judge"},
+        **{k: v for k, v in line.items() if k not in ("judge", "closed_at")},
         "results": [{k: v for k, v in r.items() if k != "judge"} for r in line["results"]],
     }
 

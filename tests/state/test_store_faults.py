@@ -116,7 +116,7 @@ def test_the_chain_is_unavailable_while_writes_fail_and_ready_once_storage_works
         await _until(lambda: chain.state() == "ready")
         states.append(chain.state())
         await chain.consume(Received("traces", request, "test"))  # acknowledged again
-        await chain.sessions.settle()
+        await chain.sessions_stage.settle()
         assert chain.open_count() == 1
         await spool.shutdown()
         return states
@@ -208,8 +208,8 @@ def test_an_evaluated_session_that_cannot_be_recorded_is_recorded_once_storage_w
 
         spool.save_coverage = full_twice  # type: ignore[method-assign]
         await chain.consume(Received("traces", request, "test"))
-        await chain.sessions.settle()
-        await chain.sessions.close("strands-right_skill-0001", "end_attribute")
+        await chain.sessions_stage.settle()
+        await chain.sessions_stage.close("strands-right_skill-0001", "end_attribute")
         await chain.drain(timeout=30)
         await spool.shutdown()
         return calls, dict(spool.unfinished)

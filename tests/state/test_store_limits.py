@@ -57,8 +57,8 @@ def test_backpressure_at_a_small_limit_ends_once_the_sessions_close(tmp_path: Pa
     )
 
     async def tick(chain: Chain) -> None:
-        await chain.sessions.tick()  # closes what is due, checkpoints the store
-        await asyncio.gather(*chain.sessions._checkpoints)
+        await chain.sessions_stage.tick()  # closes what is due, checkpoints the store
+        await asyncio.gather(*chain.sessions_stage._checkpoints)
         chain.refresh()
 
     async def run() -> tuple[int, bool]:
@@ -72,8 +72,8 @@ def test_backpressure_at_a_small_limit_ends_once_the_sessions_close(tmp_path: Pa
             except Retryable:
                 break
             await chain.consume(Received("traces", request, "test"))
-            await chain.sessions.settle()
-            await chain.sessions.close_all("shutdown")
+            await chain.sessions_stage.settle()
+            await chain.sessions_stage.close_all("shutdown")
             await chain.drain()
             taken += 1
             assert taken < 10_000, "the limit was never reached"

@@ -26,7 +26,7 @@ async def _first_life(tmp: Path) -> None:
     for name in NAMES:
         (request,) = trace_requests(FRAMEWORKS / "strands" / f"{name}.traces.jsonl")
         await chain.consume(Received("traces", request, "test"))
-    await chain.sessions.settle()
+    await chain.sessions_stage.settle()
     await chain.store.shutdown()  # the sessions stay open: a restart replays all three
 
 
@@ -46,7 +46,7 @@ def test_a_request_that_is_not_otlp_any_more_is_quarantined_and_the_rest_replay(
     async def second_life() -> tuple[list[str], float]:
         chain = Chain(_config(tmp_path))  # type: ignore[arg-type]
         await chain.start()  # must not raise
-        open_keys = sorted(s.key for s in chain.sessions.assembler.open_sessions())
+        open_keys = sorted(s.key for s in chain.sessions_stage.assembler.open_sessions())
         chain.refresh()
         quarantined = chain.registry.get_sample_value(
             "skillgauge_spool_quarantined_total", {"reason": "undecodable"}
@@ -71,7 +71,7 @@ def test_a_request_whose_segment_is_gone_is_quarantined_and_the_service_starts(t
     async def second_life() -> tuple[list[str], dict[str, int]]:
         chain = Chain(_config(tmp_path))  # type: ignore[arg-type]
         await chain.start()
-        open_keys = [s.key for s in chain.sessions.assembler.open_sessions()]
+        open_keys = [s.key for s in chain.sessions_stage.assembler.open_sessions()]
         await chain.store.shutdown()
         return open_keys, dict(chain.store.faults.quarantined)
 

@@ -22,8 +22,8 @@ async def _first_life(tmp: Path) -> None:
     for name in ("right_skill", "no_skill"):
         (request,) = trace_requests(FRAMEWORKS / "strands" / f"{name}.traces.jsonl")
         await pipeline.consume(Received("traces", request, "test"))
-    await pipeline.sessions.settle()
-    await pipeline.sessions.close("strands-no_skill-0001", "end_attribute")
+    await pipeline.sessions_stage.settle()
+    await pipeline.sessions_stage.close("strands-no_skill-0001", "end_attribute")
     await pipeline.drain()
     # no shutdown: the process "dies" with right_skill open; the writer thread is abandoned
     await asyncio.sleep(0.2)
@@ -43,10 +43,12 @@ def test_open_sessions_are_rebuilt_and_evaluated_ones_are_not_evaluated_again(tm
 
     async def check() -> None:
         pipeline = await _second_life(tmp_path)
-        assert [s.key for s in pipeline.sessions.assembler.open_sessions()] == ["strands-right_skill-0001"]
-        (open_session,) = pipeline.sessions.assembler.open_sessions()
+        assert [s.key for s in pipeline.sessions_stage.assembler.open_sessions()] == [
+            "strands-right_skill-0001"
+        ]
+        (open_session,) = pipeline.sessions_stage.assembler.open_sessions()
         assert open_session.spans == 6
-        await pipeline.sessions.close_all("shutdown")
+        await pipeline.sessions_stage.close_all("shutdown")
         await pipeline.drain()
         assert [c.session.session_id for c in pipeline.recorder.closed] == ["strands-right_skill-0001"]
         await pipeline.store.shutdown()
@@ -59,8 +61,8 @@ def test_a_new_revision_supersedes_the_old_results_which_stay_on_record(tmp_path
         pipeline = Pipeline(_config(tmp_path))  # type: ignore[arg-type]
         (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
         await pipeline.consume(Received("traces", request, "test"))
-        await pipeline.sessions.settle()
-        await pipeline.sessions.close("strands-right_skill-0001", "idle_timeout")
+        await pipeline.sessions_stage.settle()
+        await pipeline.sessions_stage.close("strands-right_skill-0001", "idle_timeout")
         await pipeline.drain()
         late = type(request)()
         late.CopyFrom(request)
@@ -69,8 +71,8 @@ def test_a_new_revision_supersedes_the_old_results_which_stay_on_record(tmp_path
                 for span in ss.spans:
                     span.span_id = bytes(reversed(span.span_id))
         await pipeline.consume(Received("traces", late, "test"))
-        await pipeline.sessions.settle()
-        await pipeline.sessions.close("strands-right_skill-0001", "idle_timeout")
+        await pipeline.sessions_stage.settle()
+        await pipeline.sessions_stage.close("strands-right_skill-0001", "idle_timeout")
         await pipeline.drain()
         await pipeline.store.shutdown()
         import sqlite3
@@ -123,7 +125,10 @@ def test_checkpoint_trims_requests_closed_records_and_old_results(tmp_path: Path
 
     asyncio.run(run())
     with sqlite3.connect(tmp_path / "skillgauge.sqlite") as db:
-        counts = {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("spooled", "closed", "results", "coverage")}
+        counts = {
+            t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+            for t in ("spooled", "closed", "results", "coverage")
+        }
     assert counts == {"spooled": 1, "closed": 0, "results": 0, "coverage": 0}
 
 

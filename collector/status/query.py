@@ -1,0 +1,83 @@
+"""``GET /v1/sessions``'s query string as a ``SessionQuery``: each parameter checked, and a
+bad one refused with a message that names it and says what it takes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import datetime
+
+from collector.state.queries import decode_cursor
+from collector.status.view import MAX_LIMIT, SessionQuery
+
+_TEXT = ("evaluation", "status", "reason", "skill", "framework", "tenant")
+PARAMETERS = ("since", "until", *_TEXT, "passed", "limit", "cursor")
+
+
+class BadParameter(ValueError):
+    """A query parameter that cannot be used: ``str()`` names it and the fix."""
+
+
+def parse(params: Mapping[str, str]) -> SessionQuery:
+    unknown = sorted(set(params) - set(PARAMETERS))
+    if unknown:
+        raise BadParameter(f"unknown parameter {unknown[0]!r}: use {', '.join(PARAMETERS)}")
+    values: dict[str, object] = {}
+    for name in ("since", "until"):
+        if name in params:
+            values[name] = _time(name, params[name])
+    for name in _TEXT:
+        if name in params:
+            if not params[name] and name != "tenant":  # tenant= is the empty tenant: every session's
+                raise BadParameter(f"{name}: empty; give a value or leave the parameter out")
+            values[name] = params[name]
+    if "passed" in params:
+        passed = params["passed"].lower()
+        if passed not in ("true", "false"):
+            raise BadParameter(
+                f"passed: {params['passed']!r} is not a boolean; use passed=true or passed=false"
+            )
+        values["passed"] = passed == "true"
+    if "limit" in params:
+        try:
+            limit = int(params["limit"])
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= MAX_LIMIT:
+            raise BadParameter(f"limit: {params['limit']!r}; use a whole number from 1 to {MAX_LIMIT}")
+        values["limit"] = limit
+    if "cursor" in params:
+        try:
+            decode_cursor(params["cursor"])
+        except ValueError:
+            raise BadParameter(
+                "cursor: not a cursor this API returned; pass next_cursor of the previous page unchanged, "
+                "or leave it out for the first page"
+            ) from None
+        values["cursor"] = params["cursor"]
+    query = SessionQuery(**values)  # type: ignore[arg-type]
+    if query.since is not None and query.until is not None and query.since >= query.until:
+        raise BadParameter("since: not before until; give since < until (since inclusive, until exclusive)")
+    return query
+
+
+def _time(name: str, text: str) -> float:
+    """Unix seconds, from unix seconds or an RFC 3339 time with its offset."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        if math.isfinite(seconds):
+            return seconds
+    try:
+        # An unencoded "+" in a query string arrives as a space: "...T00:00:00 02:00".
+        moment = datetime.fromisoformat(text.replace(" ", "+"))
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise BadParameter(
+            f"{name}: {text!r} is not a time; use unix seconds (1767225600) or RFC 3339 with an offset "
+            "(2026-01-01T00:00:00Z)"
+        )
+    return moment.timestamp()

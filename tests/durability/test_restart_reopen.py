@@ -1,0 +1,90 @@
+"""A session closed and evaluated, ``serve`` restarted, then the session continued: revision 2
+carries every span of both halves (as if sent at once), revision 1 is still served unchanged."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExportResult
+from support import FRAMEWORKS, Server, readable_spans, trace_requests, wait_for
+
+SESSION = "strands-right_skill-0001"
+
+
+def send(server: Server, spans: list[ReadableSpan]) -> None:
+    exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{server.grpc_port}", insecure=True)
+    try:
+        assert exporter.export(spans) == SpanExportResult.SUCCESS
+    finally:
+        exporter.shutdown()
+
+
+def revisions(server: Server, count: int) -> list[dict[str, Any]]:
+    """The session's revisions' coverage lines once ``count`` are evaluated."""
+
+    def ready() -> list[Any] | None:
+        status, body = server.get_json(f"/v1/sessions/{SESSION}")
+        found = body.get("revisions", []) if status == 200 else []
+        return found if len(found) >= count and "open" not in body else None
+
+    return [r["records"] for r in wait_for(ready, timeout=30)]
+
+
+def stop(server: Server) -> None:
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.stop() == 0
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill-9"])
+def test_a_session_continued_after_a_restart_is_revision_2_with_every_span(tmp_path: Path, how: int) -> None:
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
+    spans = readable_spans(request)
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "split").mkdir()
+
+    whole = Server(tmp_path / "whole")  # the reference: every span at once
+    try:
+        send(whole, spans)
+        ((*_, reference),) = revisions(whole, 1)
+    finally:
+        stop(whole)
+    reference = reference["coverage"]
+
+    srv = Server(tmp_path / "split")
+    try:
+        send(srv, spans[:2])  # the skill load is in this half
+        (first,) = revisions(srv, 1)
+    finally:
+        srv.proc.send_signal(how)
+        code = srv.stop()
+    assert code == (-signal.SIGKILL if how == signal.SIGKILL else 0)
+    assert first[-1]["coverage"]["spans"] == 2
+
+    srv = Server(tmp_path / "split")
+    try:
+        assert revisions(srv, 1) == [first]  # served after the restart, from the store
+        send(srv, spans[2:])
+        before, second = revisions(srv, 2)
+        assert before == first  # not overwritten
+        coverage = second[-1]["coverage"]
+        assert coverage["revision"] == 2
+        assert all(r["revision"] == 2 for r in second[:-1])
+        for field in ("spans", "skill_loads", "loads_by_status", "catalog", "framework"):
+            assert coverage[field] == reference[field], field
+        status, listing = srv.get_json("/v1/sessions")
+        assert status == 200
+        (row,) = listing["sessions"]
+        assert (row["session_id"], row["revision"], row["spans"]) == (SESSION, 2, len(spans))
+    finally:
+        stop(srv)
+
+    srv = Server(tmp_path / "split")  # and once more: both revisions, as they were
+    try:
+        assert revisions(srv, 2) == [first, second]
+    finally:
+        stop(srv)

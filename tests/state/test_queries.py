@@ -1,0 +1,201 @@
+"""The store's reads for the status API, on both spools: a session's revisions, the listing
+(latest revision only, filters, keyset pages), the overview totals, retention; an older
+spool's coverage rows indexed at open; requests a reopenable revision keeps."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collector.state import queries
+from collector.state.store import MemorySpool, Reopenable, Spool, SqliteSpool, encode_record
+from collector.status.view import SessionQuery
+
+
+def result(session: str, revision: int, evaluation: str, status: str, reason: str, **extra: Any) -> str:
+    return encode_record(
+        {
+            "evaluation": evaluation,
+            "status": status,
+            "reason": reason,
+            "session_id": session,
+            "revision": revision,
+            **extra,
+        }
+    )
+
+
+def line(session: str, revision: int, closed_at: float, framework: str, **extra: Any) -> str:
+    return encode_record(
+        {
+            "session_id": session,
+            "revision": revision,
+            "closed_at": closed_at,
+            "framework": framework,
+            "close_reason": "idle_timeout",
+            "spans": 4,
+            "catalog": {"state": "advertised", "skills": ["pdf", "xlsx"]},
+            "loads_by_status": {"loaded": 1, "failed": 0},
+            "expectations": {"expected": ["pdf"], "missed": []},
+            "judge": {"cost_usd": 0.25},
+            **extra,
+        }
+    )
+
+
+async def fill(spool: Spool, now: float) -> None:
+    """s0..s9 closed a second apart (s9 newest); s3 has a revision 2, which failed omission."""
+    for n in range(10):
+        session = f"s{n}"
+        omission = result(session, 1, "skill_omission", "judged", "judged", passed=True, skill=None)
+        invoked = result(session, 1, "skill_invoked", "judged", "judged", passed=n % 2 == 0, skill="pdf")
+        missed = {"expectations": {"expected": ["pdf"], "missed": [] if n % 2 == 0 else ["pdf"]}}
+        await spool.save_coverage(
+            [
+                (
+                    session,
+                    1,
+                    [omission, invoked],
+                    line(session, 1, now - 100 + n, "strands" if n < 5 else "adk", **missed),
+                )
+            ]
+        )
+    failed = result("s3", 2, "skill_omission", "judged", "judged", passed=False)
+    await spool.save_coverage([("s3", 2, [failed], line("s3", 2, now - 50, "strands"))])
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+def test_listing_filters_pages_and_overview(tmp_path: Path, kind: str) -> None:
+    async def run() -> None:
+        spool: Spool = SqliteSpool(tmp_path) if kind == "sqlite" else MemorySpool()
+        now = time.time()
+        await fill(spool, now)
+        page = await spool.sessions(SessionQuery(limit=500), 0)
+        # Latest revisions only, newest first: s3 (its revision 2) first.
+        assert [(r["session_id"], r["revision"]) for r in page.rows] == [("s3", 2)] + [
+            (f"s{n}", 1) for n in (9, 8, 7, 6, 5, 4, 2, 1, 0)
+        ]
+        assert page.next_cursor is None
+        row = page.rows[0]
+        assert row["detail"] == "/v1/sessions/s3" and row["catalog"] == {"state": "advertised", "skills": 2}
+        assert row["evaluations"] == [
+            {
+                "evaluation": "skill_omission",
+                "status": "judged",
+                "reason": "judged",
+                "skill": None,
+                "passed": False,
+            }
+        ]
+
+        async def ids(**filters: Any) -> list[str]:
+            rows, cursor = [], None
+            while True:
+                got = await spool.sessions(SessionQuery(limit=3, cursor=cursor, **filters), 0)
+                rows += [r["session_id"] for r in got.rows]
+                if got.next_cursor is None:
+                    return rows
+                cursor = got.next_cursor
+
+        assert await ids() == [r["session_id"] for r in page.rows]  # pages of 3: the same rows
+        assert await ids(evaluation="skill_omission", passed=False) == ["s3"]
+        assert await ids(evaluation="skill_invoked", passed=False) == [
+            "s9",
+            "s7",
+            "s5",
+            "s1",
+        ]  # not s3: rev 2
+        assert await ids(skill="pdf", passed=True) == ["s8", "s6", "s4", "s2", "s0"]
+        assert await ids(framework="adk") == ["s9", "s8", "s7", "s6", "s5"]
+        assert await ids(since=now - 96, until=now - 93) == ["s6", "s5", "s4"]
+        assert await ids(tenant="") == await ids()
+        assert await ids(tenant="team-a") == []
+        assert await ids(status="error") == []
+
+        overview = await spool.overview(now - 1000, 0)
+        assert overview["sessions"] == 10
+        assert overview["loads_by_status"] == {"loaded": 10, "failed": 0, "denied": 0, "unresolved": 0}
+        assert (overview["sessions_with_expectations"], overview["sessions_missing_expected"]) == (10, 4)
+        assert overview["skipped_skill_rate"] == 0.4
+        assert (overview["omission_verdicts"], overview["omission_rate"]) == (10, 0.1)
+        assert overview["judge_cost_usd"] == 2.75  # every revision's spend, s3's two included
+        recent = await spool.overview(now - 95, 0)
+        assert recent["sessions"] == 6 and recent["omission_rate"] == pytest.approx(1 / 6)
+
+        (first, second) = await spool.revisions("s3", 0)
+        assert first[-1]["coverage"]["revision"] == 1 and second[-1]["coverage"]["revision"] == 2
+        assert [r["evaluation"] for r in first[:-1]] == ["skill_omission", "skill_invoked"]
+        assert "results" not in second[-1]["coverage"]
+        # Past retention nothing is served, even before a checkpoint deletes it.
+        assert await spool.revisions("s3", time.time() + 1) == []
+        assert (await spool.sessions(SessionQuery(), time.time() + 1)).rows == []
+        await spool.checkpoint(1, keep_results_for=-1)
+        assert (await spool.sessions(SessionQuery(), 0)).rows == []
+        assert (await spool.overview(0, 0))["sessions"] == 0
+        await spool.shutdown()
+
+    asyncio.run(run())
+
+
+def test_a_cursor_is_opaque_and_checked() -> None:
+    cursor = queries.encode_cursor(1767225600.5, "s/1", 2)
+    assert "s/1" not in cursor
+    assert queries.decode_cursor(cursor) == (1767225600.5, "s/1", 2)
+    for bad in ("", "abc", queries.encode_cursor(1.0, "s", 1)[:-3], "W10"):
+        with pytest.raises(ValueError):
+            queries.decode_cursor(bad)
+
+
+def test_an_older_spool_is_indexed_for_the_listing_when_opened(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "skillgauge.sqlite")
+    db.executescript(
+        "CREATE TABLE coverage (session TEXT NOT NULL, revision INTEGER NOT NULL, record TEXT NOT NULL, "
+        "evaluated_at REAL NOT NULL, PRIMARY KEY (session, revision));"
+    )
+    record = line(
+        "old",
+        1,
+        1000.0,
+        "strands",
+        results=[{"evaluation": "skill_omission", "status": "skipped", "reason": "sampled_out"}],
+    )
+    with db:
+        db.execute("INSERT INTO coverage VALUES ('old', 1, ?, ?)", (record, time.time()))
+    db.close()
+
+    async def run() -> list[dict[str, Any]]:
+        spool = SqliteSpool(tmp_path)
+        rows = (await spool.sessions(SessionQuery(reason="sampled_out"), 0)).rows
+        await spool.shutdown()
+        return rows
+
+    (row,) = asyncio.run(run())
+    assert (row["session_id"], row["closed_at"], row["framework"]) == ("old", 1000.0, "strands")
+
+
+def test_requests_of_a_reopenable_revision_outlive_checkpoints_until_forgotten(tmp_path: Path) -> None:
+    async def run() -> None:
+        spool = SqliteSpool(tmp_path)
+        ids = [await spool.append("traces", f"request {n}".encode()) for n in range(4)]
+        spool.keep_reopenable(Reopenable("s", 1, ids[0], (ids[0], ids[2]), ("ab" * 16,), 3))
+        await spool.checkpoint(ids[3] + 1)  # no open session needs any of them
+        assert [r for r, _, _ in await spool.read_requests(tuple(ids))] == [ids[0], ids[2]]
+        assert [p for _, _, p in await spool.read_requests((ids[2],))] == [b"request 2"]
+        await spool.shutdown()
+        reopened = SqliteSpool(tmp_path)
+        (entry,) = reopened.recovery().reopenable
+        assert entry == Reopenable("s", 1, ids[0], (ids[0], ids[2]), ("ab" * 16,), 3)
+        reopened.forget_reopenable("s")
+        await reopened.checkpoint(ids[3] + 1)
+        assert await reopened.read_requests(tuple(ids)) == []
+        await reopened.shutdown()
+        again = SqliteSpool(tmp_path)
+        assert again.recovery().reopenable == []
+        await again.shutdown()
+
+    asyncio.run(run())
