@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -29,8 +28,8 @@ from collector.receiver import auth as listener_auth
 from collector.receiver.config import BearerAuth
 from collector.status import pages
 from collector.status import query as session_query
-from collector.status.tenancy import detail_tenant, listing_tenant
-from collector.status.view import StatusView
+from collector.status.tenancy import detail_tenant, held
+from collector.status.view import SessionPage, StatusView
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/ui/login"})
 COOKIE = "skillgauge_status_token"
@@ -159,7 +158,8 @@ def app(
             query = session_query.parse(request.query)
         except session_query.BadParameter as err:
             return web.json_response({"code": 3, "message": str(err)}, status=400)  # INVALID_ARGUMENT
-        page = await view.sessions(replace(query, tenant=listing_tenant(request, query.tenant)))
+        scoped = held(request, query)
+        page = await view.sessions(scoped) if scoped is not None else SessionPage()
         return web.json_response({"sessions": page.rows, "next_cursor": page.next_cursor})
 
     async def login_form(_: web.Request) -> web.Response:

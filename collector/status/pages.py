@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -21,8 +20,8 @@ import jinja2
 from aiohttp import web
 
 from collector.status import query as session_query
-from collector.status.tenancy import detail_tenant, listing_tenant
-from collector.status.view import DEFAULT_LIMIT, StatusView
+from collector.status.tenancy import detail_tenant, held, listing_tenant
+from collector.status.view import DEFAULT_LIMIT, SessionPage, StatusView
 from evaluators.result import STATUSES
 
 UNKNOWN_SESSION = (
@@ -160,7 +159,8 @@ def routes(view: StatusView, trace_link: TraceLink) -> list[web.RouteDef]:
             response = render("sessions.html", **context)
             response.set_status(400)
             return response
-        page = await view.sessions(replace(query, tenant=listing_tenant(request, query.tenant)))
+        scoped = held(request, query)
+        page = await view.sessions(scoped) if scoped is not None else SessionPage()
         context["rows"] = [
             {
                 **row,

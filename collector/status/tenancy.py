@@ -8,10 +8,13 @@ tenant that ``?tenant=`` names.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from aiohttp import web
 
 from collector.receiver import auth as listener_auth
 from collector.receiver.config import ALL_TENANTS
+from collector.status.view import SessionQuery
 
 
 def _token_tenant(request: web.Request) -> str:
@@ -26,7 +29,18 @@ def detail_tenant(request: web.Request) -> str:
 
 
 def listing_tenant(request: web.Request, asked: str | None) -> str | None:
-    """The tenant a listing or overview is held to: the token's; for an operator's token the
-    one ``asked`` (None: every tenant's)."""
+    """The tenant an overview is held to: the token's; for an operator's token the one
+    ``asked`` (None: every tenant's)."""
     tenant = _token_tenant(request)
     return asked if tenant == ALL_TENANTS else tenant
+
+
+def held(request: web.Request, query: SessionQuery) -> SessionQuery | None:
+    """``query`` held to the token's tenant; None when it names another tenant than a
+    tenant's token may read (its answer is an empty page, as for a tenant with no sessions)."""
+    tenant = _token_tenant(request)
+    if tenant == ALL_TENANTS:
+        return query
+    if query.tenant is not None and query.tenant != tenant:
+        return None
+    return replace(query, tenant=tenant)

@@ -182,6 +182,42 @@ def test_a_token_reads_only_its_tenants_sessions_and_another_tenants_id_is_404(t
             assert resp.status == 200
 
 
+def _listed(srv: Server, query: str, token: str) -> list[tuple[str, str]]:
+    code, body = _get(srv, f"/v1/sessions{query}", token)
+    assert code == 200, body
+    return sorted((row["tenant"], row["session_id"]) for row in body["sessions"])
+
+
+def test_the_listing_overview_and_pages_show_only_the_tokens_tenant(tenants: Server) -> None:
+    for path, token in ((ONLY_B, TEAM_B), (SESSION, TEAM_A), (SESSION, TEAM_B), (OPERATORS, OPERATOR)):
+        wait_for(lambda path=path, token=token: _coverage(tenants, f"/v1/sessions/{path}", token), timeout=30)
+    assert _listed(tenants, "", TEAM_A) == [("team-a", SESSION)]
+    assert _listed(tenants, "?tenant=team-b", TEAM_A) == []  # cannot name another tenant
+    assert _listed(tenants, "", TEAM_B) == [("team-b", ONLY_B), ("team-b", SESSION)]
+    everyone = [("", OPERATORS), ("team-a", SESSION), ("team-b", ONLY_B), ("team-b", SESSION)]
+    assert _listed(tenants, "", OPERATOR) == everyone
+    assert _listed(tenants, "?tenant=team-b", OPERATOR) == [("team-b", ONLY_B), ("team-b", SESSION)]
+    # A row's detail link names its tenant, so the operator's token can follow it.
+    rows = _get(tenants, "/v1/sessions?tenant=team-b", OPERATOR)[1]["sessions"]
+    for row in rows:
+        assert row["detail"].endswith("?tenant=team-b")
+        assert _get(tenants, row["detail"], OPERATOR)[0] == 200
+        assert _get(tenants, row["detail"], TEAM_B)[0] == 200
+    # The pages: a team's token sees its sessions and not the other team's.
+    request = urllib.request.Request(
+        f"{tenants.status_url}/ui/sessions", headers={"Authorization": f"Bearer {TEAM_A}"}
+    )
+    with urllib.request.urlopen(request, timeout=5) as resp:
+        page = resp.read().decode()
+    assert SESSION in page and ONLY_B not in page
+    request = urllib.request.Request(
+        f"{tenants.status_url}/ui/sessions/{ONLY_B}", headers={"Authorization": f"Bearer {TEAM_A}"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(request, timeout=5)
+    assert err.value.code == 404
+
+
 def test_coverage_metrics_carry_the_configured_tenants_only(tenants: Server) -> None:
     wait_for(lambda: _coverage(tenants, f"/v1/sessions/{ONLY_B}", TEAM_B), timeout=30)
     wait_for(lambda: _coverage(tenants, f"/v1/sessions/{SESSION}", TEAM_A), timeout=30)
