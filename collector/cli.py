@@ -81,6 +81,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         line.finish()
     for problem in outcome.problems:
         print(f"skillgauge replay: {problem}", file=sys.stderr)
+    for note in outcome.notes:
+        print(f"skillgauge replay: note: {note}", file=sys.stderr)
     if args.format == "json":
         for coverage in outcome.coverages:
             for record in replay_records(coverage)[:-1]:

@@ -30,7 +30,8 @@ SUFFIXES = (".json", ".jsonl", ".binpb", ".pb")
 @dataclass
 class ReplayOutcome:
     coverages: list[Coverage] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # any of these: replay exits 1
+    notes: list[str] = field(default_factory=list)  # said on stderr; the input was still whole
     items_rejected: int = 0
 
 
@@ -132,8 +133,12 @@ async def replay(
                     continue
                 accepted = item.outcome
                 outcome.items_rejected += accepted.rejected
-                if accepted.rejected:
+                if accepted.rejected > accepted.uncorrelated:
                     outcome.problems.append(f"{where}: {accepted.rejected} rejected: {accepted.message}")
+                elif accepted.uncorrelated:
+                    # Records no session can use (a harness's process-level events): the rest
+                    # of the input is whole, so this is said, not failed on.
+                    outcome.notes.append(f"{where}: {accepted.uncorrelated} not used: {accepted.message}")
         except OSError as err:
             outcome.problems.append(f"{path}: cannot read ({err.strerror})")
         done.files += 1

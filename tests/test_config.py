@@ -17,7 +17,14 @@ def test_defaults_match_the_design() -> None:
     assert cfg.status.endpoint == "0.0.0.0:9464"
     assert cfg.storage.path == "./skillgauge-data"
     assert cfg.sessions.keys == (
-        "span:session.id", "span:gen_ai.conversation.id", "span:langsmith.metadata.session_id", "resource:session.id"
+        "span:session.id",
+        "span:gen_ai.conversation.id",
+        "span:conversation.id",
+        "span:langsmith.metadata.session_id",
+        "span:thread_id",
+        "span:thread.id",
+        "resource:session.id",
+        "resource:gen_ai.conversation.id",
     )
     assert (cfg.sessions.idle_timeout, cfg.sessions.max_duration, cfg.sessions.max_spans) == (300, 21600, 20000)
 

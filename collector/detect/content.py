@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from collector.detect import facts
-from collector.otlp.views import SpanView
+from collector.otlp.views import Attributes, LogView, SpanView
 from evaluators.evidence import ToolCall
 
 
@@ -63,8 +63,42 @@ def tool_call(view: SpanView) -> ToolCall | None:
         arguments=arguments,
         result=result,
         error=_error(view),
-        skill_attribute=attrs.first_text(facts.SKILL_NAME_ATTRIBUTES),
+        skill_attribute=None
+        if _has_any_key(attrs, facts.SKILL_RESOURCE_ATTRIBUTES)
+        else attrs.first_text(facts.SKILL_NAME_ATTRIBUTES),
         skill_resolved=any(key in attrs for key in facts.SKILL_RESOLVED_ATTRIBUTES),
+    )
+
+
+def _has_any_key(attrs: Attributes, keys: tuple[str, ...]) -> bool:
+    for key in keys:  # noqa: SIM110 - a loop makes no generator per call
+        if key in attrs:
+            return True
+    return False
+
+
+def log_tool_call(view: LogView, event: str) -> ToolCall | None:
+    """The tool call a log record of ``event`` records (``facts.LOG_WHOLE_TOOL_CALLS``), or None."""
+    fields = facts.LOG_WHOLE_TOOL_CALLS.get(event)
+    if fields is None:
+        return None
+    attrs = view.attrs
+    name = attrs.text(fields.name)
+    if not name:
+        return None
+    result = attrs.text(fields.result)
+    success = attrs.text(fields.success)
+    failed = success is not None and success.lower() == "false"
+    record = view.record
+    return ToolCall(
+        name=name,
+        span_id=record.span_id.hex(),
+        trace_id=record.trace_id.hex(),
+        start_unix_nano=record.time_unix_nano or record.observed_time_unix_nano,
+        call_id=attrs.text(fields.call_id),
+        arguments=attrs.text(fields.arguments),
+        result=result,
+        error=(result or f"{fields.success}={success}") if failed else None,
     )
 
 
@@ -113,6 +147,8 @@ def _loads(text: str) -> Any:
 def arguments_of(call: ToolCall) -> dict[str, Any] | str | None:
     """A call's arguments as a dict, or the bare string a single-argument tool recorded."""
     parsed = parse_json(call.arguments)
+    if isinstance(parsed, str):  # JSON text inside a JSON string: '"{\\"name\\": ...}"'
+        parsed = parse_json(parsed.strip()) or parsed
     if isinstance(parsed, dict):
         inner = first_truthy(parsed, facts.ARGUMENT_WRAPPERS)
         return inner if isinstance(inner, dict) else parsed

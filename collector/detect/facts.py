@@ -32,13 +32,21 @@ AGENT_SPAN_MARKERS: tuple[tuple[str, str | None], ...] = (
 
 # Where each convention records a tool call: tried in order, first present wins.
 TOOL_NAME_KEYS: tuple[str, ...] = ("gen_ai.tool.name", "tool.name", "tool_name")
-TOOL_CALL_ID_KEYS: tuple[str, ...] = ("gen_ai.tool.call.id", "tool.id", "tool_call_id", "tool_use_id")
+TOOL_CALL_ID_KEYS: tuple[str, ...] = (
+    "gen_ai.tool.call.id",
+    "tool.id",
+    "tool_call_id",
+    "tool_use_id",
+    "gen_ai.tool.call_id",  # Gemini CLI tool_call span
+)
 TOOL_ARGUMENT_KEYS: tuple[str, ...] = (
     "gen_ai.tool.call.arguments",  # GenAI semconv, Strands latest
     "input.value",  # OpenInference
     "gen_ai.prompt",  # LangSmith OTel mode
     "gcp.vertex.agent.tool_call_args",  # ADK legacy schema
     "tool_input",
+    # Gemini CLI tool_call span (telemetry.traces): the call request {"callId", "name", "args"}
+    "gen_ai.input.messages",
 )
 # Harnesses that record each argument as its own span attribute: attribute -> argument.
 ARGUMENT_ATTRIBUTES: tuple[tuple[str, str], ...] = (
@@ -52,6 +60,9 @@ TOOL_RESULT_KEYS: tuple[str, ...] = (
     "gen_ai.completion",  # LangSmith OTel mode
     "gcp.vertex.agent.tool_response",  # ADK legacy schema
     "tool_output",
+    # Gemini CLI tool_call span (telemetry.traces): {"status", "request", "response":
+    # {"responseParts": [{"functionResponse": {"response": {"output": ...}}}]}}
+    "gen_ai.output.messages",
 )
 # Span events that carry arguments / results: (event name, attribute).
 TOOL_ARGUMENT_EVENTS: tuple[tuple[str, str], ...] = (("gen_ai.tool.message", "content"),)  # Strands legacy
@@ -69,11 +80,14 @@ TOOL_SUCCESS_VALUES: frozenset[str] = frozenset({"success", "ok", "completed"})
 # -- tool arguments and results, decoded ------------------------------------------------
 
 # Keys that wrap a call's arguments, the first non-empty one wins: {"args": [...], "kwargs":
-# {...}} (OpenInference keyword arguments), {"input": ...} (LangSmith OTel mode).
-ARGUMENT_WRAPPERS: tuple[str, ...] = ("kwargs", "input")
+# {...}} (OpenInference keyword arguments), {"input": ...} (LangSmith OTel mode), {"callId",
+# "name", "args": {...}} (Gemini CLI's call request; a positional list is no dict and is skipped).
+ARGUMENT_WRAPPERS: tuple[str, ...] = ("kwargs", "input", "args")
 # Keys that hold the readable text of a recorded message or result: text parts and message
 # content, tool outputs ("output", "result"), the OpenAI Responses API's "instructions", GenAI
-# semconv tool_call_response "response" and message "parts", and "data" wrappers.
+# semconv tool_call_response "response" and message "parts", "data" wrappers, and the Gemini
+# API's function responses as Gemini CLI records a tool's outcome ("responseParts" holding
+# {"functionResponse": {"response": {"output": ...}}}).
 TEXT_FIELDS: tuple[str, ...] = (
     "text",
     "content",
@@ -83,6 +97,8 @@ TEXT_FIELDS: tuple[str, ...] = (
     "response",
     "parts",
     "data",
+    "responseParts",
+    "functionResponse",
 )
 
 # -- skill tools ------------------------------------------------------------------------
@@ -102,8 +118,17 @@ SKILL_NAME_ATTRIBUTES: tuple[str, ...] = (
     "gen_ai.skill.name",  # proposed GenAI semconv; ADK sets it even for unknown skills
     "skill_name",  # Claude Code
 )
+# Keys that hold the skill's name when a name arrives as JSON text ('{"name":"pdf-report"}'),
+# first present wins.
+SKILL_NAME_KEYS: tuple[str, ...] = ("name", "skill", "skill_name", "skillName")
+# Namespaced skill names: each part between these is a spec name ("plugin:skill" Claude Code
+# plugins, "ns/skill").
+SKILL_NAMESPACE_SEPARATORS: re.Pattern[str] = re.compile(r"[:/]")
 # Present only when the harness resolved the skill (ADK: absent for an unknown skill).
 SKILL_RESOLVED_ATTRIBUTES: tuple[str, ...] = ("gen_ai.skill.source.uri",)
+# On a tool span, these say the call loads one of the skill's resources, not the skill: its
+# skill attribute then names no load.
+SKILL_RESOURCE_ATTRIBUTES: tuple[str, ...] = ("gen_ai.skill.resource.name",)
 # A skill tool result shorter than this, on one line, acknowledges a load without the body:
 # "Launching skill: x" (Claude Code), "Skill 'x' activated (no instructions available).".
 SKILL_ACK_MAX_CHARS = 80
@@ -117,6 +142,24 @@ READ_TOOLS: frozenset[str] = frozenset(
     {"read", "Read", "read_file", "file_read", "filesystem_read", "read_text_file", "view", "cat_file"}
 )
 PATH_ARGUMENTS: tuple[str, ...] = ("file_path", "path", "filename", "filepath", "file")
+
+# Any other tool counts as a read when its result holds a SKILL.md, unless its name has one
+# of these words (a write or edit echoing what it wrote), compared casefolded.
+WRITE_TOOL_WORDS: tuple[str, ...] = (
+    "write",
+    "edit",
+    "create",
+    "replace",
+    "patch",
+    "delete",
+    "remove",
+    "move",
+    "rename",
+    "append",
+    "insert",
+    "save",
+    "update",
+)
 
 # -- shell tools ------------------------------------------------------------------------
 
@@ -136,6 +179,9 @@ READ_VERBS: dict[str, frozenset[str]] = {
     "nl": frozenset(),
     "sed": frozenset({"-i", "--in-place"}),
 }
+# Shells a command line may run a script in ("bash -lc 'cat x/SKILL.md'", as harnesses that
+# pass argv arrays write it): the script after a flag holding "c" is read as a command line.
+SHELL_INTERPRETERS: frozenset[str] = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
 # Flag prefixes that make a verb write, whatever follows: sed -i.bak joins the backup suffix.
 WRITE_FLAG_PREFIXES: dict[str, str] = {"sed": "-i"}
 # A shell tool's exit code in its output: "Process exited with code 0" (OpenAI Agents sandbox
@@ -145,6 +191,31 @@ EXIT_CODE: re.Pattern[str] = re.compile(r"(?:exit(?:ed with)? code|exit_code)\W{
 EXIT_CODE_TAIL_CHARS = 200
 # Exit codes that still mean the read worked: 141 is SIGPIPE from a paged read (cat | head).
 OK_EXIT_CODES: frozenset[int] = frozenset({0, 141})
+
+# -- SKILL.md text, however a tool wraps it -----------------------------------------------
+
+# A front matter opening line, as tools print it: bare, after a line-number gutter
+# ("     1\t---", "1: ---", "1| ---", "1→---"), or after a label on the same line ("Output: ---",
+# Gemini CLI's shell).  The document starts at group "open" (the gutter, if any, is kept: the
+# parser strips it from every line).
+FRONT_MATTER_LINE: re.Pattern[str] = re.compile(
+    r"^[ \t]*(?:[A-Za-z][\w ]{0,30}:[ \t]*)?(?P<open>(?:\d+(?:\t|→|\|[ \t]?|:[ \t]?))?---)[ \t]*\r?$",
+    re.MULTILINE,
+)
+# How many "---" lines are tried as the opening one (a header may hold a rule of its own).
+FRONT_MATTER_TRIES = 3
+# An envelope a read tool puts the file in: <file path="...">...</file>, <content>...</content>.
+XML_ENVELOPE: re.Pattern[str] = re.compile(
+    r"^\s*<([A-Za-z_][\w.-]*)\b[^>\n]*>[ \t]*\r?\n?(.*?)\s*</\1>\s*$", re.DOTALL
+)
+# Lines a tool appends to what it printed: a truncation marker ("[... truncated ...]",
+# "... (output truncated)", "[Output truncated: 120 more lines]"), an exit-code footer.
+TRAILER_LINE: re.Pattern[str] = re.compile(
+    r"\n[ \t]*(?:\[[^\]\n]*truncated[^\]\n]*\]|\.{3}[^\n]*truncated[^\n]*|\(?(?:output )?truncated\b[^\n]*"
+    r"|\[?Process exited with code -?\d+\]?|\[Command (?:succeeded|failed) with exit code -?\d+\]"
+    r"|Process Group PGID: \d+)[ \t]*$",  # Gemini CLI's shell
+    re.IGNORECASE,
+)
 
 # -- outcomes ---------------------------------------------------------------------------
 
@@ -157,6 +228,8 @@ REFUSALS: re.Pattern[str] = re.compile(
     r"|.*\bno such skill\b.*"
     r"|<tool_use_error>.*"  # Claude Code
     r"|An error occurred while running the tool.*"  # OpenAI Agents SDK's default failure handler
+    r"|Rejected\b.*"  # "Rejected by user" (Codex CLI)
+    r"|.*\b(?:rejected|denied|blocked) by (?:the )?(?:user|policy|hook|administrator|admin)\b.*"
     r")$",
     re.IGNORECASE | re.MULTILINE,
 )
@@ -169,7 +242,13 @@ REFUSAL_WORDS: tuple[str, ...] = (
     "no such skill",
     "<tool_use_error>",
     "an error occurred while running the tool",
+    "rejected",
+    " by ",
 )
+# Refusals and exit codes are looked for before the SKILL.md a result holds (a body may say
+# "Error:" or "exit code 1" in its instructions); a result holding none, in its first lines.
+REFUSAL_HEAD_LINES = 3
+EXIT_CODE_HEAD_CHARS = 200
 # Result fields that mark a failure in a JSON tool result ({"error_code": ...}: ADK), and the
 # field that holds its message.
 ERROR_FIELDS: tuple[str, ...] = ("is_error", "error", "error_code")
@@ -179,11 +258,14 @@ ERROR_MESSAGE_FIELD = "error"
 STATUS_FIELDS: tuple[str, ...] = ("status",)
 FAILED_STATUS_VALUES: frozenset[str] = frozenset({"error", "failed", "failure"})
 STATUS_MESSAGE_FIELDS: tuple[str, ...] = ("content", "message")
-# Keys a JSON result may nest its fields under, one level down: {"data": {...}}.
-RESULT_WRAPPERS: tuple[str, ...] = ("data",)
+# Keys a JSON result may nest its fields under, one level down: {"data": {...}}, and
+# {"output": ..., "metadata": {"exit_code": 1}} (Codex CLI's shell results).
+RESULT_WRAPPERS: tuple[str, ...] = ("data", "metadata")
+# Result fields holding a shell's exit code.
+EXIT_CODE_FIELDS: tuple[str, ...] = ("exit_code", "exitCode")
 # A harness's words when a call was not allowed to run (hooks, approvals).
 DENIALS: re.Pattern[str] = re.compile(
-    r"\b(?:denied|not granted|not approved|rejected by (?:the )?user|cancel+ed by (?:a )?hook)\b",
+    r"\b(?:denied|not granted|not approved|rejected|cancel+ed by (?:a )?hook|blocked by)\b",
     re.IGNORECASE,
 )
 
@@ -244,6 +326,7 @@ class CallFields:
     arguments: str
     within: str = ""  # the name and arguments sit in this key's dict, the id beside it
     json_arguments: bool = False  # the arguments are JSON text, decoded when they parse
+    other_arguments: str = ""  # where the arguments are when ``arguments`` is absent
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +337,7 @@ class ResultFields:
     text: str
     error: str = ""  # the key that says the call failed; "": the format does not say
     error_value: str = ""  # the value of ``error`` that means failed; "": any truthy value
+    name: str = ""  # the key naming the tool, for formats whose results carry no call id
 
 
 # Blocks a dict holds under one key, the block being that key's dict: (key, fields), in order.
@@ -261,25 +345,52 @@ class ResultFields:
 KEYED_BLOCKS: tuple[tuple[str, CallFields | ResultFields], ...] = (
     ("toolUse", CallFields("toolUseId", "name", "input")),
     ("toolResult", ResultFields("toolUseId", "content", error="status", error_value="error")),
+    # Gemini API parts, camelCase as the REST API writes them and snake_case as the Python
+    # SDK does; the id is often absent (results then pair with calls by tool name).
+    ("functionCall", CallFields("id", "name", "args")),
+    ("functionResponse", ResultFields("id", "response", name="name")),
+    ("function_call", CallFields("id", "name", "args")),
+    ("function_response", ResultFields("id", "response", name="name")),
 )
 # Blocks a dict is by its "type" value.
 BLOCK_TYPE_KEY = "type"
 TYPED_BLOCKS: dict[str, CallFields | ResultFields] = {
     "tool_use": CallFields("id", "name", "input"),  # Anthropic Messages API
     "tool_result": ResultFields("tool_use_id", "content", error="is_error"),  # Anthropic Messages API
-    "tool_call": CallFields("id", "name", "arguments"),  # GenAI semconv parts
+    # GenAI semconv parts; LangChain's tool_calls[] entries keep the arguments in "args"
+    "tool_call": CallFields("id", "name", "arguments", other_arguments="args"),
+    # LangChain tool messages: {"type": "tool", "tool_call_id", "content", "status"}
+    "tool": ResultFields("tool_call_id", "content", error="status", error_value="error", name="name"),
     "tool_call_response": ResultFields("id", "response"),  # GenAI semconv parts
+    # OpenAI Responses API input items (Codex CLI's histories)
+    "function_call": CallFields("call_id", "name", "arguments", json_arguments=True),
+    "function_call_output": ResultFields("call_id", "output"),
+    "custom_tool_call": CallFields("call_id", "name", "input"),
+    "custom_tool_call_output": ResultFields("call_id", "output"),
 }
 # Blocks a dict is when its id key is present and one key holds a value (None: any dict):
 # (key, value, fields), tried in order after the two tables above.
 TAGGED_BLOCKS: tuple[tuple[str, str | None, CallFields | ResultFields], ...] = (
     ("role", "tool", ResultFields("tool_call_id", "content")),  # OpenAI chat: a role "tool" message
-    # OpenAI chat: a tool_calls[] entry, {"id", "function": {"name", "arguments": "<JSON>"}}
+    # OpenAI chat: a tool_calls[] entry, {"id", "function": {"name", "arguments"}}, the
+    # arguments JSON text (the API) or an object (some instrumentations)
     ("function", None, CallFields("id", "name", "arguments", within="function", json_arguments=True)),
 )
 # Every block above needs one of these words in the text (a key, a type value, an id key), so
-# text without any of them holds no block and is not walked.
-BLOCK_MARKERS: tuple[str, ...] = ("toolUse", "toolResult", "tool_use", "tool_result", "tool_call", "function")
+# text without any of them holds no block and is not walked ("function" covers functionCall,
+# function_call_output ...).
+BLOCK_MARKERS: tuple[str, ...] = (
+    "toolUse",
+    "toolResult",
+    "tool_use",
+    "tool_result",
+    "tool_call",
+    "function",
+    "custom_tool_call",
+)
+# Calls in histories kept for detection besides skill tools: those whose arguments name a
+# file ending in this (reads by any tool, shell reads), as a cheap test before detection.
+HISTORY_CALL_MARKER = "SKILL.md"
 
 # -- injected skill bodies --------------------------------------------------------------
 
@@ -291,9 +402,25 @@ INJECTED_SKILL_TAG: re.Pattern[str] = re.compile(  # Deep Agents pinned skills
 # Claude Code's user message after a Skill call: the skill's folder, then its body.
 BASE_DIRECTORY_PREFIX = "Base directory for this skill:"
 BASE_DIRECTORY: re.Pattern[str] = re.compile(r"^Base directory for this skill:\s*(\S[^\n]*)\n(.*)", re.DOTALL)
+# Gemini CLI's activate_skill result: <activated_skill name="x"> <instructions> the body
+# </instructions> <available_resources> ... </activated_skill>.
+ACTIVATED_SKILL_MARKER = "<activated_skill "
+ACTIVATED_SKILL_TAG: re.Pattern[str] = re.compile(
+    r'<activated_skill\s+name="([^"]*)"\s*>\s*<instructions>\s*(.*?)\s*</instructions>', re.DOTALL
+)
+# A file the harness put into the user's message, named by the text part just before it:
+# "Content from @.gemini/skills/x/SKILL.md:" (Gemini CLI's @path expansion).
+INLINED_FILE_MARKER = "Content from @"
+INLINED_FILE_HEADER: re.Pattern[str] = re.compile(r"^\s*Content from @(\S+):\s*$")
 # Text without these holds no injection.  ``u003cskill`` is ``<skill`` as JSON encoders that
 # escape HTML characters (Go's, for one) write it.
-INJECTION_MARKERS: tuple[str, ...] = (INJECTED_SKILL_MARKER, "u003cskill ", BASE_DIRECTORY_PREFIX)
+INJECTION_MARKERS: tuple[str, ...] = (
+    INJECTED_SKILL_MARKER,
+    "u003cskill ",
+    BASE_DIRECTORY_PREFIX,
+    ACTIVATED_SKILL_MARKER,
+    INLINED_FILE_MARKER,
+)
 
 # -- catalogs ---------------------------------------------------------------------------
 
@@ -346,15 +473,72 @@ LOG_EVENT_NAME_KEY = "event.name"
 # Claude Code names its events "claude_code.<event>" in OTLP's event_name field and bare in
 # ``event.name``; the tables below use the bare names.
 LOG_EVENT_PREFIX = "claude_code."
-# Log records (OTLP logs, by event name) that carry skill evidence.
-LOG_SKILL_ACTIVATED: dict[str, str] = {"skill_activated": "skill.name"}  # Claude Code
+# Log records (OTLP logs, by event name) that carry skill evidence.  Names without
+# LOG_EVENT_PREFIX are looked up as they are ("codex.skill_invocation").
+LOG_SKILL_ACTIVATED: dict[str, str] = {
+    "skill_activated": "skill.name",  # Claude Code
+    # Codex CLI: a "$name" mention (skill.invocation_type=explicit) or a shell command that
+    # reads a listed SKILL.md (implicit; logged before the exec policy runs, so also for a
+    # refused read).
+    "codex.skill_invocation": "skill.name",
+}
+# On an activation record, a false value here says the skill did not load.
+LOG_SKILL_SUCCESS_KEYS: tuple[str, ...] = ("success",)
 LOG_TOOL_RESULTS: dict[str, tuple[str, str]] = {"tool_result": ("tool_use_id", "success")}  # Claude Code
+
+
+@dataclass(frozen=True, slots=True)
+class LogCallFields:
+    """Where a log record reporting one tool call keeps its parts (attribute keys)."""
+
+    name: str
+    arguments: str
+    success: str  # true / false, as a bool or its text
+    error: str  # the harness's words when the call failed or was refused
+
+
+# Log records (by event name) that report a tool call, including calls refused before they
+# ran (parameter validation, policy), which leave no tool span.
+LOG_TOOL_CALLS: dict[str, LogCallFields] = {
+    "gemini_cli.tool_call": LogCallFields("function_name", "function_args", "success", "error"),  # Gemini CLI
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LogToolFields:
+    """Where a log record that records a whole tool call keeps its parts (attribute keys)."""
+
+    name: str
+    call_id: str
+    arguments: str  # the call's arguments, as JSON text
+    result: str  # what the tool returned
+    success: str  # "false" (any case) means the tool failed or was not run
+
+
+# Log records that record one tool call each, name, arguments and result, by event name: the
+# harness logs its calls instead of (or besides) tracing them.
+LOG_WHOLE_TOOL_CALLS: dict[str, LogToolFields] = {
+    # Codex CLI; success="true" says the tool ran (not the command's exit code, which is in
+    # the output's "Process exited with code N" header).
+    "codex.tool_result": LogToolFields("tool_name", "call_id", "arguments", "output", "success"),
+}
+# Log records holding a user's request, or the agent's final answer, as plain text: event
+# name -> attribute.
+LOG_USER_PROMPTS: dict[str, str] = {
+    "codex.user_prompt": "prompt",  # Codex CLI
+    "gemini_cli.user_prompt": "prompt",  # Gemini CLI (telemetry.logPrompts, on by default)
+}
+LOG_AGENT_RESPONSES: dict[str, str] = {"codex.agent_response": "response"}  # Codex CLI, log_agent_responses
+# What a harness logs in place of a prompt it does not export: no request to read.
+REDACTED_PROMPTS: frozenset[str] = frozenset({"[REDACTED]"})  # Codex CLI without log_user_prompt
 # Log record attributes that hold whole API requests / responses or prompts.
 LOG_CONTENT_ATTRIBUTES: tuple[str, ...] = (
     "body",  # Claude Code api_request_body / api_response_body (OTEL_LOG_RAW_API_BODIES)
     "prompt",  # Claude Code user_prompt
     "gen_ai.input.messages",  # GenAI semconv
     "gen_ai.output.messages",
+    "request_text",  # Gemini CLI api_request: the whole contents history, as JSON
+    "response_text",  # Gemini CLI api_response: the GenerateContentResponse JSON
 )
 
 # -- instrumentation scopes -------------------------------------------------------------
@@ -372,17 +556,49 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("opentelemetry.instrumentation.openai_agents", "openai_agents"),
     ("openinference.instrumentation.claude_agent_sdk", "claude_agent_sdk"),
     ("com.anthropic.claude_code", "claude_code"),
+    ("gemini-cli", "gemini_cli"),  # Gemini CLI: spans and logs alike
+    ("codex_otel", "codex_cli"),  # Codex CLI log scopes: codex_otel.log_only, codex_otel.trace_safe
+    ("codex_exec", "codex_cli"),  # Codex CLI span scope under `codex exec`
+    ("codex", "codex_cli"),
     ("openinference.instrumentation.llama_index", "llamaindex"),
     ("opentelemetry.instrumentation.llamaindex", "llamaindex"),
 )
+
+# Resource ``service.name`` -> framework, by prefix, when no scope names one.
+SERVICE_NAME_KEY = "service.name"
+FRAMEWORK_SERVICES: tuple[tuple[str, str], ...] = (
+    ("gemini-cli", "gemini_cli"),
+    ("gemini_cli", "gemini_cli"),
+    ("codex", "codex_cli"),  # codex_cli_rs, codex_exec, codex-cli
+    ("claude-code", "claude_code"),
+)
+# Attributes outside the tables above that may hold prompt text (a system instruction, a
+# request) in a harness no row knows: a key holding one of these words, compared casefolded.
+PROMPT_KEY_WORDS: tuple[str, ...] = (
+    "system",
+    "instruction",
+    "prompt",
+    "request_text",
+    "request_body",
+    "messages",
+    "contents",
+)
+# Prefixes of keys another reader takes already (OpenInference's flattened messages).
+PROMPT_KEY_SKIP_PREFIXES: tuple[str, ...] = (FLATTENED_PREFIX, "llm.output_messages.")
+# Shorter text holds no catalog or history worth reading (a model name, a count).
+PROMPT_MIN_CHARS = 64
 
 # -- sessions ---------------------------------------------------------------------------
 
 # Where harnesses put the id of the run a span belongs to (``sessions.keys``' default), in
 # precedence order: where the item is ("span" covers log records too) and the attribute.
 SESSION_KEYS: tuple[str, ...] = (
-    "span:session.id",  # OpenTelemetry semconv; Strands trace_attributes, OpenInference
+    "span:session.id",  # OpenTelemetry semconv; Strands, OpenInference, Claude Code, Gemini CLI
     "span:gen_ai.conversation.id",  # GenAI semconv; ADK agent and LLM spans
+    "span:conversation.id",  # Codex CLI: on its log records (and the spans that carry it)
     "span:langsmith.metadata.session_id",  # LangSmith OTel mode flattens run metadata
+    "span:thread_id",  # Codex CLI trace exporter: the conversation id on its session-loop spans
+    "span:thread.id",  # Codex CLI: the conversation id as text (its integer values name none)
     "resource:session.id",
+    "resource:gen_ai.conversation.id",
 )

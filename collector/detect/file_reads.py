@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collector.detect import facts
+from collector.detect import documents, facts, names
 from collector.detect.content import arguments_of, result_text
 from collector.detect.outcome import outcome
-from evaluators import skill_md
 from evaluators.evidence import Signal, SkillLoad, ToolCall
 
 
@@ -36,13 +35,17 @@ def detect(call: ToolCall) -> SkillLoad | None:
 def read_load(call: ToolCall, path: str, signal: Signal, printed: str) -> SkillLoad:
     """A load by reading a SKILL.md (a read tool or a shell read): only a valid SKILL.md loads."""
     status, message = outcome(call)
-    document = skill_md.try_parse(printed) if status == "loaded" else None
+    document = documents.find(printed) if status == "loaded" else None
     if status == "loaded" and document is None:
         status, message = "failed", "the read did not return a valid SKILL.md"
     # The segment before SKILL.md, unnormalised: "/skills//SKILL.md" names no skill at all.
     parts = path.replace("\\", "/").split("/")
+    folder = parts[-2] if len(parts) > 1 else ""
+    skill = document.name if document else folder
+    if document and not names.plausible(skill) and names.plausible(folder):
+        skill = folder  # a front matter name that is no name ("PDF Report"): its folder's
     return SkillLoad(
-        skill=document.name if document else (parts[-2] if len(parts) > 1 else ""),
+        skill=skill,
         status=status,
         signal=signal,
         span_id=call.span_id,

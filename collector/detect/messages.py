@@ -7,7 +7,7 @@ from typing import Any
 
 from collector.detect import facts
 from collector.detect.content import first_present, first_truthy, flatten_text, parse_json
-from collector.otlp.views import SpanView
+from collector.otlp.views import Attributes, SpanView
 
 
 def _index(fields: tuple[tuple[str, str, str], ...]) -> dict[str, tuple[tuple[str, str], ...]]:
@@ -58,6 +58,43 @@ def prompt_texts(view: SpanView) -> list[tuple[str, str]]:
             flattened = view.attrs.text(key)
             if flattened:
                 found.append(("flattened", flattened))
+    return found
+
+
+# Every attribute key a table above reads already; the generic reader leaves them alone.
+_KNOWN_KEYS = frozenset(
+    [key for _, key, _ in facts.PROMPT_FIELDS]
+    + [key for _, key in facts.RESPONSE_FIELDS]
+    + list(facts.TOOL_ARGUMENT_KEYS)
+    + list(facts.TOOL_RESULT_KEYS)
+    + list(facts.LOG_CONTENT_ATTRIBUTES)
+)
+_PROMPT_KEYS: dict[str, bool] = {}  # key -> whether it may hold prompt text (few distinct keys)
+
+
+def _prompt_key(key: str) -> bool:
+    found = _PROMPT_KEYS.get(key)
+    if found is None:
+        folded = key.casefold()
+        found = (
+            key not in _KNOWN_KEYS
+            and not key.startswith(facts.PROMPT_KEY_SKIP_PREFIXES)
+            and any(word in folded for word in facts.PROMPT_KEY_WORDS)
+        )
+        if len(_PROMPT_KEYS) < 4096:
+            _PROMPT_KEYS[key] = found
+    return found
+
+
+def other_prompt_texts(attrs: Attributes) -> list[str]:
+    """The text of attributes no table names whose key says they may hold a prompt (a
+    system instruction, a request): what a harness without a row records."""
+    found: list[str] = []
+    for key in attrs.keys():  # noqa: SIM118 - Attributes has keys(), no __iter__
+        if _prompt_key(key):
+            value = attrs.get(key)
+            if isinstance(value, str) and len(value) >= facts.PROMPT_MIN_CHARS:
+                found.append(value)
     return found
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.detect import facts
+from collector.detect import documents, facts
 from collector.detect.content import first_truthy, parse_json, result_text
 from evaluators.evidence import LoadStatus, ToolCall
 
@@ -28,19 +28,34 @@ def outcome(call: ToolCall) -> tuple[LoadStatus, str | None]:
 def text_outcome(
     text: str, parsed: Any = None, is_error: bool | None = None
 ) -> tuple[LoadStatus, str | None]:
-    """The outcome a recorded result shows: error fields, refusal lines, exit codes."""
+    """The outcome a recorded result shows: error fields, refusal lines, exit codes.
+
+    Refusals are read before the SKILL.md the result holds (or in its first lines when it
+    holds none): a skill's own instructions may well say "Error:" or "denied"."""
     failure = _error_field(parsed) if is_error is None else (text if is_error else None)
-    if failure is None and _may_refuse(text):
-        refusal = facts.REFUSALS.search(text)
+    before = documents.head(text)
+    # After a SKILL.md only a tool's own footer lines count; with none, the end of the text.
+    after = documents.trailer(text) if before is not text else text[-facts.EXIT_CODE_TAIL_CHARS :]
+    if before is text:
+        before = "\n".join(text.split("\n", facts.REFUSAL_HEAD_LINES)[: facts.REFUSAL_HEAD_LINES])
+    if failure is None and _may_refuse(before):
+        refusal = facts.REFUSALS.search(before)
         failure = refusal.group(0).strip() if refusal else None
     if failure is None:
-        code = facts.EXIT_CODE.search(text[-facts.EXIT_CODE_TAIL_CHARS :])
-        if code and int(code.group(1)) not in facts.OK_EXIT_CODES:
-            failure = f"exit code {code.group(1)}"
+        failure = _exit_code(before[: facts.EXIT_CODE_HEAD_CHARS]) or _exit_code(after)
     if failure is None:
         return "loaded", None
-    status: LoadStatus = "denied" if facts.DENIALS.search(text) else "failed"
+    status: LoadStatus = (
+        "denied" if facts.DENIALS.search(before) or facts.DENIALS.search(failure) else "failed"
+    )
     return status, failure[:500]
+
+
+def _exit_code(text: str) -> str | None:
+    code = facts.EXIT_CODE.search(text)
+    if code and int(code.group(1)) not in facts.OK_EXIT_CODES:
+        return f"exit code {code.group(1)}"
+    return None
 
 
 def _may_refuse(text: str) -> bool:
@@ -60,6 +75,10 @@ def _error_field(parsed: Any) -> str | None:
         for key in facts.ERROR_FIELDS:
             if node.get(key) not in (None, False, "", 0):
                 return str(node.get(facts.ERROR_MESSAGE_FIELD) or node.get(key))
+        for key in facts.EXIT_CODE_FIELDS:
+            code = node.get(key)
+            if isinstance(code, int) and not isinstance(code, bool) and code not in facts.OK_EXIT_CODES:
+                return f"exit code {code}"
         for key in facts.STATUS_FIELDS:
             value = node.get(key)
             if isinstance(value, str) and value.lower() in facts.FAILED_STATUS_VALUES:

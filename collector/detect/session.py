@@ -9,12 +9,25 @@ only in messages; a body injected after a call) and returns the ``Session`` eval
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from collector.detect import catalogs, facts, file_reads, messages, shell_reads, skill_tools, transcript
-from collector.detect.content import has_marker, parse_json, result_text, tool_call
+from collector.detect import (
+    any_reads,
+    catalogs,
+    facts,
+    file_reads,
+    log_calls,
+    messages,
+    names,
+    shell_reads,
+    skill_attributes,
+    skill_tools,
+    transcript,
+)
+from collector.detect.content import has_marker, log_tool_call, parse_json, result_text, tool_call
 from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.outcome import text_outcome
@@ -38,7 +51,11 @@ DETECTORS: tuple[Callable[[ToolCall], SkillLoad | None], ...] = (
     skill_tools.detect,
     file_reads.detect,
     shell_reads.detect,
+    skill_attributes.detect,  # a tool no other detector knows, naming its skill
+    any_reads.detect,  # last: any other tool that returned a SKILL.md
 )
+
+_READ_DETECTORS = (file_reads.detect, shell_reads.detect)  # for calls only a history shows
 
 # Substrings without which a piece of prompt text holds nothing for each walk of ``_scan``.
 _BLOCK_MARKERS: tuple[str, ...] = facts.BLOCK_MARKERS
@@ -46,7 +63,9 @@ _INJECTION_MARKERS: tuple[str, ...] = facts.INJECTION_MARKERS
 
 
 # Each catalog marker as it survives in raw (JSON) text, with the marker itself.
-_CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(zip(catalogs.RAW_MARKERS, catalogs.MARKERS, strict=True))
+_CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(
+    zip(catalogs.RAW_MARKERS, catalogs.MARKERS, strict=True)
+)
 
 
 def _has_any(text: str, markers: tuple[str, ...] | list[str]) -> bool:
@@ -57,21 +76,29 @@ def _has_any(text: str, markers: tuple[str, ...] | list[str]) -> bool:
 
 
 MAX_UNREADABLE_NAMED = 20  # unreadable items named per session (all are counted)
+_HISTORY_ROLES = frozenset({"messages", "other"})  # texts that may be a growing history
 _HISTORIES = 4  # message histories remembered per session (see ``_unread_part``); 0 reads each whole
 
 K = TypeVar("K")
 V = TypeVar("V")
 
-_framework_cache: dict[str, str] = {}
+_framework_cache: dict[tuple[str, str], str] = {}
 
 
-def framework_of(scope: str) -> str:
-    found = _framework_cache.get(scope)
+def framework_of(scope: str, service: str = "") -> str:
+    """The framework an instrumentation scope names, else the resource's service name, else ""."""
+    found = _framework_cache.get((scope, service))
     if found is None:
         found = next((fw for prefix, fw in facts.FRAMEWORK_SCOPES if scope.startswith(prefix)), "")
+        if not found and service:
+            found = next((fw for prefix, fw in facts.FRAMEWORK_SERVICES if service.startswith(prefix)), "")
         if len(_framework_cache) < 1024:
-            _framework_cache[scope] = found
+            _framework_cache[(scope, service)] = found
     return found
+
+
+def _service(view: SpanView | LogView) -> str:
+    return view.resource.attrs.text(facts.SERVICE_NAME_KEY) or ""
 
 
 @dataclass(slots=True)
@@ -92,6 +119,7 @@ class SessionEvidence:
         "_histories",
         "_injected",
         "_last_prompts",
+        "_log_calls",
         "_log_results",
         "_message_calls",
         "_message_results",
@@ -133,7 +161,8 @@ class SessionEvidence:
         self._message_results: dict[str, MessageResult] = {}
         self._injected: dict[str, tuple[Injection, _Seen]] = {}
         self._log_results: dict[str, tuple[bool, _Seen]] = {}  # tool call id -> success
-        self._activated: dict[str, tuple[str, _Seen]] = {}  # folded skill -> first activation
+        self._log_calls: list[log_calls.LoggedCall] = []  # tool calls that log records report
+        self._activated: dict[str, tuple[str, _Seen, bool]] = {}  # folded skill -> first activation, ok
         self._last_prompts: dict[str, str] = {}  # role -> the last text of that role seen (read already)
         self._histories: list[str] = []  # histories read, without their closing bracket, newest first
         self.unreadable: list[UnreadableItem] = []  # the first ``MAX_UNREADABLE_NAMED``
@@ -144,7 +173,7 @@ class SessionEvidence:
     def observe_span(self, view: SpanView) -> None:
         self.span_count += 1
         if not self.framework:
-            self.framework = framework_of(view.scope)
+            self.framework = framework_of(view.scope, _service(view))
         if self._rules.by_attribute or _EXPECTED in view.attrs or _EXPECTED in view.resource.attrs:
             self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs))
         call = tool_call(view)
@@ -157,11 +186,13 @@ class SessionEvidence:
         prompts = messages.prompt_texts(view)
         if prompts:
             self._content_seen = True
+        # Not counted as content seen: an unknown key may hold anything.
+        prompts += [("other", raw) for raw in messages.other_prompt_texts(view.attrs)]
         # Chat spans repeat the system prompt and the history so far: a (role, text) pair this
         # session has read already can add no turn, catalog, call or injection.
         fresh: list[tuple[str, str]] = []
         for role, raw in prompts:
-            if role == "messages":
+            if role in _HISTORY_ROLES:
                 part = self._unread_part(raw)
                 # A history read whole is remembered by hash like other text; a continuation
                 # or a repeat was recognised by comparing text, without hashing all of it.
@@ -193,7 +224,7 @@ class SessionEvidence:
 
     def observe_log(self, view: LogView) -> None:
         if not self.framework:
-            self.framework = framework_of(view.scope)
+            self.framework = framework_of(view.scope, _service(view))
         self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs))
         record = view.record
         seen = _Seen(
@@ -201,11 +232,33 @@ class SessionEvidence:
             record.span_id.hex(),
             record.time_unix_nano or record.observed_time_unix_nano,
         )
+        logged = log_calls.logged_call(view, seen.span_id, seen.trace_id, seen.time_unix_nano)
+        if logged is not None:
+            self._log_calls.append(logged)
         event = view.event_name.removeprefix(facts.LOG_EVENT_PREFIX)
+        call = log_tool_call(view, event)
+        if call is not None:
+            self._observe_tool(call)
+        prompt_key = facts.LOG_USER_PROMPTS.get(event)
+        if prompt_key is not None:
+            text = view.attrs.text(prompt_key)
+            if text and text not in facts.REDACTED_PROMPTS and text not in self._turn_texts:
+                self._turn_texts.add(text)
+                self.turns.append(Turn(text, seen.span_id, seen.trace_id, seen.time_unix_nano))
+        answer_key = facts.LOG_AGENT_RESPONSES.get(event)
+        if answer_key is not None:
+            answer = view.attrs.text(answer_key)
+            if answer:
+                self._answers.append((seen.time_unix_nano, answer))
         if event in facts.LOG_SKILL_ACTIVATED:
-            skill = view.attrs.text(facts.LOG_SKILL_ACTIVATED[event])
+            skill = names.decoded(view.attrs.text(facts.LOG_SKILL_ACTIVATED[event]) or "")
             if skill:
-                self._activated.setdefault(fold_skill_name(skill), (skill, seen))
+                ok = all(
+                    str(view.attrs.get(key)).lower() != "false"
+                    for key in facts.LOG_SKILL_SUCCESS_KEYS
+                    if key in view.attrs
+                )
+                self._activated.setdefault(fold_skill_name(skill), (skill, seen, ok))
         elif event in facts.LOG_TOOL_RESULTS:
             id_key, success_key = facts.LOG_TOOL_RESULTS[event]
             call_id = view.attrs.text(id_key)
@@ -217,6 +270,10 @@ class SessionEvidence:
                 if raw:
                     self._content_seen = True
                     self._scan(raw, seen)
+        for raw in messages.other_prompt_texts(view.attrs):
+            part = self._unread_part(raw)  # a request log record repeats the history so far
+            if part:
+                self._scan(part, seen)
 
     def note_unreadable(self, item: UnreadableItem) -> None:
         """An item of this session that could not be read: counted, the first few named."""
@@ -310,16 +367,38 @@ class SessionEvidence:
                             if found is not None:
                                 self.catalog.advertise(found[1], found[0])
                         break
-        if wants_blocks:
-            for block in found_blocks:
-                if isinstance(block, MessageCall):
-                    if skill_tools.argument_key(block.name) is not None:
-                        self._message_calls.setdefault(block.call_id, (block, seen))
-                else:
-                    self._message_results.setdefault(block.call_id, block)
+        if wants_blocks and found_blocks:
+            self._keep_blocks(found_blocks, seen)
         if wants_injections:
             for injection in injections_in(strings):
                 self._injected.setdefault(fold_skill_name(injection.skill), (injection, seen))
+
+    def _keep_blocks(self, found: list[MessageCall | MessageResult], seen: _Seen) -> None:
+        """The tool calls (and their results) of one piece of history that may load a skill.
+
+        A call without an id (some providers' parts) is known by its tool, skill and position among
+        such calls in this history, so the same call read again is kept once; its result is
+        the next result of the same tool."""
+        waiting: dict[str, list[str]] = {}  # tool -> id-less calls without a result yet
+        positions: dict[tuple[str, str], int] = {}
+        for block in found:
+            if isinstance(block, MessageCall):
+                call_id = block.call_id
+                if not call_id:
+                    at = (block.name, _call_skill(block))
+                    positions[at] = positions.get(at, -1) + 1
+                    call_id = f"{_NO_ID}{at[0]}:{at[1]}:{positions[at]}"
+                    waiting.setdefault(block.name, []).append(call_id)
+                    block = MessageCall(call_id, block.name, block.arguments)
+                if _may_load(block):
+                    self._message_calls.setdefault(call_id, (block, seen))
+            else:
+                call_id = block.call_id
+                if not call_id:
+                    queue = waiting.get(block.name)
+                    call_id = queue.pop(0) if queue else ""
+                if call_id:
+                    self._message_results.setdefault(call_id, block)
 
     def absorb(self, other: SessionEvidence) -> None:
         """Take in the evidence of a provisional session that turned out to be part of this one."""
@@ -342,6 +421,10 @@ class SessionEvidence:
         _keep_first(self._message_results, other._message_results)
         _keep_first(self._injected, other._injected)
         _keep_first(self._log_results, other._log_results)
+        # What the other read stays read: its histories continue here without a re-read.
+        self._histories = [*self._histories, *other._histories][:_HISTORIES]
+        _keep_first(self._last_prompts, other._last_prompts)
+        self._log_calls += other._log_calls
         _keep_first(self._activated, other._activated)
         self.unreadable_count += other.unreadable_count
         self.unreadable += other.unreadable[: max(0, MAX_UNREADABLE_NAMED - len(self.unreadable))]
@@ -363,9 +446,11 @@ class SessionEvidence:
             self.skill_loads, self.turns, self.tool_calls, self.catalog = kept
 
     def _finish(self, session_id: str, revision: int, close_reason: str) -> Session:
+        self._complete_from_log_calls()
         self._resolve_from_logs()
         self._attach_injections()
         self._add_message_calls()
+        self._keep_names()
         self.turns.sort(key=lambda t: t.start_unix_nano)
         self._answer_turns()
         self.tool_calls.sort(key=lambda c: c.start_unix_nano)
@@ -412,6 +497,29 @@ class SessionEvidence:
         # No tool ran.  With no prompt content either, silence proves nothing.
         return "no_tools" if self._content_seen or self.turns else "missing"
 
+    def _complete_from_log_calls(self) -> None:
+        """Tool calls as log records complete them: a tool span's missing arguments and error,
+        or a call that never ran as a span.  A call the harness logged as succeeded with no
+        recorded result is loaded, as a logged tool result settles one."""
+        for done in log_calls.completions(self.tool_calls, self._log_calls):
+            if done.index is not None:
+                old = self.tool_calls[done.index]
+                self.tool_calls[done.index] = done.call
+                self.skill_loads = [
+                    load
+                    for load in self.skill_loads
+                    if not (load.span_id == old.span_id and load.trace_id == old.trace_id)
+                ]
+            else:
+                self.tool_calls.append(done.call)
+            for detect in DETECTORS:
+                load = detect(done.call)
+                if load is not None:
+                    if load.status == "unresolved" and done.succeeded:
+                        load.status = "loaded"
+                    self.skill_loads.append(load)
+                    break
+
     def _resolve_from_logs(self) -> None:
         """A tool span with no recorded result, settled by the harness's log records."""
         for load in self.skill_loads:
@@ -421,15 +529,15 @@ class SessionEvidence:
             if logged is not None:
                 load.status = "loaded" if logged[0] else "failed"
             elif load.key in self._activated:
-                load.status = "loaded"
+                load.status = "loaded" if self._activated[load.key][2] else "failed"
         # An activation logged with no tool span at all (traces not exported, or sampled out).
         spanned = {load.key for load in self.skill_loads}
-        for key, (skill, seen) in self._activated.items():
+        for key, (skill, seen, ok) in self._activated.items():
             if key not in spanned:
                 self.skill_loads.append(
                     SkillLoad(
                         skill=skill,
-                        status="loaded",
+                        status="loaded" if ok else "failed",
                         signal="log_event",
                         span_id=seen.span_id,
                         trace_id=seen.trace_id,
@@ -462,17 +570,40 @@ class SessionEvidence:
                 )
             )
 
+    def _keep_names(self) -> None:
+        """A value that is no skill name is not reported as one (``names.plausible``, the
+        catalog's names allowed whatever their case), and a load with no name never loaded."""
+        for load in self.skill_loads:
+            if load.skill and not names.plausible(load.skill, self.catalog.skills):
+                load.message = load.message or f"not a skill name: {load.skill[:200]!r}"
+                load.skill = ""
+            if not load.skill and load.status == "loaded":
+                load.status, load.message = "failed", load.message or "no skill name given"
+
     def _add_message_calls(self) -> None:
-        """Skill calls seen only in messages: the harness never ran them as tools."""
+        """Calls seen only in histories: skill calls the harness never ran as tools (denied,
+        invalid), and reads whose span was not exported.  A call a span recorded too is
+        the span's: by call id, or by skill when the history has no ids."""
         span_call_ids = {c.call_id for c in self.tool_calls if c.call_id}
         span_skills = {load.key for load in self.skill_loads if load.signal == "skill_tool"}
+        span_reads = {(load.signal, load.key): load for load in self.skill_loads}
         for call_id, (call, seen) in self._message_calls.items():
             if call_id in span_call_ids:
                 continue
-            key = skill_tools.argument_key(call.name) or ""
+            key = skill_tools.argument_key(call.name)
+            if key is None:
+                read = self._history_read(call_id, call, seen)
+                if read is None:
+                    continue
+                same = span_reads.get((read.signal, read.key))
+                if same is None:
+                    span_reads[(read.signal, read.key)] = read
+                    self.skill_loads.append(read)
+                elif read.status == same.status == "loaded" and read.body and not same.body:
+                    same.body = read.body  # the span kept no result; the history shows what it returned
+                continue
             arguments = call.arguments
-            skill = arguments.get(key) if isinstance(arguments, dict) else arguments
-            skill = skill.strip() if isinstance(skill, str) else ""
+            skill = names.decoded(arguments.get(key) if isinstance(arguments, dict) else arguments)
             if fold_skill_name(skill) in span_skills and skill:
                 continue  # a tool span recorded it; this harness just puts no call id on spans
             result = self._message_results.get(call_id)
@@ -481,9 +612,10 @@ class SessionEvidence:
             if result is None:
                 status, message = "unresolved", None
             else:
-                status, message = text_outcome(result.text, None, result.is_error)
+                status, message = text_outcome(result.text, _parsed(result), result.is_error)
                 if status == "loaded" and facts.DENIALS.search(result.text):
                     status, message = "denied", result.text[:500]
+            span_skills.add(fold_skill_name(skill))
             self.skill_loads.append(
                 SkillLoad(
                     skill=skill,
@@ -493,9 +625,64 @@ class SessionEvidence:
                     trace_id=seen.trace_id,
                     time_unix_nano=seen.time_unix_nano,
                     message=message,
-                    tool_call_id=call_id,
+                    tool_call_id=None if call_id.startswith(_NO_ID) else call_id,
                 )
             )
+
+    def _history_read(self, call_id: str, call: MessageCall, seen: _Seen) -> SkillLoad | None:
+        """A SKILL.md read that only a history shows, read as its tool span would be."""
+        result = self._message_results.get(call_id)
+        if result is None:
+            return None  # no outcome: nothing to tell a read from a write
+        arguments = call.arguments if isinstance(call.arguments, str) else _json(call.arguments)
+        as_span = ToolCall(
+            name=call.name,
+            span_id=seen.span_id,
+            trace_id=seen.trace_id,
+            start_unix_nano=seen.time_unix_nano,
+            call_id=None if call_id.startswith(_NO_ID) else call_id,
+            arguments=arguments,
+            result=result.text
+            if result.value is None or isinstance(result.value, str)
+            else _json(result.value),
+            error=result.text or "the tool reported an error" if result.is_error else None,
+        )
+        for detect in _READ_DETECTORS:
+            load = detect(as_span)
+            if load is not None:
+                return load
+        return None
+
+
+_NO_ID = "#"  # starts the key of a history call recorded without an id
+
+
+def _call_skill(call: MessageCall) -> str:
+    """The skill a history call names, as far as its arguments tell (for keying)."""
+    key = skill_tools.argument_key(call.name)
+    arguments = call.arguments
+    if key is not None:
+        return names.decoded(arguments.get(key) if isinstance(arguments, dict) else arguments)
+    return _json(arguments) if arguments is not None and not isinstance(arguments, str) else arguments or ""
+
+
+def _may_load(call: MessageCall) -> bool:
+    """Whether a history call may be a skill load: a skill tool, or arguments naming a
+    SKILL.md (read by whatever tool)."""
+    if skill_tools.argument_key(call.name) is not None:
+        return True
+    arguments = call.arguments
+    text = arguments if isinstance(arguments, str) else _json(arguments) if arguments is not None else ""
+    return facts.HISTORY_CALL_MARKER in text
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _parsed(result: MessageResult) -> object:
+    value = result.value
+    return value if isinstance(value, (dict, list)) else parse_json(value) if isinstance(value, str) else None
 
 
 def _keep_first(mine: dict[K, V], theirs: dict[K, V]) -> None:

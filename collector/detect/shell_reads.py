@@ -15,6 +15,7 @@ from collector.detect.file_reads import read_load
 from evaluators.evidence import SkillLoad, ToolCall
 
 _SEPARATORS = frozenset({"&&", "||", ";", "|"})
+_MAX_DEPTH = 2  # shells inside shells
 
 
 def command_of(call: ToolCall) -> str | None:
@@ -33,9 +34,10 @@ def command_of(call: ToolCall) -> str | None:
     return None
 
 
-def skill_paths(command: str) -> list[str]:
-    """SKILL.md paths that a read verb in ``command`` prints to stdout."""
-    if ">" in command:
+def skill_paths(command: str, depth: int = 0) -> list[str]:
+    """SKILL.md paths that a read verb in ``command`` prints to stdout (also inside a
+    script a shell runs: ``bash -lc '...'``)."""
+    if ">" in command or depth > _MAX_DEPTH:
         return []  # a redirection writes; never a load
     try:
         lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
@@ -51,6 +53,12 @@ def skill_paths(command: str) -> list[str]:
             continue
         if words:
             verb = posixpath.basename(words[0])
+            if verb in facts.SHELL_INTERPRETERS:
+                script = _script(words[1:])
+                if script is not None:
+                    paths += skill_paths(script, depth + 1)
+                words = []
+                continue
             writes = facts.READ_VERBS.get(verb)
             joined = facts.WRITE_FLAG_PREFIXES.get(verb)
             if writes is not None and not any(
@@ -61,6 +69,14 @@ def skill_paths(command: str) -> list[str]:
     return paths
 
 
+def _script(arguments: list[str]) -> str | None:
+    """The script of ``sh -c SCRIPT`` (any short flag group holding "c": -c, -lc, -ic)."""
+    for i, word in enumerate(arguments[:-1]):
+        if word.startswith("-") and not word.startswith("--") and "c" in word:
+            return arguments[i + 1]
+    return None
+
+
 def detect(call: ToolCall) -> SkillLoad | None:
     command = command_of(call)
     if command is None or "SKILL.md" not in command:
@@ -68,10 +84,4 @@ def detect(call: ToolCall) -> SkillLoad | None:
     paths = skill_paths(command)
     if not paths:
         return None
-    return read_load(call, paths[0], "shell_read", _from_frontmatter(result_text(call)))
-
-
-def _from_frontmatter(text: str) -> str:
-    # Shell tools prefix their own header (exit code, wall time): start at the frontmatter.
-    start = text.find("---\n")
-    return text[start:] if start > 0 else text
+    return read_load(call, paths[0], "shell_read", result_text(call))

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collector.detect import facts
+from collector.detect import documents, facts, names
 from collector.detect.content import arguments_of, result_text
 from collector.detect.outcome import outcome
-from evaluators import skill_md
 from evaluators.evidence import SkillLoad, ToolCall
 
 
@@ -24,19 +23,20 @@ def detect(call: ToolCall) -> SkillLoad | None:
         return None
     arguments = arguments_of(call)
     # A single-argument tool may record its argument as a bare string.
-    skill = arguments.get(key) if isinstance(arguments, dict) else arguments
-    if not isinstance(skill, str):
-        skill = call.skill_attribute or ""
+    recorded = arguments.get(key) if isinstance(arguments, dict) else arguments
+    skill = names.decoded(recorded) if recorded is not None else ""
+    if not skill and not isinstance(recorded, str):
+        skill = names.decoded(call.skill_attribute or "")
     status, message = outcome(call)
     if not skill.strip() and status == "loaded":
         status, message = "failed", "no skill name given"
     body = None
     if status == "loaded":
         text = result_text(call)
-        document = skill_md.try_parse(text)
+        document = documents.find(text)
         body = document.body if document else _body_without_ack(text)
     return SkillLoad(
-        skill=skill.strip(),
+        skill=skill,
         status=status,
         signal="skill_tool",
         span_id=call.span_id,

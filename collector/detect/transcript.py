@@ -14,6 +14,7 @@ from typing import Any
 
 from collector.detect import facts
 from collector.detect.content import flatten_text, parse_json
+from evaluators import skill_md
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,8 @@ class MessageResult:
     call_id: str
     text: str
     is_error: bool | None  # None: the format does not say
+    name: str = ""  # the tool's name, where the format records it beside the result
+    value: Any = None  # the result as recorded (an object's error fields say how it went)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,14 +86,24 @@ def _block(d: dict[str, Any], fields: facts.CallFields | facts.ResultFields) -> 
             failed = d.get(fields.error) == fields.error_value
         else:
             failed = bool(d.get(fields.error))
-        return MessageResult(str(d.get(fields.id, "")), flatten_text(d.get(fields.text)), failed)
+        value = d.get(fields.text)
+        name = d.get(fields.name) if fields.name else ""
+        return MessageResult(
+            str(d.get(fields.id) or ""),
+            flatten_text(value),
+            failed,
+            name if isinstance(name, str) else "",
+            value,
+        )
     inner = d.get(fields.within) if fields.within else d
     if not isinstance(inner, dict):
         return None
     arguments = inner.get(fields.arguments)
-    if fields.json_arguments:
+    if arguments is None and fields.other_arguments:
+        arguments = inner.get(fields.other_arguments)
+    if fields.json_arguments and isinstance(arguments, str):  # JSON text, or already an object
         arguments = parse_json(arguments) or arguments
-    return MessageCall(str(d.get(fields.id, "")), str(inner.get(fields.name, "")), arguments)
+    return MessageCall(str(d.get(fields.id) or ""), str(inner.get(fields.name) or ""), arguments)
 
 
 def blocks(value: Any) -> list[MessageCall | MessageResult]:
@@ -175,8 +188,22 @@ def injections(value: Any) -> Iterator[Injection]:
 
 
 def injections_in(strings: Iterable[str]) -> Iterator[Injection]:
-    """Injections in strings already taken out of a value (``all_strings``)."""
+    """Injections in strings already taken out of a value (``all_strings``), in order: an
+    inlined file is the string after the header naming it, and loads when it is a SKILL.md."""
+    inlined: str | None = None  # the path the previous string announced
     for text in strings:
+        if inlined is not None:
+            document = skill_md.try_parse(text)
+            if document is not None:
+                yield Injection(document.name, document.body, inlined, follows_tool=False)
+            inlined = None
+        if facts.INLINED_FILE_MARKER in text:
+            header = facts.INLINED_FILE_HEADER.match(text)
+            if header is not None and header.group(1).endswith("SKILL.md"):
+                inlined = header.group(1)
+        if facts.ACTIVATED_SKILL_MARKER in text:
+            for match in facts.ACTIVATED_SKILL_TAG.finditer(text):
+                yield Injection(match.group(1), match.group(2).strip(), None, follows_tool=True)
         if facts.INJECTED_SKILL_MARKER in text:
             for match in facts.INJECTED_SKILL_TAG.finditer(text):
                 yield Injection(match.group(1), match.group(3).strip(), match.group(2), follows_tool=False)

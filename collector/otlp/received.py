@@ -18,12 +18,14 @@ class Accepted:
     rejected: int = 0
     message: str = ""
     over_max_open: int = 0  # of ``rejected``: spans that would have opened a session past the cap
+    uncorrelated: int = 0  # of ``rejected``: log records that name no session and no trace
     opens: int = 0  # sessions the accepted spans may open (promised at admission, until assembled)
 
     def take(self, other: Accepted) -> None:
         """Become what ``other`` says (a stage's finding, into the outcome a receiver answers)."""
         self.accepted, self.rejected, self.message = other.accepted, other.rejected, other.message
         self.over_max_open, self.opens = other.over_max_open, other.opens
+        self.uncorrelated = other.uncorrelated
 
     def reject(self, why: str) -> None:
         self.rejected += 1

@@ -181,8 +181,11 @@ class LogView:
 
     @property
     def event_name(self) -> str:
-        # OTLP 1.5+ has a field; older emitters put it in the `event.name` attribute.
-        return self.record.event_name or self.attrs.text(_EVENT_NAME) or ""
+        # OTLP 1.5+ has a field; older emitters put it in the `event.name` attribute.  The
+        # attribute wins where both are set: bridges from logging libraries fill the field
+        # with their own callsite name ("event otel/src/tool_result.rs:54": Codex CLI's Rust
+        # tracing bridge) and the attribute with the event's.
+        return self.attrs.text(_EVENT_NAME) or self.record.event_name or ""
 
     @property
     def body(self) -> Any:

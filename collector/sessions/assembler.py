@@ -47,7 +47,7 @@ from collector.component import Retryable
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.session import SessionEvidence
 from collector.otlp.received import Accepted
-from collector.otlp.views import Attributes, LogView, ResourceView, SpanView, as_text
+from collector.otlp.views import Attributes, LogView, ResourceView, SpanView
 from collector.sessions.config import Sessions as SessionsConfig
 from collector.state.store import Closed, Reopenable
 from collector.telemetry import RateLimitedLog
@@ -66,6 +66,8 @@ CLOSE_REASONS = (
 # Cut for size or age (max_spans, max_bytes, max_duration), the next revision starts afresh.
 _REOPEN_WHOLE = frozenset({"idle_timeout", "end_attribute"})
 _ZERO_TRACE = bytes(16)
+# Why a log record with neither a session key nor a trace id is not taken.
+UNCORRELATED = "log record with no session key and no trace_id to correlate it"
 _ZERO_SPAN = bytes(8)
 UNREADABLE_REASONS = ("too_deep", "bad_value", "internal_error")
 _UNREADABLE_DETAIL_CHARS = 300
@@ -137,6 +139,22 @@ def scoped(tenant: str, trace_id: bytes) -> bytes:
     """A trace id within its tenant: how traces are bound to sessions (and recorded in
     ``Closed.traces``).  The default tenant's are the ids themselves."""
     return tenant.encode() + TENANT_SEPARATOR.encode() + trace_id if tenant and trace_id else trace_id
+
+
+def nothing_to_evaluate(session: Session) -> bool:
+    """True for a session that shows no agent at work: no agent span, turn, tool call, skill
+    load, catalog, expected skill or unreadable item.  A trace that named no session and
+    closed so (a harness's own housekeeping: an auth check, a config read, in traces apart
+    from its runs) is not a session and is not evaluated; it is counted."""
+    return not (
+        session.first_agent_span
+        or session.turns
+        or session.tool_calls
+        or session.skill_loads
+        or session.expected_skills
+        or session.unreadable_count
+        or session.catalog.state != "not_recorded"
+    )
 
 
 def span_problem(span: Span) -> str | None:
@@ -217,6 +235,8 @@ class Assembler:
         self.skip: Skip | None = None  # set only while a restart replays the spool
         self.closed_by_reason: dict[str, int] = dict.fromkeys(CLOSE_REASONS, 0)
         self.reopened = 0
+        # Traces that named no session and closed holding nothing to evaluate (``nothing_to_evaluate``).
+        self.discarded = 0
 
     @property
     def open_count(self) -> int:
@@ -374,7 +394,10 @@ class Assembler:
                             else b"",
                         )
                         if key is None and not trace_id:
-                            result.reject("log record with no session key and no trace_id to correlate it")
+                            # Not an invalid record: one no session can use.  Counted apart, and
+                            # named by its event, so a sender sees which of its events these are.
+                            result.uncorrelated += 1
+                            result.reject(f"{UNCORRELATED} ({view.event_name or 'no event name'})")
                             continue
                         if self.skip is not None and self.skip(key, trace_id, request_id):
                             result.accepted += 1
@@ -512,9 +535,11 @@ class Assembler:
         for where, key in self._keys:
             attrs = values if where == "span" else resource
             if key in attrs:  # most spans carry none of the keys, or one
-                text = as_text(attrs.get(key))
-                if text:
-                    return session_key(tenant, text)
+                value = attrs.get(key)
+                # Only text names a session: a key that also holds numbers (Codex CLI's
+                # thread.id is, on most spans, the OS thread's number) names none there.
+                if type(value) is str and value:
+                    return session_key(tenant, value)
         return None
 
     def _session_for(
@@ -648,6 +673,12 @@ class Assembler:
         self._revisions[session.key] = session.revision
         if len(self._revisions) > 100_000:
             self._revisions.popitem(last=False)
+        tenant, session_id = split_session_key(session.key)
+        finished = self._bounded(session.evidence.finish(session_id, session.revision, reason))
+        finished.tenant = tenant
+        if session.provisional and nothing_to_evaluate(finished):
+            self.discarded += 1  # a trace of the harness's own housekeeping: not a session
+            return
         keep = not session.provisional and reason in _REOPEN_WHOLE
         self.closed_by_reason[reason] = self.closed_by_reason.get(reason, 0) + 1
         if self._on_record is not None:
@@ -661,10 +692,7 @@ class Assembler:
                     tuple(sorted(t.hex() for t in session.traces)),
                 )
             )
-        tenant, session_id = split_session_key(session.key)
-        finished = session.evidence.finish(session_id, session.revision, reason)
-        finished.tenant = tenant
-        self._on_close(self._bounded(finished), reason)
+        self._on_close(finished, reason)
         if keep:
             self._recent[session.key] = _Recent(
                 session.evidence,

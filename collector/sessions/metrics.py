@@ -41,6 +41,13 @@ class SessionsMetrics:
         self.sessions_closed = Counter(
             "skillgauge_sessions_closed", "Sessions closed, by reason.", ["reason"], registry=r
         )
+        self.traces_discarded = Counter(
+            "skillgauge_traces_discarded",
+            "Traces that named no session and closed showing no agent at work (no agent span, "
+            "turn, tool call, skill load, catalog or expected skill): a harness's housekeeping, "
+            "not evaluated.",
+            registry=r,
+        )
         self.sessions_reopened = Counter(
             "skillgauge_sessions_reopened", "Sessions reopened by late spans (a new revision).", registry=r
         )

@@ -73,6 +73,7 @@ class SessionsStage:
         self._last_request = 0
         self._checkpointed_at = 0.0
         self._reopened_seen = 0
+        self._discarded_seen = 0
 
     # -- intake ---------------------------------------------------------------------------
 
@@ -170,10 +171,11 @@ class SessionsStage:
 
     def _count(self, item: Received, result: Accepted) -> None:
         self.metrics.received.labels(item.signal, item.protocol).inc(result.accepted)
-        if result.rejected > result.over_max_open:
-            self.metrics.rejected.labels(item.signal, "invalid_item").inc(
-                result.rejected - result.over_max_open
-            )
+        if result.uncorrelated:
+            self.metrics.rejected.labels(item.signal, "uncorrelated").inc(result.uncorrelated)
+        invalid = result.rejected - result.over_max_open - result.uncorrelated
+        if invalid > 0:
+            self.metrics.rejected.labels(item.signal, "invalid_item").inc(invalid)
 
     async def _reopen_dormant(
         self, request: ExportTraceServiceRequest | ExportLogsServiceRequest, request_id: int, tenant: str
@@ -359,6 +361,9 @@ class SessionsStage:
         reopened, self._reopened_seen = self.assembler.reopened - self._reopened_seen, self.assembler.reopened
         if reopened:
             self.metrics.sessions_reopened.inc(reopened)
+        discarded, self._discarded_seen = self.assembler.discarded - self._discarded_seen, self.assembler.discarded
+        if discarded:
+            self.metrics.traces_discarded.inc(discarded)
         self.metrics.pending_requests.labels("assembler").set(len(self._pending))
 
     async def shutdown(self, timeout: float) -> None:

@@ -32,8 +32,8 @@ def test_every_block_shape_holds_a_block_marker() -> None:
     # Text without a marker is never walked for blocks, so a shape without one would be missed.
     for key, _ in facts.KEYED_BLOCKS:
         assert _has_marker(key), key
-    for kind in facts.TYPED_BLOCKS:
-        assert _has_marker(kind), kind
+    for kind, fields in facts.TYPED_BLOCKS.items():  # the type value, or the id key beside it
+        assert _has_marker(kind) or _has_marker(fields.id), kind
     for key, _, fields in facts.TAGGED_BLOCKS:
         assert _has_marker(key) or _has_marker(fields.id), key
 

@@ -27,7 +27,17 @@ SCENARIOS = {
     "deepagents": "right_skill_langsmith",
     "openai_agents": "right_skill",
     "claude_code": "right_skill",
+    "codex_cli": "right_skill_content",  # logs only; the prompt needs log_user_prompt
+    "gemini_cli": "right_skill",  # default telemetry: logs carry the prompts
 }
+# Sessions of the newer harnesses that loaded no skill, replayed with the default config and
+# the fake judge: skill_omission is judged (against the trace's catalog, or the registry's
+# when the harness records none, as the Codex CLI does).
+NO_LOAD = [
+    ("gemini_cli", "no_skill"),
+    ("codex_cli", "no_skill_content"),
+    ("codex_cli", "missing_mention_content"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +103,21 @@ async def test_one_session_per_framework_yields_all_four_evaluators(
     following = [s for s in fake.of_kind("skill_instruction_following") if s.skill == "release-notes"]
     assert "Put breaking changes first" in following[-1].blocks()["skill_content"]
     assert coverage.to_dict()["accounting"]["adds_up"] is True
+
+
+@pytest.mark.parametrize(("framework", "name"), NO_LOAD)
+async def test_a_session_of_a_new_harness_that_loaded_no_skill_has_omission_judged(
+    framework: str, name: str, fake: FakeAnthropic
+) -> None:
+    scenario = _scenario(framework, name)
+    assert scenario["loads"] == []
+    config = {k: v for k, v in _config(fake).items() if k != "expectations"}
+    outcome = await replay([str(FRAMEWORKS / framework / f) for f in scenario["files"]], parse(config))
+    (coverage,) = [c for c in outcome.coverages if c.session.session_id == scenario["session_id"]]
+    (omission,) = [r for r in coverage.results if r.evaluation == "skill_omission"]
+    assert omission.status == "judged", (omission.status, omission.reason, omission.explanation)
+    assert omission.catalog_source == ("trace" if scenario["catalog"]["state"] == "advertised" else "registry")
+    assert omission.judge is not None and omission.judge.cost_usd
 
 
 def _all_recordings() -> list[tuple[str, str, list[str]]]:

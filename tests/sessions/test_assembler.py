@@ -93,10 +93,29 @@ def test_adk_tool_spans_without_a_key_join_their_agents_session_even_when_export
 
 def test_a_trace_that_never_names_a_session_is_its_own_session() -> None:
     asm, closed, _ = make()
-    asm.add_spans(one_span(7, 1))
+    asm.add_spans(one_span(7, 1, {"gen_ai.operation.name": "invoke_agent"}))
     asm.add_spans(one_span(7, 2))
     asm.close_all()
     assert [(s.session_id, s.span_count) for s, _ in closed] == [(f"{7:032x}", 2)]
+    assert asm.discarded == 0
+
+
+def test_a_trace_that_names_no_session_and_shows_no_agent_is_counted_not_evaluated() -> None:
+    asm, closed, _ = make()
+    asm.add_spans(one_span(8, 1))  # a harness's housekeeping span ("auth", "fs.read_file")
+    asm.add_spans(one_span(9, 1, {"session.id": "named"}))  # named: a session, empty or not
+    asm.close_all()
+    assert [s.session_id for s, _ in closed] == ["named"]
+    assert asm.discarded == 1
+
+
+def test_only_text_names_a_session() -> None:
+    asm, closed, _ = make()
+    request = one_span(5, 1, {"gen_ai.operation.name": "invoke_agent"})
+    request.resource_spans[0].scope_spans[0].spans[0].attributes.add(key="thread.id").value.int_value = 3
+    asm.add_spans(request)
+    asm.close_all()
+    assert [s.session_id for s, _ in closed] == [f"{5:032x}"]  # the integer named nothing
 
 
 def test_idle_timeout_closes_only_idle_sessions() -> None:

@@ -1,0 +1,94 @@
+"""A SKILL.md in a tool's result, whatever wraps it.
+
+Read tools and shells rarely return a file bare: a header line names the path, a gutter
+numbers the lines, an XML or JSON envelope holds the text, a shell prints its exit code
+before or after, a long file ends in a truncation marker.  ``find`` takes the document out
+of all of these (the rule is on text, the wrappers are rows of ``facts``); ``head`` is what
+a result says before its document, where a harness's refusal or exit code would be.
+"""
+
+from __future__ import annotations
+
+from collector.detect import facts
+from collector.detect.content import flatten_text, parse_json
+from evaluators import skill_md
+from evaluators.skill_md import SkillDocument
+
+_DEPTH = 3  # envelopes inside envelopes, this many at most
+
+
+def find(text: str | None) -> SkillDocument | None:
+    """The SKILL.md the text holds (front matter with a name and a description), or None."""
+    for _ in range(_DEPTH):
+        if not text or "---" not in text:
+            return None
+        document = skill_md.try_parse(text)
+        if document is not None:
+            return _without_trailer(document)
+        unwrapped = _unwrapped(text)
+        if unwrapped is None:
+            return _from_front_matter(text)
+        text = unwrapped
+    return None
+
+
+def head(text: str) -> str:
+    """The part of a result before the SKILL.md it holds: all of it when it holds none."""
+    opening = _opening(text) if "---" in text else None
+    return text if opening is None else text[:opening]
+
+
+def _unwrapped(text: str) -> str | None:
+    """The text inside a JSON or XML envelope, or None if it is in none."""
+    stripped = text.strip()
+    if stripped[:1] in '{["':
+        parsed = parse_json(stripped)
+        if parsed is not None:
+            inner = flatten_text(parsed)
+            return inner if inner and inner != text else None
+    envelope = facts.XML_ENVELOPE.match(text)
+    return envelope.group(2) if envelope is not None else None
+
+
+def _opening(text: str) -> int | None:
+    """Where the front matter opens, if a SKILL.md starts at one of the first "---" lines."""
+    for n, line in enumerate(facts.FRONT_MATTER_LINE.finditer(text)):
+        if n >= facts.FRONT_MATTER_TRIES:
+            break
+        if skill_md.try_parse(text[line.start("open") :]) is not None:
+            return line.start("open")
+    return None
+
+
+def _from_front_matter(text: str) -> SkillDocument | None:
+    """A document after a header (a path, an exit code, "Output:")."""
+    opening = _opening(text)
+    if opening is None:
+        return None
+    document = skill_md.try_parse(text[opening:])
+    return _without_trailer(document) if document is not None else None
+
+
+def trailer(text: str) -> str:
+    """The lines a tool appended after what it printed (truncation markers, exit-code
+    footers), "" when there are none."""
+    body = text.rstrip()
+    return body[_trailer_start(body) :]
+
+
+def _trailer_start(body: str) -> int:
+    end = len(body)
+    for _ in range(_DEPTH):
+        found = facts.TRAILER_LINE.search(body, 0, end)
+        if found is None:
+            break
+        end = len(body[: found.start()].rstrip())
+    return end
+
+
+def _without_trailer(document: SkillDocument) -> SkillDocument:
+    body = document.body
+    end = _trailer_start(body)
+    if end == len(body):
+        return document
+    return SkillDocument(document.name, document.description, body[:end].rstrip(), document.frontmatter)
