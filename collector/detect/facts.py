@@ -28,6 +28,10 @@ AGENT_SPAN_MARKERS: tuple[tuple[str, str | None], ...] = (
     ("openinference.span.kind", "AGENT"),
 )
 
+# Attribute prefixes of the GenAI conventions: a span carrying one shows a model or an agent
+# at work (a trace that names no session and shows none is a harness's housekeeping).
+MODEL_ATTRIBUTE_PREFIXES: tuple[str, ...] = ("gen_ai.", "llm.", "openinference.")
+
 # -- tool calls on spans ----------------------------------------------------------------
 
 # Where each convention records a tool call: tried in order, first present wins.

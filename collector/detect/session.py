@@ -130,6 +130,7 @@ class SessionEvidence:
         "agent_spans",
         "catalog",
         "framework",
+        "model_seen",
         "skill_loads",
         "span_count",
         "tool_calls",
@@ -148,6 +149,7 @@ class SessionEvidence:
         self.turns: list[Turn] = []
         self.catalog = Catalog()
         self.agent_spans: list[tuple[int, str, str]] = []  # (start, trace_id, span_id)
+        self.model_seen = False  # a span in a GenAI convention (``facts.MODEL_ATTRIBUTE_PREFIXES``)
         self.tool_spans = 0
         self._tool_spans_with_content = 0
         self._content_seen = False
@@ -176,6 +178,8 @@ class SessionEvidence:
             self.framework = framework_of(view.scope, _service(view))
         if self._rules.by_attribute or _EXPECTED in view.attrs or _EXPECTED in view.resource.attrs:
             self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs))
+        if not self.model_seen:
+            self.model_seen = any(k.startswith(facts.MODEL_ATTRIBUTE_PREFIXES) for k in view.attrs.keys())  # noqa: SIM118 - Attributes is no dict
         call = tool_call(view)
         if call is not None:
             self._observe_tool(call)
@@ -404,6 +408,7 @@ class SessionEvidence:
         """Take in the evidence of a provisional session that turned out to be part of this one."""
         self.span_count += other.span_count
         self.framework = self.framework or other.framework
+        self.model_seen = self.model_seen or other.model_seen
         self.tool_calls += other.tool_calls
         self.skill_loads += other.skill_loads
         self.turns += [t for t in other.turns if t.user_message not in self._turn_texts]

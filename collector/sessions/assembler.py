@@ -143,9 +143,10 @@ def scoped(tenant: str, trace_id: bytes) -> bytes:
 
 def nothing_to_evaluate(session: Session) -> bool:
     """True for a session that shows no agent at work: no agent span, turn, tool call, skill
-    load, catalog, expected skill or unreadable item.  A trace that named no session and
-    closed so (a harness's own housekeeping: an auth check, a config read, in traces apart
-    from its runs) is not a session and is not evaluated; it is counted."""
+    load, catalog, expected skill or unreadable item.  A trace that named no session, closed
+    so and held no span in a GenAI convention either (a harness's own housekeeping: an auth
+    check, a config read, in traces apart from its runs) is not a session and is not
+    evaluated; it is counted."""
     return not (
         session.first_agent_span
         or session.turns
@@ -676,7 +677,7 @@ class Assembler:
         tenant, session_id = split_session_key(session.key)
         finished = self._bounded(session.evidence.finish(session_id, session.revision, reason))
         finished.tenant = tenant
-        if session.provisional and nothing_to_evaluate(finished):
+        if session.provisional and not session.evidence.model_seen and nothing_to_evaluate(finished):
             self.discarded += 1  # a trace of the harness's own housekeeping: not a session
             return
         keep = not session.provisional and reason in _REOPEN_WHOLE

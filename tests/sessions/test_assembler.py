@@ -109,6 +109,14 @@ def test_a_trace_that_names_no_session_and_shows_no_agent_is_counted_not_evaluat
     assert asm.discarded == 1
 
 
+def test_a_trace_that_names_no_session_but_calls_a_model_is_a_session() -> None:
+    asm, closed, _ = make()
+    asm.add_spans(one_span(6, 1, {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}))
+    asm.close_all()
+    assert [s.session_id for s, _ in closed] == [f"{6:032x}"]  # content not captured: still a session
+    assert asm.discarded == 0
+
+
 def test_only_text_names_a_session() -> None:
     asm, closed, _ = make()
     request = one_span(5, 1, {"gen_ai.operation.name": "invoke_agent"})
