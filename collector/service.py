@@ -63,6 +63,7 @@ from collector.status.metrics import StatusMetrics
 from collector.status.summary import Summary, every, log_periodically
 from collector.status.view import SessionPage, SessionQuery, State
 from collector.telemetry import SkillLabels
+from evaluators.evidence import session_key
 from evaluators.result import EvaluationResult
 
 log = logging.getLogger("skillgauge")
@@ -115,7 +116,8 @@ class Chain:
         self.runner.metrics.judge_configured.set(1 if config.judge.configured else 0)
 
     async def _store_result(self, result: EvaluationResult) -> None:
-        await self.store.save_result(result.key, result.session_id, result.revision, result.to_dict())
+        session = session_key(result.tenant, result.session_id)
+        await self.store.save_result(result.key, session, result.revision, result.to_dict())
 
     def admit(self) -> None:
         self.spool.admit()
@@ -164,25 +166,26 @@ class Chain:
         self.sessions_stage.refresh()
         self.spool.refresh()
 
-    async def session(self, session_id: str) -> tuple[dict[str, Any] | None, list[Any]]:
+    async def session(self, session_id: str, tenant: str = "") -> tuple[dict[str, Any] | None, list[Any]]:
         await self.sessions_stage.settle()  # what was acknowledged is visible here
-        live = self.sessions_stage.assembler.get(session_id)
+        key = session_key(tenant, session_id)
+        live = self.sessions_stage.assembler.get(key)
         summary: dict[str, Any] | None = None
         if live is not None:
             summary = {
                 "revision": live.revision,
                 "spans": live.spans,
-                "skill_loads": self.sessions_stage.assembler.loads_so_far(session_id),
+                "skill_loads": self.sessions_stage.assembler.loads_so_far(key),
                 "why_no_results": "the session is still open; it is evaluated when it closes "
                 f"(idle {self.config.sessions.idle_timeout:g}s, max duration, end attribute or limits)",
             }
-        return summary, await self.store.revisions(session_id, self._not_before())
+        return summary, await self.store.revisions(key, self._not_before())
 
     async def sessions(self, query: SessionQuery) -> SessionPage:
         return await self.store.sessions(query, self._not_before())
 
-    async def overview(self, since: float) -> dict[str, Any]:
-        return await self.store.overview(since, self._not_before())
+    async def overview(self, since: float, tenant: str | None = None) -> dict[str, Any]:
+        return await self.store.overview(since, self._not_before(), tenant)
 
     def _not_before(self) -> float:
         """Results evaluated before this are past ``storage.retention`` (the next checkpoint
@@ -398,7 +401,14 @@ class Service:
             if tls.client_ca_file
             else "TLS"
         ]
-        parts.append("bearer token required" if self.config.auth_for(listener) else "no auth")
+        auth = self.config.auth_for(listener)
+        if auth is None:
+            parts.append("no auth")
+        else:
+            parts.append("bearer token required")
+            named = sorted(tenant for tenant in auth.tenants if tenant)
+            if named:
+                parts.append(f"tenants {' '.join(named)}")
         return ", ".join(parts)
 
     async def stop(self, timeout: float = 10.0) -> None:

@@ -156,9 +156,30 @@ class Turn:
     response: str | None = None
 
 
+# Between a tenant and a session id in a session's key (``session_key``).
+TENANT_SEPARATOR = "\x1f"
+
+
+def session_key(tenant: str, session_id: str) -> str:
+    """The key a session is kept under: its id within its tenant.  The default tenant's
+    keys are the ids themselves; any other's are ``tenant \x1f id``.  An id of the default
+    tenant that holds the separator is prefixed with it, so no key can be taken for
+    another tenant's."""
+    if not tenant and TENANT_SEPARATOR not in session_id:
+        return session_id
+    return f"{tenant}{TENANT_SEPARATOR}{session_id}"
+
+
+def split_session_key(key: str) -> tuple[str, str]:
+    """(tenant, session id) of a ``session_key``."""
+    tenant, separator, session_id = key.partition(TENANT_SEPARATOR)
+    return (tenant, session_id) if separator else ("", key)
+
+
 @dataclass(slots=True)
 class Session:
-    """Everything known about one session when it closed."""
+    """Everything known about one session when it closed.  ``tenant``: whose session it is
+    ("" the default); ``key`` is what it is kept under."""
 
     session_id: str
     revision: int = 1
@@ -175,6 +196,11 @@ class Session:
     # Items that could not be read: the first few named, all counted.
     unreadable: list[UnreadableItem] = field(default_factory=list)
     unreadable_count: int = 0
+    tenant: str = ""
+
+    @property
+    def key(self) -> str:
+        return session_key(self.tenant, self.session_id)
 
     def loads_of(self, skill: str) -> list[SkillLoad]:
         key = fold_skill_name(skill)

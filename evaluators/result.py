@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from evaluators.evidence import LOAD_STATUSES, Session, fold_skill_name
+from evaluators.evidence import LOAD_STATUSES, Session, fold_skill_name, session_key
 
 Status = Literal["judged", "not_applicable", "skipped", "error"]
 STATUSES: tuple[Status, ...] = ("judged", "not_applicable", "skipped", "error")
@@ -52,6 +52,7 @@ class EvaluationResult:
     body_source: BodySource | None = None
     catalog_source: BodySource | None = None
     judge: JudgeUsage | None = None
+    tenant: str = ""  # the session's tenant; a record names it only when it is not ""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -66,6 +67,8 @@ class EvaluationResult:
         # Field by field: ``dataclasses.asdict`` deep-copies every value, and every closed
         # session turns a dozen results into records.
         record = {name: getattr(self, name) for name in _RESULT_FIELDS}
+        if not self.tenant:
+            del record["tenant"]
         if self.judge is not None:
             record["judge"] = {name: getattr(self.judge, name) for name in _USAGE_FIELDS}
         return record
@@ -79,7 +82,13 @@ class EvaluationResult:
 
     @property
     def key(self) -> str:
-        return result_key(self.session_id, self.revision, self.evaluation, self.skill, self.span_id)
+        return result_key(
+            session_key(self.tenant, self.session_id),
+            self.revision,
+            self.evaluation,
+            self.skill,
+            self.span_id,
+        )
 
 
 _RESULT_FIELDS = tuple(f.name for f in fields(EvaluationResult))
@@ -94,7 +103,8 @@ RESULT_VERSION = 1
 def result_key(
     session_id: str, revision: int, evaluation: str, skill: str | None, span_id: str | None
 ) -> str:
-    """The idempotency key of a result: session, revision, evaluation, skill, evaluated span, version."""
+    """The idempotency key of a result: session (its ``session_key``), revision, evaluation,
+    skill, evaluated span, version."""
     return "\x1f".join(
         (session_id, str(revision), evaluation, skill or "", span_id or "", str(RESULT_VERSION))
     )
@@ -122,6 +132,7 @@ def judged(
         session_id=session.session_id,
         revision=session.revision,
         framework=session.framework,
+        tenant=session.tenant,
         **where,
     )
 
@@ -142,6 +153,7 @@ def unjudged(
         session_id=session.session_id,
         revision=session.revision,
         framework=session.framework,
+        tenant=session.tenant,
         **where,
     )
 
@@ -197,6 +209,7 @@ class Coverage:
         missed = [r.skill for r in self.results if r.evaluation == "skill_invoked" and r.passed is False]
         return {
             "session_id": s.session_id,
+            **({"tenant": s.tenant} if s.tenant else {}),
             "revision": s.revision,
             "trace_id": _session_trace(s),
             "framework": s.framework,

@@ -87,7 +87,7 @@ async def test_one_request_cannot_open_sessions_past_max_open(tmp_path: Path) ->
     assert 'skillgauge_rejected_items_total{reason="max_open",signal="traces"} 58000.0' in text
     assert "invalid_item" not in text
     # What was spooled is what was kept: a restart replays no rejected span.
-    *_, (_, signal, raw) = chain.store.requests(0)
+    *_, (_, signal, raw, _) = chain.store.requests(0)
     assert signal == "traces"
     assert len(ExportTraceServiceRequest.FromString(raw).resource_spans[0].scope_spans[0].spans) == 2_000
     await chain.shutdown(30)

@@ -91,7 +91,7 @@ async def execute(task: JudgeTask, env: JudgeEnv) -> EvaluationResult:
     budgets = env.budgets(task.evaluation)
     tally = _Tally(model)
     problems: list[str] = []
-    key = (session.session_id, session.revision)
+    key = (session.key, session.revision)
     for attempt in range(INVALID_VERDICT_ATTEMPTS):
         est_in = estimate_tokens(request.chars())
         est_usd = prices.cost(est_in, request.max_tokens) if prices else 0.0

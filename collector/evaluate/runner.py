@@ -244,7 +244,7 @@ class Runner:
         for i, task, key in pending:
             since, attempts = self.pending_since.pop(key, (now, 0))
             self._jobs.append(_Job(task, key, waiting, i, since, attempts))
-            rows.append((key, session.session_id, session.revision, task.evaluation, since))
+            rows.append((key, session.key, session.revision, task.evaluation, since))
         if self._pending is not None:
             self._pending.pending_add(rows)
         self._queued += len(pending)
@@ -488,7 +488,7 @@ class Runner:
 def _task_key(task: JudgeTask) -> str:
     where = task.where
     return result_key(
-        task.session.session_id,
+        task.session.key,
         task.session.revision,
         task.evaluation,
         where.get("skill"),

@@ -53,7 +53,7 @@ def idempotency_key(result: EvaluationResult) -> str:
 
 def coverage_key(coverage: Coverage) -> str:
     s = coverage.session
-    return "\x1f".join((s.session_id, str(s.revision), COVERAGE_SPAN, str(SCHEMA_VERSION)))
+    return "\x1f".join((s.key, str(s.revision), COVERAGE_SPAN, str(SCHEMA_VERSION)))
 
 
 def span_id_for(key: str) -> bytes:
@@ -98,6 +98,7 @@ def result_attributes(result: EvaluationResult) -> dict[str, AttrValue | None]:
     return {
         **evaluation_attributes(result),
         "session.id": result.session_id,
+        "skillgauge.tenant": result.tenant or None,
         "gen_ai.skill.name": result.skill,
         "skillgauge.evaluation.status": result.status,
         "skillgauge.evaluation.reason": result.reason,
@@ -132,7 +133,7 @@ def _session_anchor(coverage: Coverage) -> tuple[bytes, bytes | None]:
         return bytes.fromhex(s.first_agent_span[0]), bytes.fromhex(s.first_agent_span[1])
     if s.skill_loads:  # no agent span recorded: the first load is the next best thing
         return bytes.fromhex(s.skill_loads[0].trace_id), bytes.fromhex(s.skill_loads[0].span_id)
-    return _trace_id_for(s.session_id), None
+    return _trace_id_for(s.key), None
 
 
 def _carrier(
@@ -190,6 +191,7 @@ def coverage_attributes(coverage: Coverage) -> dict[str, AttrValue | None]:
     c = coverage.to_dict()
     attrs: dict[str, AttrValue | None] = {
         "session.id": c["session_id"],
+        "skillgauge.tenant": c.get("tenant") or None,
         "skillgauge.session.revision": c["revision"],
         "skillgauge.session.close_reason": c["close_reason"],
         "skillgauge.session.spans": c["spans"],

@@ -42,6 +42,9 @@ class Received:
     protocol: str  # grpc | http | replay | spool
     raw: bytes | None = None  # the request's protobuf bytes as received: spooled as they are
     outcome: Accepted = field(default_factory=Accepted)
+    # Whose request it is: the tenant its bearer token names ("" by default), spooled with
+    # it; sessions are kept apart per tenant.
+    tenant: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,9 @@
 """Who may talk to a listener: bearer tokens and TLS, shared by both receivers and the status API.
 
-Pure decisions (``Bearer.allows``) plus the two transport adapters: a gRPC server
-interceptor and an aiohttp middleware.  A refusal never echoes what the client sent.
+Pure decisions (``Bearer.tenant_of``) plus the two transport adapters: a gRPC server
+interceptor and an aiohttp middleware, each handing the token's tenant to the handler (the
+gRPC handler's ``tenant`` argument; ``request[TENANT]`` in aiohttp).  A refusal never
+echoes what the client sent.
 """
 
 from __future__ import annotations
@@ -15,30 +17,45 @@ from typing import Any
 import grpc
 from aiohttp import web
 
-from collector.receiver.config import BearerAuth, Tls
+from collector.receiver.config import ALL_TENANTS, BearerAuth, Tls
 
 CHALLENGE = 'Bearer realm="skillgauge"'
 MESSAGE = "missing or invalid bearer token: send the header 'Authorization: Bearer <token>'"
+
+
+TENANT = "skillgauge.tenant"  # where the aiohttp middleware puts the token's tenant
 
 
 class Bearer:
     """Checks an ``Authorization`` header value against the configured tokens."""
 
     def __init__(self, auth: BearerAuth) -> None:
-        self._tokens = auth.tokens
+        self._tokens = auth.tokens_with_tenants
 
-    def allows(self, header: str | None) -> bool:
+    def tenant_of(self, header: str | None) -> str | None:
+        """The tenant of the token the header carries (``""`` default, ``"*"`` every
+        tenant), or None when it carries no valid token."""
         if not header:
-            return False
+            return None
         scheme, _, credentials = header.strip().partition(" ")
         if scheme.lower() != "bearer":
-            return False
+            return None
         offered = credentials.strip().encode("utf-8", "replace")
         # Compare with every token, in constant time each, and without stopping at a match.
-        matched = False
-        for token in self._tokens:
-            matched |= hmac.compare_digest(offered, token)
-        return matched
+        found: str | None = None
+        for token, tenant in self._tokens:
+            if hmac.compare_digest(offered, token):
+                found = tenant
+        return found
+
+    def allows(self, header: str | None) -> bool:
+        return self.tenant_of(header) is not None
+
+
+def sender_tenant(tenant: str) -> str:
+    """The tenant a token's requests are in: its own; an operator token's (``"*"``) are in
+    the default tenant ``""``."""
+    return "" if tenant == ALL_TENANTS else tenant
 
 
 def server_context(tls: Tls) -> ssl.SSLContext:
@@ -66,7 +83,8 @@ OnReject = Callable[[str], None]  # called with the gRPC method or HTTP path ref
 
 
 class BearerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Answers UNAUTHENTICATED before the handler (and before the body is decoded)."""
+    """Answers UNAUTHENTICATED before the handler (and before the body is decoded); calls a
+    unary handler that takes a ``tenant`` keyword with the token's tenant."""
 
     def __init__(self, bearer: Bearer, on_reject: OnReject) -> None:
         self._bearer = bearer
@@ -84,10 +102,27 @@ class BearerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     ) -> grpc.RpcMethodHandler:
         metadata = handler_call_details.invocation_metadata or ()
         header = next((str(v) for k, v in metadata if k == "authorization"), None)
-        if self._bearer.allows(header):
-            return await continuation(handler_call_details)
-        self._on_reject(str(handler_call_details.method))
-        return self._deny
+        tenant = self._bearer.tenant_of(header)
+        if tenant is None:
+            self._on_reject(str(handler_call_details.method))
+            return self._deny
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        return _with_tenant(handler, tenant)
+
+
+def _with_tenant(handler: grpc.RpcMethodHandler, tenant: str) -> grpc.RpcMethodHandler:
+    inner = handler.unary_unary
+
+    async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await inner(request, context, tenant=tenant)
+
+    return grpc.unary_unary_rpc_method_handler(
+        call,
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -105,14 +140,18 @@ def middleware(
     credentials: Callable[[web.Request], str | None] = authorization,
 ) -> Any:
     """An aiohttp middleware: requests to ``guarded`` paths need the token; ``refuse`` answers.
-    ``credentials`` finds the ``Authorization`` value a request offers (by default its header)."""
+    ``credentials`` finds the ``Authorization`` value a request offers (by default its header).
+    A request let through carries its token's tenant in ``request[TENANT]``."""
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if guarded(request.path) and not bearer.allows(credentials(request)):
-            response = refuse(request)
-            response.headers["WWW-Authenticate"] = CHALLENGE
-            return response
+        if guarded(request.path):
+            tenant = bearer.tenant_of(credentials(request))
+            if tenant is None:
+                response = refuse(request)
+                response.headers["WWW-Authenticate"] = CHALLENGE
+                return response
+            request[TENANT] = tenant
         return await handler(request)
 
     return check

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import ssl
 from typing import Any, Literal
 
@@ -17,6 +18,46 @@ from pydantic import (
 from collector.configerrors import explain
 from collector.configtypes import Bytes, Endpoint, Seconds, Strict, read_secret
 
+TENANT_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$")
+ALL_TENANTS = "*"  # an operator's token: reads every tenant's sessions
+_TENANT_HELP = (
+    "a tenant is a short slug (lowercase letters, digits and '-', at most 32 characters, "
+    'e.g. team-a), or "*" for an operator token that reads every tenant\'s sessions'
+)
+
+
+def _token_lines(bearer_token: SecretStr | None, bearer_token_file: str | None, where: str) -> list[str]:
+    """The tokens one entry names: its ``bearer_token``, or each line of its file."""
+    if (bearer_token is None) == (bearer_token_file is None):
+        raise ValueError(
+            f"{where}set exactly one of bearer_token (e.g. ${{env:SKILLGAUGE_TOKEN}}) or bearer_token_file"
+        )
+    if bearer_token is not None:
+        lines = [bearer_token.get_secret_value()]
+    else:
+        lines = read_secret(str(bearer_token_file), "bearer_token_file").splitlines()
+    tokens = [line.strip() for line in lines if line.strip()]
+    if not tokens:
+        raise ValueError(f"{where}the bearer token is empty - an empty token would let anyone in")
+    if any(not t.isascii() or not t.isprintable() or " " in t for t in tokens):
+        raise ValueError(f"{where}a bearer token must be printable ASCII without spaces")
+    return tokens
+
+
+class TenantToken(Strict):
+    """One entry of ``auth.tokens``: a token (or a file of tokens) and the tenant it names."""
+
+    bearer_token: SecretStr | None = None
+    bearer_token_file: str | None = None
+    tenant: str = ""
+
+    @field_validator("tenant")
+    @classmethod
+    def _slug(cls, tenant: str) -> str:
+        if tenant and tenant != ALL_TENANTS and not TENANT_PATTERN.match(tenant):
+            raise ValueError(f"{tenant[:40]!r} is not a tenant: {_TENANT_HELP}")
+        return tenant
+
 
 class BearerAuth(Strict):
     """``Authorization: Bearer <token>`` required on every request to a listener.
@@ -25,33 +66,56 @@ class BearerAuth(Strict):
     file (``bearer_token_file``, one token per line: several lines let clients move to a new
     token before the old one is removed).  Tokens are compared in constant time and never
     printed; a token that expands to nothing is an error, never an open door.
+
+    ``tokens`` (instead of the two keys above) lists entries of the same form, each naming
+    the ``tenant`` its requests belong to: sessions are kept apart per tenant, and a token
+    reads only its tenant's sessions.  A token without a tenant is in the default tenant
+    ``""``; a token with ``tenant: "*"`` is an operator's and reads every tenant's sessions
+    (what it sends is in the default tenant).  The tenants are the operator's, so bounded.
     """
 
     bearer_token: SecretStr | None = None
     bearer_token_file: str | None = None
-    _tokens: tuple[bytes, ...] = PrivateAttr(default=())
+    tokens: tuple[TenantToken, ...] | None = None
+    _tokens: tuple[tuple[bytes, str], ...] = PrivateAttr(default=())
 
     @model_validator(mode="after")
     def _load(self) -> BearerAuth:
-        if (self.bearer_token is None) == (self.bearer_token_file is None):
-            raise ValueError(
-                "set exactly one of bearer_token (e.g. ${env:SKILLGAUGE_TOKEN}) or bearer_token_file"
-            )
-        if self.bearer_token is not None:
-            lines = [self.bearer_token.get_secret_value()]
+        if self.tokens is None:
+            entries = [(self.bearer_token, self.bearer_token_file, "", "")]
         else:
-            lines = read_secret(str(self.bearer_token_file), "bearer_token_file").splitlines()
-        tokens = [line.strip() for line in lines if line.strip()]
-        if not tokens:
-            raise ValueError("the bearer token is empty - an empty token would let anyone in")
-        if any(not t.isascii() or not t.isprintable() or " " in t for t in tokens):
-            raise ValueError("a bearer token must be printable ASCII without spaces")
-        self._tokens = tuple(t.encode() for t in tokens)
+            if self.bearer_token is not None or self.bearer_token_file is not None:
+                raise ValueError(
+                    "set either tokens (a list of {bearer_token or bearer_token_file, tenant}) "
+                    "or bearer_token / bearer_token_file, not both"
+                )
+            if not self.tokens:
+                raise ValueError("tokens is empty - list at least one {bearer_token: ..., tenant: ...}")
+            entries = [
+                (t.bearer_token, t.bearer_token_file, t.tenant, f"tokens.{i}: ")
+                for i, t in enumerate(self.tokens)
+            ]
+        loaded: dict[str, str] = {}
+        for bearer_token, bearer_token_file, tenant, where in entries:
+            for token in _token_lines(bearer_token, bearer_token_file, where):
+                if loaded.setdefault(token, tenant) != tenant:
+                    raise ValueError(
+                        f"{where}the same token is listed for tenants {loaded[token]!r} and {tenant!r} "
+                        "- give each tenant a token of its own"
+                    )
+        self._tokens = tuple((token.encode(), tenant) for token, tenant in loaded.items())
         return self
 
     @property
-    def tokens(self) -> tuple[bytes, ...]:
+    def tokens_with_tenants(self) -> tuple[tuple[bytes, str], ...]:
+        """Each token and the tenant it names (``""`` default, ``"*"`` every tenant)."""
         return self._tokens
+
+    @property
+    def tenants(self) -> frozenset[str]:
+        """The tenants a request can be in (the default ``""`` included when a token names
+        none, or names ``"*"``)."""
+        return frozenset("" if tenant == ALL_TENANTS else tenant for _, tenant in self._tokens)
 
 
 class Tls(Strict):
@@ -99,7 +163,8 @@ class Secured(Strict):
             return value
         if not isinstance(value, dict):
             raise ValueError(
-                "write auth: none (open), or auth: {bearer_token: ...} or {bearer_token_file: ...}"
+                "write auth: none (open), or auth: {bearer_token: ...}, {bearer_token_file: ...} "
+                "or {tokens: [{bearer_token: ..., tenant: team-a}, ...]}"
             )
         try:
             return BearerAuth.model_validate(value)

@@ -31,11 +31,12 @@ SERVICES: dict[decode.Signal, str] = {
 def _export(
     signal: decode.Signal, intake: Intake, on_answer: OnAnswer, admit: Admit
 ) -> grpc.RpcMethodHandler:
-    async def export(body: bytes, context: grpc.aio.ServicerContext) -> Message:
+    async def export(body: bytes, context: grpc.aio.ServicerContext, tenant: str = "") -> Message:
+        # ``tenant``: the bearer token's, passed by ``BearerInterceptor`` ("" without auth).
         try:
             admit()  # refuse under backpressure before paying for the decode
             request = decode.decode(signal, body, "protobuf")
-            item = Received(signal, request, "grpc", raw=body)
+            item = Received(signal, request, "grpc", raw=body, tenant=listener_auth.sender_tenant(tenant))
             await intake.consume(item)
             result = item.outcome
         except ANSWERED as failure:

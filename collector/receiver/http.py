@@ -68,7 +68,8 @@ def make_handler(
             body = await _read_body(request, limit, listener.read_timeout)
             message = decode.decode(signal, body, encoding)
             raw = body if encoding == "protobuf" else None
-            item = Received(signal, message, "http", raw=raw)
+            tenant = listener_auth.sender_tenant(request.get(listener_auth.TENANT, ""))
+            item = Received(signal, message, "http", raw=raw, tenant=tenant)
             await intake.consume(item)
             result = item.outcome
         except ANSWERED as failure:

@@ -6,6 +6,11 @@ at all becomes a provisional session of its own, which is folded into the keyed 
 soon as a sibling span names one (a harness may put the id on agent spans but not on tool
 spans, and children are exported before their parents).
 
+Tenants: each request comes from one tenant (its bearer token's), and sessions are kept
+apart per tenant: a session's key is ``session_key(tenant, id)`` and a trace is bound to a
+session only within its tenant, so the same ``session.id`` or trace id from two tenants
+makes two sessions.
+
 Closing: idle timeout, an explicit end attribute, max duration, max spans or bytes, and
 shutdown.  The assembler never waits: closed sessions go to ``on_close`` at once.
 
@@ -46,7 +51,7 @@ from collector.otlp.views import Attributes, LogView, ResourceView, SpanView
 from collector.sessions.config import Sessions as SessionsConfig
 from collector.state.store import Closed, Reopenable
 from collector.telemetry import RateLimitedLog
-from evaluators.evidence import Session, UnreadableItem
+from evaluators.evidence import TENANT_SEPARATOR, Session, UnreadableItem, session_key, split_session_key
 
 CLOSE_REASONS = (
     "idle_timeout",
@@ -110,8 +115,8 @@ OnClose = Callable[[Session, str], None]
 OnRecord = Callable[[Closed], None]
 OnKeep = Callable[[Reopenable], None]
 OnForget = Callable[[str], None]
-# (session key or None, hex trace id, request id) -> True when the span belongs to a revision
-# that was already evaluated before a restart.
+# (session key or None, trace id (``scoped``), request id) -> True when the span belongs to a
+# revision that was already evaluated before a restart.
 Skip = Callable[[str | None, bytes, int], bool]
 # (signal, reason in ``UNREADABLE_REASONS``): an item that could not be read or detected.
 OnUnreadable = Callable[[str, str], None]
@@ -128,6 +133,12 @@ class _Recent:
     spans: int
     ids: set[bytes]
     requests: list[int]
+
+
+def scoped(tenant: str, trace_id: bytes) -> bytes:
+    """A trace id within its tenant: how traces are bound to sessions (and recorded in
+    ``Closed.traces``).  The default tenant's are the ids themselves."""
+    return tenant.encode() + TENANT_SEPARATOR.encode() + trace_id if tenant and trace_id else trace_id
 
 
 def nothing_to_evaluate(session: Session) -> bool:
@@ -244,11 +255,12 @@ class Assembler:
         *,
         admit: bool = True,
         raw: bytes | None = None,
+        tenant: str = "",
     ) -> Accepted:
         if admit:
             self.admit()
         result = Accepted()
-        for _ in self.feed(request, request_id, result, raw=raw):
+        for _ in self.feed(request, request_id, result, raw=raw, tenant=tenant):
             pass
         return result
 
@@ -259,10 +271,11 @@ class Assembler:
         result: Accepted,
         slice_spans: int = 128,
         raw: bytes | None = None,
+        tenant: str = "",
     ) -> Iterator[None]:
-        """Place each span of a request in its session and hand it to that session's evidence,
-        pausing (yielding) every ``slice_spans`` spans so that a caller on the event loop can
-        let other work through in between.
+        """Place each span of a request (from ``tenant``) in its session and hand it to that
+        session's evidence, pausing (yielding) every ``slice_spans`` spans so that a caller on
+        the event loop can let other work through in between.
 
         ``raw``: the request as received, when known.  Each span then counts an equal share
         of its size towards ``max_bytes`` instead of being measured (measuring a span means
@@ -300,6 +313,7 @@ class Assembler:
                             request_id,
                             result,
                             now,
+                            tenant,
                         )
                         if session is None:
                             continue
@@ -326,20 +340,22 @@ class Assembler:
         request_id: int,
         result: Accepted,
         now: float,
+        tenant: str,
     ) -> OpenSession | None:
         """The open session a usable span joins, counted in it; None for a span that an
         evaluation before a restart already accounted for, or that its session has taken
         already (a re-sent span)."""
-        key = self._key_of(values, resource_values)
-        if self.skip is not None and self.skip(key, trace_id, request_id):
+        key = self._key_of(values, resource_values, tenant)
+        trace = scoped(tenant, trace_id)
+        if self.skip is not None and self.skip(key, trace, request_id):
             result.accepted += 1  # evaluated before the restart: accounted for
             return None
         ident = trace_id + span_id
-        if self._taken(key, trace_id, ident):
+        if self._taken(key, trace, ident, tenant):
             result.accepted += 1
             self._duplicate("traces")
             return None
-        session = self._session_for(key, trace_id, now, request_id)
+        session = self._session_for(key, trace, now, request_id, tenant)
         session.ids.add(ident)
         session.spans += 1
         session.bytes += size
@@ -357,6 +373,7 @@ class Assembler:
         *,
         admit: bool = True,
         raw: bytes | None = None,
+        tenant: str = "",
     ) -> Accepted:
         if admit:
             self.admit()
@@ -370,11 +387,12 @@ class Assembler:
                     session: OpenSession | None = None
                     try:
                         view = LogView(record, scope, resource)
-                        key = self._key_of(view.attrs, resource.attrs)
-                        trace_id = (
+                        key = self._key_of(view.attrs, resource.attrs, tenant)
+                        trace_id = scoped(
+                            tenant,
                             record.trace_id
                             if len(record.trace_id) == 16 and record.trace_id != _ZERO_TRACE
-                            else b""
+                            else b"",
                         )
                         if key is None and not trace_id:
                             # Not an invalid record: one no session can use.  Counted apart, and
@@ -386,11 +404,11 @@ class Assembler:
                             result.accepted += 1
                             continue
                         ident = log_id(record)
-                        if self._taken(key, trace_id, ident):
+                        if self._taken(key, trace_id, ident, tenant):
                             result.accepted += 1
                             self._duplicate("logs")
                             continue
-                        session = self._session_for(key, trace_id, now, request_id)
+                        session = self._session_for(key, trace_id, now, request_id, tenant)
                         session.ids.add(ident)
                         session.bytes += record.ByteSize()
                         session.last_seen = now
@@ -402,12 +420,13 @@ class Assembler:
                         self._over_limits(session)
         return result
 
-    def _taken(self, key: str | None, trace_id: bytes, ident: bytes) -> bool:
+    def _taken(self, key: str | None, trace_id: bytes, ident: bytes, tenant: str) -> bool:
         """True when the session this item would join (open, or closed lately and kept for
-        reopening) has taken an item with this ``ident`` already: a re-sent item."""
+        reopening) has taken an item with this ``ident`` already: a re-sent item.
+        ``trace_id``: ``scoped`` to ``tenant``."""
         if key is None:
             owner = self._trace_owner.get(trace_id) or self._recent_owner.get(trace_id) if trace_id else None
-            key = owner if owner is not None else trace_id.hex()
+            key = owner if owner is not None else session_key(tenant, trace_id[-16:].hex())
         session = self._open.get(key)
         if session is not None:
             return ident in session.ids
@@ -449,11 +468,14 @@ class Assembler:
             detail,
         )
 
-    def cap_new_sessions(self, request: ExportTraceServiceRequest, promised: int = 0) -> Accepted:
+    def cap_new_sessions(
+        self, request: ExportTraceServiceRequest, promised: int = 0, tenant: str = ""
+    ) -> Accepted:
         """``check_spans``, with the spans that would open a session past ``max_open`` (given
         ``promised`` sessions that requests admitted but not yet assembled may open) removed
-        from ``request`` and counted as rejected; ``opens`` is how many sessions the rest may
-        open.  Only a request with more spans than there are free sessions is looked into."""
+        from ``request`` (from ``tenant``) and counted as rejected; ``opens`` is how many
+        sessions the rest may open.  Only a request with more spans than there are free
+        sessions is looked into."""
         result = check_spans(request)
         headroom = self._config.max_open - len(self._open) - promised
         if result.accepted <= headroom:
@@ -466,20 +488,18 @@ class Assembler:
             for s, scope_spans in enumerate(resource_spans.scope_spans):
                 for i, span in enumerate(scope_spans.spans):
                     if span_problem(span) is None:
-                        key = self._key_of(SpanView(span, "", resource).attrs, resource.attrs)
-                        usable.append(((r, s, i), span.trace_id, key))
+                        key = self._key_of(SpanView(span, "", resource).attrs, resource.attrs, tenant)
+                        trace = scoped(tenant, span.trace_id)
+                        usable.append(((r, s, i), trace, key))
                         if key is not None:
-                            keyed.setdefault(span.trace_id, key)
+                            keyed.setdefault(trace, key)
         new: set[str] = set()
         dropped: dict[tuple[int, int], set[int]] = {}  # (resource, scope) -> span indexes
         for (r, s, i), trace_id, key in usable:
             if key is None:
                 owner = self._trace_owner.get(trace_id)
-                key = (
-                    owner
-                    if owner is not None and owner in self._open
-                    else keyed.get(trace_id, trace_id.hex())
-                )
+                provisional = session_key(tenant, trace_id[-16:].hex())
+                key = owner if owner is not None and owner in self._open else keyed.get(trace_id, provisional)
             if key in self._open or key in new:
                 continue
             if len(new) < headroom:
@@ -510,8 +530,9 @@ class Assembler:
                 f"{len(self._open)} sessions open (sessions.max_open); retry later", retry_after=5.0
             )
 
-    def _key_of(self, values: Attributes, resource: Attributes) -> str | None:
-        """The session key: the first configured key present, on the item or its resource."""
+    def _key_of(self, values: Attributes, resource: Attributes, tenant: str) -> str | None:
+        """The session key: the first configured key present, on the item or its resource,
+        within ``tenant`` (``session_key``)."""
         for where, key in self._keys:
             attrs = values if where == "span" else resource
             if key in attrs:  # most spans carry none of the keys, or one
@@ -519,15 +540,19 @@ class Assembler:
                 # Only text names a session: a key that also holds numbers (Codex CLI's
                 # thread.id is, on most spans, the OS thread's number) names none there.
                 if type(value) is str and value:
-                    return value
+                    return session_key(tenant, value)
         return None
 
-    def _session_for(self, key: str | None, trace_id: bytes, now: float, request_id: int) -> OpenSession:
+    def _session_for(
+        self, key: str | None, trace_id: bytes, now: float, request_id: int, tenant: str
+    ) -> OpenSession:
+        """``trace_id``: ``scoped`` to ``tenant``."""
         owner = self._trace_owner.get(trace_id) if trace_id else None
         if key is None:
             if owner is not None and owner in self._open:
                 return self._touch(self._open[owner], request_id)
-            key = trace_id.hex()  # the trace is its own session until a sibling names one
+            # The trace is its own session until a sibling names one.
+            key = session_key(tenant, trace_id[-16:].hex())
             session = self._open.get(key) or self._start(key, now, provisional=True)
         else:
             session = self._open.get(key) or self._start(key, now, provisional=False)
@@ -649,7 +674,9 @@ class Assembler:
         self._revisions[session.key] = session.revision
         if len(self._revisions) > 100_000:
             self._revisions.popitem(last=False)
-        finished = self._bounded(session.evidence.finish(session.key, session.revision, reason))
+        tenant, session_id = split_session_key(session.key)
+        finished = self._bounded(session.evidence.finish(session_id, session.revision, reason))
+        finished.tenant = tenant
         if session.provisional and not session.evidence.model_seen and nothing_to_evaluate(finished):
             self.discarded += 1  # a trace of the harness's own housekeeping: not a session
             return
@@ -735,12 +762,15 @@ class Assembler:
         return bool(self._dormant)
 
     def dormant_in(
-        self, request: ExportTraceServiceRequest | ExportLogsServiceRequest, request_id: int = 0
+        self,
+        request: ExportTraceServiceRequest | ExportLogsServiceRequest,
+        request_id: int = 0,
+        tenant: str = "",
     ) -> list[Reopenable]:
-        """The dormant revisions that items of ``request`` would reopen (taken out of the
-        dormant set: the caller ``restore``s each)."""
+        """The dormant revisions that items of ``request`` (from ``tenant``) would reopen
+        (taken out of the dormant set: the caller ``restore``s each)."""
         found: dict[str, Reopenable] = {}
-        for key, trace_id in self._keys_in(request):
+        for key, trace_id in self._keys_in(request, tenant):
             if key is None:
                 key = self._dormant_traces.get(trace_id)
             if key is None or key in found or key in self._open:
@@ -755,22 +785,26 @@ class Assembler:
         return list(found.values())
 
     def _keys_in(
-        self, request: ExportTraceServiceRequest | ExportLogsServiceRequest
+        self, request: ExportTraceServiceRequest | ExportLogsServiceRequest, tenant: str
     ) -> Iterator[tuple[str | None, bytes]]:
+        """(session key, ``scoped`` trace id) of each item of ``request``."""
         if isinstance(request, ExportTraceServiceRequest):
             for resource_spans in request.resource_spans:
                 resource = ResourceView(resource_spans.resource)
                 for scope_spans in resource_spans.scope_spans:
                     for span in scope_spans.spans:
-                        yield self._key_of(SpanView(span, "", resource).attrs, resource.attrs), span.trace_id
+                        yield (
+                            self._key_of(SpanView(span, "", resource).attrs, resource.attrs, tenant),
+                            scoped(tenant, span.trace_id),
+                        )
         else:
             for resource_logs in request.resource_logs:
                 resource = ResourceView(resource_logs.resource)
                 for scope_logs in resource_logs.scope_logs:
                     for record in scope_logs.log_records:
                         yield (
-                            self._key_of(LogView(record, "", resource).attrs, resource.attrs),
-                            record.trace_id,
+                            self._key_of(LogView(record, "", resource).attrs, resource.attrs, tenant),
+                            scoped(tenant, record.trace_id),
                         )
 
     def _drop_dormant(self, key: str) -> None:
@@ -788,6 +822,7 @@ class Assembler:
         closed: the next item under its key reopens it whole, as revision ``entry.revision + 1``."""
         evidence = SessionEvidence(self._rules)
         evidence.catalog.limit = self._config.max_catalog_entries
+        tenant = split_session_key(entry.session)[0]  # every request it kept is its tenant's
         traces = {bytes.fromhex(t) for t in entry.traces}
         ids: set[bytes] = set()  # what it took, so a re-sent copy is still one item
         for request in requests:
@@ -801,7 +836,7 @@ class Assembler:
                                 continue
                             view = SpanView(span, scope, resource)
                             if self._belongs(
-                                view.attrs, resource.attrs, span.trace_id, entry.session, traces
+                                view.attrs, resource.attrs, span.trace_id, entry.session, traces, tenant
                             ):
                                 ids.add(span.trace_id + span.span_id)
                                 evidence.observe_span(view)
@@ -813,7 +848,12 @@ class Assembler:
                         for record in scope_logs.log_records:
                             log_view = LogView(record, scope, resource)
                             if self._belongs(
-                                log_view.attrs, resource.attrs, record.trace_id, entry.session, traces
+                                log_view.attrs,
+                                resource.attrs,
+                                record.trace_id,
+                                entry.session,
+                                traces,
+                                tenant,
                             ):
                                 ids.add(log_id(record))
                                 evidence.observe_log(log_view)
@@ -826,10 +866,16 @@ class Assembler:
         self._trim_reopenable()
 
     def _belongs(
-        self, values: Attributes, resource: Attributes, trace_id: bytes, key: str, traces: set[bytes]
+        self,
+        values: Attributes,
+        resource: Attributes,
+        trace_id: bytes,
+        key: str,
+        traces: set[bytes],
+        tenant: str,
     ) -> bool:
-        found = self._key_of(values, resource)
-        return found == key or (found is None and trace_id in traces)
+        found = self._key_of(values, resource, tenant)
+        return found == key or (found is None and scoped(tenant, trace_id) in traces)
 
     def _bounded(self, session: Session) -> Session:
         """The closed session with each skill body cut to ``sessions.max_skill_body_chars``."""

@@ -87,12 +87,12 @@ class SessionsStage:
                 retry_after=1.0,
             )
 
-    def check(self, request: ExportTraceServiceRequest) -> Accepted:
+    def check(self, request: ExportTraceServiceRequest, tenant: str = "") -> Accepted:
         """What of a trace request is taken, before it is spooled: the spans that would open
         a session past ``sessions.max_open`` are removed from it and rejected (partial
         success), so one request cannot open sessions without bound.  Until the request is
         assembled, the sessions it may open are promised (``release`` gives them back)."""
-        result = self.assembler.cap_new_sessions(request, self._promised)
+        result = self.assembler.cap_new_sessions(request, self._promised, tenant)
         self._promised += result.opens
         if result.over_max_open:
             self.metrics.rejected.labels("traces", "max_open").inc(result.over_max_open)
@@ -128,8 +128,11 @@ class SessionsStage:
             try:
                 request = item.received.request
                 assert isinstance(request, ExportTraceServiceRequest)
-                await self._reopen_dormant(request, item.request_id)
-                for _ in self.assembler.feed(request, item.request_id, Accepted(), raw=item.received.raw):
+                received = item.received
+                await self._reopen_dormant(request, item.request_id, received.tenant)
+                for _ in self.assembler.feed(
+                    request, item.request_id, Accepted(), raw=received.raw, tenant=received.tenant
+                ):
                     await self._forward()
                     await asyncio.sleep(0)  # acknowledgements need not wait for a whole request
                 await self._forward()
@@ -149,13 +152,17 @@ class SessionsStage:
     async def assemble(self, item: Received, request_id: int = 0, *, admit: bool = True) -> Accepted:
         """Assemble one request now; its outcome is also ``item.outcome``."""
         request = item.request
-        await self._reopen_dormant(request, request_id)
+        await self._reopen_dormant(request, request_id, item.tenant)
         if item.signal == "traces":
             assert isinstance(request, ExportTraceServiceRequest)
-            result = self.assembler.add_spans(request, request_id, admit=admit, raw=item.raw)
+            result = self.assembler.add_spans(
+                request, request_id, admit=admit, raw=item.raw, tenant=item.tenant
+            )
         else:
             assert isinstance(request, ExportLogsServiceRequest)
-            result = self.assembler.add_logs(request, request_id, admit=admit, raw=item.raw)
+            result = self.assembler.add_logs(
+                request, request_id, admit=admit, raw=item.raw, tenant=item.tenant
+            )
         item.outcome.take(result)
         self._count(item, result)
         self.metrics.sessions_open.set(self.assembler.open_count)
@@ -171,14 +178,14 @@ class SessionsStage:
             self.metrics.rejected.labels(item.signal, "invalid_item").inc(invalid)
 
     async def _reopen_dormant(
-        self, request: ExportTraceServiceRequest | ExportLogsServiceRequest, request_id: int
+        self, request: ExportTraceServiceRequest | ExportLogsServiceRequest, request_id: int, tenant: str
     ) -> None:
         """Before ``request`` is assembled: rebuild each revision from before a restart that
         its items reopen, from that session's spooled requests only (read off the loop), so
         that it reopens whole."""
         if not self.assembler.has_dormant:
             return
-        for entry in self.assembler.dormant_in(request, request_id):
+        for entry in self.assembler.dormant_in(request, request_id, tenant):
             parsed: list[ExportTraceServiceRequest | ExportLogsServiceRequest] = []
             for kept_id, signal, payload in await self.store.read_requests(entry.requests):
                 kept = ExportTraceServiceRequest() if signal == "traces" else ExportLogsServiceRequest()
@@ -226,7 +233,7 @@ class SessionsStage:
         started = time.monotonic()
         unfinished = self._prepare(recovery)
         requests = spans = 0
-        for request_id, signal, payload in self.store.requests(recovery.replay_from):
+        for request_id, signal, payload, tenant in self.store.requests(recovery.replay_from):
             while unfinished and unfinished[0].last_request < request_id:
                 done = unfinished.pop(0)
                 await self.close(done.session, done.reason)
@@ -242,7 +249,9 @@ class SessionsStage:
                 continue
             try:
                 spans += (
-                    await self.assemble(Received(kind, request, "spool"), request_id, admit=False)
+                    await self.assemble(
+                        Received(kind, request, "spool", tenant=tenant), request_id, admit=False
+                    )
                 ).accepted
             except Exception as err:  # one bad request must not keep the service from starting
                 log.exception("replaying spooled request %d failed", request_id)

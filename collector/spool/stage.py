@@ -32,7 +32,9 @@ class SpoolStage:
         max_bytes: int,
         admit_next: Callable[[], None],
         metrics: SpoolMetrics,
-        check: Callable[[ExportTraceServiceRequest], Accepted] = check_spans,
+        check: Callable[[ExportTraceServiceRequest, str], Accepted] = lambda request, _tenant: check_spans(
+            request
+        ),
         release: Callable[[Accepted], None] = lambda outcome: None,
     ) -> None:
         self.store = store
@@ -75,13 +77,13 @@ class SpoolStage:
         self.admit()
         if item.signal == "traces":
             assert isinstance(item.request, ExportTraceServiceRequest)
-            checked = self._check(item.request)
+            checked = self._check(item.request, item.tenant)
             item.outcome.take(checked)
             if checked.over_max_open:  # spans were removed: spool what is left
                 item = replace(item, raw=None)
         raw = item.raw if item.raw is not None else item.request.SerializeToString()
         try:
-            request_id = await self.store.append(item.signal, raw)
+            request_id = await self.store.append(item.signal, raw, item.tenant)
         except BaseException:
             self._release(item.outcome)
             raise

@@ -12,7 +12,8 @@ from evaluators.result import EvaluationResult
 
 
 class CoverageMetrics:
-    """Coverage metrics, counted once per recorded revision."""
+    """Coverage metrics, counted once per recorded revision.  The ``tenant`` label is the
+    session's tenant: one the operator configured in ``auth`` (bounded), or ""."""
 
     def __init__(self, registry: CollectorRegistry, skill_labels: SkillLabels | None = None) -> None:
         self.registry = registry
@@ -21,20 +22,20 @@ class CoverageMetrics:
         r = registry
         self.skill_loads = Counter(
             "skillgauge_skill_loads",
-            "Skill loads detected, by framework, signal, status and skill.",
-            ["framework", "signal", "status", "skill"],
+            "Skill loads detected, by framework, signal, status, skill and tenant.",
+            ["framework", "signal", "status", "skill", "tenant"],
             registry=r,
         )
         self.sessions_without_load = Counter(
             "skillgauge_sessions_without_skill_load",
-            "Closed sessions with no skill load, by catalog state.",
-            ["catalog_state"],
+            "Closed sessions with no skill load, by catalog state and tenant.",
+            ["catalog_state", "tenant"],
             registry=r,
         )
         self.sessions_evaluated = Counter(
             "skillgauge_sessions_evaluated",
-            "Closed sessions evaluated, by framework, catalog state and content capture.",
-            ["framework", "catalog_state", "content_capture"],
+            "Closed sessions evaluated, by framework, catalog state, content capture and tenant.",
+            ["framework", "catalog_state", "content_capture", "tenant"],
             registry=r,
         )
         self.sessions_with_expectations = Counter(
@@ -53,8 +54,8 @@ class CoverageMetrics:
         )
         self.evaluations = Counter(
             "skillgauge_evaluations",
-            "Evaluation results, by evaluation, status and reason.",
-            ["evaluation", "status", "reason"],
+            "Evaluation results, by evaluation, status, reason and tenant.",
+            ["evaluation", "status", "reason", "tenant"],
             registry=r,
         )
         self.scores = Histogram(
@@ -102,15 +103,21 @@ class CoverageMetrics:
     def session_evaluated(self, session: Session, results: list[EvaluationResult], lag: float) -> None:
         child = self._series
         self.skill_labels.learn([e.name for e in session.catalog.skills.values()])
+        tenant = session.tenant  # one of the operator's configured tenants, or ""
         child(
-            self.sessions_evaluated, session.framework, session.catalog.state, session.content_capture
+            self.sessions_evaluated, session.framework, session.catalog.state, session.content_capture, tenant
         ).inc()
         for load in session.skill_loads:
             child(
-                self.skill_loads, session.framework, load.signal, load.status, self.skill_labels(load.skill)
+                self.skill_loads,
+                session.framework,
+                load.signal,
+                load.status,
+                self.skill_labels(load.skill),
+                tenant,
             ).inc()
         if not session.skill_loads:
-            child(self.sessions_without_load, session.catalog.state).inc()
+            child(self.sessions_without_load, session.catalog.state, tenant).inc()
         if session.catalog.truncated:
             self.sessions_catalog_truncated.inc()
             self.catalog_entries_dropped.inc(session.catalog.truncated)
@@ -119,7 +126,7 @@ class CoverageMetrics:
         now = time.time()
         missed = False
         for result in results:
-            child(self.evaluations, result.evaluation, result.status, result.reason).inc()
+            child(self.evaluations, result.evaluation, result.status, result.reason, tenant).inc()
             if result.status == "judged" and result.score is not None:
                 skill = self.skill_labels(result.skill) if result.skill else "none"
                 framework = result.framework or session.framework

@@ -92,11 +92,12 @@ def summarize(line: dict[str, Any], closed_at: float) -> dict[str, Any]:
     catalog = line.get("catalog") or {}
     expectations = line.get("expectations") or {}
     session_id = str(line.get("session_id", ""))
+    tenant = str(line.get("tenant") or "")  # a coverage line names only a tenant other than ""
     return {
         "session_id": session_id,
         "revision": line.get("revision"),
         "closed_at": closed_at,
-        "tenant": "",
+        "tenant": tenant,
         "framework": line.get("framework"),
         "close_reason": line.get("close_reason"),
         "spans": line.get("spans"),
@@ -118,12 +119,15 @@ def summarize(line: dict[str, Any], closed_at: float) -> dict[str, Any]:
             for r in line.get("results") or ()
             if isinstance(r, dict)
         ],
-        "detail": detail_path(session_id),
+        "detail": detail_path(session_id, tenant),
     }
 
 
-def detail_path(session_id: str) -> str:
-    return f"/v1/sessions/{quote(session_id, safe='')}"
+def detail_path(session_id: str, tenant: str = "") -> str:
+    """``GET /v1/sessions/{id}`` of a session; a tenant's names it (``?tenant=``), which an
+    operator's token needs and a tenant's own token may send."""
+    path = f"/v1/sessions/{quote(session_id, safe='')}"
+    return f"{path}?tenant={quote(tenant, safe='')}" if tenant else path
 
 
 # (session, revision, record (a coverage line with its results), evaluated_at)
@@ -149,6 +153,7 @@ def index_revisions(db: sqlite3.Connection, revisions: list[Indexed], *, replace
                 record,
                 evaluated_at,
                 closed_at,
+                summary["tenant"],
                 line.get("framework"),
                 orjson.dumps(summary).decode(),
                 *_totals(summary, line),
@@ -170,13 +175,14 @@ def index_revisions(db: sqlite3.Connection, revisions: list[Indexed], *, replace
             )
     if replace:
         db.executemany(
-            f"INSERT OR REPLACE INTO coverage (session, revision, record, evaluated_at, closed_at, framework, "
-            f"summary, {', '.join(TOTALS)}) VALUES ({', '.join('?' * (7 + len(TOTALS)))})",
+            f"INSERT OR REPLACE INTO coverage (session, revision, record, evaluated_at, closed_at, tenant, "
+            f"framework, summary, {', '.join(TOTALS)}) VALUES ({', '.join('?' * (8 + len(TOTALS)))})",
             rows,
         )
     else:
         db.executemany(
-            f"UPDATE coverage SET closed_at = ?, framework = ?, summary = ?, {', '.join(f'{t} = ?' for t in TOTALS)} "
+            f"UPDATE coverage SET closed_at = ?, tenant = ?, framework = ?, summary = ?, "
+            f"{', '.join(f'{t} = ?' for t in TOTALS)} "
             "WHERE session = ? AND revision = ?",
             [(*row[4:], row[0], row[1]) for row in rows],
         )
@@ -283,18 +289,24 @@ def list_sessions(db: sqlite3.Connection, query: SessionQuery, not_before: float
     return SessionPage([orjson.loads(summary) for summary, _, _, _ in page], next_cursor)
 
 
-def overview(db: sqlite3.Connection, since: float, not_before: float) -> dict[str, Any]:
-    """The ``StatusView.overview`` totals over revisions closed at or after ``since``:
-    sessions, loads and rates from each session's latest revision, judge spend from every
-    revision (each was billed)."""
+def overview(
+    db: sqlite3.Connection, since: float, not_before: float, tenant: str | None = None
+) -> dict[str, Any]:
+    """The ``StatusView.overview`` totals over revisions closed at or after ``since`` (of
+    ``tenant``'s sessions, or every tenant's with None): sessions, loads and rates from each
+    session's latest revision, judge spend from every revision (each was billed)."""
     since = max(since, not_before)
     where = "c.closed_at >= ? AND c.evaluated_at >= ? AND c.summary IS NOT NULL"
+    args: tuple[Any, ...] = (since, not_before)
+    if tenant is not None:
+        where += " AND c.tenant = ?"
+        args = (*args, tenant)
     latest = db.execute(
         f"SELECT COUNT(*), {', '.join(f'TOTAL(c.{t})' for t in TOTALS)} FROM coverage c WHERE c.latest = 1 AND {where}",
-        (since, not_before),
+        args,
     ).fetchone()
     spend, judge_rows = db.execute(
-        f"SELECT TOTAL(c.judge_cost), TOTAL(c.judge_rows) FROM coverage c WHERE {where}", (since, not_before)
+        f"SELECT TOTAL(c.judge_cost), TOTAL(c.judge_rows) FROM coverage c WHERE {where}", args
     ).fetchone()
     sessions, totals = int(latest[0]), dict(zip(TOTALS, latest[1:], strict=True))
     expects, missed = int(totals["expects"]), int(totals["missed"])

@@ -72,7 +72,7 @@ class Recorder:
                 # When it closed, in unix seconds: what the status API lists sessions by.
                 closed_at = round(time.time() - (time.monotonic() - item.closed_at), 3)
                 summary = encode_record({**coverage.to_dict(), "closed_at": closed_at})
-                ready.append((item, (session.session_id, session.revision, records, summary)))
+                ready.append((item, (session.key, session.revision, records, summary)))
             except Exception:  # the revision stays unfinished: a restart evaluates it again
                 log.exception("recording session %r revision %d failed", session.session_id, session.revision)
         try:
@@ -83,12 +83,12 @@ class Recorder:
             log.exception("recording %d evaluated sessions failed", len(ready))
             return
         now = time.monotonic()
-        for item, (session_id, _, _, _) in ready:
+        for item, (key, _, _, _) in ready:
             coverage = item.coverage
             if self.keep_closed:
                 self.closed.append(coverage)
             self.metrics.session_evaluated(coverage.session, coverage.results, now - item.closed_at)
-            log.debug("session %r evaluated: %d results", session_id, len(coverage.results))
+            log.debug("session %r evaluated: %d results", key, len(coverage.results))
 
     async def _while_storage_fails(self, write: Callable[[], Awaitable[None]]) -> None:
         """Run ``write``; while it fails for want of storage, wait and run it again (until

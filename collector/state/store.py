@@ -1,7 +1,8 @@
 """The spool: what must survive ``kill -9``, in one SQLite database (WAL).
 
 * every accepted OTLP request, committed before it is acknowledged (its bytes in segment
-  files beside the database, ``collector.state.segments``; where they are, in ``spooled``);
+  files beside the database, ``collector.state.segments``; where they are, and the tenant
+  it came from, in ``spooled``);
 * which session revisions closed, up to which request, over which traces;
 * each judge verdict as it arrives, under its idempotency key (reused after a crash);
 * judge work not yet done (``judge_pending``): which evaluation of which closed revision, since
@@ -84,7 +85,8 @@ CREATE TABLE IF NOT EXISTS spooled (
     signal TEXT NOT NULL,
     segment INTEGER NOT NULL,
     offset INTEGER NOT NULL,
-    length INTEGER NOT NULL
+    length INTEGER NOT NULL,
+    tenant TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS closed (
     session TEXT NOT NULL,
@@ -256,8 +258,8 @@ class Spool(Protocol):
     # what a restart must replay for them.
     unfinished: dict[tuple[str, int], int]
 
-    async def append(self, signal: str, payload: bytes) -> int:
-        """Commit one request; return its id once it is durable."""
+    async def append(self, signal: str, payload: bytes, tenant: str = "") -> int:
+        """Commit one request (from ``tenant``); return its id once it is durable."""
         ...
 
     def record_closed(self, closed: Closed) -> None:
@@ -307,7 +309,7 @@ class Spool(Protocol):
         """``queries.list_sessions``: latest revisions evaluated at or after ``not_before``."""
         ...
 
-    async def overview(self, since: float, not_before: float) -> dict[str, Any]: ...
+    async def overview(self, since: float, not_before: float, tenant: str | None = None) -> dict[str, Any]: ...
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int: ...
 
@@ -326,7 +328,9 @@ class Spool(Protocol):
 
     def recovery(self) -> Recovery: ...
 
-    def requests(self, from_id: int) -> Iterator[tuple[int, str, bytes]]: ...
+    def requests(self, from_id: int) -> Iterator[tuple[int, str, bytes, str]]:
+        """(request id, signal, payload, tenant) of each spooled request from ``from_id`` on."""
+        ...
 
     def quarantine(
         self, request_id: int, signal: str, payload: bytes, reason: QuarantineReason, why: str
@@ -357,7 +361,7 @@ class MemorySpool:
         self._outbox: dict[str, dict[str, tuple[str, bytes, float]]] = {}
         self._capacity = outbox_capacity
 
-    async def append(self, signal: str, payload: bytes) -> int:
+    async def append(self, signal: str, payload: bytes, tenant: str = "") -> int:
         self._next += 1
         return self._next
 
@@ -409,8 +413,8 @@ class MemorySpool:
     async def sessions(self, query: SessionQuery, not_before: float) -> SessionPage:
         return queries.list_sessions(self._db, query, not_before)
 
-    async def overview(self, since: float, not_before: float) -> dict[str, Any]:
-        return queries.overview(self._db, since, not_before)
+    async def overview(self, since: float, not_before: float, tenant: str | None = None) -> dict[str, Any]:
+        return queries.overview(self._db, since, not_before, tenant)
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
         box = self._outbox.setdefault(channel, {})
@@ -445,7 +449,7 @@ class MemorySpool:
     def recovery(self) -> Recovery:
         return Recovery()
 
-    def requests(self, from_id: int) -> Iterator[tuple[int, str, bytes]]:
+    def requests(self, from_id: int) -> Iterator[tuple[int, str, bytes, str]]:
         return iter(())
 
     def quarantine(
@@ -511,6 +515,9 @@ class SqliteSpool:
             setup.execute(f"PRAGMA page_size={_PAGE_SIZE}")  # a new file only: set before WAL
             setup.execute("PRAGMA journal_mode=WAL")
             setup.executescript(_SCHEMA)
+            if "tenant" not in {row[1] for row in setup.execute("PRAGMA table_info(spooled)")}:
+                # A spool from before tenants: its requests are the default tenant's.
+                setup.execute("ALTER TABLE spooled ADD COLUMN tenant TEXT NOT NULL DEFAULT ''")
             queries.migrate(setup)
             setup.close()
         except (OSError, sqlite3.Error) as err:
@@ -612,7 +619,8 @@ class SqliteSpool:
             ):
                 where = self._segments.append(payload)
                 db.execute(
-                    "INSERT OR REPLACE INTO spooled VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO spooled (id, received_at, signal, segment, offset, length) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
                     (request_id, received_at, signal, where.segment, where.offset, where.length),
                 )
             db.execute("DROP TABLE requests")
@@ -621,17 +629,18 @@ class SqliteSpool:
     def recovery(self) -> Recovery:
         return self._recovery
 
-    def requests(self, from_id: int) -> Iterator[tuple[int, str, bytes]]:
-        """Spooled requests from ``from_id`` on, read through a connection of the caller's own.
+    def requests(self, from_id: int) -> Iterator[tuple[int, str, bytes, str]]:
+        """Spooled requests from ``from_id`` on (id, signal, payload, tenant), read through a
+        connection of the caller's own.
         A request whose bytes cannot be read is quarantined (what is left of them) and
         skipped: the others still replay."""
         db = sqlite3.connect(self.path)
         try:
             rows = db.execute(
-                "SELECT id, signal, segment, offset, length FROM spooled WHERE id >= ? ORDER BY id",
+                "SELECT id, signal, segment, offset, length, tenant FROM spooled WHERE id >= ? ORDER BY id",
                 (from_id,),
             )
-            for request_id, signal, segment, offset, length in rows:
+            for request_id, signal, segment, offset, length, tenant in rows:
                 where = Spooled(segment, offset, length)
                 try:
                     payload = self._segments.read(where)
@@ -640,7 +649,7 @@ class SqliteSpool:
                         request_id, signal, self._segments.read_what_is_left(where), "unreadable", str(err)
                     )
                     continue
-                yield request_id, signal, payload
+                yield request_id, signal, payload, str(tenant)
         finally:
             db.close()
 
@@ -678,9 +687,9 @@ class SqliteSpool:
         while storage fails)."""
         self._queue.put((work, None, None, kind))
 
-    async def append(self, signal: str, payload: bytes) -> int:
-        """Commit one request; raise ``Retryable`` (reason ``storage_error``) if it cannot be
-        stored: nothing of it is kept."""
+    async def append(self, signal: str, payload: bytes, tenant: str = "") -> int:
+        """Commit one request (from ``tenant``); raise ``Retryable`` (reason
+        ``storage_error``) if it cannot be stored: nothing of it is kept."""
         now = time.time()
 
         def insert(db: sqlite3.Connection) -> int:
@@ -688,8 +697,8 @@ class SqliteSpool:
             where = self._segments.append(payload)
             try:
                 db.execute(
-                    "INSERT INTO spooled VALUES (?, ?, ?, ?, ?, ?)",
-                    (self._next_id, now, signal, where.segment, where.offset, where.length),
+                    "INSERT INTO spooled VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (self._next_id, now, signal, where.segment, where.offset, where.length, tenant),
                 )
             except BaseException:
                 self._segments.trim(where)  # bytes no row will point to
@@ -838,8 +847,8 @@ class SqliteSpool:
     async def sessions(self, query: SessionQuery, not_before: float) -> SessionPage:
         return await self._read(queries.list_sessions, query, not_before)
 
-    async def overview(self, since: float, not_before: float) -> dict[str, Any]:
-        return await self._read(queries.overview, since, not_before)
+    async def overview(self, since: float, not_before: float, tenant: str | None = None) -> dict[str, Any]:
+        return await self._read(queries.overview, since, not_before, tenant)
 
     async def _read(self, read: Callable[..., T], *args: Any) -> T:
         def run() -> T:

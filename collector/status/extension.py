@@ -8,6 +8,12 @@ the /ui/ pages also take the token from a cookie that ``POST /ui/login`` sets (H
 SameSite=Strict, path /ui/, Secure on TLS); /ui/login itself is open.  Without auth,
 /v1/sessions* and /ui/ answer loopback clients only (127.0.0.0/8, ::1) unless
 ``status.sessions_open: true``; others get 403.
+
+Tenants: a token reads only the sessions of its own tenant.  ``/v1/sessions/{id}`` of
+another tenant's session answers 404, as for an unknown id, so ids do not leak, and
+``/v1/sessions`` lists only its tenant's.  An operator's token (``tenant: "*"``) reads any
+tenant's: ``?tenant=team-a`` names one (the detail of the default tenant's without it; the
+listing of every tenant's without it).
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ from collector.receiver import auth as listener_auth
 from collector.receiver.config import BearerAuth
 from collector.status import pages
 from collector.status import query as session_query
-from collector.status.view import StatusView
+from collector.status.tenancy import detail_tenant, held
+from collector.status.view import SessionPage, StatusView
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/ui/login"})
 COOKIE = "skillgauge_status_token"
@@ -132,8 +139,11 @@ def app(
 
     async def session(request: web.Request) -> web.Response:
         session_id = request.match_info["session_id"]
-        live, revisions = await view.session(session_id)
+        tenant = detail_tenant(request)
+        live, revisions = await view.session(session_id, tenant)
         body: dict[str, object] = {"session_id": session_id}
+        if tenant:
+            body["tenant"] = tenant
         if live is not None:
             body["open"] = live
         if revisions:
@@ -148,7 +158,8 @@ def app(
             query = session_query.parse(request.query)
         except session_query.BadParameter as err:
             return web.json_response({"code": 3, "message": str(err)}, status=400)  # INVALID_ARGUMENT
-        page = await view.sessions(query)
+        scoped = held(request, query)
+        page = await view.sessions(scoped) if scoped is not None else SessionPage()
         return web.json_response({"sessions": page.rows, "next_cursor": page.next_cursor})
 
     async def login_form(_: web.Request) -> web.Response:

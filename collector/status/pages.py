@@ -20,7 +20,8 @@ import jinja2
 from aiohttp import web
 
 from collector.status import query as session_query
-from collector.status.view import DEFAULT_LIMIT, StatusView
+from collector.status.tenancy import detail_tenant, held, listing_tenant
+from collector.status.view import DEFAULT_LIMIT, SessionPage, StatusView
 from evaluators.result import STATUSES
 
 UNKNOWN_SESSION = (
@@ -97,8 +98,9 @@ def revision(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {"coverage": coverage, "results": results}
 
 
-def page_of(session_id: str) -> str:
-    return f"/ui/sessions/{quote(session_id, safe='')}"
+def page_of(session_id: str, tenant: str = "") -> str:
+    path = f"/ui/sessions/{quote(session_id, safe='')}"
+    return f"{path}?{urlencode({'tenant': tenant})}" if tenant else path
 
 
 def utc(seconds: object) -> str:
@@ -118,7 +120,8 @@ def given(params: Mapping[str, str]) -> dict[str, str]:
 def routes(view: StatusView, trace_link: TraceLink) -> list[web.RouteDef]:
     link = safe_trace_link(trace_link)
 
-    async def overview(_: web.Request) -> web.Response:
+    async def overview(request: web.Request) -> web.Response:
+        tenant = listing_tenant(request, request.query.get("tenant"))
         now = time.time()
         windows = []
         for name, title, seconds in WINDOWS:
@@ -127,7 +130,7 @@ def routes(view: StatusView, trace_link: TraceLink) -> list[web.RouteDef]:
                 {
                     "name": name,
                     "title": title,
-                    "data": await view.overview(since),
+                    "data": await view.overview(since, tenant),
                     "links": {
                         "sessions": f"/ui/sessions?{urlencode({'since': since})}",
                         "omissions": "/ui/sessions?"
@@ -156,9 +159,14 @@ def routes(view: StatusView, trace_link: TraceLink) -> list[web.RouteDef]:
             response = render("sessions.html", **context)
             response.set_status(400)
             return response
-        page = await view.sessions(query)
+        scoped = held(request, query)
+        page = await view.sessions(scoped) if scoped is not None else SessionPage()
         context["rows"] = [
-            {**row, "closed": utc(row.get("closed_at")), "page": page_of(str(row.get("session_id", "")))}
+            {
+                **row,
+                "closed": utc(row.get("closed_at")),
+                "page": page_of(str(row.get("session_id", "")), str(row.get("tenant") or "")),
+            }
             for row in page.rows
         ]
         if page.next_cursor is not None:
@@ -168,7 +176,7 @@ def routes(view: StatusView, trace_link: TraceLink) -> list[web.RouteDef]:
 
     async def session(request: web.Request) -> web.Response:
         session_id = request.match_info["session_id"]
-        live, revisions = await view.session(session_id)
+        live, revisions = await view.session(session_id, detail_tenant(request))
         shown = [revision(records) for records in reversed(revisions)]  # latest first
         response = render(
             "session.html",

@@ -28,7 +28,7 @@ def parse(params: Mapping[str, str]) -> SessionQuery:
             values[name] = _time(name, params[name])
     for name in _TEXT:
         if name in params:
-            if not params[name] and name != "tenant":  # tenant= is the empty tenant: every session's
+            if not params[name] and name != "tenant":  # tenant= names the default tenant ""
                 raise BadParameter(f"{name}: empty; give a value or leave the parameter out")
             values[name] = params[name]
     if "passed" in params:

@@ -27,8 +27,9 @@ class SessionQuery:
     ``since``/``until``: unix seconds, on the revision's close time (``since`` inclusive,
     ``until`` exclusive).  ``evaluation``, ``status``, ``reason``, ``skill`` and ``passed``
     select sessions with one evaluation row matching all of those given.  ``framework`` is
-    the coverage line's.  ``tenant``: tenants do not exist yet, every session's is ``""``;
-    a query naming another tenant matches nothing.  ``cursor``: ``next_cursor`` of the
+    the coverage line's.  ``tenant``: the sessions of that tenant only (``""`` the default
+    tenant's; the status API sets it to the token's own tenant unless the token is an
+    operator's).  ``cursor``: ``next_cursor`` of the
     previous page (opaque), newest first."""
 
     since: float | None = None
@@ -71,9 +72,10 @@ class StatusView(Protocol):
     def refresh(self) -> None:
         """Bring gauges up to date before a scrape."""
 
-    async def session(self, session_id: str) -> tuple[dict[str, Any] | None, list[Any]]:
+    async def session(self, session_id: str, tenant: str = "") -> tuple[dict[str, Any] | None, list[Any]]:
         """(the open session's summary or None, its evaluated revisions' records, oldest
-        first), once every acknowledged request has been assembled."""
+        first) of the session ``session_id`` of ``tenant``, once every acknowledged request
+        has been assembled."""
         ...
 
     async def sessions(self, query: SessionQuery) -> SessionPage:
@@ -81,8 +83,9 @@ class StatusView(Protocol):
         (nothing older than ``storage.retention``)."""
         ...
 
-    async def overview(self, since: float) -> dict[str, Any]:
-        """Totals over sessions closed at or after ``since`` (unix seconds): ``sessions``,
+    async def overview(self, since: float, tenant: str | None = None) -> dict[str, Any]:
+        """Totals over sessions closed at or after ``since`` (unix seconds), of ``tenant``'s
+        sessions (every tenant's with None): ``sessions``,
         ``loads_by_status``, ``sessions_with_expectations``, ``skipped_skill_rate``
         (sessions that missed an expected skill / sessions with expectations; None without
         any), ``omission_verdicts``, ``omission_rate`` (failed ``skill_omission`` verdicts /

@@ -267,3 +267,63 @@ def test_a_skill_body_is_cut_to_max_skill_body_chars() -> None:
     (loaded,) = [load for load in session.skill_loads if load.body]
     assert "xxxx" in loaded.body and len(loaded.body) < 1024 + 100
     assert loaded.body.endswith("characters cut: sessions.max_skill_body_chars ...]")
+
+
+def test_the_same_session_id_in_two_tenants_is_two_sessions_and_never_reopens_the_other() -> None:
+    asm, closed, clock = make(idle_timeout="5s")
+    asm.add_spans(one_span(1, 1, {"session.id": "s"}), tenant="team-a")
+    clock.now += 10
+    asm.close_due()  # team-a's s closed; team-b's s must not reopen it
+    asm.add_spans(one_span(2, 1, {"session.id": "s"}), tenant="team-b")
+    asm.add_spans(one_span(3, 1, {"session.id": "s"}))  # the default tenant's s
+    asm.close_all()
+    assert [(s.tenant, s.session_id, s.revision, s.span_count) for s, _ in closed] == [
+        ("team-a", "s", 1, 1), ("team-b", "s", 1, 1), ("", "s", 1, 1)
+    ]
+    assert asm.reopened == 0
+
+
+def test_keyless_spans_join_a_session_through_their_trace_only_within_their_tenant() -> None:
+    # The ADK recording's tool spans carry no key and join their agent's session through
+    # the trace.  Sent again by another tenant without any key, they must not join it.
+    (request,) = trace_requests(FRAMEWORKS / "adk" / "right_skill_content.traces.jsonl")
+    asm, closed, _ = make()
+    asm.add_spans(request, tenant="team-a")
+    keyless = ExportTraceServiceRequest()
+    keyless.CopyFrom(request)
+    for rs in keyless.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                kept = [kv for kv in span.attributes if kv.key != "gen_ai.conversation.id"]
+                del span.attributes[:]
+                span.attributes.extend(kept)
+    asm.add_spans(keyless, tenant="team-b")
+    asm.close_all()
+    spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+    by_tenant = {s.tenant: s for s, _ in closed}
+    assert by_tenant["team-a"].session_id == "adk-right_skill-content"
+    assert by_tenant["team-a"].span_count == spans  # none of team-b's
+    assert by_tenant["team-b"].session_id != "adk-right_skill-content"
+    assert sum(s.span_count for s, _ in closed if s.tenant == "team-b") == spans
+
+
+def test_a_default_tenant_id_holding_the_separator_cannot_name_another_tenants_session() -> None:
+    asm, closed, _ = make()
+    asm.add_spans(one_span(1, 1, {"session.id": "s"}), tenant="team-a")
+    asm.add_spans(one_span(2, 1, {"session.id": "team-a\x1fs"}))
+    asm.close_all()
+    assert sorted((s.tenant, s.session_id, s.span_count) for s, _ in closed) == [
+        ("", "team-a\x1fs", 1), ("team-a", "s", 1)
+    ]
+
+
+def test_the_same_spans_from_another_tenant_are_its_own_not_a_resend() -> None:
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl")
+    spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+    asm, closed, _ = make()
+    asm.add_spans(request, tenant="team-a")
+    asm.add_spans(request, tenant="team-b")  # the same ids: team-b's own session, not a duplicate
+    asm.add_spans(request, tenant="team-a")  # a re-send within team-a: taken once
+    asm.close_all()
+    assert sorted((s.tenant, s.span_count) for s, _ in closed) == [("team-a", spans), ("team-b", spans)]
+    assert asm.duplicates.get("traces") == spans

@@ -73,7 +73,7 @@ def test_a_request_cut_short_by_a_full_disk_is_cut_off_its_segment_and_the_next_
     assert refused.reason == "storage_error" and refused.retry_after > 0
     assert "No space left on device" in str(refused)
     assert size == 2000  # the 300 bytes of the refused request are gone
-    replayed = [(i, p) for i, _, p in SqliteSpool(tmp_path).requests(1)]
+    replayed = [(i, p) for i, _, p, _ in SqliteSpool(tmp_path).requests(1)]
     assert replayed == [(1, b"a" * 1000), (2, b"c" * 1000)]
 
 

@@ -36,7 +36,7 @@ def test_a_spool_with_nothing_to_replay_holds_no_request_bytes(tmp_path: Path) -
         await spool.checkpoint(ids[-1] + 1)  # every request is done
         after = spool.size_bytes()
         new = await spool.append("traces", b"new")  # a new file, a new id
-        (payload,) = [p for i, _, p in spool.requests(1) if i == new]
+        (payload,) = [p for i, _, p, _ in spool.requests(1) if i == new]
         await spool.shutdown()
         return before, after, payload
 

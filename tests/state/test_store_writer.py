@@ -109,7 +109,7 @@ def test_checkpoint_deletes_every_request_before_replay_from_and_the_files_they_
         spool._segments._segment_bytes = 3000  # three requests a file
         ids = [await spool.append("traces", b"r" * 1000) for _ in range(requests + 1)]
         await spool.checkpoint(ids[-1])
-        assert [(i, p) for i, _, p in spool.requests(1)] == [(ids[-1], b"r" * 1000)]
+        assert [(i, p) for i, _, p, _ in spool.requests(1)] == [(ids[-1], b"r" * 1000)]
         await spool.shutdown()
 
     asyncio.run(run())
@@ -126,7 +126,7 @@ def test_request_ids_never_go_back_even_when_every_request_was_deleted(tmp_path:
         await spool.shutdown()
         spool = SqliteSpool(tmp_path)  # a restart: the last checkpoint said replay from 3
         again = await spool.append("traces", b"d")
-        replayed = [payload for _, _, payload in spool.requests(spool.recovery().replay_from)]
+        replayed = [payload for _, _, payload, _ in spool.requests(spool.recovery().replay_from)]
         await spool.shutdown()
         assert replayed == [b"c", b"d"]
         return [*first, later, again]
@@ -143,7 +143,7 @@ def test_a_request_whose_bytes_are_gone_is_quarantined_with_a_warning_and_the_re
         for payload in (b"one", b"two", b"three"):
             await spool.append("traces", payload)
         (tmp_path / "requests" / "00000002.seg").write_bytes(b"t")  # torn
-        replayed = [payload for _, _, payload in spool.requests(1)]
+        replayed = [payload for _, _, payload, _ in spool.requests(1)]
         await spool.shutdown()
         return replayed
 
@@ -166,7 +166,7 @@ def test_requests_spooled_as_blobs_by_an_older_version_move_to_a_segment_with_th
             "INSERT INTO requests VALUES (?, 0, ?, ?)", [(7, "traces", b"x" * 10), (9, "logs", b"y")]
         )
 
-    async def run() -> list[tuple[int, str, bytes]]:
+    async def run() -> list[tuple[int, str, bytes, str]]:
         spool = SqliteSpool(tmp_path)
         new = await spool.append("traces", b"z")
         found = list(spool.requests(1))
@@ -174,7 +174,7 @@ def test_requests_spooled_as_blobs_by_an_older_version_move_to_a_segment_with_th
         assert new == 10
         return found
 
-    assert asyncio.run(run()) == [(7, "traces", b"x" * 10), (9, "logs", b"y"), (10, "traces", b"z")]
+    assert asyncio.run(run()) == [(7, "traces", b"x" * 10, ""), (9, "logs", b"y", ""), (10, "traces", b"z", "")]
     assert _rows(tmp_path, "SELECT name FROM sqlite_master WHERE name = 'requests'") == []
 
 
@@ -211,7 +211,7 @@ def test_a_request_whose_bytes_cannot_be_written_fails_alone_and_the_writer_goes
         )
         spool._segments.append = write  # type: ignore[method-assign]
         kept = await asyncio.wait_for(spool.append("traces", b"kept"), 5)
-        assert [p for _, _, p in spool.requests(1)] == [b"kept"]
+        assert [p for _, _, p, _ in spool.requests(1)] == [b"kept"]
         await spool.shutdown()
         return failed[0], kept
 
