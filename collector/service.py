@@ -47,6 +47,7 @@ from collector.receiver import auth as listener_auth
 from collector.receiver import grpc as grpc_receiver
 from collector.receiver import http as http_receiver
 from collector.receiver.config import Listener
+from collector.receiver.connections import CappedSite, ConnectionCap
 from collector.receiver.metrics import ReceiverMetrics
 from collector.receiver.redact import redacting
 from collector.sessions.metrics import SessionsMetrics
@@ -224,7 +225,8 @@ class Service:
     async def start(self) -> None:
         chain = self.chain
         receivers = self.config.receivers.otlp
-        answered = ReceiverMetrics(chain.registry).answered
+        receiver_metrics = ReceiverMetrics(chain.registry)
+        answered = receiver_metrics.answered
 
         if self.config.export.otlp is not None:
             store = chain.store
@@ -260,6 +262,12 @@ class Service:
                 tls=_tls(receivers.http),
                 # A connection that sends no complete request headers in time is closed.
                 keepalive_timeout=receivers.http.read_timeout,
+                cap=ConnectionCap(
+                    receivers.http.max_connections,
+                    "receivers.otlp.http.max_connections",
+                    receiver_metrics.http_connections,
+                    receiver_metrics.http_connections_refused,
+                ),
             )
             self._runners.append(runner)
         status_cfg = self.config.status
@@ -298,6 +306,7 @@ class Service:
         auto_decompress: bool = True,
         tls: ssl.SSLContext | None = None,
         keepalive_timeout: float = 75.0,
+        cap: ConnectionCap | None = None,
     ) -> tuple[web.AppRunner, int]:
         # The OTLP receiver inflates gzip itself, to enforce the size limit on the result.
         runner = web.AppRunner(
@@ -308,7 +317,11 @@ class Service:
             keepalive_timeout=keepalive_timeout,
         )
         await runner.setup()
-        site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=tls)
+        site: web.BaseSite = (
+            web.TCPSite(runner, host, port, reuse_address=True, ssl_context=tls)
+            if cap is None
+            else CappedSite(runner, host, port, cap, ssl_context=tls)
+        )
         try:
             await site.start()
         except OSError as err:
