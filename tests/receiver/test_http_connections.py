@@ -68,6 +68,45 @@ def test_a_connection_beyond_the_cap_is_answered_503_and_closed_unread(tmp_path:
         srv.stop()
 
 
+def test_a_burst_never_holds_more_than_the_cap_and_leaves_no_count_behind(tmp_path: Path) -> None:
+    srv = Server(tmp_path, {"receivers": {"otlp": {"http": {"max_connections": CAP}}}})
+    burst: list[socket.socket] = []
+    try:
+        burst = [_connect(srv) for _ in range(5 * CAP)]
+        text = wait_for(
+            lambda: (
+                (t := srv.metrics())
+                and metric_value(t, "skillgauge_http_connections_refused_total") == 4 * CAP
+                and t
+            )
+        )
+        assert metric_value(text, "skillgauge_http_connections") == CAP
+        answers = [answer for sock in burst if (answer := _read_if_closed(sock)) is not None]
+        assert len(answers) == 4 * CAP  # the others stay open, idle
+        assert all(answer.startswith(b"HTTP/1.1 503 ") for answer in answers)
+        warnings = [x for x in srv.log().splitlines() if "refused a connection" in x]
+        assert len(warnings) == 1  # rate-limited: one line for the burst
+        for sock in burst:
+            sock.close()
+        wait_for(lambda: _open(srv) == 0)
+        assert _post_empty(srv) == 200
+    finally:
+        for sock in burst:
+            sock.close()
+        srv.stop()
+
+
+def _read_if_closed(sock: socket.socket) -> bytes | None:
+    """What the server sent before it closed ``sock``; None while it is still open."""
+    sock.settimeout(0.5)
+    try:
+        return _read_to_end(sock)
+    except TimeoutError:
+        return None
+    finally:
+        sock.settimeout(15)
+
+
 def test_an_idle_connection_closed_by_read_timeout_frees_its_place(tmp_path: Path) -> None:
     srv = Server(tmp_path, {"receivers": {"otlp": {"http": {"max_connections": 1, "read_timeout": "1s"}}}})
     try:
