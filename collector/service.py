@@ -47,7 +47,7 @@ from collector.receiver import auth as listener_auth
 from collector.receiver import grpc as grpc_receiver
 from collector.receiver import http as http_receiver
 from collector.receiver.config import Listener
-from collector.receiver.connections import CappedSite, ConnectionCap
+from collector.receiver.connections import CappedSite, ConnectionCap, beyond_open_files
 from collector.receiver.metrics import ReceiverMetrics
 from collector.receiver.redact import redacting
 from collector.sessions.metrics import SessionsMetrics
@@ -67,6 +67,7 @@ from collector.telemetry import SkillLabels
 from evaluators.result import EvaluationResult
 
 log = logging.getLogger("skillgauge")
+_MAX_CONNECTIONS = "receivers.otlp.http.max_connections"
 
 
 class Chain:
@@ -264,12 +265,14 @@ class Service:
                 keepalive_timeout=receivers.http.read_timeout,
                 cap=ConnectionCap(
                     receivers.http.max_connections,
-                    "receivers.otlp.http.max_connections",
+                    _MAX_CONNECTIONS,
                     receiver_metrics.http_connections,
                     receiver_metrics.http_connections_refused,
                 ),
             )
             self._runners.append(runner)
+            if (warning := beyond_open_files(receivers.http.max_connections, _MAX_CONNECTIONS)) is not None:
+                log.warning("%s", warning)
         status_cfg = self.config.status
         host, _, port = status_cfg.endpoint.rpartition(":")
         self._status, self.ports["status"] = await self._serve(

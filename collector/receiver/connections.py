@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import ssl
 from collections.abc import Callable
 
@@ -26,6 +27,18 @@ log = logging.getLogger("skillgauge")
 REFUSAL = (
     b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 )
+
+
+def beyond_open_files(limit: int, field: str) -> str | None:
+    """A warning when ``limit`` connections cannot all be open: each needs a file
+    descriptor, and the process's soft ``RLIMIT_NOFILE`` is below ``limit``; else None."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft > limit:
+        return None
+    return (
+        f"{field} is {limit} but this process may open only {soft} files (ulimit -n): accepts will"
+        f" fail before the cap is reached - raise the limit (ulimit -n, LimitNOFILE=) or lower {field}"
+    )
 
 
 class ConnectionCap:
