@@ -47,6 +47,7 @@ from collector.receiver import auth as listener_auth
 from collector.receiver import grpc as grpc_receiver
 from collector.receiver import http as http_receiver
 from collector.receiver.config import Listener
+from collector.receiver.connections import CappedSite, ConnectionCap, beyond_open_files
 from collector.receiver.metrics import ReceiverMetrics
 from collector.receiver.redact import redacting
 from collector.sessions.metrics import SessionsMetrics
@@ -67,6 +68,7 @@ from evaluators.evidence import session_key
 from evaluators.result import EvaluationResult
 
 log = logging.getLogger("skillgauge")
+_MAX_CONNECTIONS = "receivers.otlp.http.max_connections"
 
 
 class Chain:
@@ -227,7 +229,8 @@ class Service:
     async def start(self) -> None:
         chain = self.chain
         receivers = self.config.receivers.otlp
-        answered = ReceiverMetrics(chain.registry).answered
+        receiver_metrics = ReceiverMetrics(chain.registry)
+        answered = receiver_metrics.answered
 
         if self.config.export.otlp is not None:
             store = chain.store
@@ -263,8 +266,16 @@ class Service:
                 tls=_tls(receivers.http),
                 # A connection that sends no complete request headers in time is closed.
                 keepalive_timeout=receivers.http.read_timeout,
+                cap=ConnectionCap(
+                    receivers.http.max_connections,
+                    _MAX_CONNECTIONS,
+                    receiver_metrics.http_connections,
+                    receiver_metrics.http_connections_refused,
+                ),
             )
             self._runners.append(runner)
+            if (warning := beyond_open_files(receivers.http.max_connections, _MAX_CONNECTIONS)) is not None:
+                log.warning("%s", warning)
         status_cfg = self.config.status
         host, _, port = status_cfg.endpoint.rpartition(":")
         self._status, self.ports["status"] = await self._serve(
@@ -301,6 +312,7 @@ class Service:
         auto_decompress: bool = True,
         tls: ssl.SSLContext | None = None,
         keepalive_timeout: float = 75.0,
+        cap: ConnectionCap | None = None,
     ) -> tuple[web.AppRunner, int]:
         # The OTLP receiver inflates gzip itself, to enforce the size limit on the result.
         runner = web.AppRunner(
@@ -311,7 +323,11 @@ class Service:
             keepalive_timeout=keepalive_timeout,
         )
         await runner.setup()
-        site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=tls)
+        site: web.BaseSite = (
+            web.TCPSite(runner, host, port, reuse_address=True, ssl_context=tls)
+            if cap is None
+            else CappedSite(runner, host, port, cap, ssl_context=tls)
+        )
         try:
             await site.start()
         except OSError as err:

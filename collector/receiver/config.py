@@ -187,9 +187,12 @@ class Listener(Secured):
 
 class HttpListener(Listener):
     """An HTTP listener; ``read_timeout`` bounds both the wait for a request's headers on a
-    connection (new or idle) and the read of its body, so a stalled client is dropped."""
+    connection (new or idle) and the read of its body, so a stalled client is dropped;
+    beyond ``max_connections`` open at once, a new connection is answered 503 and closed
+    before anything is read from it."""
 
     read_timeout: Seconds = Field(default=30.0, gt=0)
+    max_connections: int = Field(default=1024, gt=0)
 
 
 class OtlpReceivers(Strict):

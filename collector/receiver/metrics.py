@@ -1,8 +1,8 @@
-"""The receivers' metrics: requests answered, and refused whole by reason."""
+"""The receivers' metrics: requests answered, refused whole by reason; HTTP connections."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from collector.receiver.types import OnAnswer
 
@@ -25,6 +25,16 @@ class ReceiverMetrics:
             "(invalid, unsupported_media_type, too_large, backpressure, storage_error, unauthenticated, "
             "read_timeout, client_disconnected).",
             ["protocol", "signal", "reason"],
+            registry=r,
+        )
+        self.http_connections = Gauge(
+            "skillgauge_http_connections",
+            "OTLP/HTTP connections open now (at most receivers.otlp.http.max_connections).",
+            registry=r,
+        )
+        self.http_connections_refused = Counter(
+            "skillgauge_http_connections_refused",
+            "OTLP/HTTP connections refused at accept because receivers.otlp.http.max_connections were open.",
             registry=r,
         )
 
