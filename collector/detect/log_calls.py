@@ -1,9 +1,11 @@
 """Tool calls reported by log records, and how they meet the tool spans of the same calls.
 
-A harness may log each tool call (name, arguments, success, error) beside or instead of a
-tool span: its spans may carry no arguments (content off for traces, on for logs), and a
-call refused before it ran (parameter validation, policy) has no tool span at all.  Which
-log records report calls, and their keys, are in ``facts.LOG_TOOL_CALLS``.
+A harness may log each tool call beside or instead of a tool span (``facts.LOG_TOOL_CALLS``:
+which records, and their keys).  A record that holds what the tool returned is the whole call
+(logs-only telemetry), read by the detectors as it arrives.  One without a result completes
+the tool span of the same call when the session closes (its spans may carry no arguments:
+content off for traces, on for logs); with no such span, as for a call the harness refused
+before it ran (parameter validation, policy), it is a call of its own.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from collector.detect import facts
-from collector.otlp.views import LogView
+from collector.otlp.views import Attributes, LogView
 from evaluators.evidence import ToolCall
 
 
@@ -19,6 +21,11 @@ from evaluators.evidence import ToolCall
 class LoggedCall:
     call: ToolCall  # anchored to the log record's span (trace and span ids) and time
     succeeded: bool
+
+    @property
+    def whole(self) -> bool:
+        """The record holds the tool's result: it is the call, not a part of a span's."""
+        return self.call.result is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,9 +38,11 @@ class Completion:
     succeeded: bool
 
 
-def logged_call(view: LogView, span_id: str, trace_id: str, time_unix_nano: int) -> LoggedCall | None:
-    """The tool call this log record reports, or None if it reports none."""
-    fields = facts.LOG_TOOL_CALLS.get(view.event_name)
+def logged_call(view: LogView, event: str, time_unix_nano: int) -> LoggedCall | None:
+    """The tool call a log record of ``event`` reports, or None if it reports none.  The call
+    failed unless the record says it succeeded; its error is the harness's words for it, else
+    what the tool returned."""
+    fields = facts.LOG_TOOL_CALLS.get(event)
     if fields is None:
         return None
     attrs = view.attrs
@@ -41,16 +50,28 @@ def logged_call(view: LogView, span_id: str, trace_id: str, time_unix_nano: int)
     if not name:
         return None
     succeeded = str(attrs.get(fields.success)).lower() == "true"
-    error = None if succeeded else (attrs.text(fields.error) or "the harness logged the call as failed")
+    result = _text(attrs, fields.result)
+    error = (
+        None
+        if succeeded
+        else (_text(attrs, fields.error) or result or "the harness logged the call as failed")
+    )
+    record = view.record
     call = ToolCall(
         name=name,
-        span_id=span_id,
-        trace_id=trace_id,
+        span_id=record.span_id.hex(),
+        trace_id=record.trace_id.hex(),
         start_unix_nano=time_unix_nano,
-        arguments=attrs.text(fields.arguments) or None,
+        call_id=_text(attrs, fields.call_id),
+        arguments=_text(attrs, fields.arguments) or None,
+        result=result,
         error=error,
     )
     return LoggedCall(call, succeeded)
+
+
+def _text(attrs: Attributes, key: str | None) -> str | None:
+    return None if key is None else attrs.text(key)
 
 
 def completions(tool_calls: list[ToolCall], logged: list[LoggedCall]) -> list[Completion]:
