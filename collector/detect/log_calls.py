@@ -28,16 +28,6 @@ class LoggedCall:
         return self.call.result is not None
 
 
-@dataclass(frozen=True, slots=True)
-class Completion:
-    """A logged call's part in the session: ``index`` is the tool call it completes (None:
-    the call has no tool span), ``call`` the call with what the log added."""
-
-    index: int | None
-    call: ToolCall
-    succeeded: bool
-
-
 def logged_call(view: LogView, event: str, time_unix_nano: int) -> LoggedCall | None:
     """The tool call a log record of ``event`` reports, or None if it reports none.  The call
     failed unless the record says it succeeded; its error is the harness's words for it, else
@@ -51,11 +41,9 @@ def logged_call(view: LogView, event: str, time_unix_nano: int) -> LoggedCall | 
         return None
     succeeded = str(attrs.get(fields.success)).lower() == "true"
     result = _text(attrs, fields.result)
-    error = (
-        None
-        if succeeded
-        else (_text(attrs, fields.error) or result or "the harness logged the call as failed")
-    )
+    error = None
+    if not succeeded:
+        error = _text(attrs, fields.error) or result or "the harness logged the call as failed"
     record = view.record
     call = ToolCall(
         name=name,
@@ -74,13 +62,14 @@ def _text(attrs: Attributes, key: str | None) -> str | None:
     return None if key is None else attrs.text(key)
 
 
-def completions(tool_calls: list[ToolCall], logged: list[LoggedCall]) -> list[Completion]:
-    """What each logged call changes: a tool span of the same tool in the same trace (each
-    span taken once, in order) gets the arguments and error it lacks; a logged call with no
-    such span is a call of its own.  A logged call that adds nothing to its span is left out.
+def completions(tool_calls: list[ToolCall], logged: list[LoggedCall]) -> list[tuple[int | None, LoggedCall]]:
+    """What each logged call changes, as (index of the tool call it completes, the call with
+    what the log added): a tool span of the same tool in the same trace (each span taken once,
+    in order) gets the arguments and error it lacks; a logged call with no such span is a call
+    of its own (index None).  A logged call that adds nothing to its span is left out.
     """
     taken: set[int] = set()
-    found: list[Completion] = []
+    found: list[tuple[int | None, LoggedCall]] = []
     for entry in logged:
         log = entry.call
         index = next(
@@ -92,11 +81,11 @@ def completions(tool_calls: list[ToolCall], logged: list[LoggedCall]) -> list[Co
             None,
         )
         if index is None:
-            found.append(Completion(None, log, entry.succeeded))
+            found.append((None, entry))
             continue
         taken.add(index)
         span = tool_calls[index]
         merged = replace(span, arguments=span.arguments or log.arguments, error=span.error or log.error)
         if merged != span or (span.result is None and entry.succeeded):
-            found.append(Completion(index, merged, entry.succeeded))
+            found.append((index, replace(entry, call=merged)))
     return found

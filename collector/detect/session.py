@@ -505,10 +505,10 @@ class SessionEvidence:
         """Tool calls as log records complete them: a tool span's missing arguments and error,
         or a call that never ran as a span.  A call the harness logged as succeeded with no
         recorded result is loaded, as a logged tool result settles one."""
-        for done in log_calls.completions(self.tool_calls, self._log_calls):
-            if done.index is not None:
-                old = self.tool_calls[done.index]
-                self.tool_calls[done.index] = done.call
+        for index, done in log_calls.completions(self.tool_calls, self._log_calls):
+            if index is not None:
+                old = self.tool_calls[index]
+                self.tool_calls[index] = done.call
                 self.skill_loads = [
                     load
                     for load in self.skill_loads
