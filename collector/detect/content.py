@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from collector.detect import facts
-from collector.otlp.views import Attributes, LogView, SpanView
+from collector.otlp.views import Attributes, SpanView
 from evaluators.evidence import ToolCall
 
 
@@ -75,31 +75,6 @@ def _has_any_key(attrs: Attributes, keys: tuple[str, ...]) -> bool:
         if key in attrs:
             return True
     return False
-
-
-def log_tool_call(view: LogView, event: str) -> ToolCall | None:
-    """The tool call a log record of ``event`` records (``facts.LOG_WHOLE_TOOL_CALLS``), or None."""
-    fields = facts.LOG_WHOLE_TOOL_CALLS.get(event)
-    if fields is None:
-        return None
-    attrs = view.attrs
-    name = attrs.text(fields.name)
-    if not name:
-        return None
-    result = attrs.text(fields.result)
-    success = attrs.text(fields.success)
-    failed = success is not None and success.lower() == "false"
-    record = view.record
-    return ToolCall(
-        name=name,
-        span_id=record.span_id.hex(),
-        trace_id=record.trace_id.hex(),
-        start_unix_nano=record.time_unix_nano or record.observed_time_unix_nano,
-        call_id=attrs.text(fields.call_id),
-        arguments=attrs.text(fields.arguments),
-        result=result,
-        error=(result or f"{fields.success}={success}") if failed else None,
-    )
 
 
 def _argument_attributes(view: SpanView) -> str | None:

@@ -493,38 +493,28 @@ LOG_TOOL_RESULTS: dict[str, tuple[str, str]] = {"tool_result": ("tool_use_id", "
 
 @dataclass(frozen=True, slots=True)
 class LogCallFields:
-    """Where a log record reporting one tool call keeps its parts (attribute keys)."""
+    """Where a log record reporting one tool call keeps its parts (attribute keys; None where
+    the harness records no such part)."""
 
     name: str
-    arguments: str
     success: str  # true / false, as a bool or its text
-    error: str  # the harness's words when the call failed or was refused
+    arguments: str | None = None  # the call's arguments, as JSON text
+    call_id: str | None = None
+    result: str | None = None  # what the tool returned: the record is the whole call
+    error: str | None = None  # the harness's words when the call failed or was refused
 
 
-# Log records (by event name) that report a tool call, including calls refused before they
-# ran (parameter validation, policy), which leave no tool span.
+# Log records (by event name) that report a tool call: beside a tool span that lacks its
+# arguments or error, or instead of one (logs-only telemetry; a call refused before it ran).
 LOG_TOOL_CALLS: dict[str, LogCallFields] = {
-    "gemini_cli.tool_call": LogCallFields("function_name", "function_args", "success", "error"),  # Gemini CLI
-}
-
-
-@dataclass(frozen=True, slots=True)
-class LogToolFields:
-    """Where a log record that records a whole tool call keeps its parts (attribute keys)."""
-
-    name: str
-    call_id: str
-    arguments: str  # the call's arguments, as JSON text
-    result: str  # what the tool returned
-    success: str  # "false" (any case) means the tool failed or was not run
-
-
-# Log records that record one tool call each, name, arguments and result, by event name: the
-# harness logs its calls instead of (or besides) tracing them.
-LOG_WHOLE_TOOL_CALLS: dict[str, LogToolFields] = {
+    "gemini_cli.tool_call": LogCallFields(  # Gemini CLI
+        "function_name", "success", arguments="function_args", error="error"
+    ),
     # Codex CLI; success="true" says the tool ran (not the command's exit code, which is in
     # the output's "Process exited with code N" header).
-    "codex.tool_result": LogToolFields("tool_name", "call_id", "arguments", "output", "success"),
+    "codex.tool_result": LogCallFields(
+        "tool_name", "success", arguments="arguments", call_id="call_id", result="output"
+    ),
 }
 # Log records holding a user's request, or the agent's final answer, as plain text: event
 # name -> attribute.

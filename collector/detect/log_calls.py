@@ -1,9 +1,11 @@
 """Tool calls reported by log records, and how they meet the tool spans of the same calls.
 
-A harness may log each tool call (name, arguments, success, error) beside or instead of a
-tool span: its spans may carry no arguments (content off for traces, on for logs), and a
-call refused before it ran (parameter validation, policy) has no tool span at all.  Which
-log records report calls, and their keys, are in ``facts.LOG_TOOL_CALLS``.
+A harness may log each tool call beside or instead of a tool span (``facts.LOG_TOOL_CALLS``:
+which records, and their keys).  A record that holds what the tool returned is the whole call
+(logs-only telemetry), read by the detectors as it arrives.  One without a result completes
+the tool span of the same call when the session closes (its spans may carry no arguments:
+content off for traces, on for logs); with no such span, as for a call the harness refused
+before it ran (parameter validation, policy), it is a call of its own.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from collector.detect import facts
-from collector.otlp.views import LogView
+from collector.otlp.views import Attributes, LogView
 from evaluators.evidence import ToolCall
 
 
@@ -20,20 +22,17 @@ class LoggedCall:
     call: ToolCall  # anchored to the log record's span (trace and span ids) and time
     succeeded: bool
 
-
-@dataclass(frozen=True, slots=True)
-class Completion:
-    """A logged call's part in the session: ``index`` is the tool call it completes (None:
-    the call has no tool span), ``call`` the call with what the log added."""
-
-    index: int | None
-    call: ToolCall
-    succeeded: bool
+    @property
+    def whole(self) -> bool:
+        """The record holds the tool's result: it is the call, not a part of a span's."""
+        return self.call.result is not None
 
 
-def logged_call(view: LogView, span_id: str, trace_id: str, time_unix_nano: int) -> LoggedCall | None:
-    """The tool call this log record reports, or None if it reports none."""
-    fields = facts.LOG_TOOL_CALLS.get(view.event_name)
+def logged_call(view: LogView, event: str, time_unix_nano: int) -> LoggedCall | None:
+    """The tool call a log record of ``event`` reports, or None if it reports none.  The call
+    failed unless the record says it succeeded; its error is the harness's words for it, else
+    what the tool returned."""
+    fields = facts.LOG_TOOL_CALLS.get(event)
     if fields is None:
         return None
     attrs = view.attrs
@@ -41,25 +40,36 @@ def logged_call(view: LogView, span_id: str, trace_id: str, time_unix_nano: int)
     if not name:
         return None
     succeeded = str(attrs.get(fields.success)).lower() == "true"
-    error = None if succeeded else (attrs.text(fields.error) or "the harness logged the call as failed")
+    result = _text(attrs, fields.result)
+    error = None
+    if not succeeded:
+        error = _text(attrs, fields.error) or result or "the harness logged the call as failed"
+    record = view.record
     call = ToolCall(
         name=name,
-        span_id=span_id,
-        trace_id=trace_id,
+        span_id=record.span_id.hex(),
+        trace_id=record.trace_id.hex(),
         start_unix_nano=time_unix_nano,
-        arguments=attrs.text(fields.arguments) or None,
+        call_id=_text(attrs, fields.call_id),
+        arguments=_text(attrs, fields.arguments) or None,
+        result=result,
         error=error,
     )
     return LoggedCall(call, succeeded)
 
 
-def completions(tool_calls: list[ToolCall], logged: list[LoggedCall]) -> list[Completion]:
-    """What each logged call changes: a tool span of the same tool in the same trace (each
-    span taken once, in order) gets the arguments and error it lacks; a logged call with no
-    such span is a call of its own.  A logged call that adds nothing to its span is left out.
+def _text(attrs: Attributes, key: str | None) -> str | None:
+    return None if key is None else attrs.text(key)
+
+
+def completions(tool_calls: list[ToolCall], logged: list[LoggedCall]) -> list[tuple[int | None, LoggedCall]]:
+    """What each logged call changes, as (index of the tool call it completes, the call with
+    what the log added): a tool span of the same tool in the same trace (each span taken once,
+    in order) gets the arguments and error it lacks; a logged call with no such span is a call
+    of its own (index None).  A logged call that adds nothing to its span is left out.
     """
     taken: set[int] = set()
-    found: list[Completion] = []
+    found: list[tuple[int | None, LoggedCall]] = []
     for entry in logged:
         log = entry.call
         index = next(
@@ -71,11 +81,11 @@ def completions(tool_calls: list[ToolCall], logged: list[LoggedCall]) -> list[Co
             None,
         )
         if index is None:
-            found.append(Completion(None, log, entry.succeeded))
+            found.append((None, entry))
             continue
         taken.add(index)
         span = tool_calls[index]
         merged = replace(span, arguments=span.arguments or log.arguments, error=span.error or log.error)
         if merged != span or (span.result is None and entry.succeeded):
-            found.append(Completion(index, merged, entry.succeeded))
+            found.append((index, replace(entry, call=merged)))
     return found

@@ -27,7 +27,7 @@ from collector.detect import (
     skill_tools,
     transcript,
 )
-from collector.detect.content import has_marker, log_tool_call, parse_json, result_text, tool_call
+from collector.detect.content import has_marker, parse_json, result_text, tool_call
 from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.outcome import text_outcome
@@ -236,13 +236,12 @@ class SessionEvidence:
             record.span_id.hex(),
             record.time_unix_nano or record.observed_time_unix_nano,
         )
-        logged = log_calls.logged_call(view, seen.span_id, seen.trace_id, seen.time_unix_nano)
-        if logged is not None:
-            self._log_calls.append(logged)
         event = view.event_name.removeprefix(facts.LOG_EVENT_PREFIX)
-        call = log_tool_call(view, event)
-        if call is not None:
-            self._observe_tool(call)
+        logged = log_calls.logged_call(view, event, seen.time_unix_nano)
+        if logged is not None and logged.whole:
+            self._observe_tool(logged.call)
+        elif logged is not None:
+            self._log_calls.append(logged)
         prompt_key = facts.LOG_USER_PROMPTS.get(event)
         if prompt_key is not None:
             text = view.attrs.text(prompt_key)
@@ -506,10 +505,10 @@ class SessionEvidence:
         """Tool calls as log records complete them: a tool span's missing arguments and error,
         or a call that never ran as a span.  A call the harness logged as succeeded with no
         recorded result is loaded, as a logged tool result settles one."""
-        for done in log_calls.completions(self.tool_calls, self._log_calls):
-            if done.index is not None:
-                old = self.tool_calls[done.index]
-                self.tool_calls[done.index] = done.call
+        for index, done in log_calls.completions(self.tool_calls, self._log_calls):
+            if index is not None:
+                old = self.tool_calls[index]
+                self.tool_calls[index] = done.call
                 self.skill_loads = [
                     load
                     for load in self.skill_loads

@@ -1,11 +1,13 @@
-"""Tool calls that log records report, on the Gemini CLI's recordings: a logged call completes
-the tool span of the same call (one call, not two), and stands alone when the harness refused
-it before it ran (no tool span)."""
+"""Tool calls that log records report, on real recordings: a logged call completes the tool span
+of the same call (one call, not two; Gemini CLI), stands alone when the harness refused it
+before it ran (no tool span), and a record that holds the tool's output is the whole call
+(Codex CLI, logs only)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 from support import FRAMEWORKS
 
@@ -14,11 +16,12 @@ from collector.replay import replay
 from evaluators.evidence import Session
 
 GEMINI = FRAMEWORKS / "gemini_cli"
+CODEX = FRAMEWORKS / "codex_cli"
 
 
-def session(scenario: str) -> Session:
+def session(scenario: str, folder: Path = GEMINI, suffixes: tuple[str, ...] = ("traces", "logs")) -> Session:
     outcome = asyncio.run(
-        replay([str(GEMINI / f"{scenario}.traces.jsonl"), str(GEMINI / f"{scenario}.logs.jsonl")], parse({}))
+        replay([str(folder / f"{scenario}.{suffix}.jsonl") for suffix in suffixes], parse({}))
     )
     (coverage,) = outcome.coverages
     return coverage.session
@@ -57,3 +60,21 @@ def test_a_call_refused_before_it_ran_is_a_call_of_its_own() -> None:
         scheduler["traceId"],
     )
     assert call.error is not None and "denied by policy" in call.error
+
+
+def test_a_record_holding_the_tool_output_is_the_whole_call() -> None:
+    records = []
+    for line in (CODEX / "shell_read.logs.jsonl").read_text().splitlines():
+        for rl in json.loads(line)["resourceLogs"]:
+            for sl in rl["scopeLogs"]:
+                for record in sl["logRecords"]:
+                    attrs = {a["key"]: a["value"].get("stringValue") for a in record.get("attributes", [])}
+                    if attrs.get("event.name") == "codex.tool_result":
+                        records.append(
+                            (attrs["tool_name"], attrs["call_id"], attrs["arguments"], attrs["output"])
+                        )
+    assert records
+    found = session("shell_read", CODEX, ("logs",))
+    assert [(c.name, c.call_id, c.arguments, c.result) for c in found.tool_calls] == records
+    assert all(c.error is None for c in found.tool_calls)
+    assert found.content_capture == "present"
