@@ -52,6 +52,7 @@ class SkillLoad:
     path: str | None = None
     message: str | None = None  # the harness's words on failure / denial
     tool_call_id: str | None = None
+    body_cut: int = 0  # characters of the body cut off at the size cap (shown in coverage)
 
     @property
     def has_body(self) -> bool:

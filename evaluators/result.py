@@ -233,6 +233,7 @@ class Coverage:
                     "has_body": load.has_body,
                     "span_id": load.span_id,
                     "trace_id": load.trace_id,
+                    **({"body_truncated": True, "body_chars_cut": load.body_cut} if load.body_cut else {}),
                 }
                 for load in s.skill_loads
             ],

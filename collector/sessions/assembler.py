@@ -238,6 +238,7 @@ class Assembler:
         self.reopened = 0
         # Traces that named no session and closed holding nothing to evaluate (``nothing_to_evaluate``).
         self.discarded = 0
+        self.bodies_cut = 0  # skill bodies cut at ``sessions.max_skill_body_chars``
 
     @property
     def open_count(self) -> int:
@@ -883,6 +884,8 @@ class Assembler:
         for load in session.skill_loads:
             if load.body is not None and len(load.body) > limit:
                 cut = len(load.body) - limit
+                load.body_cut = cut
+                self.bodies_cut += 1
                 load.body = (
                     f"{load.body[:limit]}\n[... {cut} characters cut: sessions.max_skill_body_chars ...]"
                 )

@@ -48,6 +48,12 @@ class SessionsMetrics:
             "not evaluated.",
             registry=r,
         )
+        self.skill_bodies_cut = Counter(
+            "skillgauge_skill_bodies_cut",
+            "Skill bodies cut at sessions.max_skill_body_chars (the load says body_truncated in "
+            "its session's coverage).",
+            registry=r,
+        )
         self.sessions_reopened = Counter(
             "skillgauge_sessions_reopened", "Sessions reopened by late spans (a new revision).", registry=r
         )

@@ -74,6 +74,7 @@ class SessionsStage:
         self._checkpointed_at = 0.0
         self._reopened_seen = 0
         self._discarded_seen = 0
+        self._bodies_cut_seen = 0
 
     # -- intake ---------------------------------------------------------------------------
 
@@ -364,6 +365,9 @@ class SessionsStage:
         discarded, self._discarded_seen = self.assembler.discarded - self._discarded_seen, self.assembler.discarded
         if discarded:
             self.metrics.traces_discarded.inc(discarded)
+        cut, self._bodies_cut_seen = self.assembler.bodies_cut - self._bodies_cut_seen, self.assembler.bodies_cut
+        if cut:
+            self.metrics.skill_bodies_cut.inc(cut)
         self.metrics.pending_requests.labels("assembler").set(len(self._pending))
 
     async def shutdown(self, timeout: float) -> None:

@@ -14,6 +14,7 @@ from collector.config import Config, parse
 from collector.receiver.decode import parse_json
 from collector.sessions.assembler import Accepted, Assembler
 from evaluators.evidence import Session
+from evaluators.result import Coverage
 
 
 class Clock:
@@ -267,6 +268,9 @@ def test_a_skill_body_is_cut_to_max_skill_body_chars() -> None:
     (loaded,) = [load for load in session.skill_loads if load.body]
     assert "xxxx" in loaded.body and len(loaded.body) < 1024 + 100
     assert loaded.body.endswith("characters cut: sessions.max_skill_body_chars ...]")
+    assert asm.bodies_cut == 1 and loaded.body_cut > 5_000 - 1024
+    (shown,) = [x for x in Coverage(session, []).to_dict()["skill_loads"] if x["has_body"]]
+    assert shown["body_truncated"] is True and shown["body_chars_cut"] == loaded.body_cut
 
 
 def test_the_same_session_id_in_two_tenants_is_two_sessions_and_never_reopens_the_other() -> None:
