@@ -16,7 +16,7 @@ import grpc
 from export.downstream import Downstream
 from fake_anthropic import FakeAnthropic, default_verdict, delay
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from perf.bench import rekey, templates
+from perf.bench import recorded_session
 from support import Server, wait_for
 
 SKILLS = Path(__file__).parents[1] / "fixtures" / "skills"
@@ -27,22 +27,10 @@ KILL_AFTER = (7, 16, 27)  # kill -9 right after these sessions were acknowledged
 
 def session_requests() -> list[tuple[str, bytes, int]]:
     """(session id, one Export request holding the whole session, span count)."""
-    pool = templates()
     out = []
     for n in range(SESSIONS):
         name = f"crash-{n:03d}"
-        request = ExportTraceServiceRequest()
-        for resource, scope, raw in pool[n % len(pool)]:
-            rs = request.resource_spans.add()
-            rs.resource.ParseFromString(resource)
-            for kv in rs.resource.attributes:
-                if kv.key == "session.id":
-                    kv.value.string_value = name
-            ss = rs.scope_spans.add()
-            ss.scope.ParseFromString(scope)
-            span = ss.spans.add()
-            span.ParseFromString(raw)
-            rekey(span, name, (n + 1) << 64)
+        request = recorded_session(n, name)
         out.append((name, request.SerializeToString(), sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)))
     return out
 

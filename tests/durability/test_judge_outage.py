@@ -15,8 +15,7 @@ from typing import Any
 
 import grpc
 from fake_anthropic import Action, FakeAnthropic, Seen, default_verdict, status
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from perf.bench import rekey, templates
+from perf.bench import recorded_session
 from support import Server, metric_value, reserved_port, wait_for
 
 SKILLS = Path(__file__).parents[1] / "fixtures" / "skills"
@@ -42,21 +41,7 @@ class Outage:
 
 
 def session_request(n: int, name: str) -> bytes:
-    """A recorded session (real harness spans) under a new session id and trace ids."""
-    pool = templates()
-    request = ExportTraceServiceRequest()
-    for resource, scope, raw in pool[n % len(pool)]:
-        rs = request.resource_spans.add()
-        rs.resource.ParseFromString(resource)
-        for kv in rs.resource.attributes:
-            if kv.key == "session.id":
-                kv.value.string_value = name
-        ss = rs.scope_spans.add()
-        ss.scope.ParseFromString(scope)
-        span = ss.spans.add()
-        span.ParseFromString(raw)
-        rekey(span, name, (n + 1) << 64)
-    return request.SerializeToString()
+    return recorded_session(n, name).SerializeToString()
 
 
 def export(server: Server, body: bytes) -> None:

@@ -14,28 +14,11 @@ from typing import Any
 import grpc
 from fake_anthropic import FakeAnthropic
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from perf.bench import rekey, templates
+from perf.bench import recorded_session as session_request
 from support import Server, metric_value, wait_for
 
 SKILLS = Path(__file__).parents[1] / "fixtures" / "skills"
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-
-
-def session_request(n: int, name: str) -> ExportTraceServiceRequest:
-    """A recorded session (real harness spans) under a new session id and trace ids."""
-    request = ExportTraceServiceRequest()
-    for resource, scope, raw in templates()[n]:
-        rs = request.resource_spans.add()
-        rs.resource.ParseFromString(resource)
-        for kv in rs.resource.attributes:
-            if kv.key == "session.id":
-                kv.value.string_value = name
-        ss = rs.scope_spans.add()
-        ss.scope.ParseFromString(scope)
-        span = ss.spans.add()
-        span.ParseFromString(raw)
-        rekey(span, name, (n + 1) << 64)
-    return request
 
 
 def spans_of(request: ExportTraceServiceRequest) -> int:

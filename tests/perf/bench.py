@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import http.client
 import json
 import multiprocessing as mp
@@ -141,6 +142,30 @@ def rekey(span: Span, session: str, salt: int) -> None:
     for kv in span.attributes:
         if kv.key in SESSION_KEYS:
             kv.value.string_value = session
+
+
+def recorded_session(n: int, name: str) -> ExportTraceServiceRequest:
+    """The ``n``-th recorded session of ``templates`` (cycling) as one Export request, under
+    session id ``name`` and trace ids of its own: real harness spans, a new session."""
+    pool = _templates()
+    request = ExportTraceServiceRequest()
+    for resource, scope, raw in pool[n % len(pool)]:
+        rs = request.resource_spans.add()
+        rs.resource.ParseFromString(resource)
+        for kv in rs.resource.attributes:
+            if kv.key == "session.id":
+                kv.value.string_value = name
+        ss = rs.scope_spans.add()
+        ss.scope.ParseFromString(scope)
+        span = ss.spans.add()
+        span.ParseFromString(raw)
+        rekey(span, name, (n + 1) << 64)
+    return request
+
+
+@functools.cache
+def _templates() -> list[Template]:
+    return templates()
 
 
 def requests_for(

@@ -16,7 +16,7 @@ import pytest
 from fake_anthropic import FakeAnthropic
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from perf.bench import rekey, templates
+from perf.bench import recorded_session
 from prometheus_client import generate_latest
 from support import FRAMEWORKS, Server, metric_value, trace_requests, wait_for
 
@@ -28,23 +28,6 @@ from collector.testing import MemorySpool, RecordingConsumer
 from evaluators.result import Coverage
 
 DEEP = "[" * 5000 + '{"type": "tool_use", "text": "x"}' + "]" * 5000
-
-
-def recorded_session(n: int, name: str) -> ExportTraceServiceRequest:
-    """A recorded session (real harness spans) under a new session id and new trace ids."""
-    request = ExportTraceServiceRequest()
-    for resource, scope, raw in templates()[n]:
-        rs = request.resource_spans.add()
-        rs.resource.ParseFromString(resource)
-        for kv in rs.resource.attributes:
-            if kv.key == "session.id":
-                kv.value.string_value = name
-        ss = rs.scope_spans.add()
-        ss.scope.ParseFromString(scope)
-        span = ss.spans.add()
-        span.ParseFromString(raw)
-        rekey(span, name, (n + 1) << 64)
-    return request
 
 
 def poisoned(n: int, name: str) -> ExportTraceServiceRequest:
