@@ -238,3 +238,17 @@ def iter_json_lines(text: str) -> Iterator[dict[str, Any]]:
     for line in text.splitlines():
         if line.strip():
             yield json.loads(line)
+
+
+def outside_address() -> str:
+    """An IPv4 address of this host that is not loopback (the one its default route would
+    use): a connection from it is not local.  The tests of the loopback-only guard need
+    one; a host without any fails them with this message rather than skipping them."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # no packet is sent: only the route is looked up
+            address = str(probe.getsockname()[0])
+        except OSError as err:
+            raise AssertionError(f"this test needs a non-loopback IPv4 address on the host: {err}") from err
+    assert not address.startswith("127."), f"this test needs a non-loopback IPv4 address, not {address}"
+    return address

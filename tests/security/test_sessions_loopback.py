@@ -5,26 +5,11 @@ line says which applies.  A real client from this host's non-loopback address.""
 from __future__ import annotations
 
 import json
-import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-import pytest
-from support import Server, metric_value
-
-
-def outside_address() -> str:
-    """An address of this host that is not loopback: connections from it are not local."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("192.0.2.1", 9))  # no packet is sent: only the route is looked up
-        except OSError:
-            pytest.skip("this host has no non-loopback IPv4 address")
-        address = str(probe.getsockname()[0])
-    if address.startswith("127."):
-        pytest.skip("this host has no non-loopback IPv4 address")
-    return address
+from support import Server, metric_value, outside_address
 
 
 def get(host: str, port: int, path: str) -> tuple[int, dict[str, object] | str]:

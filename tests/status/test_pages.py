@@ -8,7 +8,6 @@ README shows them).
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.wait import WebDriverWait
-from support import Server, metric_value, wait_for
+from support import Server, metric_value, outside_address, wait_for
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "deploy"))
 from promserver import fixture_requests, renamed, send_grpc
@@ -325,21 +324,8 @@ def test_without_auth_or_trace_url_loopback_reads_the_pages_and_no_trace_is_link
         srv.stop()
 
 
-def _outside_address() -> str:
-    """An address of this host that is not loopback: connections from it are not local."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("192.0.2.1", 9))  # no packet is sent: only the route is looked up
-        except OSError:
-            pytest.skip("this host has no non-loopback IPv4 address")
-        address = str(probe.getsockname()[0])
-    if address.startswith("127."):
-        pytest.skip("this host has no non-loopback IPv4 address")
-    return address
-
-
 def test_without_auth_a_browser_elsewhere_is_refused_the_pages(tmp_path: Path) -> None:
-    outside = _outside_address()
+    outside = outside_address()
     srv = Server(tmp_path, {"status": {"endpoint": "0.0.0.0:0"}})
     try:
         with chromium() as driver:
