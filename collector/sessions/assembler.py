@@ -178,7 +178,12 @@ def log_id(record: LogRecord) -> bytes:
     time, severity, event name, body, attributes; deterministic protobuf encoding).  Two
     records alike in all of these are one record sent twice; a record whose content changed
     on the way (a redaction rule added between the two sends) is a new one."""
-    return b"L" + hashlib.blake2b(record.SerializeToString(deterministic=True), digest_size=16).digest()
+    return _log_digest(record.SerializeToString(deterministic=True))
+
+
+def _log_digest(encoded: bytes) -> bytes:
+    """``log_id`` of a record from its deterministic encoding."""
+    return b"L" + hashlib.blake2b(encoded, digest_size=16).digest()
 
 
 def check_spans(request: ExportTraceServiceRequest) -> Accepted:
@@ -404,14 +409,15 @@ class Assembler:
                         if self.skip is not None and self.skip(key, trace_id, request_id):
                             result.accepted += 1
                             continue
-                        ident = log_id(record)
+                        encoded = record.SerializeToString(deterministic=True)  # its id and its size
+                        ident = _log_digest(encoded)
                         if self._taken(key, trace_id, ident, tenant):
                             result.accepted += 1
                             self._duplicate("logs")
                             continue
                         session = self._session_for(key, trace_id, now, request_id, tenant)
                         session.ids.add(ident)
-                        session.bytes += record.ByteSize()
+                        session.bytes += len(encoded)
                         session.last_seen = now
                         session.evidence.observe_log(view)
                     except Exception as err:  # this record alone, as for spans
