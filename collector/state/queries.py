@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 import orjson
 
+from collector.state import sql
 from collector.status.view import SessionPage, SessionQuery
 from evaluators.evidence import LOAD_STATUSES
 
@@ -66,7 +67,7 @@ LISTING_COLUMNS = (
 EXPIRE = "DELETE FROM verdicts WHERE evaluated_at < ?"
 _MARK_LATEST = (
     "UPDATE coverage SET latest = (revision = (SELECT MAX(revision) FROM coverage c "
-    "WHERE c.session = coverage.session)) WHERE session = ?"
+    "WHERE c.session = coverage.session)) WHERE session IN ({in})"
 )
 
 
@@ -174,9 +175,10 @@ def index_revisions(db: sqlite3.Connection, revisions: list[Indexed], *, replace
                 )
             )
     if replace:
-        db.executemany(
+        sql.insert_rows(
+            db,
             f"INSERT OR REPLACE INTO coverage (session, revision, record, evaluated_at, closed_at, tenant, "
-            f"framework, summary, {', '.join(TOTALS)}) VALUES ({', '.join('?' * (8 + len(TOTALS)))})",
+            f"framework, summary, {', '.join(TOTALS)})",
             rows,
         )
     else:
@@ -186,9 +188,15 @@ def index_revisions(db: sqlite3.Connection, revisions: list[Indexed], *, replace
             "WHERE session = ? AND revision = ?",
             [(*row[4:], row[0], row[1]) for row in rows],
         )
-    db.executemany("DELETE FROM verdicts WHERE session = ? AND revision = ?", [(r[0], r[1]) for r in rows])
-    db.executemany("INSERT INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?)", verdicts)
-    db.executemany(_MARK_LATEST, [(session,) for session in {r[0] for r in rows}])
+    for start in range(0, len(rows), sql.ROWS_PER_STATEMENT):  # verdicts of a revision recorded again
+        chunk = rows[start : start + sql.ROWS_PER_STATEMENT]
+        db.execute(
+            f"DELETE FROM verdicts WHERE session IN ({', '.join('?' * len(chunk))}) "
+            f"AND (session, revision) IN (VALUES {', '.join(['(?, ?)'] * len(chunk))})",
+            [r[0] for r in chunk] + [v for r in chunk for v in r[:2]],
+        )
+    sql.insert_rows(db, "INSERT INTO verdicts", verdicts)
+    sql.where_in(db, _MARK_LATEST, sorted({r[0] for r in rows}))
 
 
 def _totals(summary: dict[str, Any], line: dict[str, Any]) -> tuple[float, ...]:

@@ -59,7 +59,7 @@ from typing import Any, Literal, Protocol, TypeVar
 import orjson
 
 from collector.component import Retryable
-from collector.state import queries
+from collector.state import queries, sql
 from collector.state.segments import SEGMENT_BYTES, Segments, Spooled, Write
 from collector.status.view import SessionPage, SessionQuery
 
@@ -160,7 +160,6 @@ _OTHER_PER_GROUP = 64
 # Requests were ~1 MB blobs, chains of 256 overflow pages on 4 KB pages.  On 16 KB pages,
 # Export p99 at half load measured 21-26 ms against 40-45 ms.  Kept for new spools.
 _PAGE_SIZE = 16384
-_ROWS_PER_STATEMENT = 256
 _WAL_SIZE_LIMIT = 64 * 1024 * 1024
 _CHECKPOINT_EVERY = 0.1  # seconds
 # While storage fails: how soon a sender may retry a refused request, how often the store
@@ -300,6 +299,7 @@ class Spool(Protocol):
     def pending_done(self, keys: list[str]) -> None:
         """Judge work that has its final row (queued, nobody waits)."""
         ...
+
     async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
         """A session's evaluated revisions (``queries.revisions``), evaluated at or after
         ``not_before`` (unix seconds)."""
@@ -309,7 +309,9 @@ class Spool(Protocol):
         """``queries.list_sessions``: latest revisions evaluated at or after ``not_before``."""
         ...
 
-    async def overview(self, since: float, not_before: float, tenant: str | None = None) -> dict[str, Any]: ...
+    async def overview(
+        self, since: float, not_before: float, tenant: str | None = None
+    ) -> dict[str, Any]: ...
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int: ...
 
@@ -407,6 +409,7 @@ class MemorySpool:
 
     def pending_done(self, keys: list[str]) -> None:
         return None
+
     async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
         return queries.revisions(self._db, session, not_before)
 
@@ -759,22 +762,24 @@ class SqliteSpool:
                 start = end
                 if keep:
                     entries = [op for op in run if isinstance(op, Reopenable)]
-                    db.executemany(
-                        "INSERT OR REPLACE INTO reopenable VALUES (?, ?, ?, ?, ?, ?)",
+                    sql.insert_rows(
+                        db,
+                        "INSERT OR REPLACE INTO reopenable",
                         [
                             (e.session, e.revision, e.first_request, ",".join(e.traces), e.spans, now)
                             for e in entries
                         ],
                     )
                     # A reopened revision's requests include the earlier one's: nothing to delete.
-                    db.executemany(
-                        "INSERT OR IGNORE INTO held VALUES (?, ?)",
+                    sql.insert_rows(
+                        db,
+                        "INSERT OR IGNORE INTO held",
                         [(r, e.session) for e in entries for r in e.requests],
                     )
                 else:
-                    sessions = [(op,) for op in run if isinstance(op, str)]
-                    db.executemany("DELETE FROM held WHERE session = ?", sessions)
-                    db.executemany("DELETE FROM reopenable WHERE session = ?", sessions)
+                    sessions = [op for op in run if isinstance(op, str)]
+                    sql.where_in(db, "DELETE FROM held WHERE session IN ({in})", sessions)
+                    sql.where_in(db, "DELETE FROM reopenable WHERE session IN ({in})", sessions)
         except BaseException:  # tried again (a full disk): the same operations, first
             with self._reopen_lock:
                 self._reopen_ops[:0] = ops
@@ -841,6 +846,7 @@ class SqliteSpool:
             self._put(
                 lambda db: db.executemany("DELETE FROM judge_pending WHERE key = ?", [(k,) for k in keys])
             )
+
     async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
         return await self._read(queries.revisions, session, not_before)
 
@@ -1170,24 +1176,15 @@ def _with_results(coverage: str, results: list[str]) -> str:
 def _insert_rows(db: sqlite3.Connection, batch: list[_Rows]) -> list[tuple[Any, BaseException | None]]:
     """Insert the rows of a group's ``_Rows`` of one statement, a few hundred per statement;
     if a statement fails, each ``_Rows`` is tried alone so that a bad one fails alone."""
-    rows = [row for work in batch for row in work.rows]
-    width = len(rows[0]) if rows else 0
-    placeholder = "(" + ", ".join("?" * width) + ")"
     try:
-        with contextlib.closing(db.cursor()) as cursor:
-            for start in range(0, len(rows), _ROWS_PER_STATEMENT):
-                chunk = rows[start : start + _ROWS_PER_STATEMENT]
-                cursor.execute(
-                    f"{batch[0].insert} VALUES {', '.join([placeholder] * len(chunk))}",
-                    [value for row in chunk for value in row],
-                )
+        sql.insert_rows(db, batch[0].insert, [row for work in batch for row in work.rows])
         return [(None, None)] * len(batch)
     except sqlite3.Error:
         pass  # a failed statement changes nothing; the rows go again, one ``_Rows`` at a time
     outcomes: list[tuple[Any, BaseException | None]] = []
     for work in batch:
         try:
-            db.executemany(f"{work.insert} VALUES {placeholder}", work.rows)
+            sql.insert_rows(db, work.insert, work.rows)
             outcomes.append((None, None))
         except sqlite3.Error as err:
             outcomes.append((None, err))
