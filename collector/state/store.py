@@ -844,7 +844,7 @@ class SqliteSpool:
     def pending_done(self, keys: list[str]) -> None:
         if keys:
             self._put(
-                lambda db: db.executemany("DELETE FROM judge_pending WHERE key = ?", [(k,) for k in keys])
+                lambda db: sql.where_in(db, "DELETE FROM judge_pending WHERE key IN ({in})", keys)
             )
 
     async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
@@ -867,8 +867,9 @@ class SqliteSpool:
         capacity = self._capacity
 
         def write(db: sqlite3.Connection) -> tuple[int, int]:
-            db.executemany(
-                "INSERT OR REPLACE INTO outbox (channel, key, payload, enqueued_at) VALUES (?, ?, ?, ?)",
+            sql.insert_rows(
+                db,
+                "INSERT OR REPLACE INTO outbox (channel, key, payload, enqueued_at)",
                 [(channel, key, payload, at) for key, payload, at in entries],
             )
             (count,) = db.execute("SELECT COUNT(*) FROM outbox WHERE channel = ?", (channel,)).fetchone()
@@ -897,7 +898,7 @@ class SqliteSpool:
 
     async def outbox_ack(self, channel: str, keys: list[str]) -> None:
         def write(db: sqlite3.Connection) -> int:
-            db.executemany("DELETE FROM outbox WHERE channel = ? AND key = ?", [(channel, k) for k in keys])
+            sql.where_in(db, "DELETE FROM outbox WHERE key IN ({in}) AND channel = ?", keys, channel)
             (count,) = db.execute("SELECT COUNT(*) FROM outbox WHERE channel = ?", (channel,)).fetchone()
             return int(count)
 
