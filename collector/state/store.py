@@ -751,35 +751,30 @@ class SqliteSpool:
         with self._reopen_lock:  # what comes later queues another write
             ops, self._reopen_ops = self._reopen_ops, []
         try:
+            # The same as each operation in turn, in four statements: first every session a
+            # forget names loses its rows, then each keep that follows its session's last
+            # forget is written (keeps and forgets alternate as closing sessions push the
+            # oldest out of ``reopen_cache``).
+            forgotten: dict[str, int] = {}  # session -> position of its last forget
+            for at, op in enumerate(ops):
+                if isinstance(op, str):
+                    forgotten[op] = at
+            kept = [
+                op
+                for at, op in enumerate(ops)
+                if isinstance(op, Reopenable) and forgotten.get(op.session, -1) < at
+            ]
+            sessions = list(forgotten)
+            sql.where_in(db, "DELETE FROM held WHERE session IN ({in})", sessions)
+            sql.where_in(db, "DELETE FROM reopenable WHERE session IN ({in})", sessions)
             now = time.time()
-            start = 0
-            while start < len(ops):  # runs of one kind, in order
-                keep = isinstance(ops[start], Reopenable)
-                end = start
-                while end < len(ops) and isinstance(ops[end], Reopenable) == keep:
-                    end += 1
-                run = ops[start:end]
-                start = end
-                if keep:
-                    entries = [op for op in run if isinstance(op, Reopenable)]
-                    sql.insert_rows(
-                        db,
-                        "INSERT OR REPLACE INTO reopenable",
-                        [
-                            (e.session, e.revision, e.first_request, ",".join(e.traces), e.spans, now)
-                            for e in entries
-                        ],
-                    )
-                    # A reopened revision's requests include the earlier one's: nothing to delete.
-                    sql.insert_rows(
-                        db,
-                        "INSERT OR IGNORE INTO held",
-                        [(r, e.session) for e in entries for r in e.requests],
-                    )
-                else:
-                    sessions = [op for op in run if isinstance(op, str)]
-                    sql.where_in(db, "DELETE FROM held WHERE session IN ({in})", sessions)
-                    sql.where_in(db, "DELETE FROM reopenable WHERE session IN ({in})", sessions)
+            sql.insert_rows(
+                db,
+                "INSERT OR REPLACE INTO reopenable",
+                [(e.session, e.revision, e.first_request, ",".join(e.traces), e.spans, now) for e in kept],
+            )
+            # A reopened revision's requests include the earlier one's: nothing to delete.
+            sql.insert_rows(db, "INSERT OR IGNORE INTO held", [(r, e.session) for e in kept for r in e.requests])
         except BaseException:  # tried again (a full disk): the same operations, first
             with self._reopen_lock:
                 self._reopen_ops[:0] = ops

@@ -199,3 +199,34 @@ def test_requests_of_a_reopenable_revision_outlive_checkpoints_until_forgotten(t
         await again.shutdown()
 
     asyncio.run(run())
+
+
+def test_keeps_and_forgets_written_together_end_as_if_written_one_by_one(tmp_path: Path) -> None:
+    """A wave of closed sessions queues keeps and forgets in turn; the store writes them in a
+    few statements, which must leave what each in order would have left."""
+
+    async def run() -> tuple[list[int], list[Reopenable]]:
+        spool = SqliteSpool(tmp_path)
+        ids = [await spool.append("traces", f"request {n}".encode()) for n in range(4)]
+        trace = ("ab" * 16,)
+        spool.keep_reopenable(Reopenable("a", 1, ids[0], (ids[0],), trace, 1))
+        spool.forget_reopenable("a")
+        spool.keep_reopenable(Reopenable("a", 2, ids[0], (ids[0], ids[1]), trace, 2))  # kept again after
+        spool.keep_reopenable(Reopenable("b", 1, ids[2], (ids[2],), trace, 1))
+        spool.forget_reopenable("b")  # forgotten after
+        spool.keep_reopenable(Reopenable("c", 1, ids[3], (ids[3],), trace, 1))
+        spool.keep_reopenable(Reopenable("c", 2, ids[3], (ids[3],), trace, 2))  # the later revision wins
+        await spool.checkpoint(ids[3] + 1)
+        held = [r for r, _, _ in await spool.read_requests(tuple(ids))]
+        assert held == [ids[0], ids[1], ids[3]]  # b's request is no longer held
+        await spool.shutdown()
+        again = SqliteSpool(tmp_path)
+        entries = sorted(again.recovery().reopenable, key=lambda e: e.session)
+        await again.shutdown()
+        return ids, entries
+
+    ids, entries = asyncio.run(run())
+    assert [(e.session, e.revision, e.requests) for e in entries] == [
+        ("a", 2, (ids[0], ids[1])),
+        ("c", 2, (ids[3],)),
+    ]
