@@ -69,32 +69,34 @@ _KNOWN_KEYS = frozenset(
     + list(facts.TOOL_RESULT_KEYS)
     + list(facts.LOG_CONTENT_ATTRIBUTES)
 )
-_PROMPT_KEYS: dict[str, bool] = {}  # key -> whether it may hold prompt text (few distinct keys)
 
 
 def _prompt_key(key: str) -> bool:
-    found = _PROMPT_KEYS.get(key)
-    if found is None:
-        folded = key.casefold()
-        found = (
-            key not in _KNOWN_KEYS
-            and not key.startswith(facts.PROMPT_KEY_SKIP_PREFIXES)
-            and any(word in folded for word in facts.PROMPT_KEY_WORDS)
-        )
-        if len(_PROMPT_KEYS) < 4096:
-            _PROMPT_KEYS[key] = found
-    return found
+    folded = key.casefold()
+    return (
+        key not in _KNOWN_KEYS
+        and not key.startswith(facts.PROMPT_KEY_SKIP_PREFIXES)
+        and any(word in folded for word in facts.PROMPT_KEY_WORDS)
+    )
+
+
+_PROMPT_KEYS_OF: dict[tuple[str, ...], tuple[str, ...]] = {}  # key shape -> its prompt-like keys
 
 
 def other_prompt_texts(attrs: Attributes) -> list[str]:
     """The text of attributes no table names whose key says they may hold a prompt (a
     system instruction, a request): what a harness without a row records."""
+    shape = attrs.shape()
+    keys = _PROMPT_KEYS_OF.get(shape)
+    if keys is None:
+        keys = tuple(key for key in shape if _prompt_key(key))
+        if len(_PROMPT_KEYS_OF) < 4096:
+            _PROMPT_KEYS_OF[shape] = keys
     found: list[str] = []
-    for key in attrs.keys():  # noqa: SIM118 - Attributes has keys(), no __iter__
-        if _prompt_key(key):
-            value = attrs.get(key)
-            if isinstance(value, str) and len(value) >= facts.PROMPT_MIN_CHARS:
-                found.append(value)
+    for key in keys:
+        value = attrs.get(key)
+        if isinstance(value, str) and len(value) >= facts.PROMPT_MIN_CHARS:
+            found.append(value)
     return found
 
 

@@ -24,6 +24,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 _ERROR = Status.STATUS_CODE_ERROR
 _EVENT_NAME = "event.name"
 _MISSING: Any = object()
+# Derived from key shapes (``Attributes.shape``): a deployment has a few dozen shapes.
+_SHAPES_KEPT = 4096
+_PREFIXED: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {}
 
 
 def value_of(value: AnyValue) -> Any:
@@ -55,13 +58,13 @@ def as_text(value: Any) -> str | None:
 class Attributes:
     """Key lookup over a repeated ``KeyValue`` field, read lazily (see the module doc)."""
 
-    __slots__ = ("_by_key", "_kvs", "_prefixed", "_values")
+    __slots__ = ("_by_key", "_kvs", "_shape", "_values")
 
     def __init__(self, kvs: Iterable[KeyValue]) -> None:
         self._kvs = kvs
         self._by_key: dict[str, KeyValue] | None = None
         self._values: dict[str, Any] = {}
-        self._prefixed: dict[str, list[str]] | None = None
+        self._shape: tuple[str, ...] | None = None
 
     def _index(self) -> dict[str, KeyValue]:
         # Each KeyValue as it is: its AnyValue is taken only for the keys somebody reads.
@@ -97,15 +100,21 @@ class Attributes:
     def keys(self) -> Iterable[str]:
         return (self._by_key if self._by_key is not None else self._index()).keys()
 
+    def shape(self) -> tuple[str, ...]:
+        """The keys, in attribute order: what one instrumentation's spans of one kind share,
+        so that what depends on the keys alone can be worked out once for all of them."""
+        if self._shape is None:
+            self._shape = tuple(self._by_key if self._by_key is not None else self._index())
+        return self._shape
+
     def keys_with_prefix(self, prefix: str) -> list[str]:
-        """The keys starting with ``prefix``, in attribute order (a new list each call; the
-        keys are looked for once per prefix)."""
-        found = self._prefixed.get(prefix) if self._prefixed is not None else None
+        """The keys starting with ``prefix``, in attribute order (a new list each call)."""
+        shape = self.shape()
+        found = _PREFIXED.get((shape, prefix))
         if found is None:
-            found = [key for key in self._index() if key.startswith(prefix)]
-            if self._prefixed is None:
-                self._prefixed = {}
-            self._prefixed[prefix] = found
+            found = tuple(key for key in shape if key.startswith(prefix))
+            if len(_PREFIXED) < _SHAPES_KEPT:
+                _PREFIXED[(shape, prefix)] = found
         return list(found)
 
     def with_prefix(self, prefix: str) -> dict[str, Any]:
