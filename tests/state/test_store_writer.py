@@ -178,21 +178,21 @@ def test_requests_spooled_as_blobs_by_an_older_version_move_to_a_segment_with_th
     assert _rows(tmp_path, "SELECT name FROM sqlite_master WHERE name = 'requests'") == []
 
 
-def test_a_new_spool_uses_large_pages_and_an_existing_one_keeps_its_own(tmp_path: Path) -> None:
+def test_a_new_spool_uses_small_pages_and_an_existing_one_keeps_its_own(tmp_path: Path) -> None:
     async def open_and_close(path: Path) -> None:
         spool = SqliteSpool(path)
         await spool.append("traces", b"x" * 100_000)
         await spool.shutdown()
 
     asyncio.run(open_and_close(tmp_path / "new"))
-    assert _rows(tmp_path / "new", "PRAGMA page_size") == [(16384,)]
+    assert _rows(tmp_path / "new", "PRAGMA page_size") == [(4096,)]
     (tmp_path / "old").mkdir()
-    with sqlite3.connect(tmp_path / "old" / "skillgauge.sqlite") as db:  # made before this change
-        db.execute("PRAGMA page_size=4096")
+    with sqlite3.connect(tmp_path / "old" / "skillgauge.sqlite") as db:  # made with 16 KB pages
+        db.execute("PRAGMA page_size=16384")
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("CREATE TABLE t (x)")
     asyncio.run(open_and_close(tmp_path / "old"))
-    assert _rows(tmp_path / "old", "PRAGMA page_size") == [(4096,)]
+    assert _rows(tmp_path / "old", "PRAGMA page_size") == [(16384,)]
     assert _rows(tmp_path / "old", "SELECT count(*) FROM spooled") == [(1,)]
 
 
