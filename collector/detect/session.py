@@ -75,6 +75,19 @@ def _has_any(text: str, markers: tuple[str, ...] | list[str]) -> bool:
     return False
 
 
+_CHUNK = 16_384  # characters compared at a time by ``_same_start``
+
+
+def _same_start(text: str, other: str, end: int) -> bool:
+    """``text[:end] == other[:end]``, compared ``_CHUNK`` characters at a time: a copy of a
+    whole history (hundreds of KB) to compare or keep costs ~3x the chunks' (measured at
+    138 KB: 31 against 10 us), and a span would pay it again however little is new."""
+    for start in range(0, end, _CHUNK):
+        if not text.startswith(other[start : min(start + _CHUNK, end)], start):
+            return False
+    return True
+
+
 MAX_UNREADABLE_NAMED = 20  # unreadable items named per session (all are counted)
 _HISTORY_ROLES = frozenset({"messages", "other"})  # texts that may be a growing history
 _HISTORIES = 4  # message histories remembered per session (see ``_unread_part``); 0 reads each whole
@@ -318,23 +331,24 @@ class SessionEvidence:
         read before (the same text up to that one's closing bracket, then a comma), only the
         elements after it are new: parsing is deterministic, so the shared text parses to the
         same elements.  A few histories are remembered per session (sub-agents keep
-        conversations of their own), each as its text without the closing bracket: comparing
-        a prefix costs a fraction of hashing it, so a span costs the same however long the
-        conversation has grown."""
+        conversations of their own), each as the text it came in: comparing a prefix costs a
+        fraction of hashing it, so a span costs the same however long the conversation has
+        grown."""
         if not raw.startswith("[") or not raw.endswith("]"):
             return raw
         unread = raw
-        for body in self._histories:
-            if raw.startswith(body):
-                end = len(body)
-                if len(raw) == end + 1:
-                    return ""  # the same history again (a retried or duplicated span)
-                if raw[end] == ",":
-                    unread = "[" + raw[end + 1 :]
-                    break
+        for history in self._histories:
+            end = len(history) - 1  # where its closing bracket stands
+            if len(raw) <= end or raw[end] not in ",]" or not _same_start(raw, history, end):
+                continue
+            if len(raw) == end + 1:
+                return ""  # the same history again (a retried or duplicated span)
+            if raw[end] == ",":
+                unread = "[" + raw[end + 1 :]
+                break
         if not isinstance(parse_json(unread), list):
             return raw
-        self._histories.insert(0, raw[:-1])
+        self._histories.insert(0, raw)
         del self._histories[_HISTORIES:]
         return unread
 

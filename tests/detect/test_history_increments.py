@@ -68,6 +68,11 @@ def test_reading_histories_incrementally_detects_exactly_what_reading_them_whole
     assert all(part < full for full, part in shortened)
 
 
+_LONG = json.dumps([{"m": "x" * 1000, "n": n} for n in range(50)])  # ~50 KB
+_AT = _LONG.index("x", 40_000)
+_REWRITTEN = _LONG[:_AT] + "y" + _LONG[_AT + 1 :]  # one message changed, past the first chunk
+
+
 @pytest.mark.parametrize(
     ("earlier", "later", "unread"),
     [
@@ -77,6 +82,9 @@ def test_reading_histories_incrementally_detects_exactly_what_reading_them_whole
         ('[{"a": [1]}]', '[{"a": [1, 2]}]', [{"a": [1, 2]}]),  # grew inside: read whole
         ('[{"a": 1}]', '[{"a": 1}\n, {"b": 2}]', [{"a": 1}, {"b": 2}]),  # not a continuation
         ("[]", '[{"a": 1}]', [{"a": 1}]),
+        # Longer than one comparison chunk: continued, and rewritten in a later chunk.
+        (_LONG, _LONG[:-1] + ', {"b": 2}]', [{"b": 2}]),
+        (_LONG, _REWRITTEN[:-1] + ', {"b": 2}]', [*json.loads(_REWRITTEN), {"b": 2}]),
     ],
 )
 def test_only_a_continuation_of_a_history_is_cut(earlier: str, later: str, unread: list[object]) -> None:
