@@ -315,10 +315,11 @@ def detect_cost(bodies: list[bytes]) -> float:
     return (time.perf_counter() - start) / spans * 1e6
 
 
-def long_session(turns: int) -> bytes:
+def long_session(turns: int, salt: int = 0) -> bytes:
     """One session of ``turns`` chat spans, each recording the conversation so far, as a long
     agent session does: the recorded ADK conversation repeated once per turn (each copy of a
-    message marked with its turn, so no two histories are the same text)."""
+    message marked with its turn and ``salt``, so that no two histories, of this session or
+    of one with another salt, are the same text)."""
     request = _merged(LONG_TEMPLATE)
     chats = [
         (rs, ss, span, kv)
@@ -337,7 +338,7 @@ def long_session(turns: int) -> bytes:
     out_ss.scope.CopyFrom(ss.scope)
     history: list[Any] = []
     for turn in range(turns):
-        history += [{**message, "turn": turn} for message in recorded]
+        history += [{**message, "turn": turn, "session": salt} for message in recorded]
         span = out_ss.spans.add()
         span.CopyFrom(chat)
         span.span_id = (turn + 1).to_bytes(8, "big")
@@ -348,13 +349,14 @@ def long_session(turns: int) -> bytes:
 
 def long_session_cost(turns: int, sessions: int = 1, rounds: int = 3) -> tuple[float, float]:
     """Microseconds per span to assemble and detect ``long_session(turns)`` (``sessions``
-    of them, each in a new assembler; the best of ``rounds``): reading each history past
-    what was read before (as the collector does), and reading each one whole (once)."""
-    body = long_session(turns)
+    of them, each in a new assembler and with texts of its own; the best of ``rounds``):
+    reading each history past what was read before (as the collector does), and reading each
+    one whole (once)."""
+    bodies = [long_session(turns, salt) for salt in range(sessions)]
 
     def run() -> float:
         elapsed = 0.0
-        for _ in range(sessions):
+        for body in bodies:
             assembler = Assembler(parse({}).sessions, lambda session, reason: None)
             request = ExportTraceServiceRequest()
             request.ParseFromString(body)
