@@ -213,14 +213,14 @@ def test_slow_headers_and_a_slow_body_are_dropped_after_read_timeout(tmp_path: P
     try:
         headers = _raw(srv, b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n")  # never ends its headers
         body = _raw(srv, HEAD + b"0123")  # never ends its body
+        # aiohttp alone would wait an hour for headers (keepalive_timeout 3630 s): a close within
+        # the socket's 15 s is read_timeout's (a recv that outlasts them raises instead), and the
+        # 408 names it.
         for sock in (headers, body):
             sock.settimeout(15)
-        start = time.monotonic()
         assert headers.recv(100) == b""  # closed
-        assert time.monotonic() - start < 5
         answer = body.recv(1000)
         assert answer.startswith(b"HTTP/1.1 408") and b"not received within 1s" in answer
-        assert time.monotonic() - start < 5
         headers.close()
         body.close()
     finally:
