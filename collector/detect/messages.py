@@ -7,7 +7,7 @@ from typing import Any
 
 from collector.detect import facts
 from collector.detect.content import first_present, first_truthy, flatten_text, parse_json
-from collector.otlp.views import Attributes, SpanView
+from collector.otlp.views import SHAPES_KEPT, Attributes, SpanView
 
 
 def _index(fields: tuple[tuple[str, str, str], ...]) -> dict[str, tuple[tuple[str, str], ...]]:
@@ -90,7 +90,7 @@ def other_prompt_texts(attrs: Attributes) -> list[str]:
     keys = _PROMPT_KEYS_OF.get(shape)
     if keys is None:
         keys = tuple(key for key in shape if _prompt_key(key))
-        if len(_PROMPT_KEYS_OF) < 4096:
+        if len(_PROMPT_KEYS_OF) < SHAPES_KEPT:
             _PROMPT_KEYS_OF[shape] = keys
     found: list[str] = []
     for key in keys:

@@ -24,8 +24,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 _ERROR = Status.STATUS_CODE_ERROR
 _EVENT_NAME = "event.name"
 _MISSING: Any = object()
-# Derived from key shapes (``Attributes.shape``): a deployment has a few dozen shapes.
-_SHAPES_KEPT = 4096
+# What is worked out from key shapes (``Attributes.shape``) is kept for this many shapes at
+# most: a deployment has a few dozen.
+SHAPES_KEPT = 4096
 _PREFIXED: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {}
 
 
@@ -113,7 +114,7 @@ class Attributes:
         found = _PREFIXED.get((shape, prefix))
         if found is None:
             found = tuple(key for key in shape if key.startswith(prefix))
-            if len(_PREFIXED) < _SHAPES_KEPT:
+            if len(_PREFIXED) < SHAPES_KEPT:
                 _PREFIXED[(shape, prefix)] = found
         return list(found)
 
