@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -209,6 +210,8 @@ def test_keeps_and_forgets_written_together_end_as_if_written_one_by_one(tmp_pat
         spool = SqliteSpool(tmp_path)
         ids = [await spool.append("traces", f"request {n}".encode()) for n in range(4)]
         trace = ("ab" * 16,)
+        gate = threading.Event()  # the writer waits until every operation below is queued
+        spool._put(lambda db: gate.wait())
         spool.keep_reopenable(Reopenable("a", 1, ids[0], (ids[0],), trace, 1))
         spool.forget_reopenable("a")
         spool.keep_reopenable(Reopenable("a", 2, ids[0], (ids[0], ids[1]), trace, 2))  # kept again after
@@ -216,6 +219,7 @@ def test_keeps_and_forgets_written_together_end_as_if_written_one_by_one(tmp_pat
         spool.forget_reopenable("b")  # forgotten after
         spool.keep_reopenable(Reopenable("c", 1, ids[3], (ids[3],), trace, 1))
         spool.keep_reopenable(Reopenable("c", 2, ids[3], (ids[3],), trace, 2))  # the later revision wins
+        gate.set()
         await spool.checkpoint(ids[3] + 1)
         held = [r for r, _, _ in await spool.read_requests(tuple(ids))]
         assert held == [ids[0], ids[1], ids[3]]  # b's request is no longer held
