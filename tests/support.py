@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import yaml
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
@@ -26,6 +27,7 @@ from collector.otlp.views import value_of
 from collector.receiver.decode import parse_json
 
 FIXTURES = Path(__file__).parent / "fixtures"
+EXPORT_TRACES = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 FRAMEWORKS = FIXTURES / "frameworks"
 
 
@@ -207,6 +209,18 @@ class Server:
                 self.proc.wait()
         self._log.close()
         return self.proc.returncode
+
+
+def export_grpc(server: Server, body: bytes) -> None:
+    """Send an encoded ExportTraceServiceRequest to ``server`` over gRPC as it is, on a
+    channel of its own; a refusal raises ``grpc.RpcError``."""
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+    try:
+        channel.unary_unary(EXPORT_TRACES, request_serializer=lambda b: b, response_deserializer=lambda b: b)(
+            body, timeout=10
+        )
+    finally:
+        channel.close()
 
 
 def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.1) -> Any:

@@ -12,15 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import grpc
 from export.downstream import Downstream
 from fake_anthropic import FakeAnthropic, default_verdict, delay
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from perf.bench import recorded_session
-from support import Server, wait_for
+from support import Server, export_grpc, wait_for
 
 SKILLS = Path(__file__).parents[1] / "fixtures" / "skills"
-EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 SESSIONS = 36
 KILL_AFTER = (7, 16, 27)  # kill -9 right after these sessions were acknowledged
 
@@ -33,14 +31,6 @@ def session_requests() -> list[tuple[str, bytes, int]]:
         request = recorded_session(n, name)
         out.append((name, request.SerializeToString(), sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)))
     return out
-
-
-def export(server: Server, body: bytes) -> None:
-    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
-    try:
-        channel.unary_unary(EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)(body, timeout=10)
-    finally:
-        channel.close()
 
 
 def rows(db: Path, sql: str) -> list[Any]:
@@ -82,7 +72,7 @@ def test_kill_9_mid_stream_loses_nothing_and_judges_once(tmp_path: Path) -> None
     dead_at: list[float] = []  # the server reaped: nothing it sent can still be on its way
     try:
         for n, (session, body, spans) in enumerate(session_requests()):
-            export(server, body)
+            export_grpc(server, body)
             acked[session] = spans
             if n in KILL_AFTER:
                 time.sleep(0.3 * (KILL_AFTER.index(n) + 1))  # a little later each time: open, closing, judging

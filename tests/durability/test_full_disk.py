@@ -25,9 +25,8 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from support import Server, metric_value, wait_for
+from support import Server, export_grpc, metric_value, wait_for
 
-EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 DISK = "10m"
 FILLER = 3 * 1024 * 1024  # freed to let the service recover
 PAD = 200_000  # bytes of attribute per request: the disk fills in ~35 requests
@@ -70,16 +69,11 @@ def _request(session: str, n: int) -> bytes:
 
 
 def _export(server: Server, body: bytes) -> grpc.RpcError | None:
-    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
     try:
-        channel.unary_unary(EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)(
-            body, timeout=10
-        )
+        export_grpc(server, body)
         return None
     except grpc.RpcError as err:
         return err
-    finally:
-        channel.close()
 
 
 def _post(server: Server, body: bytes) -> tuple[int, dict[str, str]]:

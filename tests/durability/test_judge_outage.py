@@ -13,13 +13,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import grpc
 from fake_anthropic import Action, FakeAnthropic, Seen, default_verdict, status
 from perf.bench import recorded_session
-from support import Server, metric_value, reserved_port, wait_for
+from support import Server, export_grpc, metric_value, reserved_port, wait_for
 
 SKILLS = Path(__file__).parents[1] / "fixtures" / "skills"
-EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
 class Outage:
@@ -42,16 +40,6 @@ class Outage:
 
 def session_request(n: int, name: str) -> bytes:
     return recorded_session(n, name).SerializeToString()
-
-
-def export(server: Server, body: bytes) -> None:
-    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
-    try:
-        channel.unary_unary(EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)(
-            body, timeout=10
-        )
-    finally:
-        channel.close()
 
 
 def rows(db: Path, sql: str) -> list[Any]:
@@ -103,7 +91,7 @@ def test_sessions_closed_while_the_judge_is_away_are_all_judged_when_it_returns(
     names = [f"outage-{n:02d}" for n in range(30)]
     try:
         for n, name in enumerate(names):
-            export(server, session_request(n, name))
+            export_grpc(server, session_request(n, name))
         wait_for(lambda: closed(server) >= len(names), timeout=30)  # all closed while the judge is away
         wait_for(
             lambda: (
@@ -143,10 +131,10 @@ def test_work_waiting_at_sigterm_is_finished_by_the_next_start_once(tmp_path: Pa
     names = [f"sigterm-{n:02d}" for n in range(12)]
     try:
         for n, name in enumerate(names[:8]):
-            export(server, session_request(n, name))
+            export_grpc(server, session_request(n, name))
         wait_for(lambda: closed(server) >= 8, timeout=30)
         for n, name in enumerate(names[8:], start=8):
-            export(server, session_request(n, name))  # still open at SIGTERM: closed by shutdown
+            export_grpc(server, session_request(n, name))  # still open at SIGTERM: closed by shutdown
         server.proc.send_signal(signal.SIGTERM)
         assert server.stop() == 0
         first_life = server.log()
@@ -177,7 +165,7 @@ def test_work_that_outwaits_max_wait_is_an_error_that_says_so(tmp_path: Path) ->
         db = tmp_path / "data" / "skillgauge.sqlite"
         server = Server(tmp_path, config(base_url, max_wait="2s"))
         try:
-            export(server, session_request(0, "never-judged"))
+            export_grpc(server, session_request(0, "never-judged"))
             wait_for(lambda: "never-judged" in coverage(db), timeout=30, interval=0.2)
             metrics = server.metrics()
         finally:

@@ -11,14 +11,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import grpc
 from fake_anthropic import FakeAnthropic
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from perf.bench import recorded_session as session_request
-from support import Server, metric_value, wait_for
+from support import Server, export_grpc, metric_value, wait_for
 
 SKILLS = Path(__file__).parents[1] / "fixtures" / "skills"
-EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
 def spans_of(request: ExportTraceServiceRequest) -> int:
@@ -30,16 +28,6 @@ def first_part(request: ExportTraceServiceRequest, keep: int) -> ExportTraceServ
     out.CopyFrom(request)
     del out.resource_spans[keep:]
     return out
-
-
-def send_grpc(server: Server, body: bytes) -> None:
-    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
-    try:
-        channel.unary_unary(EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)(
-            body, timeout=10
-        )
-    finally:
-        channel.close()
 
 
 def send_http(server: Server, body: bytes) -> None:
@@ -81,14 +69,14 @@ def test_the_same_request_twice_over_grpc_and_http_counts_and_judges_once(tmp_pa
     names = ("once", "twice-grpc", "twice-http", "overlap")
     sessions = {name: session_request(1, name) for name in names}
     try:
-        send_grpc(server, sessions["once"].SerializeToString())
-        for send, name in ((send_grpc, "twice-grpc"), (send_http, "twice-http")):
+        export_grpc(server, sessions["once"].SerializeToString())
+        for send, name in ((export_grpc, "twice-grpc"), (send_http, "twice-http")):
             body = sessions[name].SerializeToString()
             send(server, body)
             send(server, body)  # the exporter timed out waiting and sent it again
         whole = sessions["overlap"]
         send_http(server, first_part(whole, spans_of(whole) // 2).SerializeToString())
-        send_grpc(server, whole.SerializeToString())  # overlaps the first half
+        export_grpc(server, whole.SerializeToString())  # overlaps the first half
         expected = spans_of(whole)
         for name in names:
             status, view = server.get_json(f"/v1/sessions/{name}")
@@ -122,7 +110,7 @@ def test_a_copy_replayed_after_kill_9_is_still_counted_once(tmp_path: Path) -> N
     server = Server(tmp_path, cfg)
     try:
         body = request.SerializeToString()
-        send_grpc(server, body)
+        export_grpc(server, body)
         send_http(server, body)
         server.proc.send_signal(signal.SIGKILL)  # before the session closes: both copies replayed
         server.proc.wait()
