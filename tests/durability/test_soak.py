@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import grpc
-from durability.test_crash import EXPORT, session_requests
+from durability.test_crash import session_requests
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from perf.bench import rekey
-from support import Server, metric_value
+from support import EXPORT_TRACES, Server, metric_value
 
 SECONDS = 12.0
 
@@ -42,7 +42,7 @@ def test_sustained_overload_gets_backpressure_flat_memory_and_no_lost_span(tmp_p
     server = Server(tmp_path, {"sessions": {"idle_timeout": "0.3s", "check_interval": "0.1s", "max_open": 8}})
     templates = session_requests()
     channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
-    export = channel.unary_unary(EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    export = channel.unary_unary(EXPORT_TRACES, request_serializer=lambda b: b, response_deserializer=lambda b: b)
     acked_spans = refused = sent = 0
     retry_hints: set[str] = set()
     samples: list[tuple[float, int]] = []
