@@ -28,9 +28,23 @@ def insert_rows(db: sqlite3.Connection, insert: str, rows: Sequence[tuple[Any, .
         )
 
 
-def where_in(db: sqlite3.Connection, statement: str, values: Sequence[Any], *suffix: Any) -> None:
+def where_in(db: sqlite3.Connection, statement: str, values: Sequence[Any], *suffix: Any) -> int:
     """``statement`` with "{in}" replaced by a list of placeholders, run for all ``values``
-    (a chunk at a time), each chunk's parameters followed by ``suffix``."""
+    (a chunk at a time), each chunk's parameters followed by ``suffix``.  Returns the rows a
+    DELETE or UPDATE changed, summed over the chunks."""
+    changed = 0
     for start in range(0, len(values), ROWS_PER_STATEMENT):
         chunk = list(values[start : start + ROWS_PER_STATEMENT])
-        db.execute(statement.replace("{in}", ", ".join("?" * len(chunk))), [*chunk, *suffix])
+        changed += db.execute(statement.replace("{in}", ", ".join("?" * len(chunk))), [*chunk, *suffix]).rowcount
+    return changed
+
+
+def count_in(db: sqlite3.Connection, statement: str, values: Sequence[Any], *suffix: Any) -> int:
+    """``statement``, a ``SELECT COUNT(*)`` with "{in}" (as ``where_in``), summed over the
+    chunks of ``values``."""
+    total = 0
+    for start in range(0, len(values), ROWS_PER_STATEMENT):
+        chunk = list(values[start : start + ROWS_PER_STATEMENT])
+        (count,) = db.execute(statement.replace("{in}", ", ".join("?" * len(chunk))), [*chunk, *suffix]).fetchone()
+        total += int(count)
+    return total

@@ -126,6 +126,9 @@ CREATE TABLE IF NOT EXISTS outbox (
     enqueued_at REAL NOT NULL,
     UNIQUE (channel, key)
 );
+-- Each channel's outbox rows, kept in the transactions that change them: counting the
+-- channel's rows on every put and ack read them all (up to the capacity, in an outage).
+CREATE TABLE IF NOT EXISTS outbox_rows (channel TEXT PRIMARY KEY, count INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS state (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS judge_pending (
     key TEXT PRIMARY KEY,
@@ -607,7 +610,10 @@ class SqliteSpool:
                 "SELECT key, enqueued_at, attempts FROM judge_pending"
             ):
                 recovery.pending[key] = (float(enqueued_at), int(attempts))
-            for channel, count in db.execute("SELECT channel, COUNT(*) FROM outbox GROUP BY channel"):
+            with db:  # counted once here, then kept by each put and ack (``_outbox_add``)
+                db.execute("DELETE FROM outbox_rows")
+                db.execute("INSERT INTO outbox_rows SELECT channel, COUNT(*) FROM outbox GROUP BY channel")
+            for channel, count in db.execute("SELECT channel, count FROM outbox_rows"):
                 self._outbox_len[channel] = int(count)
             return recovery
         finally:
@@ -864,19 +870,22 @@ class SqliteSpool:
         capacity = self._capacity
 
         def write(db: sqlite3.Connection) -> tuple[int, int]:
+            keys = list(dict.fromkeys(key for key, _, _ in entries))
+            waiting = sql.count_in(db, "SELECT COUNT(*) FROM outbox WHERE key IN ({in}) AND channel = ?", keys, channel)
             sql.insert_rows(
                 db,
                 "INSERT OR REPLACE INTO outbox (channel, key, payload, enqueued_at)",
                 [(channel, key, payload, at) for key, payload, at in entries],
             )
-            (count,) = db.execute("SELECT COUNT(*) FROM outbox WHERE channel = ?", (channel,)).fetchone()
-            over = max(0, int(count) - capacity)
+            count = _outbox_add(db, channel, len(keys) - waiting)  # a key put again replaces its entry
+            over = max(0, count - capacity)
             if over:
-                db.execute(
+                dropped = db.execute(
                     "DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox WHERE channel = ? ORDER BY seq LIMIT ?)",
                     (channel, over),
-                )
-            return int(count) - over, over
+                ).rowcount
+                count = _outbox_add(db, channel, -dropped)
+            return count, over
 
         length, dropped = await self._submit(write)
         self._outbox_len[channel] = length
@@ -895,9 +904,8 @@ class SqliteSpool:
 
     async def outbox_ack(self, channel: str, keys: list[str]) -> None:
         def write(db: sqlite3.Connection) -> int:
-            sql.where_in(db, "DELETE FROM outbox WHERE key IN ({in}) AND channel = ?", keys, channel)
-            (count,) = db.execute("SELECT COUNT(*) FROM outbox WHERE channel = ?", (channel,)).fetchone()
-            return int(count)
+            acked = sql.where_in(db, "DELETE FROM outbox WHERE key IN ({in}) AND channel = ?", keys, channel)
+            return _outbox_add(db, channel, -acked)
 
         self._outbox_len[channel] = await self._submit(write)
 
@@ -1146,6 +1154,17 @@ class SqliteSpool:
         commit that acknowledgements wait for."""
         with contextlib.suppress(sqlite3.OperationalError):  # busy or a full disk: next time
             db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+
+def _outbox_add(db: sqlite3.Connection, channel: str, change: int) -> int:
+    """Add ``change`` to the channel's row count (``outbox_rows``) in the caller's
+    transaction, so that a group rolled back takes its changes back too; returns the count."""
+    (count,) = db.execute(
+        "INSERT INTO outbox_rows (channel, count) VALUES (?, ?) "
+        "ON CONFLICT (channel) DO UPDATE SET count = count + excluded.count RETURNING count",
+        (channel, change),
+    ).fetchone()
+    return int(count)
 
 
 def _describe(err: BaseException) -> str:
