@@ -1165,7 +1165,11 @@ class SqliteSpool:
         reader or writer, and the writer appends to the WAL while it copies: run between the
         writer's groups instead, each copy and its sync held up every commit behind it
         (~7 ms on average, 20-118 ms at the tail, at saturation on 2 cores)."""
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
+        try:
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
+        except sqlite3.Error:  # the writer checkpoints past its backstop instead
+            log.exception("spool: the WAL checkpointer cannot open %s", self.path)
+            return
         try:
             while not self._stopped.wait(_CHECKPOINT_EVERY):
                 with contextlib.suppress(sqlite3.OperationalError):  # busy or a full disk: next time
