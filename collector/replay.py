@@ -32,7 +32,6 @@ class ReplayOutcome:
     coverages: list[Coverage] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # any of these: replay exits 1
     notes: list[str] = field(default_factory=list)  # said on stderr; the input was still whole
-    items_rejected: int = 0
 
 
 def input_files(paths: list[str]) -> Iterator[Path]:
@@ -132,7 +131,6 @@ async def replay(
                     outcome.problems.append(f"{where}: not taken: {err}")
                     continue
                 accepted = item.outcome
-                outcome.items_rejected += accepted.rejected
                 if accepted.rejected > accepted.uncorrelated:
                     outcome.problems.append(f"{where}: {accepted.rejected} rejected: {accepted.message}")
                 elif accepted.uncorrelated:

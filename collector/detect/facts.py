@@ -472,8 +472,6 @@ CATALOG_EMPTY: re.Pattern[str] = re.compile(r"no skills (?:are )?(?:currently )?
 
 # -- log records ------------------------------------------------------------------------
 
-# Log records name their event here when they predate OTLP's event_name field.
-LOG_EVENT_NAME_KEY = "event.name"
 # Claude Code names its events "claude_code.<event>" in OTLP's event_name field and bare in
 # ``event.name``; the tables below use the bare names.
 LOG_EVENT_PREFIX = "claude_code."

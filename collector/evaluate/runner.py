@@ -411,10 +411,6 @@ class Runner:
     # -- draining ----------------------------------------------------------------------------
 
     @property
-    def in_flight(self) -> int:
-        return len(self._waiting)
-
-    @property
     def queued(self) -> int:
         return self._queued
 

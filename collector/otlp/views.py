@@ -118,9 +118,6 @@ class Attributes:
                 _PREFIXED[(shape, prefix)] = found
         return list(found)
 
-    def with_prefix(self, prefix: str) -> dict[str, Any]:
-        return {key: self.get(key) for key in self.keys_with_prefix(prefix)}
-
 
 class ResourceView:
     """One resource, shared by every span or log record under it."""
