@@ -68,7 +68,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -347,11 +347,9 @@ def long_session(turns: int, salt: int = 0) -> bytes:
     return body
 
 
-def long_session_cost(turns: int, sessions: int = 1, rounds: int = 3) -> tuple[float, float]:
-    """Microseconds per span to assemble and detect ``long_session(turns)`` (``sessions``
-    of them, each in a new assembler and with texts of its own; the best of ``rounds``):
-    reading each history past what was read before (as the collector does), and reading each
-    one whole (once)."""
+def _session_runner(turns: int, sessions: int) -> Callable[[], float]:
+    """A round of assembling and detecting ``sessions`` of ``long_session(turns)`` (each in
+    a new assembler, with texts of its own): microseconds a span."""
     bodies = [long_session(turns, salt) for salt in range(sessions)]
 
     def run() -> float:
@@ -366,15 +364,29 @@ def long_session_cost(turns: int, sessions: int = 1, rounds: int = 3) -> tuple[f
             elapsed += time.perf_counter() - start
         return elapsed / (turns * sessions) * 1e6
 
-    incremental = min(run() for _ in range(rounds))
+    return run
+
+
+def long_session_cost(turns: int, rounds: int = 5) -> tuple[float, float, float]:
+    """Microseconds a span to assemble and detect one ``long_session(turns)``, the same
+    chat spans in sessions of ``SHORT_TURNS`` (as many spans in all), and the long one with
+    each history read whole (once).  The long and short rounds alternate and each figure is
+    the best of its ``rounds``: the machine's drift between two phases run one after the
+    other moved their quotient more than code changes did (1.08-2.37 in one day's runs)."""
+    long_run = _session_runner(turns, 1)
+    short_run = _session_runner(SHORT_TURNS, max(1, turns // SHORT_TURNS))
+    long_us = short_us = float("inf")
+    for _ in range(rounds):
+        long_us = min(long_us, long_run())
+        short_us = min(short_us, short_run())
     # Remember no history: each is read whole.
     remembered = session_module._HISTORIES
     session_module._HISTORIES = 0
     try:
-        whole = run()
+        whole = long_run()
     finally:
         session_module._HISTORIES = remembered
-    return incremental, whole
+    return long_us, short_us, whole
 
 
 # -- clients (separate processes) ----------------------------------------------------------------
@@ -910,10 +922,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"parse + assemble + detect in process: {detect_us:.1f} us/span ({1e6 / detect_us:,.0f} spans/s)")
 
     turns = 50 if short else 300
-    long_us, long_whole_us = long_session_cost(turns)
-    # The same chat spans in short sessions, as many spans in all: what a span costs when
-    # the conversation before it is short.
-    short_us, _ = long_session_cost(SHORT_TURNS, sessions=turns // SHORT_TURNS, rounds=3)
+    # Beside it, the same chat spans in short sessions, as many spans in all: what a span
+    # costs when the conversation before it is short.
+    long_us, short_us, long_whole_us = long_session_cost(turns)
     print(
         f"a long session ({turns} chat spans, each recording the conversation so far): "
         f"{long_us:.1f} us/span; reading every history whole: {long_whole_us:.1f} us/span; "
