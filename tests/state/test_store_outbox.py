@@ -39,8 +39,8 @@ def test_puts_and_acks_keep_the_memory_outboxs_entries_and_a_true_length(
         spool = SqliteSpool(path, outbox_capacity=capacity)
         durable, model = SpoolOutbox(spool, "traces"), MemoryOutbox(capacity)
         other = SpoolOutbox(spool, "logs")  # a second channel, counted apart
-        await other.put([Entry("a", b"log", 0.0)])
         try:
+            await other.put([Entry("a", b"log", 0.0)])
             for step, (op, keys) in enumerate(operations):
                 if op == "put":
                     entries = [Entry(k, f"{k}{step}".encode(), float(step)) for k in keys]
