@@ -8,7 +8,7 @@ switch per row.  These put up to ``ROWS_PER_STATEMENT`` rows in one statement in
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 # Rows in one statement: with the widest rows (~20 columns) well under SQLite's 32,766
@@ -28,23 +28,20 @@ def insert_rows(db: sqlite3.Connection, insert: str, rows: Sequence[tuple[Any, .
         )
 
 
-def where_in(db: sqlite3.Connection, statement: str, values: Sequence[Any], *suffix: Any) -> int:
-    """``statement`` with "{in}" replaced by a list of placeholders, run for all ``values``
-    (a chunk at a time), each chunk's parameters followed by ``suffix``.  Returns the rows a
-    DELETE or UPDATE changed, summed over the chunks."""
-    changed = 0
+def _chunked(statement: str, values: Sequence[Any], suffix: tuple[Any, ...]) -> Iterator[tuple[str, list[Any]]]:
+    """``statement`` with "{in}" replaced by placeholders for a chunk of ``values`` at a time,
+    with each chunk's parameters followed by ``suffix``."""
     for start in range(0, len(values), ROWS_PER_STATEMENT):
         chunk = list(values[start : start + ROWS_PER_STATEMENT])
-        changed += db.execute(statement.replace("{in}", ", ".join("?" * len(chunk))), [*chunk, *suffix]).rowcount
-    return changed
+        yield statement.replace("{in}", ", ".join("?" * len(chunk))), [*chunk, *suffix]
+
+
+def where_in(db: sqlite3.Connection, statement: str, values: Sequence[Any], *suffix: Any) -> int:
+    """``statement`` run for all ``values`` (see ``_chunked``).  Returns the rows a DELETE or
+    UPDATE changed, summed over the chunks."""
+    return sum(db.execute(sql, params).rowcount for sql, params in _chunked(statement, values, suffix))
 
 
 def count_in(db: sqlite3.Connection, statement: str, values: Sequence[Any], *suffix: Any) -> int:
-    """``statement``, a ``SELECT COUNT(*)`` with "{in}" (as ``where_in``), summed over the
-    chunks of ``values``."""
-    total = 0
-    for start in range(0, len(values), ROWS_PER_STATEMENT):
-        chunk = list(values[start : start + ROWS_PER_STATEMENT])
-        (count,) = db.execute(statement.replace("{in}", ", ".join("?" * len(chunk))), [*chunk, *suffix]).fetchone()
-        total += int(count)
-    return total
+    """``statement``, a ``SELECT COUNT(*)`` with "{in}", summed over the chunks of ``values``."""
+    return sum(int(db.execute(sql, params).fetchone()[0]) for sql, params in _chunked(statement, values, suffix))
