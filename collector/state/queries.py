@@ -13,8 +13,6 @@ the last row served, so rows stored meanwhile never shift a page.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import sqlite3
 import time
 from typing import Any
@@ -23,7 +21,7 @@ from urllib.parse import quote
 import orjson
 
 from collector.state import sql
-from collector.status.view import SessionPage, SessionQuery
+from collector.status.view import SessionPage, SessionQuery, decode_cursor, encode_cursor
 from evaluators.evidence import LOAD_STATUSES
 
 # Created after ``store._SCHEMA`` and the migration of older spools (the columns they index).
@@ -229,23 +227,6 @@ def revisions(db: sqlite3.Connection, session: str, not_before: float) -> list[l
         results = line.pop("results", [])
         out.append([*results, {"coverage": line}])
     return out
-
-
-def encode_cursor(closed_at: float, session: str, revision: int) -> str:
-    return base64.urlsafe_b64encode(orjson.dumps([closed_at, session, revision])).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[float, str, int]:
-    """The row a cursor names; ``ValueError`` if it is not one ``encode_cursor`` made."""
-    try:
-        closed_at, session, revision = orjson.loads(
-            base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        )
-    except (binascii.Error, orjson.JSONDecodeError, ValueError, TypeError):
-        raise ValueError("not a cursor this API returned") from None
-    if not (isinstance(closed_at, int | float) and isinstance(session, str) and isinstance(revision, int)):
-        raise ValueError("not a cursor this API returned")
-    return float(closed_at), session, revision
 
 
 def list_sessions(db: sqlite3.Connection, query: SessionQuery, not_before: float) -> SessionPage:

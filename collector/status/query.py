@@ -7,8 +7,7 @@ import math
 from collections.abc import Mapping
 from datetime import datetime
 
-from collector.state.queries import decode_cursor
-from collector.status.view import MAX_LIMIT, SessionQuery
+from collector.status.view import MAX_LIMIT, SessionQuery, decode_cursor
 
 _TEXT = ("evaluation", "status", "reason", "skill", "framework", "tenant")
 PARAMETERS = ("since", "until", *_TEXT, "passed", "limit", "cursor")

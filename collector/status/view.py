@@ -7,9 +7,12 @@ answered from the durable store.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+import orjson
 from prometheus_client import CollectorRegistry
 
 # storage_unavailable: writes to the spool fail (a full disk); requests are refused as
@@ -95,3 +98,21 @@ class StatusView(Protocol):
     def count_refusal(self, endpoint: str, reason: str = "unauthenticated") -> None:
         """A request to ``endpoint`` (metrics | sessions | ui) refused: ``unauthenticated`` (no
         or a wrong token) or ``not_loopback`` (no auth, not open, a remote client)."""
+
+
+def encode_cursor(closed_at: float, session: str, revision: int) -> str:
+    """The opaque ``next_cursor`` of a page that ends at this row (newest first)."""
+    return base64.urlsafe_b64encode(orjson.dumps([closed_at, session, revision])).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[float, str, int]:
+    """The row a cursor names; ``ValueError`` if it is not one ``encode_cursor`` made."""
+    try:
+        closed_at, session, revision = orjson.loads(
+            base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        )
+    except (binascii.Error, orjson.JSONDecodeError, ValueError, TypeError):
+        raise ValueError("not a cursor this API returned") from None
+    if not (isinstance(closed_at, int | float) and isinstance(session, str) and isinstance(revision, int)):
+        raise ValueError("not a cursor this API returned")
+    return float(closed_at), session, revision
