@@ -107,7 +107,7 @@ class Chain:
             self.store,
             self.sessions_stage,
             config.storage.max_bytes,
-            self.sessions_stage.admit,
+            self._admit_downstream,
             SpoolMetrics(self.registry),
             self.sessions_stage.check,
             self.sessions_stage.release,
@@ -123,6 +123,12 @@ class Chain:
 
     def admit(self) -> None:
         self.spool.admit()
+
+    def _admit_downstream(self) -> None:
+        """The bounds past the spool: open sessions and requests waiting to be assembled,
+        then judge work waiting (each raises ``Retryable``)."""
+        self.sessions_stage.admit()
+        self.runner.admit()
 
     async def consume(self, item: Received) -> None:
         await self.intake.consume(item)

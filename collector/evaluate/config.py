@@ -69,9 +69,9 @@ class Judge(Strict):
     max_backoff: Seconds = 30.0
     max_retry_after: Seconds = 120.0  # a longer retry-after ends the call as rate limited
     max_concurrency: int = Field(default=4, gt=0)
-    # Judge evaluations waiting or in flight above which a warning is logged (work is never
-    # dropped for it: it waits, in the store too).
-    max_queue: int = Field(default=1000, gt=0)
+    # Judge evaluations waiting or in flight at which new requests are refused as retryable
+    # (backpressure): each holds its closed session in memory.  Work queued is never dropped.
+    max_queue: int = Field(default=10_000, gt=0)
     # How long judge work may wait for a judge that cannot be reached or has no capacity
     # (retried with backoff meanwhile), counted from when it was first queued, restarts
     # included; then it becomes error/judge_unreachable_timeout.

@@ -4,8 +4,11 @@
 evaluators plan the session at once (deterministic rows, not-applicable and skipped rows
 are final), and its judge work joins one queue that at most ``judge.max_concurrency``
 workers take from, their calls made on this event loop.  A session's ``Coverage`` is
-delivered once, when all of its rows are in.  Nothing is dropped for want of room: beyond
-``judge.max_queue`` waiting evaluations a warning is logged, and the work still waits.
+delivered once, when all of its rows are in.  Nothing is dropped for want of room: work
+queued always waits for its judge.  Each waiting evaluation keeps its closed session in
+memory, so intake is bounded instead (``admit``): while ``judge.max_queue`` evaluations wait
+or run, new requests are refused as retryable, and the sender's retries carry the traffic
+until the judge catches up.
 
 A judge that cannot be reached or has no capacity (``JudgeFailure.transient``: timeouts,
 429, 529, 5xx, refused connections, after the client's own retries) delays a verdict; it
@@ -37,7 +40,7 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
-from collector.component import Consumer
+from collector.component import Consumer, Retryable
 from collector.evaluate.config import Defaults, Evaluation
 from collector.evaluate.execute import execute
 from collector.evaluate.judge import judge_env
@@ -55,6 +58,7 @@ from evaluators.registry import SkillRegistry, load_registry
 from evaluators.result import Coverage, EvaluationResult, result_key, unjudged
 
 log = logging.getLogger("skillgauge")
+_MIN_RETRY_AFTER = 5.0  # seconds a refused sender waits while the judge queue is full
 
 StoreResult = Callable[[EvaluationResult], Awaitable[None]]
 
@@ -214,6 +218,22 @@ class Runner:
         if finished is not None:
             await self.next.consume(finished)
 
+    def admit(self) -> None:
+        """Raise ``Retryable`` while ``judge.max_queue`` judge evaluations wait or run: new
+        requests would close into more waiting sessions, each held in memory until its judge
+        answers.  Sessions already open still close and queue their work."""
+        limit = self.config.judge.max_queue
+        if self._queued < limit:
+            return
+        message = (
+            f"{self._queued} judge evaluations wait (judge.max_queue {limit}): the judge is away "
+            "or slower than sessions close; retry later"
+        )
+        self._warn_queue("intake refused: %s", message)
+        # A judge that fails is called again at the end of its backoff: retry no sooner.
+        retry_after = max(_MIN_RETRY_AFTER, self._hold_until - time.monotonic())
+        raise Retryable(message, retry_after=retry_after)
+
     def submit(self, session: Session) -> Evaluated | None:
         """Plan a session; its account if it is already complete, else None (its judge work
         is queued, and the worker that fills its last row hands the account on)."""
@@ -249,13 +269,6 @@ class Runner:
             self._pending.pending_add(rows)
         self._queued += len(pending)
         self.metrics.judge_queue.set(self._queued)
-        if self._queued > self.config.judge.max_queue:
-            self._warn_queue(
-                "%d judge evaluations wait (judge.max_queue %d): the judge answers slower than sessions "
-                "close; none is dropped",
-                self._queued,
-                self.config.judge.max_queue,
-            )
         self._start_workers()
         return None
 

@@ -10,9 +10,13 @@ import json
 import signal
 import sqlite3
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
+import grpc
+import pytest
 from fake_anthropic import Action, FakeAnthropic, Seen, default_verdict, status
 from perf.bench import recorded_session
 from support import Server, export_grpc, metric_value, reserved_port, wait_for
@@ -178,3 +182,61 @@ def test_work_that_outwaits_max_wait_is_an_error_that_says_so(tmp_path: Path) ->
     assert waited and {r["reason"] for r in waited} == {"judge_unreachable_timeout"}
     assert all("judge.max_wait 2s" in r["explanation"] for r in waited)
     assert metric_value(metrics, "skillgauge_judge_failures_total", reason="error") >= 1
+
+
+def test_while_the_judge_is_away_intake_stops_at_max_queue_and_resumes_once_it_drains(tmp_path: Path) -> None:
+    """Waiting judge work holds its sessions in memory, so it bounds intake: at
+    ``judge.max_queue`` waiting evaluations new requests get backpressure (gRPC UNAVAILABLE,
+    HTTP 503 with Retry-After), nothing taken is dropped, and the judge's return lets the
+    refused request in."""
+    outage = Outage()
+    fake = FakeAnthropic().start()
+    fake.script = outage
+    db = tmp_path / "data" / "skillgauge.sqlite"
+    cfg = config(fake.base_url)
+    cfg["judge"]["max_queue"] = 2
+    server = Server(tmp_path, cfg)
+    taken: list[str] = []
+    refused: tuple[str, bytes] | None = None
+    try:
+        for n in range(40):
+            name = f"bounded-{n:02d}"
+            body = session_request(n, name)
+            try:
+                export_grpc(server, body)
+            except grpc.RpcError as err:
+                assert err.code() == grpc.StatusCode.UNAVAILABLE
+                assert "judge.max_queue 2" in (err.details() or "")
+                refused = (name, body)
+                break
+            taken.append(name)
+            wait_for(lambda: closed(server) >= len(taken), timeout=30)  # its work is queued now
+        assert refused is not None and len(taken) >= 1, "intake was never refused"
+        depth = metric_value(server.metrics(), "skillgauge_judge_queue_depth")
+        assert depth >= 2
+        request = urllib.request.Request(
+            f"{server.http_url}/v1/traces",
+            data=refused[1],
+            headers={"Content-Type": "application/x-protobuf"},
+            method="POST",
+        )
+        with pytest.raises(urllib.error.HTTPError) as answer:
+            urllib.request.urlopen(request, timeout=10)
+        assert answer.value.code == 503 and int(answer.value.headers["Retry-After"]) >= 1
+        text = server.metrics()
+        for protocol in ("grpc", "http"):
+            assert metric_value(text, "skillgauge_rejected_requests_total", protocol=protocol, reason="backpressure") == 1
+        assert not [r for r in judge_rows(coverage(db)) if r["status"] in ("error", "skipped") or r["judge"]]
+        outage.down = False
+        wait_for(lambda: metric_value(server.metrics(), "skillgauge_judge_queue_depth") == 0, timeout=60)
+        export_grpc(server, refused[1])  # the sender's retry, once the judge has caught up
+        names = [*taken, refused[0]]
+        wait_for(lambda: len(coverage(db)) == len(names), timeout=60, interval=0.2)
+    finally:
+        server.stop()
+        fake.stop()
+    lines = coverage(db)
+    assert sorted(lines) == names
+    judge = judge_rows(lines)
+    assert judge and not [r for r in judge if r["status"] in ("error", "skipped")]
+    assert "intake refused" in server.log() and "judge.max_queue 2" in server.log()
