@@ -7,18 +7,9 @@ builder, never here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from evaluators.evidence import Session, SkillLoad, ToolCall, Turn
 
 NONE_RECORDED = "(none recorded)"
-
-
-@dataclass(frozen=True, slots=True)
-class Moment:
-    """A point in the session: everything strictly before it is 'context before'."""
-
-    time_unix_nano: int
 
 
 def load_time(session: Session, load: SkillLoad) -> int:

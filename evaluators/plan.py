@@ -87,10 +87,6 @@ class Plan:
     slots: list[Slot] = field(default_factory=list)
     body_mismatches: list[str] = field(default_factory=list)  # skills whose traced body != registry
 
-    @property
-    def tasks(self) -> list[JudgeTask]:
-        return [s for s in self.slots if isinstance(s, JudgeTask)]
-
 
 # -- shared decisions ------------------------------------------------------------------------
 

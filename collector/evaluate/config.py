@@ -36,10 +36,6 @@ class Budget(Strict):
     usd_per_hour: float | None = Field(default=None, gt=0)
     usd_per_day: float | None = Field(default=None, gt=0)
 
-    @property
-    def uses_usd(self) -> bool:
-        return self.usd_per_hour is not None or self.usd_per_day is not None
-
 
 class JudgeBudget(Budget):
     """The whole judge's budget: a daily US dollar ceiling unless set (``null`` removes it)."""

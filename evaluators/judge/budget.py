@@ -22,13 +22,6 @@ class Limits:
     usd_per_hour: float | None = None
     usd_per_day: float | None = None
 
-    @property
-    def unlimited(self) -> bool:
-        return all(
-            v is None
-            for v in (self.tokens_per_hour, self.tokens_per_day, self.usd_per_hour, self.usd_per_day)
-        )
-
 
 @dataclass(slots=True)
 class _Window:
