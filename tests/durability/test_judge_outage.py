@@ -86,6 +86,20 @@ def judge_rows(lines: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for line in lines.values() for r in line["results"] if r["evaluation"] in judged]
 
 
+def ended_while_away(db: Path) -> list[dict[str, Any]]:
+    """Judge rows that ended (error, skipped) or got a verdict: none may while the judge is away."""
+    return [r for r in judge_rows(coverage(db)) if r["status"] in ("error", "skipped") or r["judge"]]
+
+
+def all_judged(db: Path, names: list[str]) -> list[dict[str, Any]]:
+    """Every session has its coverage line and no judge row ended unjudged; its judge rows."""
+    lines = coverage(db)
+    assert sorted(lines) == sorted(names)
+    judge = judge_rows(lines)
+    assert judge and not [r for r in judge if r["status"] in ("error", "skipped")]
+    return judge
+
+
 def test_sessions_closed_while_the_judge_is_away_are_all_judged_when_it_returns(tmp_path: Path) -> None:
     outage = Outage()
     fake = FakeAnthropic().start()
@@ -103,7 +117,7 @@ def test_sessions_closed_while_the_judge_is_away_are_all_judged_when_it_returns(
             )
         )
         # Nothing ended for want of a judge: only sessions that need no judge call are done.
-        assert not [r for r in judge_rows(coverage(db)) if r["status"] in ("error", "skipped") or r["judge"]]
+        assert not ended_while_away(db)
         waiting = rows(db, "SELECT COUNT(*) FROM judge_pending")[0][0]
         assert waiting > 0
         outage.down = False
@@ -112,13 +126,10 @@ def test_sessions_closed_while_the_judge_is_away_are_all_judged_when_it_returns(
     finally:
         server.stop()
         fake.stop()
-    lines = coverage(db)
-    assert sorted(lines) == names
-    judge = judge_rows(lines)
-    assert judge and {(r["status"], r["reason"]) for r in judge if r["status"] != "judged"} <= {
+    judge = all_judged(db, names)
+    assert {(r["status"], r["reason"]) for r in judge if r["status"] != "judged"} <= {
         ("not_applicable", r["reason"]) for r in judge
     }
-    assert not [r for r in judge if r["status"] in ("error", "skipped")]
     assert outage.verdicts == len([r for r in judge if r["judge"] is not None])  # one call per evaluation
     assert rows(db, "SELECT COUNT(*) FROM judge_pending")[0][0] == 0
     warnings = [line for line in server.log().splitlines() if "judge call failed" in line]
@@ -144,7 +155,7 @@ def test_work_waiting_at_sigterm_is_finished_by_the_next_start_once(tmp_path: Pa
         first_life = server.log()
         assert "wait in the store" in first_life and "queue_full" not in first_life
         # No row ended as skipped at shutdown: sessions with judge work wait in the store.
-        assert not [r for r in judge_rows(coverage(db)) if r["status"] in ("error", "skipped") or r["judge"]]
+        assert not ended_while_away(db)
         waiting = rows(db, "SELECT COUNT(DISTINCT session) FROM judge_pending")[0][0]
         assert waiting and waiting + len(coverage(db)) == len(names)
         outage.down = False
@@ -153,10 +164,7 @@ def test_work_waiting_at_sigterm_is_finished_by_the_next_start_once(tmp_path: Pa
     finally:
         server.stop()
         fake.stop()
-    lines = coverage(db)
-    assert sorted(lines) == names
-    judge = judge_rows(lines)
-    assert judge and not [r for r in judge if r["status"] in ("error", "skipped")]
+    judge = all_judged(db, names)
     assert outage.verdicts == len([r for r in judge if r["judge"] is not None])  # at most one call each
     assert rows(db, "SELECT COUNT(*) FROM judge_pending")[0][0] == 0
     assert "evaluations waited for the judge before the restart" in server.log()
@@ -226,7 +234,7 @@ def test_while_the_judge_is_away_intake_stops_at_max_queue_and_resumes_once_it_d
         text = server.metrics()
         for protocol in ("grpc", "http"):
             assert metric_value(text, "skillgauge_rejected_requests_total", protocol=protocol, reason="backpressure") == 1
-        assert not [r for r in judge_rows(coverage(db)) if r["status"] in ("error", "skipped") or r["judge"]]
+        assert not ended_while_away(db)
         outage.down = False
         wait_for(lambda: metric_value(server.metrics(), "skillgauge_judge_queue_depth") == 0, timeout=60)
         export_grpc(server, refused[1])  # the sender's retry, once the judge has caught up
@@ -235,8 +243,5 @@ def test_while_the_judge_is_away_intake_stops_at_max_queue_and_resumes_once_it_d
     finally:
         server.stop()
         fake.stop()
-    lines = coverage(db)
-    assert sorted(lines) == names
-    judge = judge_rows(lines)
-    assert judge and not [r for r in judge if r["status"] in ("error", "skipped")]
+    all_judged(db, names)
     assert "intake refused" in server.log() and "judge.max_queue 2" in server.log()
