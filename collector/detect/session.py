@@ -75,17 +75,43 @@ def _has_any(text: str, markers: tuple[str, ...] | list[str]) -> bool:
     return False
 
 
-_CHUNK = 16_384  # characters compared at a time by ``_same_start``
+_CHUNK = 16_384  # characters in each piece of a remembered history
 
 
-def _same_start(text: str, other: str, end: int) -> bool:
-    """``text[:end] == other[:end]``, compared ``_CHUNK`` characters at a time: a copy of a
-    whole history (hundreds of KB) to compare or keep costs ~3x the chunks' (measured at
-    138 KB: 31 against 10 us), and a span would pay it again however little is new."""
-    for start in range(0, end, _CHUNK):
-        if not text.startswith(other[start : min(start + _CHUNK, end)], start):
-            return False
-    return True
+class _History:
+    """A message history read before: its text up to its closing bracket (``end``
+    characters), as pieces compared in place with a later history's text.
+
+    An ASCII history is kept in pieces of ``_CHUNK`` characters, and one that continues it
+    shares its whole pieces: remembering a continuation copies only what it adds.  Any other
+    history is kept as one piece: a piece of it can be stored narrower than the whole text
+    (one byte a character where the text has two or four), and ``startswith`` compares such
+    a pair character by character, 8x slower (measured); one piece is as wide as a later
+    text that continues it.
+    """
+
+    __slots__ = ("chunks", "end")
+    chunks: list[str]
+    end: int
+
+    def __init__(self, raw: str, before: _History | None = None) -> None:
+        self.end = end = len(raw) - 1
+        if not raw.isascii():
+            self.chunks = [raw[:end]]
+            return
+        # ``raw`` continues ``before``, so ``before`` is ASCII too: pieces of ``_CHUNK``.
+        kept = before.end // _CHUNK if before is not None else 0
+        shared: list[str] = before.chunks[:kept] if before is not None else []
+        self.chunks = shared + [raw[at : min(at + _CHUNK, end)] for at in range(kept * _CHUNK, end, _CHUNK)]
+
+    def starts(self, text: str) -> bool:
+        """``text[:self.end]`` is this history's text."""
+        at = 0
+        for chunk in self.chunks:
+            if not text.startswith(chunk, at):
+                return False
+            at += len(chunk)
+        return True
 
 
 MAX_UNREADABLE_NAMED = 20  # unreadable items named per session (all are counted)
@@ -179,7 +205,7 @@ class SessionEvidence:
         self._log_calls: list[log_calls.LoggedCall] = []  # tool calls that log records report
         self._activated: dict[str, tuple[str, _Seen, bool]] = {}  # folded skill -> first activation, ok
         self._last_prompts: dict[str, str] = {}  # role -> the last text of that role seen (read already)
-        self._histories: list[str] = []  # histories read, without their closing bracket, newest first
+        self._histories: list[_History] = []  # histories read, newest first
         self.unreadable: list[UnreadableItem] = []  # the first ``MAX_UNREADABLE_NAMED``
         self.unreadable_count = 0
 
@@ -331,24 +357,26 @@ class SessionEvidence:
         read before (the same text up to that one's closing bracket, then a comma), only the
         elements after it are new: parsing is deterministic, so the shared text parses to the
         same elements.  A few histories are remembered per session (sub-agents keep
-        conversations of their own), each as the text it came in: comparing a prefix costs a
-        fraction of hashing it, so a span costs the same however long the conversation has
-        grown."""
+        conversations of their own), each as pieces of text (``_History``): comparing a
+        prefix reads it once, where hashing it would cost more, and remembering a
+        continuation copies only its new text."""
         if not raw.startswith("[") or not raw.endswith("]"):
             return raw
         unread = raw
+        continued: _History | None = None
         for history in self._histories:
-            end = len(history) - 1  # where its closing bracket stands
-            if len(raw) <= end or raw[end] not in ",]" or not _same_start(raw, history, end):
+            end = history.end  # where its closing bracket stands
+            if len(raw) <= end or raw[end] not in ",]" or not history.starts(raw):
                 continue
             if len(raw) == end + 1:
                 return ""  # the same history again (a retried or duplicated span)
             if raw[end] == ",":
                 unread = "[" + raw[end + 1 :]
+                continued = history
                 break
         if not isinstance(parse_json(unread), list):
             return raw
-        self._histories.insert(0, raw)
+        self._histories.insert(0, _History(raw, continued))
         del self._histories[_HISTORIES:]
         return unread
 

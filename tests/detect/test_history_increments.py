@@ -71,6 +71,9 @@ def test_reading_histories_incrementally_detects_exactly_what_reading_them_whole
 _LONG = json.dumps([{"m": "x" * 1000, "n": n} for n in range(50)])  # ~50 KB
 _AT = _LONG.index("x", 40_000)
 _REWRITTEN = _LONG[:_AT] + "y" + _LONG[_AT + 1 :]  # one message changed, past the first chunk
+# Text that Python stores two bytes a character (an em dash, as JSON writers keep it unescaped).
+_WIDE = json.dumps([{"m": "\u2014" + "x" * 1000, "n": n} for n in range(50)], ensure_ascii=False)
+_WIDE_REWRITTEN = _WIDE[:_AT] + "y" + _WIDE[_AT + 1 :]
 
 
 @pytest.mark.parametrize(
@@ -85,12 +88,30 @@ _REWRITTEN = _LONG[:_AT] + "y" + _LONG[_AT + 1 :]  # one message changed, past t
         # Longer than one comparison chunk: continued, and rewritten in a later chunk.
         (_LONG, _LONG[:-1] + ', {"b": 2}]', [{"b": 2}]),
         (_LONG, _REWRITTEN[:-1] + ', {"b": 2}]', [*json.loads(_REWRITTEN), {"b": 2}]),
+        # Not ASCII: continued, rewritten, and continued with the first wide character.
+        (_WIDE, _WIDE[:-1] + ', {"b": "\u2014"}]', [{"b": "\u2014"}]),
+        (_WIDE, _WIDE_REWRITTEN[:-1] + ', {"b": 2}]', [*json.loads(_WIDE_REWRITTEN), {"b": 2}]),
+        (_LONG, _LONG[:-1] + ', {"b": "\u2014"}]', [{"b": "\u2014"}]),
+        (_LONG, _REWRITTEN[:-1] + ', {"b": "\u2014"}]', [*json.loads(_REWRITTEN), {"b": "\u2014"}]),
     ],
 )
 def test_only_a_continuation_of_a_history_is_cut(earlier: str, later: str, unread: list[object]) -> None:
     evidence = SessionEvidence()
     assert json.loads(evidence._unread_part(earlier)) == json.loads(earlier)
     assert json.loads(evidence._unread_part(later)) == unread
+
+
+def test_a_continuation_is_remembered_without_copying_the_text_it_shares() -> None:
+    evidence = SessionEvidence()
+    history = _LONG
+    for n in range(3):
+        evidence._unread_part(history)
+        history = history[:-1] + f', {{"turn": {n}, "m": "{"z" * 20_000}"}}]'
+    newest, older = evidence._histories[0], evidence._histories[1]
+    assert "".join(newest.chunks) == history[: history.rindex(", {")]  # the text up to its bracket
+    assert len(older.chunks) > 2 and newest.end > older.end
+    whole = older.end // session._CHUNK
+    assert all(a is b for a, b in zip(newest.chunks[:whole], older.chunks[:whole], strict=True))
 
 
 def test_text_that_is_not_a_json_array_is_read_as_it_is() -> None:

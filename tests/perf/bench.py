@@ -42,6 +42,8 @@ Figures:
   short_session_detect_us_per_span the same spans in sessions of 10 (as many spans in all): the
                              long figure over this one is what a span costs more for the
                              conversation before it
+  long_session_wide_detect_us_per_span, short_session_wide_detect_us_per_span  the two above
+                             with text that is not ASCII (an em dash in every message)
   eval_lag_p95_s             session close (the ack of the request carrying its end span) to
                              its last evaluation span at a downstream OTLP receiver; one skill's
                              recorded session at 100 sessions/s, fake Anthropic judge; ONE
@@ -315,11 +317,13 @@ def detect_cost(bodies: list[bytes]) -> float:
     return (time.perf_counter() - start) / spans * 1e6
 
 
-def long_session(turns: int, salt: int = 0) -> bytes:
+def long_session(turns: int, salt: int = 0, wide: bool = False) -> bytes:
     """One session of ``turns`` chat spans, each recording the conversation so far, as a long
     agent session does: the recorded ADK conversation repeated once per turn (each copy of a
     message marked with its turn and ``salt``, so that no two histories, of this session or
-    of one with another salt, are the same text)."""
+    of one with another salt, are the same text).  ``wide``: each message also holds an em
+    dash, written unescaped as JSON writers outside Python do (text Python stores two bytes a
+    character)."""
     request = _merged(LONG_TEMPLATE)
     chats = [
         (rs, ss, span, kv)
@@ -338,19 +342,22 @@ def long_session(turns: int, salt: int = 0) -> bytes:
     out_ss.scope.CopyFrom(ss.scope)
     history: list[Any] = []
     for turn in range(turns):
-        history += [{**message, "turn": turn, "session": salt} for message in recorded]
+        mark = {"turn": turn, "session": salt, **({"note": "\u2014"} if wide else {})}
+        history += [{**message, **mark} for message in recorded]
         span = out_ss.spans.add()
         span.CopyFrom(chat)
         span.span_id = (turn + 1).to_bytes(8, "big")
-        next(a for a in span.attributes if a.key == HISTORY_KEY).value.string_value = json.dumps(history)
+        next(a for a in span.attributes if a.key == HISTORY_KEY).value.string_value = json.dumps(
+            history, ensure_ascii=not wide
+        )
     body: bytes = out.SerializeToString()
     return body
 
 
-def _session_runner(turns: int, sessions: int) -> Callable[[], float]:
+def _session_runner(turns: int, sessions: int, wide: bool) -> Callable[[], float]:
     """A round of assembling and detecting ``sessions`` of ``long_session(turns)`` (each in
     a new assembler, with texts of its own): microseconds a span."""
-    bodies = [long_session(turns, salt) for salt in range(sessions)]
+    bodies = [long_session(turns, salt, wide) for salt in range(sessions)]
 
     def run() -> float:
         elapsed = 0.0
@@ -367,14 +374,14 @@ def _session_runner(turns: int, sessions: int) -> Callable[[], float]:
     return run
 
 
-def long_session_cost(turns: int, rounds: int = 5) -> tuple[float, float, float]:
+def long_session_cost(turns: int, rounds: int = 5, wide: bool = False) -> tuple[float, float, float]:
     """Microseconds a span to assemble and detect one ``long_session(turns)``, the same
     chat spans in sessions of ``SHORT_TURNS`` (as many spans in all), and the long one with
     each history read whole (once).  The long and short rounds alternate and each figure is
     the best of its ``rounds``: the machine's drift between two phases run one after the
     other moved their quotient more than code changes did (1.08-2.37 in one day's runs)."""
-    long_run = _session_runner(turns, 1)
-    short_run = _session_runner(SHORT_TURNS, max(1, turns // SHORT_TURNS))
+    long_run = _session_runner(turns, 1, wide)
+    short_run = _session_runner(SHORT_TURNS, max(1, turns // SHORT_TURNS), wide)
     long_us = short_us = float("inf")
     for _ in range(rounds):
         long_us = min(long_us, long_run())
@@ -931,6 +938,12 @@ def main(argv: list[str] | None = None) -> int:
         f"the same spans in sessions of {SHORT_TURNS}: {short_us:.1f} us/span "
         f"(long / short: {long_us / short_us:.2f})"
     )
+    wide_long_us, wide_short_us, _ = long_session_cost(turns, wide=True)
+    print(
+        f"  the same with text that is not ASCII (an em dash in every message): long "
+        f"{wide_long_us:.1f} us/span, short {wide_short_us:.1f} us/span "
+        f"(long / short: {wide_long_us / wide_short_us:.2f})"
+    )
 
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "ingest").mkdir()
@@ -980,6 +993,8 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_us_per_span": cpu,  # at saturation, by replica process
         "long_session_detect_us_per_span": round(long_us, 1),
         "short_session_detect_us_per_span": round(short_us, 1),
+        "long_session_wide_detect_us_per_span": round(wide_long_us, 1),
+        "short_session_wide_detect_us_per_span": round(wide_short_us, 1),
         "eval_lag_p95_s": round(judged["lag_p95_s"], 3),
         "judge_input_tokens_ratio": round(judged["tokens_ratio"], 3),
         "short": short,
