@@ -536,7 +536,7 @@ class SqliteSpool:
             queries.migrate(setup)
             setup.close()
         except (OSError, sqlite3.Error) as err:
-            raise RuntimeError(f"storage.path: cannot open the spool at {self.path}: {err}") from None
+            raise RuntimeError(f"storage.path: cannot open the spool at {self.path}: {err} - {_open_fix(err)}") from None
         self._capacity = outbox_capacity
         self._outbox_len: dict[str, int] = {}
         self._segments = Segments(self.path.parent / "requests", segment_bytes, write)
@@ -1244,6 +1244,17 @@ def _settle_each(answers: list[tuple[asyncio.Future[Any], Any, BaseException | N
             done.set_result(value)
         else:
             done.set_exception(error)
+
+
+def _open_fix(err: OSError | sqlite3.Error) -> str:
+    """What an operator can do about a spool that does not open."""
+    if isinstance(err, sqlite3.DatabaseError) and not isinstance(err, sqlite3.OperationalError):
+        # "file is not a database", "database disk image is malformed"
+        return (
+            "the file is damaged: restore the directory from a backup, or move it aside to start "
+            "with an empty spool (what it held is then not evaluated)"
+        )
+    return "check that the directory exists or can be created, is writable by this user and has free space"
 
 
 def open_spool(path: str, outbox_capacity: int = 100_000, max_bytes: int | None = None) -> Spool:

@@ -222,3 +222,15 @@ def test_an_evaluated_session_that_cannot_be_recorded_is_recorded_once_storage_w
         assert db.execute("SELECT session, revision FROM coverage").fetchall() == [
             ("strands-right_skill-0001", 1)
         ]
+
+
+def test_a_damaged_spool_file_is_refused_with_its_path_and_a_fix_and_left_as_it_was(tmp_path: Path) -> None:
+    db = tmp_path / "skillgauge.sqlite"
+    damaged = b"not a spool " * 1000
+    db.write_bytes(damaged)
+    with pytest.raises(RuntimeError) as refused:
+        SqliteSpool(tmp_path)
+    message = str(refused.value)
+    assert message.startswith(f"storage.path: cannot open the spool at {db}: file is not a database")
+    assert "restore the directory from a backup, or move it aside" in message
+    assert db.read_bytes() == damaged  # nothing written over what an operator may still recover
