@@ -61,13 +61,12 @@ class MemoryOutbox:
         self._entries: OrderedDict[str, Entry] = OrderedDict()
 
     async def put(self, entries: Sequence[Entry]) -> int:
-        dropped = 0
         for entry in entries:
             self._entries.pop(entry.key, None)
             self._entries[entry.key] = entry
-            if len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
-                dropped += 1
+        dropped = max(0, len(self._entries) - self.capacity)
+        for _ in range(dropped):
+            self._entries.popitem(last=False)
         return dropped
 
     async def peek(self, limit: int) -> list[Entry]:
