@@ -1,10 +1,9 @@
 """Spooled request bytes, appended to segment files beside the spool's database.
 
-As SQLite blobs, each ~1 MB request was written to the WAL, copied into the database, and
-freed again page by page once no session needed it: ~3 ms of CPU a request (insert 1.6 ms,
-delete 1.4 ms per MB), a sixth of the serving process's time at saturation, and the
-deletions held acknowledgements up.  Appended to a file, the bytes cost one write (0.2 ms
-per MB) and leave with one unlink once every request in the file is done.
+A request's bytes cost one write (0.2 ms per MB) and leave with one unlink, once every
+request in their file is done.  (Kept as SQLite blobs they would be written to the WAL,
+copied into the database and freed page by page: ~3 ms of CPU per MB, and deletions that
+hold acknowledgements up.)
 
 The database keeps where each request is (``Spooled``), committed after its bytes are
 written: a process crash can leave bytes no row points to, never a row without its bytes.
