@@ -3,6 +3,7 @@ down unstarted; the chain's errors answered by the receivers alone."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import grpc
@@ -145,3 +146,18 @@ def test_the_installed_packages_are_pure_python() -> None:
         root = Path(package.__file__).parent
         native = [p for p in root.rglob("*") if p.suffix in (".so", ".pyd", ".c")]
         assert native == [], native
+
+
+async def test_a_refused_request_is_logged_with_the_bound_that_refused_it_once_per_30_s(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    chain = Chain(parse({"sessions": {"max_open": 5, "idle_timeout": "1h"}}), store=MemorySpool())
+    await chain.consume(Received("traces", _many_sessions(5), "test"))
+    await chain.sessions_stage.settle()
+    with caplog.at_level(logging.WARNING, logger="skillgauge"):
+        for _ in range(3):
+            with pytest.raises(Retryable, match=r"sessions\.max_open"):
+                chain.admit()
+    (line,) = [r for r in caplog.records if "refused with backpressure" in r.getMessage()]
+    assert line.levelname == "WARNING" and "sessions.max_open" in line.getMessage()
+    await chain.shutdown(5)

@@ -202,7 +202,6 @@ class Runner:
         self._stopping = False
         self._done: list[str] = []  # keys of work finished, to note in the store
         self._warn_failure = RateLimitedLog(log, logging.WARNING, 30.0)
-        self._warn_queue = RateLimitedLog(log, logging.WARNING, 60.0)
         if len(self.registry):
             log.info(
                 "skills registry: %d skills from %s (%s)",
@@ -225,14 +224,12 @@ class Runner:
         limit = self.config.judge.max_queue
         if self._queued < limit:
             return
-        message = (
-            f"{self._queued} judge evaluations wait (judge.max_queue {limit}): the judge is away "
-            "or slower than sessions close; retry later"
-        )
-        self._warn_queue("intake refused: %s", message)
         # A judge that fails is called again at the end of its backoff: retry no sooner.
-        retry_after = max(_MIN_RETRY_AFTER, self._hold_until - time.monotonic())
-        raise Retryable(message, retry_after=retry_after)
+        raise Retryable(
+            f"{self._queued} judge evaluations wait (judge.max_queue {limit}): the judge is away "
+            "or slower than sessions close; retry later",
+            retry_after=max(_MIN_RETRY_AFTER, self._hold_until - time.monotonic()),
+        )
 
     def submit(self, session: Session) -> Evaluated | None:
         """Plan a session; its account if it is already complete, else None (its judge work

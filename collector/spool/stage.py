@@ -8,6 +8,7 @@ is known before the commit (``check_spans``), so the answer does not wait for de
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -19,7 +20,9 @@ from collector.otlp.received import Accepted, Received, Spooled
 from collector.sessions.assembler import check_spans
 from collector.spool.metrics import SpoolMetrics
 from collector.state.store import Faults, Spool
+from collector.telemetry import RateLimitedLog
 
+log = logging.getLogger("skillgauge")
 # How old the spool's size may be when a request is admitted (also read at every scrape).
 _REFRESH_EVERY = 0.5
 
@@ -47,17 +50,24 @@ class SpoolStage:
         self.size_bytes = 0  # as last read (``refresh``)
         self._refreshed_at = -_REFRESH_EVERY
         self._faults_seen = Faults()  # the store's fault counts as last copied to the metrics
+        self._warn_refused = RateLimitedLog(log, logging.WARNING, 30.0)
 
     def admit(self) -> None:
-        """Raise ``Retryable`` when a bound is reached; nothing has been taken yet."""
-        self._admit_next()
-        now = time.monotonic()
-        if now - self._refreshed_at >= _REFRESH_EVERY:  # a few stat calls: not per request
-            self.refresh(now)
-        if self.size_bytes > self._max_bytes:
-            raise Retryable(
-                f"the spool holds {self.size_bytes} bytes (storage.max_bytes); retry later", retry_after=10.0
-            )
+        """Raise ``Retryable`` when a bound is reached (this one or one downstream), logged
+        at WARN once per 30 s with the bound's message; nothing has been taken yet."""
+        try:
+            self._admit_next()
+            now = time.monotonic()
+            if now - self._refreshed_at >= _REFRESH_EVERY:  # a few stat calls: not per request
+                self.refresh(now)
+            if self.size_bytes > self._max_bytes:
+                raise Retryable(
+                    f"the spool holds {self.size_bytes} bytes (storage.max_bytes); retry later",
+                    retry_after=10.0,
+                )
+        except Retryable as refusal:
+            self._warn_refused("requests refused with backpressure: %s", refusal)
+            raise
 
     def refresh(self, now: float | None = None) -> None:
         self.size_bytes = self.store.size_bytes()

@@ -244,4 +244,4 @@ def test_while_the_judge_is_away_intake_stops_at_max_queue_and_resumes_once_it_d
         server.stop()
         fake.stop()
     all_judged(db, names)
-    assert "intake refused" in server.log() and "judge.max_queue 2" in server.log()
+    assert "requests refused with backpressure: " in server.log() and "judge.max_queue 2" in server.log()
