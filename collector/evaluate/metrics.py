@@ -45,6 +45,11 @@ class EvaluateMetrics:
         self.judge_queue = Gauge(
             "skillgauge_judge_queue_depth", "Judge evaluations waiting or in flight.", registry=r
         )
+        self.judge_queue_capacity = Gauge(
+            "skillgauge_judge_queue_capacity",
+            "judge.max_queue: judge evaluations waiting or in flight at which new requests get backpressure.",
+            registry=r,
+        )
         self.judge_failures = Counter(
             "skillgauge_judge_failures",
             "Judge calls that found no judge (unreachable or without capacity, after the client's "

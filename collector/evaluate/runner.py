@@ -190,6 +190,7 @@ class Runner:
         # The judge evaluations configured on, named in every coverage line.
         self.enabled = tuple(name for name in suite.JUDGE_EVALUATIONS if self.settings.policy(name).enabled)
         self.metrics.skill_labels.reserve([s.name for s in self.registry.skills.values()])
+        self.metrics.judge_queue_capacity.set(self.config.judge.max_queue)
         self._jobs: deque[_Job] = deque()  # waiting for a worker, oldest first
         self._waiting: set[_Waiting] = set()
         self._workers: set[asyncio.Task[None]] = set()

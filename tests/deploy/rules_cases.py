@@ -130,6 +130,30 @@ CASES: list[Case] = [
         [],
     ),
     (
+        "judge queue: 90% full for 15 minutes, then drained",
+        {
+            'skillgauge_judge_queue_depth{instance="replica-0"}': "9000x15 100x30",
+            'skillgauge_judge_queue_capacity{instance="replica-0"}': "10000x45",
+            'skillgauge_judge_queue_depth{instance="replica-1"}': "5000x45",
+            'skillgauge_judge_queue_capacity{instance="replica-1"}': "10000x45",
+        },
+        [
+            ("5m", "SkillgaugeJudgeQueueFilling", []),  # not yet: for 10m
+            (
+                "12m",
+                "SkillgaugeJudgeQueueFilling",
+                [
+                    (
+                        {"instance": "replica-0"},
+                        "The judge queue of replica-0 is 90% full; at judge.max_queue it refuses new requests",
+                    )
+                ],
+            ),
+            ("30m", "SkillgaugeJudgeQueueFilling", []),
+        ],
+        [("12m", "skillgauge:judge_queue:fill_ratio", [('{instance="replica-0"}', 0.9), ('{instance="replica-1"}', 0.5)])],
+    ),
+    (
         "budget: some evaluations skipped for budget",
         {
             'skillgauge_evaluations_total{evaluation="skill_selection_accuracy",status="skipped",reason="budget_exhausted"}': "0+1x60",
