@@ -159,9 +159,11 @@ def _size(path: Path) -> int:
 
 
 async def _take(chain: Chain, item: Received) -> None:
-    """``item`` into the chain; when a bound is reached, once more after the queue drains."""
+    """``item`` into the chain; when a bound is reached, once more after the queues drain:
+    the requests waiting to be assembled, then the judge work (``judge.max_queue``)."""
     try:
         await chain.consume(item)
     except Retryable:
         await chain.sessions_stage.settle()
+        await chain.runner.room()
         await chain.consume(item)

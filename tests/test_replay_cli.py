@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from fake_anthropic import FakeAnthropic, verdict
+import pytest
+from fake_anthropic import FakeAnthropic, default_verdict, delay, verdict
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from support import FRAMEWORKS, iter_json_lines, trace_requests
 
+from collector.component import Retryable
+from collector.config import parse
+from collector.otlp.received import Received
 from collector.receiver.decode import parse_json
+from collector.replay import _take as take
+from collector.service import Chain
+from collector.testing import MemorySpool
 
 
 def replay(*args: str) -> subprocess.CompletedProcess[str]:
@@ -122,4 +130,34 @@ def test_replay_with_the_default_config_judges_omission_where_a_catalog_was_show
         assert any(a.startswith("- relese-notes: failed") for a in attempts), attempts
         assert any(a.startswith("(none") for a in attempts), attempts
     finally:
+        fake.stop()
+
+
+
+async def test_replay_waits_for_room_in_the_judge_queue_instead_of_dropping_a_request() -> None:
+    """Past ``judge.max_queue`` the chain refuses requests; replay, a sender in process,
+    waits for room as an exporter would retry, and the request is taken."""
+    fake = FakeAnthropic().start()
+    fake.script = lambda seen: delay(1.0, default_verdict(seen))  # slower than assembly
+    config = {
+        "judge": {"base_url": fake.base_url, "api_key": "test-key", "max_queue": 1},
+        "sessions": {"max_spans": 2},  # the first request's session closes with judge work
+    }
+    chain = Chain(parse(config), store=MemorySpool())
+    first, second = (
+        Received("traces", trace_requests(FRAMEWORKS / "strands" / f"{name}.traces.jsonl")[0], "test")
+        for name in ("right_skill_latest", "multi_turn_latest")
+    )
+    try:
+        await take(chain, first)
+        for _ in range(500):  # the closed session reaches the judge queue
+            if chain.runner.queued:
+                break
+            await asyncio.sleep(0.01)
+        with pytest.raises(Retryable, match=r"judge\.max_queue 1"):
+            chain.admit()
+        await take(chain, second)
+        assert second.outcome.accepted > 0 and not second.outcome.rejected
+    finally:
+        await chain.shutdown(30)
         fake.stop()

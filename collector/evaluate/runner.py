@@ -197,6 +197,8 @@ class Runner:
         self._delivering: set[asyncio.Task[None]] = set()
         self._running = 0  # judge evaluations being executed
         self._queued = 0  # judge evaluations waiting or being executed
+        self._room = asyncio.Event()  # set while fewer than judge.max_queue are (``admit`` takes)
+        self._room.set()
         self._failures = 0  # rounds of calls in a row that failed for want of a judge
         self._failed_at = 0.0  # (monotonic) when the last such failure was counted
         self._hold_until = 0.0  # (monotonic) no call before this, after such failures
@@ -231,6 +233,12 @@ class Runner:
             "or slower than sessions close; retry later",
             retry_after=max(_MIN_RETRY_AFTER, self._hold_until - time.monotonic()),
         )
+
+    async def room(self) -> None:
+        """Return once ``admit`` takes requests again: fewer than ``judge.max_queue`` judge
+        evaluations wait or run (for a sender in process, such as ``replay``, that waits
+        where a network sender would retry)."""
+        await self._room.wait()
 
     def submit(self, session: Session) -> Evaluated | None:
         """Plan a session; its account if it is already complete, else None (its judge work
@@ -267,6 +275,8 @@ class Runner:
             self._pending.pending_add(rows)
         self._queued += len(pending)
         self.metrics.judge_queue.set(self._queued)
+        if self._queued >= self.config.judge.max_queue:
+            self._room.clear()
         self._start_workers()
         return None
 
@@ -401,6 +411,8 @@ class Runner:
             self._done.append(job.key)
         self._queued -= 1
         self.metrics.judge_queue.set(self._queued)
+        if self._queued < self.config.judge.max_queue:
+            self._room.set()
         owner = job.owner
         owner.slots[job.index] = result
         owner.remaining -= 1
@@ -480,6 +492,7 @@ class Runner:
         self._jobs.clear()
         self._queued = 0
         self.metrics.judge_queue.set(0)
+        self._room.set()
         self._stopping = False  # sessions planned after this are evaluated again
 
     async def shutdown(self, timeout: float) -> None:
