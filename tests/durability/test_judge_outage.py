@@ -192,6 +192,26 @@ def test_work_that_outwaits_max_wait_is_an_error_that_says_so(tmp_path: Path) ->
     assert metric_value(metrics, "skillgauge_judge_failures_total", reason="error") >= 1
 
 
+def send_until_refused(server: Server, prefix: str) -> tuple[list[str], tuple[str, bytes]]:
+    """Sessions one by one, each closed before the next, until one is refused because
+    ``judge.max_queue`` (2) evaluations wait: the names taken, and the refused one with its
+    request."""
+    taken: list[str] = []
+    for n in range(40):
+        name = f"{prefix}-{n:02d}"
+        body = session_request(n, name)
+        try:
+            export_grpc(server, body)
+        except grpc.RpcError as err:
+            assert err.code() == grpc.StatusCode.UNAVAILABLE
+            assert "judge.max_queue 2" in (err.details() or "")
+            assert taken, "refused before any judge work waited"
+            return taken, (name, body)
+        taken.append(name)
+        wait_for(lambda: closed(server) >= len(taken), timeout=30)  # its work is queued now
+    raise AssertionError("intake was never refused")
+
+
 def test_while_the_judge_is_away_intake_stops_at_max_queue_and_resumes_once_it_drains(tmp_path: Path) -> None:
     """Waiting judge work holds its sessions in memory, so it bounds intake: at
     ``judge.max_queue`` waiting evaluations new requests get backpressure (gRPC UNAVAILABLE,
@@ -204,22 +224,8 @@ def test_while_the_judge_is_away_intake_stops_at_max_queue_and_resumes_once_it_d
     cfg = config(fake.base_url)
     cfg["judge"]["max_queue"] = 2
     server = Server(tmp_path, cfg)
-    taken: list[str] = []
-    refused: tuple[str, bytes] | None = None
     try:
-        for n in range(40):
-            name = f"bounded-{n:02d}"
-            body = session_request(n, name)
-            try:
-                export_grpc(server, body)
-            except grpc.RpcError as err:
-                assert err.code() == grpc.StatusCode.UNAVAILABLE
-                assert "judge.max_queue 2" in (err.details() or "")
-                refused = (name, body)
-                break
-            taken.append(name)
-            wait_for(lambda: closed(server) >= len(taken), timeout=30)  # its work is queued now
-        assert refused is not None and len(taken) >= 1, "intake was never refused"
+        taken, refused = send_until_refused(server, "bounded")
         depth = metric_value(server.metrics(), "skillgauge_judge_queue_depth")
         assert depth >= 2
         request = urllib.request.Request(
@@ -245,3 +251,33 @@ def test_while_the_judge_is_away_intake_stops_at_max_queue_and_resumes_once_it_d
         fake.stop()
     all_judged(db, names)
     assert "requests refused with backpressure: " in server.log() and "judge.max_queue 2" in server.log()
+
+
+def test_judge_work_recovered_at_a_restart_still_bounds_intake(tmp_path: Path) -> None:
+    """Work that waits in the store at SIGTERM is queued again by the next start, and counts
+    against ``judge.max_queue`` there too, until the judge is back."""
+    outage = Outage()
+    fake = FakeAnthropic().start()
+    fake.script = outage
+    db = tmp_path / "data" / "skillgauge.sqlite"
+    cfg = config(fake.base_url)
+    cfg["judge"]["max_queue"] = 2
+    server = Server(tmp_path, cfg)
+    try:
+        taken, (name, body) = send_until_refused(server, "restarted")
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.stop() == 0
+        server = Server(tmp_path, cfg)  # the judge is still away
+        with pytest.raises(grpc.RpcError) as refused:
+            export_grpc(server, body)
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert "judge.max_queue 2" in (refused.value.details() or "")
+        outage.down = False
+        wait_for(lambda: metric_value(server.metrics(), "skillgauge_judge_queue_depth") == 0, timeout=60)
+        export_grpc(server, body)
+        names = [*taken, name]
+        wait_for(lambda: len(coverage(db)) == len(names), timeout=60, interval=0.2)
+    finally:
+        server.stop()
+        fake.stop()
+    all_judged(db, names)
