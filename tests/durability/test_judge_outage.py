@@ -42,6 +42,14 @@ class Outage:
         return default_verdict(seen)
 
 
+def judge_away() -> tuple[Outage, FakeAnthropic]:
+    """A fake judge answering 529 until its ``Outage`` is set back (``down = False``)."""
+    outage = Outage()
+    fake = FakeAnthropic().start()
+    fake.script = outage
+    return outage, fake
+
+
 def session_request(n: int, name: str) -> bytes:
     return recorded_session(n, name).SerializeToString()
 
@@ -101,9 +109,7 @@ def all_judged(db: Path, names: list[str]) -> list[dict[str, Any]]:
 
 
 def test_sessions_closed_while_the_judge_is_away_are_all_judged_when_it_returns(tmp_path: Path) -> None:
-    outage = Outage()
-    fake = FakeAnthropic().start()
-    fake.script = outage
+    outage, fake = judge_away()
     db = tmp_path / "data" / "skillgauge.sqlite"
     server = Server(tmp_path, config(fake.base_url))
     names = [f"outage-{n:02d}" for n in range(30)]
@@ -138,9 +144,7 @@ def test_sessions_closed_while_the_judge_is_away_are_all_judged_when_it_returns(
 
 
 def test_work_waiting_at_sigterm_is_finished_by_the_next_start_once(tmp_path: Path) -> None:
-    outage = Outage()
-    fake = FakeAnthropic().start()
-    fake.script = outage
+    outage, fake = judge_away()
     db = tmp_path / "data" / "skillgauge.sqlite"
     server = Server(tmp_path, config(fake.base_url))
     names = [f"sigterm-{n:02d}" for n in range(12)]
@@ -192,6 +196,22 @@ def test_work_that_outwaits_max_wait_is_an_error_that_says_so(tmp_path: Path) ->
     assert metric_value(metrics, "skillgauge_judge_failures_total", reason="error") >= 1
 
 
+def bounded_config(base_url: str) -> dict[str, Any]:
+    """``config`` with room for 2 judge evaluations (``judge.max_queue``)."""
+    cfg = config(base_url)
+    cfg["judge"]["max_queue"] = 2
+    return cfg
+
+
+def taken_once_the_judge_is_back(server: Server, outage: Outage, db: Path, body: bytes, names: list[str]) -> None:
+    """The judge returns, its queue drains, and the sender's retry of ``body`` is taken: every
+    session of ``names`` gets its coverage line."""
+    outage.down = False
+    wait_for(lambda: metric_value(server.metrics(), "skillgauge_judge_queue_depth") == 0, timeout=60)
+    export_grpc(server, body)
+    wait_for(lambda: len(coverage(db)) == len(names), timeout=60, interval=0.2)
+
+
 def send_until_refused(server: Server, prefix: str) -> tuple[list[str], tuple[str, bytes]]:
     """Sessions one by one, each closed before the next, until one is refused because
     ``judge.max_queue`` (2) evaluations wait: the names taken, and the refused one with its
@@ -217,12 +237,9 @@ def test_while_the_judge_is_away_intake_stops_at_max_queue_and_resumes_once_it_d
     ``judge.max_queue`` waiting evaluations new requests get backpressure (gRPC UNAVAILABLE,
     HTTP 503 with Retry-After), nothing taken is dropped, and the judge's return lets the
     refused request in."""
-    outage = Outage()
-    fake = FakeAnthropic().start()
-    fake.script = outage
+    outage, fake = judge_away()
     db = tmp_path / "data" / "skillgauge.sqlite"
-    cfg = config(fake.base_url)
-    cfg["judge"]["max_queue"] = 2
+    cfg = bounded_config(fake.base_url)
     server = Server(tmp_path, cfg)
     try:
         taken, refused = send_until_refused(server, "bounded")
@@ -241,11 +258,8 @@ def test_while_the_judge_is_away_intake_stops_at_max_queue_and_resumes_once_it_d
         for protocol in ("grpc", "http"):
             assert metric_value(text, "skillgauge_rejected_requests_total", protocol=protocol, reason="backpressure") == 1
         assert not ended_while_away(db)
-        outage.down = False
-        wait_for(lambda: metric_value(server.metrics(), "skillgauge_judge_queue_depth") == 0, timeout=60)
-        export_grpc(server, refused[1])  # the sender's retry, once the judge has caught up
         names = [*taken, refused[0]]
-        wait_for(lambda: len(coverage(db)) == len(names), timeout=60, interval=0.2)
+        taken_once_the_judge_is_back(server, outage, db, refused[1], names)
     finally:
         server.stop()
         fake.stop()
@@ -256,12 +270,9 @@ def test_while_the_judge_is_away_intake_stops_at_max_queue_and_resumes_once_it_d
 def test_judge_work_recovered_at_a_restart_still_bounds_intake(tmp_path: Path) -> None:
     """Work that waits in the store at SIGTERM is queued again by the next start, and counts
     against ``judge.max_queue`` there too, until the judge is back."""
-    outage = Outage()
-    fake = FakeAnthropic().start()
-    fake.script = outage
+    outage, fake = judge_away()
     db = tmp_path / "data" / "skillgauge.sqlite"
-    cfg = config(fake.base_url)
-    cfg["judge"]["max_queue"] = 2
+    cfg = bounded_config(fake.base_url)
     server = Server(tmp_path, cfg)
     try:
         taken, (name, body) = send_until_refused(server, "restarted")
@@ -272,11 +283,8 @@ def test_judge_work_recovered_at_a_restart_still_bounds_intake(tmp_path: Path) -
             export_grpc(server, body)
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
         assert "judge.max_queue 2" in (refused.value.details() or "")
-        outage.down = False
-        wait_for(lambda: metric_value(server.metrics(), "skillgauge_judge_queue_depth") == 0, timeout=60)
-        export_grpc(server, body)
         names = [*taken, name]
-        wait_for(lambda: len(coverage(db)) == len(names), timeout=60, interval=0.2)
+        taken_once_the_judge_is_back(server, outage, db, body, names)
     finally:
         server.stop()
         fake.stop()
