@@ -1,4 +1,4 @@
-"""OTLP request bodies (protobuf or JSON, maybe gzip) to protobuf request messages.
+"""OTLP request bodies (protobuf or JSON, decompressed) to protobuf request messages.
 
 OTLP/JSON differs from protobuf's canonical JSON in one dangerous way: trace and span ids
 are hex, not base64.  Stock ``json_format.Parse`` would read them as base64 and silently
@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import zlib
 from typing import Any, Literal, TypeVar
 
 from google.protobuf import json_format
@@ -23,7 +22,7 @@ from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.receiver.errors import InvalidRequest, TooLarge, UnsupportedMedia
+from collector.receiver.errors import InvalidRequest, UnsupportedMedia
 
 Signal = Literal["traces", "logs"]
 Encoding = Literal["protobuf", "json"]
@@ -48,27 +47,6 @@ def media_encoding(content_type: str | None) -> Encoding:
     raise UnsupportedMedia(
         f"unsupported Content-Type {media or '(none)'!r}: send application/x-protobuf or application/json"
     )
-
-
-def gunzip(body: bytes, limit: int) -> bytes:
-    """Inflate a gzip body, every member of it (RFC 1952 allows several, concatenated),
-    refusing to produce more than ``limit`` bytes in all (zip bombs) and refusing a body
-    with anything but gzip members in it: never only the first member."""
-    out = bytearray()
-    rest = body
-    while True:
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            out += inflater.decompress(rest, limit + 1 - len(out))
-        except zlib.error as err:
-            raise InvalidRequest(f"body is not valid gzip: {err}") from None
-        if len(out) > limit or inflater.unconsumed_tail:
-            raise TooLarge(f"request exceeds {limit} bytes after decompression")
-        if not inflater.eof:
-            raise InvalidRequest("gzip body is truncated")
-        rest = inflater.unused_data
-        if not rest:
-            return bytes(out)
 
 
 def decode(signal: Signal, body: bytes, encoding: Encoding) -> Message:

@@ -16,11 +16,10 @@ from google.protobuf.message import Message
 
 from collector.otlp.received import Received
 from collector.receiver import auth as listener_auth
-from collector.receiver import decode
+from collector.receiver import codings, decode
 from collector.receiver.config import BearerAuth, HttpListener
 from collector.receiver.errors import (
     ANSWERED,
-    InvalidRequest,
     ReadTimeout,
     ReceiveError,
     TooLarge,
@@ -104,9 +103,7 @@ async def _read_body(request: web.Request, limit: int, timeout: float) -> bytes:
 
 
 async def _read(request: web.Request, limit: int) -> bytes:
-    coding = request.headers.get("Content-Encoding", "identity").strip().lower()
-    if coding not in ("identity", "gzip", ""):
-        raise InvalidRequest(f"unsupported Content-Encoding {coding!r}: send gzip or no encoding")
+    coding = codings.supported(request.headers.get("Content-Encoding", ""))  # before the body is read
     if request.content_length is not None and request.content_length > limit:
         raise TooLarge(f"request of {request.content_length} bytes exceeds the {limit}-byte limit")
     # The pieces as they arrived, joined once: growing one buffer copied a 1 MB body
@@ -119,9 +116,7 @@ async def _read(request: web.Request, limit: int) -> bytes:
         if size > limit:
             raise TooLarge(f"request exceeds the {limit}-byte limit")
     body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    if coding == "gzip":
-        return decode.gunzip(body, limit)
-    return body
+    return codings.decompress(coding, body, limit)
 
 
 _SIGNALS: dict[str, decode.Signal] = {"/v1/traces": "traces", "/v1/logs": "logs"}

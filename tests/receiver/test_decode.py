@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import base64
-import gzip
 import json
 
 import pytest
@@ -9,7 +8,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from collector.receiver import decode
-from collector.receiver.errors import InvalidRequest, TooLarge, UnsupportedMedia
+from collector.receiver.errors import InvalidRequest, UnsupportedMedia
 
 
 def test_hex_ids_survive_where_stock_json_format_would_corrupt_them() -> None:
@@ -69,23 +68,3 @@ def test_media_types() -> None:
     assert decode.media_encoding("application/json; charset=utf-8") == "json"
     with pytest.raises(UnsupportedMedia):
         decode.media_encoding("text/plain")
-
-
-def test_gunzip_inflates_every_member_or_refuses() -> None:
-    assert decode.gunzip(gzip.compress(b"abc") + gzip.compress(b"") + gzip.compress(b"def"), 10) == b"abcdef"
-    with pytest.raises(TooLarge):  # the limit counts every member
-        decode.gunzip(gzip.compress(b"a" * 6) + gzip.compress(b"b" * 6), 10)
-    with pytest.raises(InvalidRequest):
-        decode.gunzip(gzip.compress(b"abc") + b"trailing", 10)
-    with pytest.raises(InvalidRequest):
-        decode.gunzip(gzip.compress(b"abc") + gzip.compress(b"def")[:-4], 10)
-
-
-def test_gunzip_limits_output_not_input() -> None:
-    assert decode.gunzip(gzip.compress(b"abc"), 10) == b"abc"
-    with pytest.raises(TooLarge):
-        decode.gunzip(gzip.compress(b"\0" * 1000), 999)
-    with pytest.raises(InvalidRequest):
-        decode.gunzip(b"not gzip", 100)
-    with pytest.raises(InvalidRequest):
-        decode.gunzip(gzip.compress(b"abcdef" * 100)[:-12], 10_000)

@@ -21,6 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.sdk.trace.export import SpanExportResult
 from support import FRAMEWORKS, Server, metric_value, readable_spans, trace_requests, wait_for
+from test_codings import ENCODERS
 
 from collector.receiver.decode import parse_json
 
@@ -114,6 +115,23 @@ def test_unsupported_content_encoding_is_400(server: Server) -> None:
     assert code == 400
 
 
+def test_every_coding_the_collectors_exporters_send_is_taken_and_a_bomb_in_each_is_413(tmp_path: Path) -> None:
+    srv = Server(tmp_path, {"receivers": {"otlp": {"http": {"max_request_bytes": "64KiB"}}}})
+    try:
+        for coding, encode in ENCODERS.items():
+            body = encode(_protobuf(f"coded-{coding}", T1, "b7ad6b7169203331"))
+            code, _, _ = post(srv, body, "application/x-protobuf", **{"Content-Encoding": coding})
+            assert code == 200, coding
+            assert srv.get_json(f"/v1/sessions/coded-{coding}")[1]["open"]["spans"] == 1
+            code, headers, _ = post(srv, encode(b"\0" * (1024 * 1024)), "application/x-protobuf",
+                                    **{"Content-Encoding": coding})
+            assert code == 413 and "Retry-After" not in headers, coding
+            code, _, reply = post(srv, body[:-4], "application/x-protobuf", **{"Content-Encoding": coding.upper()})
+            assert code == 400 and coding.encode() in reply, coding
+    finally:
+        srv.stop()
+
+
 def test_oversized_and_zip_bomb_requests_get_413_without_retry_after(tmp_path: Path) -> None:
     srv = Server(tmp_path, {"receivers": {"otlp": {"http": {"max_request_bytes": "64KiB"}}}})
     try:
@@ -167,6 +185,14 @@ def test_sdk_http_exporter_with_gzip_and_protobuf_answer(server: Server) -> None
     reply = ExportTraceServiceResponse()
     reply.ParseFromString(body)
     assert not reply.HasField("partial_success")
+
+
+def test_sdk_http_exporter_with_deflate(server: Server) -> None:
+    (req,) = trace_requests(FRAMEWORKS / "strands" / "file_read.traces.jsonl")
+    exporter = OTLPSpanExporter(endpoint=f"{server.http_url}/v1/traces", compression=Compression.Deflate)
+    assert exporter.export(readable_spans(req)) == SpanExportResult.SUCCESS
+    spans = sum(len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans)
+    assert wait_for(lambda: server.get_json("/v1/sessions/strands-file_read-0001")[1].get("open", {}).get("spans") == spans)
 
 
 def test_every_gzip_member_is_decoded(server: Server) -> None:
