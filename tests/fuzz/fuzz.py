@@ -29,6 +29,17 @@ def seeds(target: str) -> list[bytes]:
         return [path.read_bytes().splitlines()[0] for path in recordings]
     if target == "otlp_protobuf":
         return [trace_requests(path)[0].SerializeToString() for path in recordings]
+    if target == "codings":  # a recorded request in each coding
+        import gzip
+        import zlib
+
+        import cramjam
+
+        body = trace_requests(recordings[0])[0].SerializeToString()
+        return [gzip.compress(body), zlib.compress(body)] + [
+            bytes(encode(body))
+            for encode in (cramjam.zstd.compress, cramjam.lz4.compress, cramjam.snappy.compress, cramjam.snappy.compress_raw)
+        ]
     skills = sorted((FRAMEWORKS.parent / "skills").glob("*/SKILL.md"))
     return [path.read_bytes() for path in skills] + [b"cat /a/SKILL.md | head", b"<available_skills></available_skills>"]
 

@@ -14,7 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from collector.config import parse
 from collector.detect import catalogs, shell_reads
 from collector.detect.transcript import blocks, injections
-from collector.receiver import decode
+from collector.receiver import codings, decode
 from collector.receiver.errors import ReceiveError
 from collector.sessions.assembler import Assembler
 from evaluators import skill_md
@@ -41,6 +41,13 @@ def otlp_protobuf_and_detect(data: bytes) -> None:
     total = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
     assert result.accepted + result.rejected == total
     assembler.close_all()
+
+
+def content_codings(data: bytes) -> None:
+    """Any body in every coding: at most the limit's bytes out, or a clear rejection."""
+    for coding in codings.CODINGS:
+        with contextlib.suppress(ReceiveError):
+            assert len(codings.decompress(coding, data, 1 << 20)) <= 1 << 20
 
 
 def skill_markdown(data: bytes) -> None:
@@ -74,6 +81,7 @@ def transcript(data: bytes) -> None:
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "otlp_json": otlp_json,
     "otlp_protobuf": otlp_protobuf_and_detect,
+    "codings": content_codings,
     "skill_md": skill_markdown,
     "catalogs": catalog_text,
     "shell": shell_command,
