@@ -31,21 +31,26 @@ def available_skills_xml(text: str) -> list[CatalogEntry] | None:
 
 
 def markdown_list(lead: re.Pattern[str]) -> Callable[[str], list[CatalogEntry] | None]:
-    """A ``- name: description`` list under a lead line (heading or sentence)."""
+    """A ``- name: description`` list under a lead line (heading or sentence), its items all
+    indented as the first one is."""
 
     def parse(text: str) -> list[CatalogEntry] | None:
         found = lead.search(text)
         if found is None:
             return None
         entries: list[CatalogEntry] = []
+        indent: int | None = None  # the items' indent, the first item's: deeper ones are notes
         for line in text[found.end() :].split("\n"):
             stripped = line.strip()
             if not stripped:
                 if entries:
                     break  # a blank line after the items ends the list
                 continue
-            item = facts.CATALOG_ITEM.match(stripped) if line[:1] in "-*" else None
+            at = len(line) - len(line.lstrip())
+            is_item = stripped[:1] in "-*" and (indent is None or at == indent)
+            item = facts.CATALOG_ITEM.match(stripped) if is_item else None
             if item is not None:
+                indent = at
                 description = facts.CATALOG_FILE_SUFFIX.sub("", item.group(2)).strip()
                 entries.append(CatalogEntry(item.group(1), description))
             elif not entries:

@@ -103,6 +103,7 @@ TEXT_FIELDS: tuple[str, ...] = (
     "data",
     "responseParts",
     "functionResponse",
+    "stdout",  # {"stdout", "stderr", "exitCode"}: Vercel bash-tool's bash (AI SDK)
 )
 
 # -- skill tools ------------------------------------------------------------------------
@@ -114,6 +115,7 @@ SKILL_TOOLS: dict[str, str] = {
     "load_skill": "skill_name",  # Google ADK SkillToolset, OpenAI Agents sandbox
     "activate_skill": "name",  # Gemini CLI
     "invoke_skill": "name",  # OpenHands
+    "skill": "skillName",  # Vercel bash-tool's experimental_createSkillTool (AI SDK)
 }
 # ADK prefixes toolset tools (``myset_load_skill``); any ``*_load_skill`` is the same tool.
 SKILL_TOOL_SUFFIXES: dict[str, str] = {"_load_skill": "skill_name"}
@@ -447,7 +449,8 @@ CATALOG_MARKDOWN_SHAPES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     (
         "available_skills_markdown",
         "vailable skills",
-        re.compile(r"^#{2,4}\s*Available skills\s*$", re.IGNORECASE | re.MULTILINE),
+        # As a line of its own too: "Available skills:" (Vercel bash-tool's skill tool).
+        re.compile(r"^(?:#{2,4}\s*)?Available skills:?\s*$", re.IGNORECASE | re.MULTILINE),
     ),
     # Deep Agents "## Skills System" ... "**Available Skills:**"
     (
@@ -462,8 +465,11 @@ CATALOG_MARKDOWN_SHAPES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
         re.compile(r"The following skills are available for use with the Skill tool:?"),
     ),
 )
-# A list item: "- name: description"; the name may be bold (Deep Agents) or in backticks.
-CATALOG_ITEM: re.Pattern[str] = re.compile(r"^[-*]\s+\**`?([A-Za-z0-9][\w.-]*)`?\**\s*:\s*(.*)$")
+# A list item: "- name: description"; the name may be bold (Deep Agents), in backticks, or
+# the argument of the call that loads it ('- skill("name"): ...', Vercel bash-tool).
+CATALOG_ITEM: re.Pattern[str] = re.compile(
+    r"^[-*]\s+(?:\w+\(\")?\**`?([A-Za-z0-9][\w.-]*)`?\**(?:\"\))?\s*:\s*(.*)$"
+)
 # A suffix naming the skill's folder, not part of the description: " (file: .agents/csv-cleanup)"
 # (OpenAI Agents sandbox).
 CATALOG_FILE_SUFFIX: re.Pattern[str] = re.compile(r"\s*\((?:file|path|location):[^)]*\)\s*$")
@@ -552,6 +558,7 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("codex_otel", "codex_cli"),  # Codex CLI log scopes: codex_otel.log_only, codex_otel.trace_safe
     ("codex_exec", "codex_cli"),  # Codex CLI span scope under `codex exec`
     ("codex", "codex_cli"),
+    ("gen_ai", "ai_sdk"),  # Vercel AI SDK 7's OpenTelemetry integration (@ai-sdk/otel)
     ("openinference.instrumentation.llama_index", "llamaindex"),
     ("opentelemetry.instrumentation.llamaindex", "llamaindex"),
 )
@@ -574,6 +581,10 @@ PROMPT_KEY_WORDS: tuple[str, ...] = (
     "request_body",
     "messages",
     "contents",
+    # The tools offered to the model (GenAI semconv gen_ai.tool.definitions), whose
+    # descriptions may list the skills: Vercel bash-tool's skill tool, "Available skills:"
+    # then '- skill("name"): ...'.  Not conversation content: they say nothing of capture.
+    "tool.definitions",
 )
 # Prefixes of keys another reader takes already (OpenInference's flattened messages).
 PROMPT_KEY_SKIP_PREFIXES: tuple[str, ...] = (FLATTENED_PREFIX, "llm.output_messages.")

@@ -125,6 +125,17 @@ def test_catalog_shapes_keep_empty_apart_from_not_recorded() -> None:
     assert catalogs.find("just a system prompt") is None
 
 
+def test_a_catalog_indented_under_a_plain_lead_line_keeps_its_items_and_skips_deeper_notes() -> None:
+    text = ("Load a skill's instructions.\n\nAvailable skills:\n"
+            '  - skill("release-notes"): Write release notes.\n'
+            "      - note: a line under the item, not a skill\n"
+            '  - skill("csv-cleanup"): Clean a CSV file.\n\nAfter loading a skill, use bash.')
+    shape, entries = catalogs.find(text) or ("", [])
+    assert shape == "available_skills_markdown"
+    assert [(e.name, e.description) for e in entries] == [
+        ("release-notes", "Write release notes."), ("csv-cleanup", "Clean a CSV file.")]
+
+
 def test_a_span_that_is_not_a_tool_yields_no_tool_call() -> None:
     (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
     rs = request.resource_spans[0]
