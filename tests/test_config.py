@@ -21,6 +21,7 @@ def test_defaults_match_the_design() -> None:
         "span:gen_ai.conversation.id",
         "span:conversation.id",
         "span:langsmith.metadata.session_id",
+        "span:ai.telemetry.metadata.sessionId",
         "span:thread_id",
         "span:thread.id",
         "resource:session.id",

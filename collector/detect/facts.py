@@ -19,6 +19,7 @@ TOOL_SPAN_MARKERS: tuple[tuple[str, str | None], ...] = (
     ("openinference.span.kind", "TOOL"),
     ("gen_ai.tool.name", None),
     ("tool.name", None),
+    ("ai.operationId", "ai.toolCall"),  # Vercel AI SDK 4-6 (and 7's legacy integration)
 )
 # A tool span's name when no attribute names the tool: "execute_tool <tool>" (GenAI semconv).
 TOOL_SPAN_NAME_PREFIX = "execute_tool "
@@ -35,13 +36,14 @@ MODEL_ATTRIBUTE_PREFIXES: tuple[str, ...] = ("gen_ai.", "llm.", "openinference."
 # -- tool calls on spans ----------------------------------------------------------------
 
 # Where each convention records a tool call: tried in order, first present wins.
-TOOL_NAME_KEYS: tuple[str, ...] = ("gen_ai.tool.name", "tool.name", "tool_name")
+TOOL_NAME_KEYS: tuple[str, ...] = ("gen_ai.tool.name", "tool.name", "tool_name", "ai.toolCall.name")
 TOOL_CALL_ID_KEYS: tuple[str, ...] = (
     "gen_ai.tool.call.id",
     "tool.id",
     "tool_call_id",
     "tool_use_id",
     "gen_ai.tool.call_id",  # Gemini CLI tool_call span
+    "ai.toolCall.id",  # Vercel AI SDK 4-6
 )
 TOOL_ARGUMENT_KEYS: tuple[str, ...] = (
     "gen_ai.tool.call.arguments",  # GenAI semconv, Strands latest
@@ -51,6 +53,7 @@ TOOL_ARGUMENT_KEYS: tuple[str, ...] = (
     "tool_input",
     # Gemini CLI tool_call span (telemetry.traces): the call request {"callId", "name", "args"}
     "gen_ai.input.messages",
+    "ai.toolCall.args",  # Vercel AI SDK 4-6
 )
 # Harnesses that record each argument as its own span attribute: attribute -> argument.
 ARGUMENT_ATTRIBUTES: tuple[tuple[str, str], ...] = (
@@ -67,6 +70,7 @@ TOOL_RESULT_KEYS: tuple[str, ...] = (
     # Gemini CLI tool_call span (telemetry.traces): {"status", "request", "response":
     # {"responseParts": [{"functionResponse": {"response": {"output": ...}}}]}}
     "gen_ai.output.messages",
+    "ai.toolCall.result",  # Vercel AI SDK 4-6
 )
 # Span events that carry arguments / results: (event name, attribute).
 TOOL_ARGUMENT_EVENTS: tuple[tuple[str, str], ...] = (("gen_ai.tool.message", "content"),)  # Strands legacy
@@ -104,6 +108,7 @@ TEXT_FIELDS: tuple[str, ...] = (
     "responseParts",
     "functionResponse",
     "stdout",  # {"stdout", "stderr", "exitCode"}: Vercel bash-tool's bash (AI SDK)
+    "value",  # a Vercel AI SDK tool-result's output: {"type": "json" | "text", "value": ...}
 )
 
 # -- skill tools ------------------------------------------------------------------------
@@ -292,6 +297,7 @@ PROMPT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("", "input.value", "messages"),  # OpenInference
     ("", "gen_ai.prompt", "messages"),  # LangSmith OTel mode
     ("", "gcp.vertex.agent.llm_request", "messages"),  # ADK legacy schema
+    ("", "ai.prompt.messages", "messages"),  # Vercel AI SDK 4-6: each model call's messages
     ("", "user_prompt", "user"),  # Claude Code interaction span (OTEL_LOG_USER_PROMPTS=1)
 )
 # OpenInference flattens messages into one attribute per field:
@@ -306,6 +312,7 @@ RESPONSE_FIELDS: tuple[tuple[str, str], ...] = (
     ("", "gen_ai.output.messages"),  # GenAI semconv
     ("", "output.value"),  # OpenInference
     ("", "gen_ai.completion"),  # LangSmith OTel mode
+    ("", "ai.response.text"),  # Vercel AI SDK 4-6
 )
 # Message roles of a user request: "human" is LangChain's (Deep Agents, LangGraph).
 USER_ROLES: tuple[str, ...] = ("user", "human")
@@ -373,6 +380,10 @@ TYPED_BLOCKS: dict[str, CallFields | ResultFields] = {
     "function_call_output": ResultFields("call_id", "output"),
     "custom_tool_call": CallFields("call_id", "name", "input"),
     "custom_tool_call_output": ResultFields("call_id", "output"),
+    # Vercel AI SDK messages: the arguments in "input" (5+) or "args" (4), the result in
+    # "output" ({"type": "json" | "text", "value": ...}, 5+) or "result" (4)
+    "tool-call": CallFields("toolCallId", "toolName", "input", other_arguments="args"),
+    "tool-result": ResultFields("toolCallId", "output", name="toolName"),
 }
 # Blocks a dict is when its id key is present and one key holds a value (None: any dict):
 # (key, value, fields), tried in order after the two tables above.
@@ -393,6 +404,8 @@ BLOCK_MARKERS: tuple[str, ...] = (
     "tool_call",
     "function",
     "custom_tool_call",
+    "tool-call",
+    "tool-result",
 )
 # Calls in histories kept for detection besides skill tools: those whose arguments name a
 # file ending in this (reads by any tool, shell reads), as a cheap test before detection.
@@ -558,10 +571,15 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("codex_otel", "codex_cli"),  # Codex CLI log scopes: codex_otel.log_only, codex_otel.trace_safe
     ("codex_exec", "codex_cli"),  # Codex CLI span scope under `codex exec`
     ("codex", "codex_cli"),
-    ("gen_ai", "ai_sdk"),  # Vercel AI SDK 7's OpenTelemetry integration (@ai-sdk/otel)
     ("openinference.instrumentation.llama_index", "llamaindex"),
     ("opentelemetry.instrumentation.llamaindex", "llamaindex"),
 )
+
+# Instrumentation scope -> framework, whole names too short to be prefixes.
+FRAMEWORK_SCOPE_NAMES: dict[str, str] = {
+    "ai": "ai_sdk",  # Vercel AI SDK 4-6, and 7's legacy integration
+    "gen_ai": "ai_sdk",  # Vercel AI SDK 7's OpenTelemetry integration (@ai-sdk/otel)
+}
 
 # Resource ``service.name`` -> framework, by prefix, when no scope names one.
 SERVICE_NAME_KEY = "service.name"
@@ -600,6 +618,7 @@ SESSION_KEYS: tuple[str, ...] = (
     "span:gen_ai.conversation.id",  # GenAI semconv; ADK agent and LLM spans
     "span:conversation.id",  # Codex CLI: on its log records (and the spans that carry it)
     "span:langsmith.metadata.session_id",  # LangSmith OTel mode flattens run metadata
+    "span:ai.telemetry.metadata.sessionId",  # Vercel AI SDK 4-6: experimental_telemetry.metadata
     "span:thread_id",  # Codex CLI trace exporter: the conversation id on its session-loop spans
     "span:thread.id",  # Codex CLI: the conversation id as text (its integer values name none)
     "resource:session.id",

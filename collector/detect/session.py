@@ -128,7 +128,9 @@ def framework_of(scope: str, service: str = "") -> str:
     """The framework an instrumentation scope names, else the resource's service name, else ""."""
     found = _framework_cache.get((scope, service))
     if found is None:
-        found = next((fw for prefix, fw in facts.FRAMEWORK_SCOPES if scope.startswith(prefix)), "")
+        found = facts.FRAMEWORK_SCOPE_NAMES.get(scope) or next(
+            (fw for prefix, fw in facts.FRAMEWORK_SCOPES if scope.startswith(prefix)), ""
+        )
         if not found and service:
             found = next((fw for prefix, fw in facts.FRAMEWORK_SERVICES if service.startswith(prefix)), "")
         if len(_framework_cache) < 1024:

@@ -50,6 +50,7 @@ RECORDED_SHAPES = [
     ),
     ("strands/right_skill.traces.jsonl", "Bedrock toolUse / toolResult", "skills"),
     ("deepagents/right_skill.traces.jsonl", "LangChain tool_calls / tool messages", "read_file"),
+    ("ai_sdk/right_skill_v6.traces.jsonl", "Vercel AI SDK tool-call / tool-result parts", "skill"),
 ]
 
 
