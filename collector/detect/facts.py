@@ -305,6 +305,13 @@ PROMPT_FIELDS: tuple[tuple[str, str, str], ...] = (
 FLATTENED_PREFIX = "llm.input_messages."
 FLATTENED_SUFFIXES: tuple[str, ...] = (".message.content", ".message_content.text")
 FLATTENED_ROLE_SUFFIX = ".message.role"
+# Where a span keeps the tools offered to the model, whose descriptions may list the skills
+# (Vercel bash-tool's skill tool: "Available skills:" then '- skill("name"): ...'): JSON text,
+# or a list of it.  Read for catalogs only; not conversation content.
+TOOL_DEFINITION_KEYS: tuple[str, ...] = (
+    "gen_ai.tool.definitions",  # GenAI semconv (AI SDK 7)
+    "ai.prompt.tools",  # Vercel AI SDK 4-6: one definition a string
+)
 # Where a span keeps its recorded answer: (event name or "" for span attributes, attribute key).
 RESPONSE_FIELDS: tuple[tuple[str, str], ...] = (
     ("gen_ai.choice", "message"),  # Strands legacy
@@ -599,10 +606,6 @@ PROMPT_KEY_WORDS: tuple[str, ...] = (
     "request_body",
     "messages",
     "contents",
-    # The tools offered to the model (GenAI semconv gen_ai.tool.definitions), whose
-    # descriptions may list the skills: Vercel bash-tool's skill tool, "Available skills:"
-    # then '- skill("name"): ...'.  Not conversation content: they say nothing of capture.
-    "tool.definitions",
 )
 # Prefixes of keys another reader takes already (OpenInference's flattened messages).
 PROMPT_KEY_SKIP_PREFIXES: tuple[str, ...] = (FLATTENED_PREFIX, "llm.output_messages.")

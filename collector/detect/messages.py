@@ -68,6 +68,7 @@ _KNOWN_KEYS = frozenset(
     + list(facts.TOOL_ARGUMENT_KEYS)
     + list(facts.TOOL_RESULT_KEYS)
     + list(facts.LOG_CONTENT_ATTRIBUTES)
+    + list(facts.TOOL_DEFINITION_KEYS)
 )
 
 
@@ -99,6 +100,18 @@ def other_prompt_texts(attrs: Attributes) -> list[str]:
             value = attrs.text(key)
         if isinstance(value, str) and len(value) >= facts.PROMPT_MIN_CHARS:
             found.append(value)
+    return found
+
+
+def tool_definitions(attrs: Attributes) -> list[str]:
+    """The text of the span's tool definitions (``facts.TOOL_DEFINITION_KEYS``), a list of
+    definitions as its JSON text."""
+    found: list[str] = []
+    for key in facts.TOOL_DEFINITION_KEYS:
+        if key in attrs:
+            text = attrs.text(key)
+            if text and len(text) >= facts.PROMPT_MIN_CHARS:
+                found.append(text)
     return found
 
 

@@ -62,6 +62,8 @@ _BLOCK_MARKERS: tuple[str, ...] = facts.BLOCK_MARKERS
 _INJECTION_MARKERS: tuple[str, ...] = facts.INJECTION_MARKERS
 
 
+# Any catalog's marker as it survives in raw (JSON) text.
+_CATALOG_RAW: tuple[str, ...] = catalogs.RAW_MARKERS
 # Each catalog marker as it survives in raw (JSON) text, with the marker itself.
 _CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(
     zip(catalogs.RAW_MARKERS, catalogs.MARKERS, strict=True)
@@ -231,8 +233,11 @@ class SessionEvidence:
         prompts = messages.prompt_texts(view)
         if prompts:
             self._content_seen = True
-        # Not counted as content seen: an unknown key may hold anything.
+        # Not counted as content seen: an unknown key may hold anything, and tool definitions
+        # are no conversation.  These are read for a catalog in their descriptions, and only
+        # when they hold a catalog's marker (most hold none, and a walk of them costs).
         prompts += [("other", raw) for raw in messages.other_prompt_texts(view.attrs)]
+        prompts += [("tools", raw) for raw in messages.tool_definitions(view.attrs) if _has_any(raw, _CATALOG_RAW)]
         # Chat spans repeat the system prompt and the history so far: a (role, text) pair this
         # session has read already can add no turn, catalog, call or injection.
         fresh: list[tuple[str, str]] = []
