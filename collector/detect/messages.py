@@ -96,8 +96,6 @@ def other_prompt_texts(attrs: Attributes) -> list[str]:
     found: list[str] = []
     for key in keys:
         value = attrs.get(key)
-        if isinstance(value, list):  # e.g. one tool definition a string (AI SDK's ai.prompt.tools)
-            value = attrs.text(key)
         if isinstance(value, str) and len(value) >= facts.PROMPT_MIN_CHARS:
             found.append(value)
     return found
