@@ -101,16 +101,13 @@ def other_prompt_texts(attrs: Attributes) -> list[str]:
     return found
 
 
-def tool_definitions(attrs: Attributes) -> list[str]:
-    """The text of the span's tool definitions (``facts.TOOL_DEFINITION_KEYS``), a list of
-    definitions as its JSON text."""
-    found: list[str] = []
-    for key in facts.TOOL_DEFINITION_KEYS:
-        if key in attrs:
-            text = attrs.text(key)
-            if text and len(text) >= facts.PROMPT_MIN_CHARS:
-                found.append(text)
-    return found
+_TOOL_DEFINITIONS = tuple((key, "tools") for key in facts.TOOL_DEFINITION_KEYS)
+
+
+def tool_definitions(view: SpanView) -> list[tuple[str, str]]:
+    """("tools", text) of the span's tool definitions (``facts.TOOL_DEFINITION_KEYS``), a
+    list of definitions as its JSON text."""
+    return _field_texts(view, _TOOL_DEFINITIONS, {})
 
 
 def user_texts(view: SpanView, prompts: list[tuple[str, str]] | None = None) -> list[str]:

@@ -237,7 +237,7 @@ class SessionEvidence:
         # are no conversation.  These are read for a catalog in their descriptions, and only
         # when they hold a catalog's marker (most hold none, and a walk of them costs).
         prompts += [("other", raw) for raw in messages.other_prompt_texts(view.attrs)]
-        prompts += [("tools", raw) for raw in messages.tool_definitions(view.attrs) if _has_any(raw, _CATALOG_RAW)]
+        prompts += [tools for tools in messages.tool_definitions(view) if _has_any(tools[1], _CATALOG_RAW)]
         # Chat spans repeat the system prompt and the history so far: a (role, text) pair this
         # session has read already can add no turn, catalog, call or injection.
         fresh: list[tuple[str, str]] = []
