@@ -44,6 +44,7 @@ TOOL_CALL_ID_KEYS: tuple[str, ...] = (
     "tool_use_id",
     "gen_ai.tool.call_id",  # Gemini CLI tool_call span
     "ai.toolCall.id",  # Vercel AI SDK 4-6
+    "tool.call_id",  # OpenCode's own Tool.execute span
 )
 TOOL_ARGUMENT_KEYS: tuple[str, ...] = (
     "gen_ai.tool.call.arguments",  # GenAI semconv, Strands latest
@@ -120,7 +121,9 @@ SKILL_TOOLS: dict[str, str] = {
     "load_skill": "skill_name",  # Google ADK SkillToolset, OpenAI Agents sandbox
     "activate_skill": "name",  # Gemini CLI
     "invoke_skill": "name",  # OpenHands
-    "skill": "skillName",  # Vercel bash-tool's experimental_createSkillTool (AI SDK)
+    # Vercel bash-tool's experimental_createSkillTool (AI SDK); OpenCode's ``skill`` takes
+    # ``name`` (any of SKILL_NAME_KEYS is read where the row's key is absent).
+    "skill": "skillName",
 }
 # ADK prefixes toolset tools (``myset_load_skill``); any ``*_load_skill`` is the same tool.
 SKILL_TOOL_SUFFIXES: dict[str, str] = {"_load_skill": "skill_name"}
@@ -152,7 +155,7 @@ CATALOG_TOOLS: frozenset[str] = frozenset({"list_skills", "search_skills"})
 READ_TOOLS: frozenset[str] = frozenset(
     {"read", "Read", "read_file", "file_read", "filesystem_read", "read_text_file", "view", "cat_file"}
 )
-PATH_ARGUMENTS: tuple[str, ...] = ("file_path", "path", "filename", "filepath", "file")
+PATH_ARGUMENTS: tuple[str, ...] = ("file_path", "path", "filename", "filepath", "file", "filePath")
 
 # Any other tool counts as a read when its result holds a SKILL.md, unless its name has one
 # of these words (a write or edit echoing what it wrote), compared casefolded.
@@ -276,7 +279,8 @@ RESULT_WRAPPERS: tuple[str, ...] = ("data", "metadata")
 EXIT_CODE_FIELDS: tuple[str, ...] = ("exit_code", "exitCode")
 # A harness's words when a call was not allowed to run (hooks, approvals).
 DENIALS: re.Pattern[str] = re.compile(
-    r"\b(?:denied|not granted|not approved|rejected|cancel+ed by (?:a )?hook|blocked by)\b",
+    r"\b(?:denied|not granted|not approved|rejected|cancel+ed by (?:a )?hook|blocked by"
+    r"|a rule which prevents you from using)\b",  # OpenCode's permission deny
     re.IGNORECASE,
 )
 
@@ -578,6 +582,7 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("codex_otel", "codex_cli"),  # Codex CLI log scopes: codex_otel.log_only, codex_otel.trace_safe
     ("codex_exec", "codex_cli"),  # Codex CLI span scope under `codex exec`
     ("codex", "codex_cli"),
+    ("opencode", "opencode"),  # OpenCode: its own spans, the AI SDK's ai.* spans and its logs
     ("openinference.instrumentation.llama_index", "llamaindex"),
     ("opentelemetry.instrumentation.llamaindex", "llamaindex"),
 )
@@ -595,6 +600,7 @@ FRAMEWORK_SERVICES: tuple[tuple[str, str], ...] = (
     ("gemini_cli", "gemini_cli"),
     ("codex", "codex_cli"),  # codex_cli_rs, codex_exec, codex-cli
     ("claude-code", "claude_code"),
+    ("opencode", "opencode"),
 )
 # Attributes outside the tables above that may hold prompt text (a system instruction, a
 # request) in a harness no row knows: a key holding one of these words, compared casefolded.

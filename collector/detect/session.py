@@ -499,6 +499,7 @@ class SessionEvidence:
             self.skill_loads, self.turns, self.tool_calls, self.catalog = kept
 
     def _finish(self, session_id: str, revision: int, close_reason: str) -> Session:
+        self._merge_split_calls()
         self._complete_from_log_calls()
         self._resolve_from_logs()
         self._attach_injections()
@@ -549,6 +550,34 @@ class SessionEvidence:
             return "present" if self._tool_spans_with_content else "missing"
         # No tool ran.  With no prompt content either, silence proves nothing.
         return "no_tools" if self._content_seen or self.turns else "missing"
+
+    def _merge_split_calls(self) -> None:
+        """One call that two tool spans recorded (a harness's own span beside its framework's:
+        the same call id and tool, one span with the arguments and result, the other without)
+        is one call: each part taken from the span that has it, detected once."""
+        first: dict[tuple[str, str], int] = {}
+        merged: list[ToolCall] = []
+        split: set[tuple[str, str]] = set()  # (trace id, span id) of the spans merged
+        for call in self.tool_calls:
+            at = first.get((call.call_id, call.name)) if call.call_id else None
+            if at is None:
+                if call.call_id:
+                    first[(call.call_id, call.name)] = len(merged)
+                merged.append(call)
+                continue
+            split |= {(merged[at].trace_id, merged[at].span_id), (call.trace_id, call.span_id)}
+            merged[at] = _combined(merged[at], call)
+        if not split:
+            return
+        self.tool_calls = merged
+        self.skill_loads = [load for load in self.skill_loads if (load.trace_id, load.span_id) not in split]
+        for call in merged:
+            if (call.trace_id, call.span_id) in split:
+                for detect in DETECTORS:
+                    load = detect(call)
+                    if load is not None:
+                        self.skill_loads.append(load)
+                        break
 
     def _complete_from_log_calls(self) -> None:
         """Tool calls as log records complete them: a tool span's missing arguments and error,
@@ -656,7 +685,7 @@ class SessionEvidence:
                     same.body = read.body  # the span kept no result; the history shows what it returned
                 continue
             arguments = call.arguments
-            skill = names.decoded(arguments.get(key) if isinstance(arguments, dict) else arguments)
+            skill = names.decoded(skill_tools.skill_argument(arguments, key))
             if fold_skill_name(skill) in span_skills and skill:
                 continue  # a tool span recorded it; this harness just puts no call id on spans
             result = self._message_results.get(call_id)
@@ -710,12 +739,27 @@ class SessionEvidence:
 _NO_ID = "#"  # starts the key of a history call recorded without an id
 
 
+def _combined(one: ToolCall, other: ToolCall) -> ToolCall:
+    """Two spans' records of one call as one: the span with content first, the other filling
+    in what it lacks; an error either recorded stands."""
+    if one.arguments is None and one.result is None:
+        one, other = other, one
+    return replace(
+        one,
+        arguments=one.arguments if one.arguments is not None else other.arguments,
+        result=one.result if one.result is not None else other.result,
+        error=one.error or other.error,
+        skill_attribute=one.skill_attribute or other.skill_attribute,
+        skill_resolved=one.skill_resolved or other.skill_resolved,
+    )
+
+
 def _call_skill(call: MessageCall) -> str:
     """The skill a history call names, as far as its arguments tell (for keying)."""
     key = skill_tools.argument_key(call.name)
     arguments = call.arguments
     if key is not None:
-        return names.decoded(arguments.get(key) if isinstance(arguments, dict) else arguments)
+        return names.decoded(skill_tools.skill_argument(arguments, key))
     return _json(arguments) if arguments is not None and not isinstance(arguments, str) else arguments or ""
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from collector.detect import documents, facts, names
 from collector.detect.content import arguments_of, result_text
 from collector.detect.outcome import outcome
@@ -23,7 +25,7 @@ def detect(call: ToolCall) -> SkillLoad | None:
         return None
     arguments = arguments_of(call)
     # A single-argument tool may record its argument as a bare string.
-    recorded = arguments.get(key) if isinstance(arguments, dict) else arguments
+    recorded = skill_argument(arguments, key)
     skill = names.decoded(recorded) if recorded is not None else ""
     if not skill and not isinstance(recorded, str):
         skill = names.decoded(call.skill_attribute or "")
@@ -46,6 +48,18 @@ def detect(call: ToolCall) -> SkillLoad | None:
         message=message,
         tool_call_id=call.call_id,
     )
+
+
+def skill_argument(arguments: Any, key: str) -> Any:
+    """What a skill tool's arguments give for the skill: under the key its row names, else
+    under the first of ``facts.SKILL_NAME_KEYS`` present (one tool name, ``skill``, is
+    written by harnesses with different argument names); arguments that are no dict (a
+    single-argument tool's bare string) as they are."""
+    if not isinstance(arguments, dict):
+        return arguments
+    if key in arguments:
+        return arguments[key]
+    return next((arguments[k] for k in facts.SKILL_NAME_KEYS if k in arguments), None)
 
 
 def _body_without_ack(text: str) -> str | None:

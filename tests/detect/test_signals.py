@@ -13,6 +13,7 @@ from support import FRAMEWORKS, trace_requests
 from collector.config import parse
 from collector.detect import catalogs, shell_reads
 from collector.detect.content import tool_call
+from collector.detect.session import SessionEvidence
 from collector.otlp.views import ResourceView, SpanView
 from collector.replay import replay
 from evaluators import skill_md
@@ -178,3 +179,33 @@ def test_flattened_messages_read_in_message_order_whatever_order_the_attributes_
     view = SpanView(span, "openinference", ResourceView(Resource()))
     assert [text for role, text in messages.prompt_texts(view) if role == "flattened"] == in_order
     assert messages.user_texts(view) == in_order
+
+
+@pytest.mark.parametrize(
+    ("scenario", "status"), [("right_skill", "loaded"), ("missing_skill", "failed"), ("denied", "denied")]
+)
+@pytest.mark.parametrize("order", ["as_recorded", "reversed"])
+def test_one_call_on_two_tool_spans_is_one_call_whichever_span_comes_first(
+    scenario: str, status: str, order: str
+) -> None:
+    # OpenCode records each tool call twice: its own Tool.execute span (tool.name and
+    # tool.call_id, nothing else) and the AI SDK's ai.toolCall span (arguments, result).
+    views = []
+    for request in trace_requests(FRAMEWORKS / "opencode" / f"{scenario}.traces.jsonl"):
+        for rs in request.resource_spans:
+            for ss in rs.scope_spans:
+                views += [SpanView(s, ss.scope.name, ResourceView(rs.resource)) for s in ss.spans]
+    tool_views = [v for v in views if tool_call(v) is not None]
+    assert sorted(v.name for v in tool_views) == ["Tool.execute", "ai.toolCall"]
+    assert len({tool_call(v).call_id for v in tool_views}) == 1  # type: ignore[union-attr]
+    evidence = SessionEvidence()
+    for view in tool_views if order == "as_recorded" else tool_views[::-1]:
+        evidence.observe_span(view)
+    session = evidence.finish("s", 1, "end_of_input")
+    arguments = next(v.attrs.text("ai.toolCall.args") for v in tool_views if v.name == "ai.toolCall")
+    assert [(c.name, c.arguments) for c in session.tool_calls] == [("skill", arguments)]
+    assert [(load.skill, load.status) for load in session.skill_loads] == [(
+        "relese-notes" if scenario == "missing_skill" else "release-notes", status
+    )]
+    # finishing leaves the evidence as it was: a second finish gives the same session
+    assert evidence.finish("s", 1, "end_of_input").skill_loads == session.skill_loads
