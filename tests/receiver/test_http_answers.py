@@ -195,6 +195,31 @@ def test_sdk_http_exporter_with_deflate(server: Server) -> None:
     assert wait_for(lambda: server.get_json("/v1/sessions/strands-file_read-0001")[1].get("open", {}).get("spans") == spans)
 
 
+def test_opencodes_own_json_requests_are_taken_as_sent(server: Server) -> None:
+    # OpenCode's bundled exporter writes OTLP/HTTP JSON (numbers for 64-bit integers, hex
+    # ids, log bodies that are arrays): its recorded request bodies, byte for byte.
+    folder = FRAMEWORKS / "opencode"
+    session = json.loads((folder / "expected.json").read_text())["scenarios"]["right_skill"]["session_id"]
+    for signal in ("traces", "logs"):
+        for line in (folder / f"right_skill.{signal}.jsonl").read_text().splitlines():
+            code, _, body = post(server, line.encode(), path=f"/v1/{signal}")
+            assert (code, json.loads(body)) == (200, {}), body
+    # The session's spans: those of the trace its AI SDK spans carry the session id in (the
+    # other traces are OpenCode's own housekeeping, with no session, discarded when closed).
+    spans = [s for req in trace_requests(folder / "right_skill.traces.jsonl")
+             for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    traces = {s.trace_id for s in spans if any(kv.key == "session.id" for kv in s.attributes)}
+
+    def coverage() -> dict[str, Any]:
+        revisions = server.get_json(f"/v1/sessions/{session}")[1].get("revisions", [])
+        return next((r["coverage"] for rev in revisions for r in rev["records"] if "coverage" in r), {})
+
+    closed = wait_for(coverage)  # closed after the test server's 1 s idle timeout
+    assert closed["spans"] == sum(s.trace_id in traces for s in spans) < len(spans)
+    assert closed["framework"] == "opencode"
+    assert [(x["skill"], x["status"]) for x in closed["skill_loads"]] == [("release-notes", "loaded")]
+
+
 def test_every_gzip_member_is_decoded(server: Server) -> None:
     body = gzip.compress(b"")  # an empty first member
     body += gzip.compress(_protobuf("gz", T1, "b7ad6b7169203331"))
