@@ -55,6 +55,7 @@ TOOL_ARGUMENT_KEYS: tuple[str, ...] = (
     # Gemini CLI tool_call span (telemetry.traces): the call request {"callId", "name", "args"}
     "gen_ai.input.messages",
     "ai.toolCall.args",  # Vercel AI SDK 4-6
+    "tool_arguments",  # Pydantic AI, instrumentation version 2
 )
 # Harnesses that record each argument as its own span attribute: attribute -> argument.
 ARGUMENT_ATTRIBUTES: tuple[tuple[str, str], ...] = (
@@ -72,6 +73,7 @@ TOOL_RESULT_KEYS: tuple[str, ...] = (
     # {"responseParts": [{"functionResponse": {"response": {"output": ...}}}]}}
     "gen_ai.output.messages",
     "ai.toolCall.result",  # Vercel AI SDK 4-6
+    "tool_response",  # Pydantic AI, instrumentation version 2
 )
 # Span events that carry arguments / results: (event name, attribute).
 TOOL_ARGUMENT_EVENTS: tuple[tuple[str, str], ...] = (("gen_ai.tool.message", "content"),)  # Strands legacy
@@ -124,6 +126,10 @@ SKILL_TOOLS: dict[str, str] = {
     # Vercel bash-tool's experimental_createSkillTool (AI SDK); OpenCode's ``skill`` takes
     # ``name`` (any of SKILL_NAME_KEYS is read where the row's key is absent).
     "skill": "skillName",
+    # Pydantic AI (pydantic-ai-harness Skills): each skill a deferred capability; the load
+    # returns only a message, the body follows as a system context part (CAPABILITY_SKILL_TAG).
+    # A capability that is no skill loads through it too, and is reported as a skill load.
+    "load_capability": "id",
 }
 # ADK prefixes toolset tools (``myset_load_skill``); any ``*_load_skill`` is the same tool.
 SKILL_TOOL_SUFFIXES: dict[str, str] = {"_load_skill": "skill_name"}
@@ -438,6 +444,12 @@ ACTIVATED_SKILL_MARKER = "<activated_skill "
 ACTIVATED_SKILL_TAG: re.Pattern[str] = re.compile(
     r'<activated_skill\s+name="([^"]*)"\s*>\s*<instructions>\s*(.*?)\s*</instructions>', re.DOTALL
 )
+# Pydantic AI's loaded capability, a skill's: a system part <context id="capability:x"> that
+# opens with "# Skill: x" (then "Skill directory: `...`." and the body).
+CAPABILITY_SKILL_MARKER = "# Skill: "
+CAPABILITY_SKILL_TAG: re.Pattern[str] = re.compile(
+    r'<context id="capability:([^"]+)">\s*# Skill: ([^\n]+)\n(.*?)\s*</context>', re.DOTALL
+)
 # A file the harness put into the user's message, named by the text part just before it:
 # "Content from @.gemini/skills/x/SKILL.md:" (Gemini CLI's @path expansion).
 INLINED_FILE_MARKER = "Content from @"
@@ -450,6 +462,7 @@ INJECTION_MARKERS: tuple[str, ...] = (
     BASE_DIRECTORY_PREFIX,
     ACTIVATED_SKILL_MARKER,
     INLINED_FILE_MARKER,
+    CAPABILITY_SKILL_MARKER,
 )
 
 # -- catalogs ---------------------------------------------------------------------------
@@ -481,6 +494,12 @@ CATALOG_MARKDOWN_SHAPES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
         "deepagents_skills_system",
         "**Available Skills:**",
         re.compile(r"^\*\*Available Skills:\*\*\s*$", re.MULTILINE),
+    ),
+    # Pydantic AI's deferred capabilities (pydantic-ai-harness Skills: one a skill)
+    (
+        "deferred_capabilities",
+        "can be loaded using the `load_capability` tool",
+        re.compile(r"^The following capabilities are deferred and can be loaded using the `load_capability` tool\b.*$", re.MULTILINE),
     ),
     # Claude Code's system reminder
     (
@@ -583,6 +602,7 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("codex_exec", "codex_cli"),  # Codex CLI span scope under `codex exec`
     ("codex", "codex_cli"),
     ("opencode", "opencode"),  # OpenCode: its own spans, the AI SDK's ai.* spans and its logs
+    ("pydantic-ai", "pydantic_ai"),  # Pydantic AI's instrumentation (Agent.instrument_all)
     ("openinference.instrumentation.llama_index", "llamaindex"),
     ("opentelemetry.instrumentation.llamaindex", "llamaindex"),
 )

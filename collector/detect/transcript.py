@@ -207,6 +207,10 @@ def injections_in(strings: Iterable[str]) -> Iterator[Injection]:
         if facts.INJECTED_SKILL_MARKER in text:
             for match in facts.INJECTED_SKILL_TAG.finditer(text):
                 yield Injection(match.group(1), match.group(3).strip(), match.group(2), follows_tool=False)
+        if facts.CAPABILITY_SKILL_MARKER in text:
+            for match in facts.CAPABILITY_SKILL_TAG.finditer(text):
+                if match.group(1) == match.group(2).strip():
+                    yield Injection(match.group(1), match.group(3).strip(), None, follows_tool=True)
         if text.startswith(facts.BASE_DIRECTORY_PREFIX):
             base = facts.BASE_DIRECTORY.match(text)
             if base is not None:
