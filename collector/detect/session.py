@@ -168,7 +168,6 @@ class SessionEvidence:
         "_message_results",
         "_rules",
         "_scanned",
-        "_tool_spans_with_content",
         "_turn_texts",
         "agent_spans",
         "catalog",
@@ -177,7 +176,6 @@ class SessionEvidence:
         "skill_loads",
         "span_count",
         "tool_calls",
-        "tool_spans",
         "turns",
         "unreadable",
         "unreadable_count",
@@ -193,8 +191,6 @@ class SessionEvidence:
         self.catalog = Catalog()
         self.agent_spans: list[tuple[int, str, str]] = []  # (start, trace_id, span_id)
         self.model_seen = False  # a span in a GenAI convention (``facts.MODEL_ATTRIBUTE_PREFIXES``)
-        self.tool_spans = 0
-        self._tool_spans_with_content = 0
         self._content_seen = False
         self._turn_texts: set[str] = set()
         self._answers: list[tuple[int, str]] = []  # (end time, raw text) of recorded answers
@@ -335,9 +331,6 @@ class SessionEvidence:
             self._expected.setdefault(fold_skill_name(skill), skill)
 
     def _observe_tool(self, call: ToolCall) -> None:
-        self.tool_spans += 1
-        if call.arguments is not None or call.result is not None:
-            self._tool_spans_with_content += 1
         self.tool_calls.append(call)
         for detect in DETECTORS:
             load = detect(call)
@@ -463,8 +456,6 @@ class SessionEvidence:
         self._turn_texts |= other._turn_texts
         self._answers += other._answers
         self.agent_spans += other.agent_spans
-        self.tool_spans += other.tool_spans
-        self._tool_spans_with_content += other._tool_spans_with_content
         self._content_seen = self._content_seen or other._content_seen
         self.catalog.merge(other.catalog)
         self._scanned |= other._scanned
@@ -546,8 +537,11 @@ class SessionEvidence:
                     break
 
     def _content_capture(self) -> ContentCapture:
-        if self.tool_spans:
-            return "present" if self._tool_spans_with_content else "missing"
+        """Whether the session's tool calls came with their content: "present" when any call's
+        arguments or result are known (from its span, or the log record that reported it)."""
+        if self.tool_calls:
+            known = any(c.arguments is not None or c.result is not None for c in self.tool_calls)
+            return "present" if known else "missing"
         # No tool ran.  With no prompt content either, silence proves nothing.
         return "no_tools" if self._content_seen or self.turns else "missing"
 
