@@ -41,6 +41,8 @@ def tool_call(view: SpanView) -> ToolCall | None:
     if not has_marker(view, facts.TOOL_SPAN_MARKERS):
         return None
     attrs = view.attrs
+    if _has_any_key(attrs, facts.HOOK_SPAN_KEYS):
+        return None
     name = attrs.first_text(facts.TOOL_NAME_KEYS)
     if not name and view.name.startswith(facts.TOOL_SPAN_NAME_PREFIX):
         name = view.name[len(facts.TOOL_SPAN_NAME_PREFIX) :].split(" ", 1)[0]

@@ -21,6 +21,9 @@ TOOL_SPAN_MARKERS: tuple[tuple[str, str | None], ...] = (
     ("tool.name", None),
     ("ai.operationId", "ai.toolCall"),  # Vercel AI SDK 4-6 (and 7's legacy integration)
 )
+# A span with one of these keys is a hook's around a tool call, never the call itself (Qwen
+# Code's qwen-code.hook names the tool and ends in ERROR when no hook is configured).
+HOOK_SPAN_KEYS: tuple[str, ...] = ("hook_event",)
 # A tool span's name when no attribute names the tool: "execute_tool <tool>" (GenAI semconv).
 TOOL_SPAN_NAME_PREFIX = "execute_tool "
 # Agent / session-root spans, whose first occurrence anchors session-level results.
@@ -532,6 +535,7 @@ LOG_SKILL_ACTIVATED: dict[str, str] = {
     # reads a listed SKILL.md (implicit; logged before the exec policy runs, so also for a
     # refused read).
     "codex.skill_invocation": "skill.name",
+    "qwen-code.skill_launch": "skill_name",  # Qwen Code, with success
 }
 # On an activation record, a false value here says the skill did not load.
 LOG_SKILL_SUCCESS_KEYS: tuple[str, ...] = ("success",)
@@ -557,6 +561,9 @@ LOG_TOOL_CALLS: dict[str, LogCallFields] = {
     "gemini_cli.tool_call": LogCallFields(  # Gemini CLI
         "function_name", "success", arguments="function_args", error="error"
     ),
+    "qwen-code.tool_call": LogCallFields(  # Qwen Code (a Gemini CLI fork), with the call id
+        "function_name", "success", arguments="function_args", call_id="call_id", error="error"
+    ),
     # Codex CLI; success="true" says the tool ran (not the command's exit code, which is in
     # the output's "Process exited with code N" header).
     "codex.tool_result": LogCallFields(
@@ -568,6 +575,7 @@ LOG_TOOL_CALLS: dict[str, LogCallFields] = {
 LOG_USER_PROMPTS: dict[str, str] = {
     "codex.user_prompt": "prompt",  # Codex CLI
     "gemini_cli.user_prompt": "prompt",  # Gemini CLI (telemetry.logPrompts, on by default)
+    "qwen-code.user_prompt": "prompt",  # Qwen Code (telemetry.logPrompts)
 }
 LOG_AGENT_RESPONSES: dict[str, str] = {"codex.agent_response": "response"}  # Codex CLI, log_agent_responses
 # What a harness logs in place of a prompt it does not export: no request to read.
@@ -602,6 +610,7 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("codex_exec", "codex_cli"),  # Codex CLI span scope under `codex exec`
     ("codex", "codex_cli"),
     ("opencode", "opencode"),  # OpenCode: its own spans, the AI SDK's ai.* spans and its logs
+    ("qwen-code", "qwen_code"),  # Qwen Code: spans and logs alike
     ("pydantic-ai", "pydantic_ai"),  # Pydantic AI's instrumentation (Agent.instrument_all)
     ("openinference.instrumentation.llama_index", "llamaindex"),
     ("opentelemetry.instrumentation.llamaindex", "llamaindex"),
@@ -621,6 +630,7 @@ FRAMEWORK_SERVICES: tuple[tuple[str, str], ...] = (
     ("codex", "codex_cli"),  # codex_cli_rs, codex_exec, codex-cli
     ("claude-code", "claude_code"),
     ("opencode", "opencode"),
+    ("qwen-code", "qwen_code"),
 )
 # Attributes outside the tables above that may hold prompt text (a system instruction, a
 # request) in a harness no row knows: a key holding one of these words, compared casefolded.

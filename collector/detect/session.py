@@ -663,10 +663,17 @@ class SessionEvidence:
         span_call_ids = {c.call_id for c in self.tool_calls if c.call_id}
         span_skills = {load.key for load in self.skill_loads if load.signal == "skill_tool"}
         span_reads = {(load.signal, load.key): load for load in self.skill_loads}
+        by_call_id = {load.tool_call_id: load for load in self.skill_loads if load.tool_call_id}
         for call_id, (call, seen) in self._message_calls.items():
-            if call_id in span_call_ids:
-                continue
             key = skill_tools.argument_key(call.name)
+            if call_id in span_call_ids:
+                same = by_call_id.get(call_id)
+                if key is None and same is not None and same.status == "loaded" and not same.body:
+                    # The call's span or log record kept no result; the history shows it.
+                    read = self._history_read(call_id, call, seen)
+                    if read is not None and read.status == "loaded" and read.body:
+                        same.body = read.body
+                continue
             if key is None:
                 read = self._history_read(call_id, call, seen)
                 if read is None:
