@@ -612,6 +612,7 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("opencode", "opencode"),  # OpenCode: its own spans, the AI SDK's ai.* spans and its logs
     ("qwen-code", "qwen_code"),  # Qwen Code: spans and logs alike
     ("pydantic-ai", "pydantic_ai"),  # Pydantic AI's instrumentation (Agent.instrument_all)
+    ("agent_framework", "agent_framework"),  # Microsoft Agent Framework (Python)
     ("openinference.instrumentation.llama_index", "llamaindex"),
     ("opentelemetry.instrumentation.llamaindex", "llamaindex"),
 )
