@@ -540,20 +540,22 @@ class SessionEvidence:
         """Whether the session's tool calls came with their content: "present" when any call's
         arguments or result are known (from its span, or the log record that reported it)."""
         if self.tool_calls:
-            known = any(c.arguments is not None or c.result is not None for c in self.tool_calls)
-            return "present" if known else "missing"
+            return "present" if any(_has_content(c) for c in self.tool_calls) else "missing"
         # No tool ran.  With no prompt content either, silence proves nothing.
         return "no_tools" if self._content_seen or self.turns else "missing"
 
     def _merge_split_calls(self) -> None:
         """One call that two tool spans recorded (a harness's own span beside its framework's:
-        the same call id and tool, one span with the arguments and result, the other without)
-        is one call: each part taken from the span that has it, detected once."""
+        the same call id and tool, at most one of them with arguments or result) is one call:
+        each part taken from the span that has it, detected once.  Two spans that both hold
+        content stay two calls (the same call re-sent as new spans)."""
         first: dict[tuple[str, str], int] = {}
         merged: list[ToolCall] = []
         split: set[tuple[str, str]] = set()  # (trace id, span id) of the spans merged
         for call in self.tool_calls:
             at = first.get((call.call_id, call.name)) if call.call_id else None
+            if at is not None and _has_content(merged[at]) and _has_content(call):
+                at = None  # two full records (a call re-sent as new spans): two calls, as sent
             if at is None:
                 if call.call_id:
                     first[(call.call_id, call.name)] = len(merged)
@@ -740,10 +742,14 @@ class SessionEvidence:
 _NO_ID = "#"  # starts the key of a history call recorded without an id
 
 
+def _has_content(call: ToolCall) -> bool:
+    return call.arguments is not None or call.result is not None
+
+
 def _combined(one: ToolCall, other: ToolCall) -> ToolCall:
     """Two spans' records of one call as one: the span with content first, the other filling
     in what it lacks; an error either recorded stands."""
-    if one.arguments is None and one.result is None:
+    if not _has_content(one):
         one, other = other, one
     return replace(
         one,
