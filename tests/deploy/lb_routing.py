@@ -98,6 +98,22 @@ def split_traces(request: ExportTraceServiceRequest) -> list[ExportTraceServiceR
     return list(out.values())
 
 
+def drop_unkeyed_spans(request: ExportTraceServiceRequest, service: str, attribute: str) -> ExportTraceServiceRequest:
+    """``request`` without the spans of resources named ``service`` that lack ``attribute``:
+    the filter processor's ``traces.span`` condition
+    ``resource.attributes["service.name"] == "<service>" and attributes["<attribute>"] == nil``."""
+    out = ExportTraceServiceRequest()
+    out.CopyFrom(request)
+    for rs in out.resource_spans:
+        if not any(kv.key == "service.name" and value_of(kv.value) == service for kv in rs.resource.attributes):
+            continue
+        for ss in rs.scope_spans:
+            kept = [span for span in ss.spans if any(kv.key == attribute for kv in span.attributes)]
+            del ss.spans[:]
+            ss.spans.extend(kept)
+    return out
+
+
 def route(
     request: ExportTraceServiceRequest, ring: HashRing, attributes: list[str]
 ) -> list[tuple[str, ExportTraceServiceRequest]]:
@@ -110,4 +126,4 @@ def route(
     return routed
 
 
-__all__ = ["HashRing", "ScopeSpans", "route", "routing_key", "split_traces"]
+__all__ = ["HashRing", "ScopeSpans", "drop_unkeyed_spans", "route", "routing_key", "split_traces"]

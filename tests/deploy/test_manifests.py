@@ -73,6 +73,11 @@ def test_kubernetes_loadbalancer_routes_on_session_id_to_the_headless_service() 
     assert exporter["routing_key"] == "attributes"
     assert exporter["routing_attributes"] == ["session.id"]
     assert exporter["resolver"]["k8s"]["service"] == "skillgauge-headless.skillgauge"
+    # OpenCode's own spans (no session.id) are dropped before routing; test_multi_replica
+    # applies the same condition (lb_routing.drop_unkeyed_spans) to the recorded traffic.
+    dropped = 'resource.attributes["service.name"] == "opencode" and attributes["session.id"] == nil'
+    assert config["processors"]["filter/opencode_internal"]["traces"]["span"] == [dropped]
+    assert config["service"]["pipelines"]["traces"]["processors"][-1] == "filter/opencode_internal"
     role = _kind(lb, "Role")
     assert any("endpoints" in r["resources"] and "watch" in r["verbs"] for r in role["rules"])
 
