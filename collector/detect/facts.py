@@ -502,7 +502,10 @@ CATALOG_MARKDOWN_SHAPES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     (
         "deferred_capabilities",
         "can be loaded using the `load_capability` tool",
-        re.compile(r"^The following capabilities are deferred and can be loaded using the `load_capability` tool\b.*$", re.MULTILINE),
+        re.compile(
+            r"^The following capabilities are deferred and can be loaded using the `load_capability` tool\b.*$",
+            re.MULTILINE,
+        ),
     ),
     # Claude Code's system reminder
     (
