@@ -114,6 +114,31 @@ def drop_unkeyed_spans(request: ExportTraceServiceRequest, service: str, attribu
     return out
 
 
+def shared_traces(requests: list[ExportTraceServiceRequest], attribute: str = "session.id") -> set[bytes]:
+    """The trace ids whose spans, over all ``requests``, name more than one ``attribute`` value."""
+    seen: dict[bytes, set[str]] = {}
+    for request in requests:
+        for rs in request.resource_spans:
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    for kv in span.attributes:
+                        if kv.key == attribute:
+                            seen.setdefault(span.trace_id, set()).add(_string(value_of(kv.value)))
+    return {trace for trace, values in seen.items() if len(values) > 1}
+
+
+def without_shared_traces(request: ExportTraceServiceRequest, traces: set[bytes]) -> ExportTraceServiceRequest:
+    """``request`` without the spans of ``traces``."""
+    out = ExportTraceServiceRequest()
+    out.CopyFrom(request)
+    for rs in out.resource_spans:
+        for ss in rs.scope_spans:
+            kept = [span for span in ss.spans if span.trace_id not in traces]
+            del ss.spans[:]
+            ss.spans.extend(kept)
+    return out
+
+
 def route(
     request: ExportTraceServiceRequest, ring: HashRing, attributes: list[str]
 ) -> list[tuple[str, ExportTraceServiceRequest]]:
@@ -126,4 +151,13 @@ def route(
     return routed
 
 
-__all__ = ["HashRing", "ScopeSpans", "drop_unkeyed_spans", "route", "routing_key", "split_traces"]
+__all__ = [
+    "HashRing",
+    "ScopeSpans",
+    "drop_unkeyed_spans",
+    "route",
+    "routing_key",
+    "shared_traces",
+    "split_traces",
+    "without_shared_traces",
+]

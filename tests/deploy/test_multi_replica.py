@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from export.downstream import Downstream, attrs
-from lb_routing import HashRing, drop_unkeyed_spans, route
+from lb_routing import HashRing, drop_unkeyed_spans, route, shared_traces, without_shared_traces
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from promserver import Prometheus, fixture_requests, require, send_grpc
 from support import Server, metric_value, wait_for
@@ -136,6 +136,10 @@ def test_every_session_is_evaluated_exactly_once_and_sums_match(cluster: Any) ->
     # filter/opencode_internal): OpenCode's own spans, which carry no session.id, would
     # otherwise carry its session's spans in their batches to another replica.
     traces = [drop_unkeyed_spans(request, "opencode", "session.id") for request in traces]
+    # A trace that holds several sessions (`opencode serve` runs all of its sessions in one)
+    # cannot be split by session: the exporter routes each trace's batch by its first span.
+    # Such traffic is documented to go to one replica; it is left out here.
+    traces = [without_shared_traces(request, shared_traces(traces)) for request in traces]
 
     per_replica: dict[str, list[Any]] = {e: [] for e in endpoints}
     for request in traces:
