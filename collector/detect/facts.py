@@ -246,7 +246,7 @@ TRAILER_LINE: re.Pattern[str] = re.compile(
 REFUSALS: re.Pattern[str] = re.compile(
     r"^\s*(?:"
     r"Error:.*"  # Deep Agents read_file: "Error: File '...' not found"
-    r"|Skill\s+'[^']*'\s+not\s+found.*"  # Strands AgentSkills, under a success status
+    r"|Skill\s+(?:'[^']*'|\"[^\"]*\")\s+not\s+found.*"  # Strands AgentSkills ('x'), Mastra ("x"), success status
     r"|.*\bunknown skill\b.*"  # Claude Code: "<tool_use_error>Unknown skill: x"
     r"|.*\bno such skill\b.*"
     r"|<tool_use_error>.*"  # Claude Code
@@ -311,6 +311,7 @@ PROMPT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("", "gen_ai.prompt", "messages"),  # LangSmith OTel mode
     ("", "gcp.vertex.agent.llm_request", "messages"),  # ADK legacy schema
     ("", "ai.prompt.messages", "messages"),  # Vercel AI SDK 4-6: each model call's messages
+    ("", "mastra.model_step.input", "messages"),  # Mastra's OTel exporter: each step's messages
     ("", "user_prompt", "user"),  # Claude Code interaction span (OTEL_LOG_USER_PROMPTS=1)
 )
 # OpenInference flattens messages into one attribute per field:
@@ -616,6 +617,7 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("qwen-code", "qwen_code"),  # Qwen Code: spans and logs alike
     ("pydantic-ai", "pydantic_ai"),  # Pydantic AI's instrumentation (Agent.instrument_all)
     ("agent_framework", "agent_framework"),  # Microsoft Agent Framework (Python)
+    ("@mastra/", "mastra"),  # Mastra's OpenTelemetry exporter (@mastra/otel-exporter)
     ("openinference.instrumentation.llama_index", "llamaindex"),
     ("opentelemetry.instrumentation.llamaindex", "llamaindex"),
 )
