@@ -378,9 +378,14 @@ class SessionsStage:
         await self.settle()
         if self._task is not None:
             self._task.cancel()
+        discarded = self.assembler.discarded
         closed = await self.close_all("shutdown")
+        discarded = self.assembler.discarded - discarded
         await self.next.shutdown(timeout)
-        log.info("shutdown: closed and evaluated %d open sessions", closed)
+        # A trace of a harness's own housekeeping (no session key, nothing to evaluate) closes
+        # like a session and is dropped: say so apart, not as an evaluated session.
+        dropped = f"; dropped {discarded} traces with nothing to evaluate" if discarded else ""
+        log.info("shutdown: closed and evaluated %d open sessions%s", closed - discarded, dropped)
         if self._checkpoints:
             await asyncio.wait(set(self._checkpoints), timeout=timeout)
         if self.store.durable:

@@ -174,6 +174,26 @@ def test_sigterm_closes_and_evaluates_open_sessions(tmp_path: Path) -> None:
     assert "skillgauge stopped" in log
 
 
+def test_at_sigterm_a_harness_s_housekeeping_traces_are_dropped_not_counted_as_evaluated(tmp_path: Path) -> None:
+    # OpenCode's own spans (config, sql, plugins) in traces of their own, beside its session's
+    # trace: at shutdown they close like sessions and are dropped, and the log says so apart.
+    srv = Server(tmp_path, {"sessions": {"idle_timeout": "1h"}})
+    lines = (FRAMEWORKS / "opencode" / "right_skill.traces.jsonl").read_text().splitlines()
+    for line in lines:
+        req = urllib.request.Request(f"{srv.http_url}/v1/traces", line.encode(), {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+    spans = [s for r in trace_requests(FRAMEWORKS / "opencode" / "right_skill.traces.jsonl")
+             for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    keyed = {s.trace_id for s in spans if any(kv.key == "session.id" for kv in s.attributes)}
+    housekeeping = {s.trace_id for s in spans} - keyed
+    assert len(keyed) == 1 and housekeeping
+    srv.proc.send_signal(signal.SIGTERM)
+    assert srv.stop() == 0
+    log = srv.log()
+    assert f"closed and evaluated 1 open sessions; dropped {len(housekeeping)} traces with nothing to evaluate" in log
+
+
 def test_unknown_session_says_why(server: Server) -> None:
     status, body = server.get_json("/v1/sessions/nope")
     assert status == 404
