@@ -150,6 +150,41 @@ def test_oversized_and_zip_bomb_requests_get_413_without_retry_after(tmp_path: P
         srv.stop()
 
 
+def _chunked(srv: Server, body: bytes, piece: int = 4096) -> int:
+    """POST ``body`` with Transfer-Encoding: chunked, as the OpenTelemetry JS exporters send
+    (no Content-Length); the answer's status."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", srv.http_port, timeout=10)
+    try:
+        conn.request(
+            "POST", "/v1/traces", (body[i : i + piece] for i in range(0, len(body), piece)),
+            {"Content-Type": "application/x-protobuf"}, encode_chunked=True,
+        )
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+def test_a_chunked_body_is_taken_and_bounded_like_any_other(tmp_path: Path) -> None:
+    srv = Server(tmp_path, {"receivers": {"otlp": {"http": {"max_request_bytes": "64KiB"}}}})
+    try:
+        assert _chunked(srv, _protobuf("chunked", T1, "b7ad6b7169203331")) == 200
+        assert srv.get_json("/v1/sessions/chunked")[1]["open"]["spans"] == 1
+        pad = {"key": "pad", "value": {"stringValue": "x" * 200}}
+        many = [span("too-big", T2, f"{i + 1:016x}") for i in range(400)]
+        for one in many:
+            one["attributes"].append(pad)
+        big = bytes(parse_json(ExportTraceServiceRequest, request(*many)).SerializeToString())
+        assert len(big) > 64 * 1024
+        assert _chunked(srv, big) == 413  # no Content-Length to refuse early: counted as it streams
+        assert srv.get_json("/v1/sessions/too-big")[0] == 404
+    finally:
+        srv.stop()
+
+
 def test_backpressure_is_503_with_retry_after_and_retry_info(tmp_path: Path) -> None:
     srv = Server(tmp_path, {"sessions": {"max_open": 1, "idle_timeout": "1h"}})
     try:
