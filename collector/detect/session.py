@@ -332,11 +332,10 @@ class SessionEvidence:
 
     def _observe_tool(self, call: ToolCall) -> None:
         self.tool_calls.append(call)
-        for detect in DETECTORS:
-            load = detect(call)
-            if load is not None:
-                self.skill_loads.append(load)
-                return
+        load = _load_of(call)
+        if load is not None:
+            self.skill_loads.append(load)
+            return
         if call.name in facts.CATALOG_TOOLS and call.result:
             self._scan(call.result, _Seen(call.trace_id, call.span_id, call.start_unix_nano))
 
@@ -568,12 +567,9 @@ class SessionEvidence:
         self.tool_calls = merged
         self.skill_loads = [load for load in self.skill_loads if (load.trace_id, load.span_id) not in split]
         for call in merged:
-            if (call.trace_id, call.span_id) in split:
-                for detect in DETECTORS:
-                    load = detect(call)
-                    if load is not None:
-                        self.skill_loads.append(load)
-                        break
+            load = _load_of(call) if (call.trace_id, call.span_id) in split else None
+            if load is not None:
+                self.skill_loads.append(load)
 
     def _complete_from_log_calls(self) -> None:
         """Tool calls as log records complete them: a tool span's missing arguments and error,
@@ -590,13 +586,11 @@ class SessionEvidence:
                 ]
             else:
                 self.tool_calls.append(done.call)
-            for detect in DETECTORS:
-                load = detect(done.call)
-                if load is not None:
-                    if load.status == "unresolved" and done.succeeded:
-                        load.status = "loaded"
-                    self.skill_loads.append(load)
-                    break
+            load = _load_of(done.call)
+            if load is not None:
+                if load.status == "unresolved" and done.succeeded:
+                    load.status = "loaded"
+                self.skill_loads.append(load)
 
     def _resolve_from_logs(self) -> None:
         """A tool span with no recorded result, settled by the harness's log records."""
@@ -668,24 +662,20 @@ class SessionEvidence:
         by_call_id = {load.tool_call_id: load for load in self.skill_loads if load.tool_call_id}
         for call_id, (call, seen) in self._message_calls.items():
             key = skill_tools.argument_key(call.name)
-            if call_id in span_call_ids:
-                same = by_call_id.get(call_id)
-                if key is None and same is not None and same.status == "loaded" and not same.body:
-                    # The call's span or log record kept no result; the history shows it.
-                    read = self._history_read(call_id, call, seen)
-                    if read is not None and read.status == "loaded" and read.body:
-                        same.body = read.body
-                continue
+            on_span = call_id in span_call_ids
             if key is None:
                 read = self._history_read(call_id, call, seen)
                 if read is None:
                     continue
-                same = span_reads.get((read.signal, read.key))
-                if same is None:
+                # The span or log record of the same call (by id, else by what it read).
+                same = by_call_id.get(call_id) if on_span else span_reads.get((read.signal, read.key))
+                if same is None and not on_span:
                     span_reads[(read.signal, read.key)] = read
                     self.skill_loads.append(read)
-                elif read.status == same.status == "loaded" and read.body and not same.body:
+                elif same is not None and read.status == same.status == "loaded" and read.body and not same.body:
                     same.body = read.body  # the span kept no result; the history shows what it returned
+                continue
+            if on_span:
                 continue
             arguments = call.arguments
             skill = names.decoded(skill_tools.skill_argument(arguments, key))
@@ -740,6 +730,15 @@ class SessionEvidence:
 
 
 _NO_ID = "#"  # starts the key of a history call recorded without an id
+
+
+def _load_of(call: ToolCall) -> SkillLoad | None:
+    """The skill load a tool call records, by the first detector that claims it."""
+    for detect in DETECTORS:
+        load = detect(call)
+        if load is not None:
+            return load
+    return None
 
 
 def _has_content(call: ToolCall) -> bool:
