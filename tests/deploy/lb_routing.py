@@ -21,10 +21,11 @@ import bisect
 import struct
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from collector.otlp.views import value_of
 
@@ -98,20 +99,28 @@ def split_traces(request: ExportTraceServiceRequest) -> list[ExportTraceServiceR
     return list(out.values())
 
 
+def _keep_spans(request: ExportTraceServiceRequest, keep: Callable[[ResourceSpans, Span], bool]) -> ExportTraceServiceRequest:
+    """A copy of ``request`` holding only the spans ``keep`` accepts."""
+    out = ExportTraceServiceRequest()
+    out.CopyFrom(request)
+    for rs in out.resource_spans:
+        for ss in rs.scope_spans:
+            kept = [span for span in ss.spans if keep(rs, span)]
+            del ss.spans[:]
+            ss.spans.extend(kept)
+    return out
+
+
 def drop_unkeyed_spans(request: ExportTraceServiceRequest, service: str, attribute: str) -> ExportTraceServiceRequest:
     """``request`` without the spans of resources named ``service`` that lack ``attribute``:
     the filter processor's ``traces.span`` condition
     ``resource.attributes["service.name"] == "<service>" and attributes["<attribute>"] == nil``."""
-    out = ExportTraceServiceRequest()
-    out.CopyFrom(request)
-    for rs in out.resource_spans:
-        if not any(kv.key == "service.name" and value_of(kv.value) == service for kv in rs.resource.attributes):
-            continue
-        for ss in rs.scope_spans:
-            kept = [span for span in ss.spans if any(kv.key == attribute for kv in span.attributes)]
-            del ss.spans[:]
-            ss.spans.extend(kept)
-    return out
+
+    def keep(rs: ResourceSpans, span: Span) -> bool:
+        named = any(kv.key == "service.name" and value_of(kv.value) == service for kv in rs.resource.attributes)
+        return not named or any(kv.key == attribute for kv in span.attributes)
+
+    return _keep_spans(request, keep)
 
 
 def shared_traces(requests: list[ExportTraceServiceRequest], attribute: str = "session.id") -> set[bytes]:
@@ -129,14 +138,7 @@ def shared_traces(requests: list[ExportTraceServiceRequest], attribute: str = "s
 
 def without_shared_traces(request: ExportTraceServiceRequest, traces: set[bytes]) -> ExportTraceServiceRequest:
     """``request`` without the spans of ``traces``."""
-    out = ExportTraceServiceRequest()
-    out.CopyFrom(request)
-    for rs in out.resource_spans:
-        for ss in rs.scope_spans:
-            kept = [span for span in ss.spans if span.trace_id not in traces]
-            del ss.spans[:]
-            ss.spans.extend(kept)
-    return out
+    return _keep_spans(request, lambda rs, span: span.trace_id not in traces)
 
 
 def route(
