@@ -115,6 +115,7 @@ TEXT_FIELDS: tuple[str, ...] = (
     "functionResponse",
     "stdout",  # {"stdout", "stderr", "exitCode"}: Vercel bash-tool's bash (AI SDK)
     "value",  # a Vercel AI SDK tool-result's output: {"type": "json" | "text", "value": ...}
+    "file",  # Claude Code's Read result as its hooks see it: {"type": "text", "file": {"content": ...}}
 )
 
 # -- skill tools ------------------------------------------------------------------------
@@ -319,6 +320,15 @@ PROMPT_FIELDS: tuple[tuple[str, str, str], ...] = (
 FLATTENED_PREFIX = "llm.input_messages."
 FLATTENED_SUFFIXES: tuple[str, ...] = (".message.content", ".message_content.text")
 FLATTENED_ROLE_SUFFIX = ".message.role"
+# The messages a span recorded as its output, flattened the same way; read for skill bodies
+# injected into the conversation (OpenInference's Claude Agent SDK instrumentor records the
+# CLI's "Base directory for this skill: ..." message there, as llm.output_messages.<i>.
+# message.content.<j>).  A key's trailing part number is left out before its suffix is matched.
+FLATTENED_OUTPUT_PREFIX = "llm.output_messages."
+# A prompt field that is plain text by its mime type holds the user's own words, not a message
+# list: OpenInference's input.value with input.mime_type "text/plain" (an AGENT span's request).
+PLAIN_TEXT_INPUTS: dict[str, str] = {"input.value": "input.mime_type"}  # field -> its mime-type key
+PLAIN_TEXT_MIME = "text/plain"
 # Where a span keeps the tools offered to the model, whose descriptions may list the skills
 # (Vercel bash-tool's skill tool: "Available skills:" then '- skill("name"): ...'): JSON text,
 # or a list of it.  Read for catalogs only; not conversation content.

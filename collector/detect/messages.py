@@ -36,6 +36,9 @@ def _field_texts(
         if key in present:
             text = attrs.text(key)
             if text:
+                mime = facts.PLAIN_TEXT_INPUTS.get(key)
+                if mime is not None and attrs.get(mime) == facts.PLAIN_TEXT_MIME:
+                    role = "user"
                 found.append((role, text))
     if not events:
         return found
@@ -51,13 +54,19 @@ def _field_texts(
 
 
 def prompt_texts(view: SpanView) -> list[tuple[str, str]]:
-    """(role, raw text) of every prompt-like field on the span."""
+    """(role, raw text) of every prompt-like field on the span, and of the conversation it
+    recorded as its output (role "output": read for injected skill bodies, no turn)."""
     found = _field_texts(view, _PROMPT_ATTRIBUTES, _PROMPT_EVENTS)
     for key in _flattened_keys(view):
         if key.endswith(facts.FLATTENED_SUFFIXES):
             flattened = view.attrs.text(key)
             if flattened:
                 found.append(("flattened", flattened))
+    for key in view.attrs.keys_with_prefix(facts.FLATTENED_OUTPUT_PREFIX):
+        if key.rstrip("0123456789").rstrip(".").endswith(facts.FLATTENED_SUFFIXES):
+            output = view.attrs.text(key)
+            if output:
+                found.append(("output", output))
     return found
 
 

@@ -209,3 +209,46 @@ def test_one_call_on_two_tool_spans_is_one_call_whichever_span_comes_first(
     )]
     # finishing leaves the evidence as it was: a second finish gives the same session
     assert evidence.finish("s", 1, "end_of_input").skill_loads == session.skill_loads
+
+
+# -- the Claude Agent SDK under OpenInference's instrumentor (claude_agent_sdk/README.md) ------
+
+
+def _query_spans(file: str) -> list[SpanView]:
+    views = []
+    for request in trace_requests(FRAMEWORKS / "claude_agent_sdk" / file):
+        for rs in request.resource_spans:
+            for ss in rs.scope_spans:
+                views += [SpanView(s, ss.scope.name, ResourceView(rs.resource)) for s in ss.spans]
+    return [v for v in views if v.name.startswith("ClaudeAgentSDK.")]
+
+
+def test_claude_agent_sdk_each_query_span_s_plain_text_input_is_a_user_request() -> None:
+    session = session_of("claude_agent_sdk/two_turns.traces.jsonl")
+    assert [t.user_message for t in session.turns] == [
+        "What is 2 + 2? Answer in one word.",
+        "Write release notes for these merged changes: added CSV export; fixed login timeout; removed the v1 API.",
+    ]
+    assert session.turns[0].response == "Four."
+    assert (session.turns[1].response or "").startswith("## Breaking changes")
+
+
+def test_an_input_value_is_a_user_request_only_when_its_mime_type_says_plain_text() -> None:
+    from collector.detect import messages
+
+    (view,) = _query_spans("right_skill.traces.jsonl")
+    assert messages.user_texts(view) == [view.attrs.get("input.value")]
+    for kv in view.span.attributes:
+        if kv.key == "input.mime_type":
+            kv.value.string_value = "application/json"
+    relabelled = SpanView(view.span, view.scope, view.resource)
+    assert messages.user_texts(relabelled) == []  # read as a message list, and it is none
+
+
+def test_claude_agent_sdk_skill_body_is_read_from_the_message_the_query_span_recorded_as_output() -> None:
+    (view,) = _query_spans("right_skill.traces.jsonl")
+    (key,) = [k for k in view.attrs.shape() if k.startswith("llm.output_messages.1.") and "content" in k]
+    assert str(view.attrs.get(key)).startswith("Base directory for this skill:")
+    (load,) = session_of("claude_agent_sdk/right_skill.traces.jsonl").skill_loads
+    assert (load.skill, load.status, load.signal) == ("release-notes", "loaded", "skill_tool")
+    assert load.body is not None and load.body.startswith("# Release notes")
