@@ -34,7 +34,7 @@ def fresh_session(body: bytes, session: str, n: int) -> bytes:
                 kv.value.string_value = session
         for ss in rs.scope_spans:
             for span in ss.spans:
-                rekey(span, session, (n + 1) << 80)
+                rekey(span, session, (n + 1) << 32)  # not recorded_session's salts (n + 1)
     return request.SerializeToString()
 
 

@@ -143,6 +143,10 @@ TRACE_TAG = b"SGBNCH"
 
 
 def rekey(span: Span, session: str, salt: int) -> None:
+    """``span`` under session id ``session`` (every session key it carries) and a trace id of
+    this benchmark: ``TRACE_TAG``, two zero bytes (a pass's round number, see ``fresh``), then
+    the recorded id's low 64 bits XOR ``salt``'s.  Spans of one recorded trace rekeyed with one
+    salt share a trace again; another salt (below 2**64) gives another trace."""
     low = (int.from_bytes(span.trace_id, "big") ^ salt) & ((1 << 64) - 1)
     span.trace_id = TRACE_TAG + bytes(2) + low.to_bytes(8, "big")
     for kv in span.attributes:
@@ -165,7 +169,7 @@ def recorded_session(n: int, name: str) -> ExportTraceServiceRequest:
         ss.scope.ParseFromString(scope)
         span = ss.spans.add()
         span.ParseFromString(raw)
-        rekey(span, name, (n + 1) << 64)
+        rekey(span, name, n + 1)
     return request
 
 
@@ -776,7 +780,7 @@ def one_skill_sessions(sessions: int) -> list[tuple[str, bytes]]:
                     kv.value.string_value = name
             for ss in rs.scope_spans:
                 for span in ss.spans:
-                    rekey(span, name, (n + 1) << 64)
+                    rekey(span, name, n + 1)
                     if not any(kv.key in SESSION_KEYS for kv in span.attributes):
                         kv = span.attributes.add()
                         kv.key, kv.value.string_value = "session.id", name
