@@ -2,8 +2,8 @@
 
 A SKILL.md is YAML frontmatter between ``---`` lines holding at least ``name`` and
 ``description``, then a Markdown body.  Text read back from a tool often carries line
-numbers (``1\\t---``, ``     1→---``) or a header (``@@ lines 1-12 of 12 @@``); those are
-stripped before parsing.  Pure functions, no I/O.
+numbers (``1\\t---``, ``     1→---``, ``     1  ---`` as ``cat -n`` pads them) or a header
+(``@@ lines 1-12 of 12 @@``); those are stripped before parsing.  Pure functions, no I/O.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _HEADER = re.compile(r"^\s*@@[^\n]*@@[ \t]*\n")
 # libyaml's loader when present: the pure-Python one dominates detection time otherwise.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_LINE_NUMBER = re.compile(r"^[ \t]*\d+(?:\t|→|\|[ \t]?|:[ \t])", re.MULTILINE)
+# A gutter: the number, then its separator (a blank line's may have been trimmed off).
+_LINE_NUMBER = re.compile(r"^[ \t]*\d+(?:\t|→|\|[ \t]?|:[ \t]| {2}|[ \t]*$)", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,8 @@ def tool_call(view: SpanView) -> ToolCall | None:
     result = attrs.first_text(facts.TOOL_RESULT_KEYS)
     if result is None:
         result = event_text(view, facts.TOOL_RESULT_EVENTS)
+    if arguments == result == facts.UNRECORDED_CALL:
+        arguments = result = None
     return ToolCall(
         name=name,
         span_id=view.span_id,

@@ -116,7 +116,13 @@ TEXT_FIELDS: tuple[str, ...] = (
     "stdout",  # {"stdout", "stderr", "exitCode"}: Vercel bash-tool's bash (AI SDK)
     "value",  # a Vercel AI SDK tool-result's output: {"type": "json" | "text", "value": ...}
     "file",  # Claude Code's Read result as its hooks see it: {"type": "text", "file": {"content": ...}}
+    "json",  # Strands TS: a tool result's JSON part, [{"json": {"output": ..., "exit_code": 0}}]
 )
+
+# What a tool span records as both its arguments and its result when its harness captures no
+# content: ADK for TypeScript writes "{}" for both (ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS=false).
+# Such a call recorded neither; a call with no arguments still records its result.
+UNRECORDED_CALL = "{}"
 
 # -- skill tools ------------------------------------------------------------------------
 
@@ -166,6 +172,10 @@ READ_TOOLS: frozenset[str] = frozenset(
     {"read", "Read", "read_file", "file_read", "filesystem_read", "read_text_file", "view", "cat_file"}
 )
 PATH_ARGUMENTS: tuple[str, ...] = ("file_path", "path", "filename", "filepath", "file", "filePath")
+# An editor tool reads when its command argument says so, whatever the tool's name:
+# {"command": "view", "path": ...} (Strands' fileEditor, Anthropic's text editor tool).
+READ_COMMAND_ARGUMENT = "command"
+READ_COMMANDS: frozenset[str] = frozenset({"view"})
 
 # Any other tool counts as a read when its result holds a SKILL.md, unless its name has one
 # of these words (a write or edit echoing what it wrote), compared casefolded.
@@ -223,7 +233,7 @@ OK_EXIT_CODES: frozenset[int] = frozenset({0, 141})
 # Gemini CLI's shell).  The document starts at group "open" (the gutter, if any, is kept: the
 # parser strips it from every line).
 FRONT_MATTER_LINE: re.Pattern[str] = re.compile(
-    r"^[ \t]*(?:[A-Za-z][\w ]{0,30}:[ \t]*)?(?P<open>(?:\d+(?:\t|→|\|[ \t]?|:[ \t]?))?---)[ \t]*\r?$",
+    r"^[ \t]*(?:[A-Za-z][\w ]{0,30}:[ \t]*)?(?P<open>(?:\d+(?:\t|→|\|[ \t]?|:[ \t]?| {2}))?---)[ \t]*\r?$",
     re.MULTILINE,
 )
 # How many "---" lines are tried as the opening one (a header may hold a rule of its own).
@@ -344,19 +354,21 @@ RESPONSE_FIELDS: tuple[tuple[str, str], ...] = (
     ("", "output.value"),  # OpenInference
     ("", "gen_ai.completion"),  # LangSmith OTel mode
     ("", "ai.response.text"),  # Vercel AI SDK 4-6
+    ("", "gcp.vertex.agent.llm_response"),  # ADK legacy schema: {"content": {"role": "model", "parts": [...]}}
 )
 # Message roles of a user request: "human" is LangChain's (Deep Agents, LangGraph).
 USER_ROLES: tuple[str, ...] = ("user", "human")
 # Where a message keeps its body, first present wins: GenAI semconv messages use "parts".
 MESSAGE_BODY_KEYS: tuple[str, ...] = ("parts", "content")
 # Where a recorded request keeps its message list, first non-empty wins: {"messages": [...]}
-# (Anthropic Messages API bodies, LangGraph state), {"input": [...]} (OpenAI Responses API).
-HISTORY_KEYS: tuple[str, ...] = ("messages", "input")
+# (Anthropic Messages API bodies, LangGraph state), {"input": [...]} (OpenAI Responses API),
+# {"contents": [...]} (Gemini API requests: ADK's gcp.vertex.agent.llm_request).
+HISTORY_KEYS: tuple[str, ...] = ("messages", "input", "contents")
 # Content parts that are text: untyped, or typed "text"; their text, first present wins.
 TEXT_PART_TYPES: tuple[str | None, ...] = (None, "text")
 TEXT_PART_KEYS: tuple[str, ...] = ("text", "content")
-# Untyped content parts that hold a tool call or result rather than text (Strands).
-TOOL_PART_KEYS: tuple[str, ...] = ("toolResult", "toolUse")
+# Untyped content parts that hold a tool call or result rather than text (Strands, the Gemini API).
+TOOL_PART_KEYS: tuple[str, ...] = ("toolResult", "toolUse", "functionCall", "functionResponse")
 
 # -- message blocks: tool calls and results inside recorded conversations ----------------
 
@@ -609,6 +621,7 @@ LOG_CONTENT_ATTRIBUTES: tuple[str, ...] = (
 # Instrumentation scope -> framework, by prefix.
 FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("strands.telemetry", "strands"),
+    ("strands-agents", "strands"),  # Strands for TypeScript (its tracer's default name)
     ("openinference.instrumentation.langchain", "langgraph"),
     ("opentelemetry.instrumentation.langchain", "langgraph"),
     ("langsmith", "langgraph"),

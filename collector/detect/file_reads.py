@@ -9,9 +9,9 @@ from evaluators.evidence import Signal, SkillLoad, ToolCall
 
 
 def skill_path(call: ToolCall) -> str | None:
-    if call.name not in facts.READ_TOOLS:
-        return None
     arguments = arguments_of(call)
+    if call.name not in facts.READ_TOOLS and not _reads_by_command(arguments):
+        return None
     if isinstance(arguments, dict):
         for key in facts.PATH_ARGUMENTS:
             value = arguments.get(key)
@@ -23,6 +23,10 @@ def skill_path(call: ToolCall) -> str | None:
     if isinstance(arguments, str) and arguments.strip().endswith("SKILL.md"):
         return arguments.strip()
     return None
+
+
+def _reads_by_command(arguments: object) -> bool:
+    return isinstance(arguments, dict) and arguments.get(facts.READ_COMMAND_ARGUMENT) in facts.READ_COMMANDS
 
 
 def detect(call: ToolCall) -> SkillLoad | None:

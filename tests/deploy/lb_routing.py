@@ -136,7 +136,30 @@ def shared_traces(requests: list[ExportTraceServiceRequest], attribute: str = "s
     return {trace for trace, values in seen.items() if len(values) > 1}
 
 
-def without_shared_traces(request: ExportTraceServiceRequest, traces: set[bytes]) -> ExportTraceServiceRequest:
+def scattered_sessions(requests: list[ExportTraceServiceRequest], attribute: str = "session.id") -> set[bytes]:
+    """The trace ids of sessions that span several traces while some of their spans carry no
+    ``attribute`` (on the span or its resource).  The exporter routes each trace by its first
+    span, so such a session's traces may reach different replicas: deploy/kubernetes asks for
+    the attribute on every span (a Claude Agent SDK app without ``using_session`` is one)."""
+    session_of: dict[bytes, str] = {}
+    unkeyed: set[bytes] = set()
+    for request in requests:
+        for rs in request.resource_spans:
+            on_resource = next((kv.value for kv in rs.resource.attributes if kv.key == attribute), None)
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    value = next((kv.value for kv in span.attributes if kv.key == attribute), on_resource)
+                    if value is None:
+                        unkeyed.add(span.trace_id)
+                    else:
+                        session_of.setdefault(span.trace_id, _string(value_of(value)))
+    traces_of: dict[str, set[bytes]] = {}
+    for trace, session in session_of.items():
+        traces_of.setdefault(session, set()).add(trace)
+    return {trace for traces in traces_of.values() if len(traces) > 1 and traces & unkeyed for trace in traces}
+
+
+def without_traces(request: ExportTraceServiceRequest, traces: set[bytes]) -> ExportTraceServiceRequest:
     """``request`` without the spans of ``traces``."""
     return _keep_spans(request, lambda rs, span: span.trace_id not in traces)
 
@@ -159,7 +182,8 @@ __all__ = [
     "drop_unkeyed_spans",
     "route",
     "routing_key",
+    "scattered_sessions",
     "shared_traces",
     "split_traces",
-    "without_shared_traces",
+    "without_traces",
 ]

@@ -252,3 +252,26 @@ def test_claude_agent_sdk_skill_body_is_read_from_the_message_the_query_span_rec
     (load,) = session_of("claude_agent_sdk/right_skill.traces.jsonl").skill_loads
     assert (load.skill, load.status, load.signal) == ("release-notes", "loaded", "skill_tool")
     assert load.body is not None and load.body.startswith("# Release notes")
+
+
+# -- Gemini API requests as ADK records them (gcp.vertex.agent.llm_request / llm_response) ----
+
+
+@pytest.mark.parametrize("file", ["adk/file_read_legacy.traces.jsonl", "adk_ts/list_skills.traces.jsonl"])
+def test_adk_s_recorded_gemini_request_gives_the_user_request_and_its_answer(file: str) -> None:
+    # {"contents": [{"role": "user", "parts": [{"text": ...}]}, ...]}; the function responses
+    # it carries back (role "user" too, parts [{"functionResponse": ...}]) are no requests.
+    session = session_of(file)
+    (turn,) = session.turns
+    assert turn.user_message.startswith("Write release notes for")
+    assert (turn.response or "").startswith("## Breaking changes")
+
+
+def test_a_tool_span_recording_empty_objects_as_arguments_and_result_recorded_no_content() -> None:
+    # ADK for TypeScript with ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS=false writes "{}" for both.
+    session = session_of("adk_ts/right_skill_nocontent.traces.jsonl")
+    assert session.content_capture == "missing"
+    (load,) = session.skill_loads
+    assert (load.skill, load.status) == ("", "unresolved")  # a skill tool ran; which, and how, unknown
+    listed = session_of("adk_ts/list_skills.traces.jsonl")  # no arguments, a real result: content
+    assert listed.content_capture == "present" and listed.catalog.state == "advertised"
