@@ -16,7 +16,8 @@ from evaluators.evidence import CatalogEntry
 
 
 def available_skills_xml(text: str) -> list[CatalogEntry] | None:
-    """The XML shape: ``<available_skills><skill><name>..`` (XML-escaped)."""
+    """The XML shape: ``<available_skills><skill><name>..`` (XML-escaped), or each skill named
+    in its tag: ``<skill name="x">description</skill>``."""
     match = facts.CATALOG_XML_BLOCK.search(text)
     if match is None:
         return None
@@ -27,6 +28,9 @@ def available_skills_xml(text: str) -> list[CatalogEntry] | None:
             entries.append(
                 CatalogEntry(fields["name"], fields.get("description", ""), fields.get("location"))
             )
+    for name, description in facts.CATALOG_XML_NAMED_SKILL.findall(match.group(1)):
+        if name.strip():
+            entries.append(CatalogEntry(html.unescape(name.strip()), html.unescape(description.strip())))
     return entries
 
 

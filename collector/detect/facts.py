@@ -258,6 +258,7 @@ REFUSALS: re.Pattern[str] = re.compile(
     r"^\s*(?:"
     r"Error:.*"  # Deep Agents read_file: "Error: File '...' not found"
     r"|Skill\s+(?:'[^']*'|\"[^\"]*\")\s+not\s+found.*"  # Strands AgentSkills ('x'), Mastra ("x"), success status
+    r"|Skill\s+'[^']*'\s+is\s+not\s+available.*"  # CrewAI's load_skill, success status
     r"|.*\bunknown skill\b.*"  # Claude Code: "<tool_use_error>Unknown skill: x"
     r"|.*\bno such skill\b.*"
     r"|<tool_use_error>.*"  # Claude Code
@@ -272,6 +273,7 @@ REFUSALS: re.Pattern[str] = re.compile(
 REFUSAL_WORDS: tuple[str, ...] = (
     "error:",
     "found",
+    "not available",
     "unknown skill",
     "no such skill",
     "<tool_use_error>",
@@ -502,6 +504,9 @@ CATALOG_XML_MARKER = "<available_skills>"
 CATALOG_XML_RAW_MARKER = "available_skills"
 CATALOG_XML_BLOCK: re.Pattern[str] = re.compile(r"<available_skills>(.*?)</available_skills>", re.DOTALL)
 CATALOG_XML_SKILL: re.Pattern[str] = re.compile(r"<skill>(.*?)</skill>", re.DOTALL)
+# The same block with each skill named in its tag, its description as its text (CrewAI):
+# <available_skills>...<skill name="x">description</skill>...</available_skills>
+CATALOG_XML_NAMED_SKILL: re.Pattern[str] = re.compile(r'<skill\s+name="([^"]*)"[^>]*>(.*?)</skill>', re.DOTALL)
 CATALOG_XML_FIELD: re.Pattern[str] = re.compile(r"<(name|description|location)>(.*?)</\1>", re.DOTALL)
 # Markdown catalogs, a "- name: description" list under a lead line (heading or sentence):
 # (shape name, cheap substring that must be present, the lead line), tried in this order
@@ -604,8 +609,10 @@ LOG_USER_PROMPTS: dict[str, str] = {
     "qwen-code.user_prompt": "prompt",  # Qwen Code (telemetry.logPrompts)
 }
 LOG_AGENT_RESPONSES: dict[str, str] = {"codex.agent_response": "response"}  # Codex CLI, log_agent_responses
-# What a harness logs in place of a prompt it does not export: no request to read.
-REDACTED_PROMPTS: frozenset[str] = frozenset({"[REDACTED]"})  # Codex CLI without log_user_prompt
+# What a harness records in place of a request: no request to read.  Codex CLI logs
+# "[REDACTED]" without log_user_prompt; CrewAI's execute crew span records a crew run without
+# inputs as a user message "null".
+PLACEHOLDER_PROMPTS: frozenset[str] = frozenset({"[REDACTED]", "null"})
 # Log record attributes that hold whole API requests / responses or prompts.
 LOG_CONTENT_ATTRIBUTES: tuple[str, ...] = (
     "body",  # Claude Code api_request_body / api_response_body (OTEL_LOG_RAW_API_BODIES)
@@ -640,6 +647,7 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("qwen-code", "qwen_code"),  # Qwen Code: spans and logs alike
     ("pydantic-ai", "pydantic_ai"),  # Pydantic AI's instrumentation (Agent.instrument_all)
     ("agent_framework", "agent_framework"),  # Microsoft Agent Framework (Python)
+    ("crewai", "crewai"),  # CrewAI's own tracing (crewai.telemetry.tracing)
     ("@mastra/", "mastra"),  # Mastra's OpenTelemetry exporter (@mastra/otel-exporter)
     ("openinference.instrumentation.llama_index", "llamaindex"),
     ("opentelemetry.instrumentation.llamaindex", "llamaindex"),

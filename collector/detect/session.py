@@ -253,7 +253,8 @@ class SessionEvidence:
                 if self._first_sight((role, raw)):
                     fresh.append((role, raw))
         for text in messages.user_texts(view, fresh):
-            if text not in self._turn_texts:  # each request once, though every later span repeats it
+            # each request once, though every later span repeats it
+            if text not in self._turn_texts and text not in facts.PLACEHOLDER_PROMPTS:
                 self._turn_texts.add(text)
                 self.turns.append(Turn(text, view.span_id, view.trace_id, start))
         # Read when the session closes, and only the answers that end a turn: a chat span per
@@ -287,7 +288,7 @@ class SessionEvidence:
         prompt_key = facts.LOG_USER_PROMPTS.get(event)
         if prompt_key is not None:
             text = view.attrs.text(prompt_key)
-            if text and text not in facts.REDACTED_PROMPTS and text not in self._turn_texts:
+            if text and text not in facts.PLACEHOLDER_PROMPTS and text not in self._turn_texts:
                 self._turn_texts.add(text)
                 self.turns.append(Turn(text, seen.span_id, seen.trace_id, seen.time_unix_nano))
         answer_key = facts.LOG_AGENT_RESPONSES.get(event)
@@ -629,6 +630,10 @@ class SessionEvidence:
                     load.status = "loaded"
                     load.body = load.body or injection.body or None
                 continue
+            if injection.body and any(
+                load.key == key and load.body and injection.body in load.body for load in self.skill_loads
+            ):
+                continue  # a load's own result (CrewAI's load_skill), seen again in a later history
             self.skill_loads.append(
                 SkillLoad(
                     skill=injection.skill,

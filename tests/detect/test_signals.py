@@ -275,3 +275,10 @@ def test_a_tool_span_recording_empty_objects_as_arguments_and_result_recorded_no
     assert (load.skill, load.status) == ("", "unresolved")  # a skill tool ran; which, and how, unknown
     listed = session_of("adk_ts/list_skills.traces.jsonl")  # no arguments, a real result: content
     assert listed.content_capture == "present" and listed.catalog.state == "advertised"
+
+
+def test_crewai_s_crew_span_recording_null_inputs_is_no_request() -> None:
+    # execute crew: gen_ai.input.messages [{"role": "user", "parts": [{"content": "null"}]}]
+    texts = [t.user_message for t in session_of("crewai/right_skill.traces.jsonl").turns]
+    assert "null" not in texts
+    assert texts and texts[0].startswith("Write release notes for these merged changes")
