@@ -117,6 +117,10 @@ TEXT_FIELDS: tuple[str, ...] = (
     "value",  # a Vercel AI SDK tool-result's output: {"type": "json" | "text", "value": ...}
     "file",  # Claude Code's Read result as its hooks see it: {"type": "text", "file": {"content": ...}}
     "json",  # Strands TS: a tool result's JSON part, [{"json": {"output": ..., "exit_code": 0}}]
+    # LangChain JS's serialised objects, as OpenInference records a ToolMessage:
+    # {"lc": 1, "type": "constructor", "id": [..., "ToolMessage"], "kwargs": {"content": ...}}
+    "kwargs",
+    "generations",  # LangChain's LLMResult (an LLM span's output.value): {"generations": [[{"text": ...}]]}
 )
 
 # What a tool span records as both its arguments and its result when its harness captures no
@@ -613,6 +617,10 @@ LOG_AGENT_RESPONSES: dict[str, str] = {"codex.agent_response": "response"}  # Co
 # "[REDACTED]" without log_user_prompt; CrewAI's execute crew span records a crew run without
 # inputs as a user message "null".
 PLACEHOLDER_PROMPTS: frozenset[str] = frozenset({"[REDACTED]", "null"})
+# What a span records as its output that is no answer: LangGraph's routing steps output the
+# next node's name, the last one "__end__", and a step that returns nothing "null"
+# (OpenInference CHAIN spans).
+PLACEHOLDER_ANSWERS: frozenset[str] = frozenset({"__end__", "null"})
 # Log record attributes that hold whole API requests / responses or prompts.
 LOG_CONTENT_ATTRIBUTES: tuple[str, ...] = (
     "body",  # Claude Code api_request_body / api_response_body (OTEL_LOG_RAW_API_BODIES)
@@ -630,6 +638,7 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("strands.telemetry", "strands"),
     ("strands-agents", "strands"),  # Strands for TypeScript (its tracer's default name)
     ("openinference.instrumentation.langchain", "langgraph"),
+    ("@arizeai/openinference-instrumentation-langchain", "langgraph"),  # LangChain.js (Deep Agents JS)
     ("opentelemetry.instrumentation.langchain", "langgraph"),
     ("langsmith", "langgraph"),
     ("openinference.instrumentation.google_adk", "google_adk"),

@@ -199,7 +199,10 @@ def response_raw(view: SpanView) -> str | None:
 
 
 def answer_text(raw: str) -> str | None:
-    """The readable answer in a recorded response: the last message of a list, or the text."""
+    """The readable answer in a recorded response: the last message of a list, or the text
+    (None for what is no answer, ``facts.PLACEHOLDER_ANSWERS``)."""
+    if raw in facts.PLACEHOLDER_ANSWERS:
+        return None
     parsed = parse_json(raw)
     if isinstance(parsed, list) and parsed and isinstance(parsed[0], dict) and "role" in parsed[0]:
         return flatten_text(first_truthy(parsed[-1], facts.MESSAGE_BODY_KEYS)) or None

@@ -282,3 +282,12 @@ def test_crewai_s_crew_span_recording_null_inputs_is_no_request() -> None:
     texts = [t.user_message for t in session_of("crewai/right_skill.traces.jsonl").turns]
     assert "null" not in texts
     assert texts and texts[0].startswith("Write release notes for these merged changes")
+
+
+@pytest.mark.parametrize("file", ["deepagents/right_skill.traces.jsonl", "deepagents_js/right_skill.traces.jsonl"])
+def test_a_langgraph_answer_is_the_model_s_text_not_a_step_s_output(file: str) -> None:
+    # OpenInference records LangGraph's steps as CHAIN spans whose outputs end a run: a
+    # routing step's "__end__", a step's "null"; the model's text is in its LLM span's
+    # {"generations": [[{"text": ...}]]}.
+    (turn,) = session_of(file).turns
+    assert (turn.response or "").startswith("## Breaking changes")
