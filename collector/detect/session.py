@@ -633,7 +633,7 @@ class SessionEvidence:
             if injection.body and any(
                 load.key == key and load.body and injection.body in load.body for load in self.skill_loads
             ):
-                continue  # a load's own result (CrewAI's load_skill), seen again in a later history
+                continue  # a load's own result, seen again in a later request's history
             self.skill_loads.append(
                 SkillLoad(
                     skill=injection.skill,
