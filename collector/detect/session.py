@@ -497,6 +497,7 @@ class SessionEvidence:
         self._add_message_calls()
         self._keep_names()
         self.turns.sort(key=lambda t: t.start_unix_nano)
+        self._merge_restated_turns()
         self._answer_turns()
         self.tool_calls.sort(key=lambda c: c.start_unix_nano)
         self.skill_loads.sort(key=lambda s: s.time_unix_nano)
@@ -520,6 +521,23 @@ class SessionEvidence:
             unreadable=list(self.unreadable),
             unreadable_count=self.unreadable_count,
         )
+
+    def _merge_restated_turns(self) -> None:
+        """A request that holds the one kept before it, in the same trace, with no answer
+        in between, restates it (a framework handing a task down its layers, each span
+        recording the request anew): one turn, the first."""
+        kept: list[Turn] = []
+        for turn in self.turns:
+            last = kept[-1] if kept else None
+            if (
+                last is not None
+                and turn.trace_id == last.trace_id
+                and last.user_message in turn.user_message
+                and not any(last.start_unix_nano <= end < turn.start_unix_nano for end, _ in self._answers)
+            ):
+                continue
+            kept.append(turn)
+        self.turns = kept
 
     def _answer_turns(self) -> None:
         """Each turn's answer: the latest recorded answer before the next turn began (of

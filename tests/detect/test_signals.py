@@ -277,11 +277,17 @@ def test_a_tool_span_recording_empty_objects_as_arguments_and_result_recorded_no
     assert listed.content_capture == "present" and listed.catalog.state == "advertised"
 
 
-def test_crewai_s_crew_span_recording_null_inputs_is_no_request() -> None:
-    # execute crew: gen_ai.input.messages [{"role": "user", "parts": [{"content": "null"}]}]
-    texts = [t.user_message for t in session_of("crewai/right_skill.traces.jsonl").turns]
-    assert "null" not in texts
-    assert texts and texts[0].startswith("Write release notes for these merged changes")
+def test_crewai_s_request_is_one_turn_however_many_spans_restate_it() -> None:
+    # execute crew records a run without inputs as a user message "null"; execute task,
+    # execute agent and the first call llm each record the request anew (the latter two with
+    # more around it), before any answer.
+    (turn,) = session_of("crewai/right_skill.traces.jsonl").turns
+    assert turn.user_message == (
+        "Write release notes for these merged changes: added CSV export; fixed login timeout; removed the v1 API."
+    )
+    assert (turn.response or "").startswith("## Breaking changes")
+    two = session_of("claude_agent_sdk/two_turns.traces.jsonl")  # a real second request stays one
+    assert len(two.turns) == 2
 
 
 @pytest.mark.parametrize("file", ["deepagents/right_skill.traces.jsonl", "deepagents_js/right_skill.traces.jsonl"])
