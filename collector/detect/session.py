@@ -253,9 +253,7 @@ class SessionEvidence:
                 if self._first_sight((role, raw)):
                     fresh.append((role, raw))
         for text in messages.user_texts(view, fresh):
-            # each request once, though every later span repeats it
-            if text not in self._turn_texts and text not in facts.PLACEHOLDER_PROMPTS:
-                self._turn_texts.add(text)
+            if self._new_request(text):
                 self.turns.append(Turn(text, view.span_id, view.trace_id, start))
         # Read when the session closes, and only the answers that end a turn: a chat span per
         # model call records one, and most are superseded by a later one in the same turn.
@@ -288,8 +286,7 @@ class SessionEvidence:
         prompt_key = facts.LOG_USER_PROMPTS.get(event)
         if prompt_key is not None:
             text = view.attrs.text(prompt_key)
-            if text and text not in facts.PLACEHOLDER_PROMPTS and text not in self._turn_texts:
-                self._turn_texts.add(text)
+            if text and self._new_request(text):
                 self.turns.append(Turn(text, seen.span_id, seen.trace_id, seen.time_unix_nano))
         answer_key = facts.LOG_AGENT_RESPONSES.get(event)
         if answer_key is not None:
@@ -339,6 +336,14 @@ class SessionEvidence:
             return
         if call.name in facts.CATALOG_TOOLS and call.result:
             self._scan(call.result, _Seen(call.trace_id, call.span_id, call.start_unix_nano))
+
+    def _new_request(self, text: str) -> bool:
+        """True the first time this session reads a user request (every later span repeats
+        it); never for what a harness records in place of one (``facts.PLACEHOLDER_PROMPTS``)."""
+        if text in self._turn_texts or text in facts.PLACEHOLDER_PROMPTS:
+            return False
+        self._turn_texts.add(text)
+        return True
 
     def _first_sight(self, item: tuple[str, str]) -> bool:
         """True the first time this session reads ``item`` (tagged text, remembered by hash)."""

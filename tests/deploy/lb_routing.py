@@ -21,10 +21,11 @@ import bisect
 import struct
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from collector.otlp.views import value_of
@@ -123,16 +124,25 @@ def drop_unkeyed_spans(request: ExportTraceServiceRequest, service: str, attribu
     return _keep_spans(request, keep)
 
 
+def _span_keys(
+    requests: list[ExportTraceServiceRequest], attribute: str
+) -> Iterator[tuple[bytes, AnyValue | None, AnyValue | None]]:
+    """(trace id, the span's own ``attribute`` value, its resource's) for every span."""
+    for request in requests:
+        for rs in request.resource_spans:
+            on_resource = next((kv.value for kv in rs.resource.attributes if kv.key == attribute), None)
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    own = next((kv.value for kv in span.attributes if kv.key == attribute), None)
+                    yield span.trace_id, own, on_resource
+
+
 def shared_traces(requests: list[ExportTraceServiceRequest], attribute: str = "session.id") -> set[bytes]:
     """The trace ids whose spans, over all ``requests``, name more than one ``attribute`` value."""
     seen: dict[bytes, set[str]] = {}
-    for request in requests:
-        for rs in request.resource_spans:
-            for ss in rs.scope_spans:
-                for span in ss.spans:
-                    for kv in span.attributes:
-                        if kv.key == attribute:
-                            seen.setdefault(span.trace_id, set()).add(_string(value_of(kv.value)))
+    for trace, own, _ in _span_keys(requests, attribute):
+        if own is not None:
+            seen.setdefault(trace, set()).add(_string(value_of(own)))
     return {trace for trace, values in seen.items() if len(values) > 1}
 
 
@@ -143,16 +153,12 @@ def scattered_sessions(requests: list[ExportTraceServiceRequest], attribute: str
     the attribute on every span (a Claude Agent SDK app without ``using_session`` is one)."""
     session_of: dict[bytes, str] = {}
     unkeyed: set[bytes] = set()
-    for request in requests:
-        for rs in request.resource_spans:
-            on_resource = next((kv.value for kv in rs.resource.attributes if kv.key == attribute), None)
-            for ss in rs.scope_spans:
-                for span in ss.spans:
-                    value = next((kv.value for kv in span.attributes if kv.key == attribute), on_resource)
-                    if value is None:
-                        unkeyed.add(span.trace_id)
-                    else:
-                        session_of.setdefault(span.trace_id, _string(value_of(value)))
+    for trace, own, on_resource in _span_keys(requests, attribute):
+        value = own if own is not None else on_resource
+        if value is None:
+            unkeyed.add(trace)
+        else:
+            session_of.setdefault(trace, _string(value_of(value)))
     traces_of: dict[str, set[bytes]] = {}
     for trace, session in session_of.items():
         traces_of.setdefault(session, set()).add(trace)
