@@ -78,6 +78,22 @@ def test_a_bad_file_is_named_and_the_rest_still_evaluated(tmp_path: Path) -> Non
     assert sessions == ["strands-right_skill-0001"]
 
 
+def test_a_reader_that_stops_early_ends_replay_quietly() -> None:
+    """``skillgauge replay ... | head -1``: the pipe closes after one line; replay stops with
+    the shell's SIGPIPE status and no traceback."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "collector", "replay", str(FRAMEWORKS / "strands")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as run:
+        assert run.stdout is not None and run.stderr is not None
+        assert run.stdout.readline().startswith(b"session ")
+        run.stdout.close()  # what head does after its line
+        stderr = run.stderr.read().decode()
+        assert run.wait(timeout=120) == 141, stderr
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
+
+
 def test_nothing_to_replay_is_an_error(tmp_path: Path) -> None:
     run = replay(str(tmp_path))
     assert run.returncode == 1 and "no OTLP files found" in run.stderr
