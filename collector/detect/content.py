@@ -58,6 +58,10 @@ def tool_call(view: SpanView) -> ToolCall | None:
         result = event_text(view, facts.TOOL_RESULT_EVENTS)
     if arguments == result == facts.UNRECORDED_CALL:
         arguments = result = None
+    if arguments in facts.REDACTED_VALUES:
+        arguments = None
+    if result in facts.REDACTED_VALUES:
+        result = None
     return ToolCall(
         name=name,
         span_id=view.span_id,

@@ -121,6 +121,9 @@ TEXT_FIELDS: tuple[str, ...] = (
     # {"lc": 1, "type": "constructor", "id": [..., "ToolMessage"], "kwargs": {"content": ...}}
     "kwargs",
     "generations",  # LangChain's LLMResult (an LLM span's output.value): {"generations": [[{"text": ...}]]}
+    # LlamaIndex's ToolOutput as OpenInference records a tool's output.value:
+    # {"blocks": [{"text": ...}], "tool_name": ..., "raw_input": ..., "raw_output": ..., "is_error": false}
+    "blocks",
 )
 
 # What a tool span records as both its arguments and its result when its harness captures no
@@ -336,6 +339,17 @@ PROMPT_FIELDS: tuple[tuple[str, str, str], ...] = (
 FLATTENED_PREFIX = "llm.input_messages."
 FLATTENED_SUFFIXES: tuple[str, ...] = (".message.content", ".message_content.text")
 FLATTENED_ROLE_SUFFIX = ".message.role"
+# Tool calls and results in flattened messages (OpenInference):
+# llm.input_messages.<i>.message.tool_calls.<j>.tool_call.{id, function.name, function.arguments},
+# and a result as a message of role "tool" with .message.tool_call_id beside its content.
+FLATTENED_TOOL_CALLS = ".message.tool_calls."
+FLATTENED_CALL_FIELDS: dict[str, str] = {
+    "tool_call.id": "id",
+    "tool_call.function.name": "name",
+    "tool_call.function.arguments": "arguments",
+}
+FLATTENED_RESULT_ID_SUFFIX = ".message.tool_call_id"
+FLATTENED_RESULT_ROLE = "tool"
 # The messages a span recorded as its output, flattened the same way; read for skill bodies
 # injected into the conversation (OpenInference's Claude Agent SDK instrumentor records the
 # CLI's "Base directory for this skill: ..." message there, as llm.output_messages.<i>.
@@ -360,7 +374,10 @@ RESPONSE_FIELDS: tuple[tuple[str, str], ...] = (
     ("", "output.value"),  # OpenInference
     ("", "gen_ai.completion"),  # LangSmith OTel mode
     ("", "ai.response.text"),  # Vercel AI SDK 4-6
-    ("", "gcp.vertex.agent.llm_response"),  # ADK legacy schema: {"content": {"role": "model", "parts": [...]}}
+    (
+        "",
+        "gcp.vertex.agent.llm_response",
+    ),  # ADK legacy schema: {"content": {"role": "model", "parts": [...]}}
 )
 # Message roles of a user request: "human" is LangChain's (Deep Agents, LangGraph).
 USER_ROLES: tuple[str, ...] = ("user", "human")
@@ -510,7 +527,9 @@ CATALOG_XML_BLOCK: re.Pattern[str] = re.compile(r"<available_skills>(.*?)</avail
 CATALOG_XML_SKILL: re.Pattern[str] = re.compile(r"<skill>(.*?)</skill>", re.DOTALL)
 # The same block with each skill named in its tag, its description as its text (CrewAI):
 # <available_skills>...<skill name="x">description</skill>...</available_skills>
-CATALOG_XML_NAMED_SKILL: re.Pattern[str] = re.compile(r'<skill\s+name="([^"]*)"[^>]*>(.*?)</skill>', re.DOTALL)
+CATALOG_XML_NAMED_SKILL: re.Pattern[str] = re.compile(
+    r'<skill\s+name="([^"]*)"[^>]*>(.*?)</skill>', re.DOTALL
+)
 CATALOG_XML_FIELD: re.Pattern[str] = re.compile(r"<(name|description|location)>(.*?)</\1>", re.DOTALL)
 # Markdown catalogs, a "- name: description" list under a lead line (heading or sentence):
 # (shape name, cheap substring that must be present, the lead line), tried in this order
@@ -613,10 +632,14 @@ LOG_USER_PROMPTS: dict[str, str] = {
     "qwen-code.user_prompt": "prompt",  # Qwen Code (telemetry.logPrompts)
 }
 LOG_AGENT_RESPONSES: dict[str, str] = {"codex.agent_response": "response"}  # Codex CLI, log_agent_responses
-# What a harness records in place of a request: no request to read.  Codex CLI logs
-# "[REDACTED]" without log_user_prompt; CrewAI's execute crew span records a crew run without
-# inputs as a user message "null".
-PLACEHOLDER_PROMPTS: frozenset[str] = frozenset({"[REDACTED]", "null"})
+# What a harness writes in place of content it was told not to record: no content at all.
+# "[REDACTED]": Codex CLI's prompts without log_user_prompt, and Strands' messages, system
+# prompts and tool arguments and results under gen_ai_unredacted_attributes; "__REDACTED__":
+# OpenInference's OPENINFERENCE_HIDE_INPUTS / _OUTPUTS / _INPUT_MESSAGES ...
+REDACTED_VALUES: frozenset[str] = frozenset({"[REDACTED]", "__REDACTED__"})
+# What a harness records in place of a request: no request to read.  Redacted text, and
+# CrewAI's execute crew span records a crew run without inputs as a user message "null".
+PLACEHOLDER_PROMPTS: frozenset[str] = REDACTED_VALUES | {"null"}
 # What a span records as its output that is no answer: LangGraph's routing steps output the
 # next node's name, the last one "__end__", and a step that returns nothing "null"
 # (OpenInference CHAIN spans).

@@ -7,6 +7,7 @@ from typing import Any
 
 from collector.detect import facts
 from collector.detect.content import first_present, first_truthy, flatten_text, parse_json
+from collector.detect.transcript import MessageCall, MessageResult
 from collector.otlp.views import SHAPES_KEPT, Attributes, SpanView
 
 
@@ -35,7 +36,7 @@ def _field_texts(
     for key, role in attributes:
         if key in present:
             text = attrs.text(key)
-            if text:
+            if text and text not in facts.REDACTED_VALUES:
                 mime = facts.PLAIN_TEXT_INPUTS.get(key)
                 if mime is not None and attrs.get(mime) == facts.PLAIN_TEXT_MIME:
                     role = "user"
@@ -48,7 +49,7 @@ def _field_texts(
             continue
         for key, role in wanted:
             text = event.attrs.text(key)
-            if text:
+            if text and text not in facts.REDACTED_VALUES:
                 found.append((role, text))
     return found
 
@@ -60,12 +61,12 @@ def prompt_texts(view: SpanView) -> list[tuple[str, str]]:
     for key in _flattened_keys(view):
         if key.endswith(facts.FLATTENED_SUFFIXES):
             flattened = view.attrs.text(key)
-            if flattened:
+            if flattened and flattened not in facts.REDACTED_VALUES:
                 found.append(("flattened", flattened))
     for key in view.attrs.keys_with_prefix(facts.FLATTENED_OUTPUT_PREFIX):
         if key.rstrip("0123456789").rstrip(".").endswith(facts.FLATTENED_SUFFIXES):
             output = view.attrs.text(key)
-            if output:
+            if output and output not in facts.REDACTED_VALUES:
                 found.append(("output", output))
     return found
 
@@ -190,6 +191,49 @@ def _flattened_user_texts(view: SpanView) -> list[str]:
         for i in sorted(roles, key=lambda i: int(i) if i.isdigit() else 0)
         if roles[i] in facts.USER_ROLES
     ]
+
+
+def flattened_blocks(view: SpanView) -> list[MessageCall | MessageResult]:
+    """The tool calls and tool results of the span's flattened input messages, in message
+    order (``facts.FLATTENED_TOOL_CALLS``): what a history holds as blocks, for a convention
+    that flattens it into keys."""
+    every = _flattened_keys(view)
+    keys = [
+        k for k in every if facts.FLATTENED_TOOL_CALLS in k or k.endswith(facts.FLATTENED_RESULT_ID_SUFFIX)
+    ]
+    if not keys:  # most spans: no tool calls or results in their messages
+        return []
+    attrs = view.attrs
+    entries: list[dict[str, str] | MessageResult] = []  # a call's fields, or a result
+    calls: dict[str, dict[str, str]] = {}  # "<message key>.<j>" -> the call's fields
+    for key in keys:
+        if key.endswith(facts.FLATTENED_RESULT_ID_SUFFIX):
+            message = key.removesuffix(facts.FLATTENED_RESULT_ID_SUFFIX)
+            if attrs.text(message + facts.FLATTENED_ROLE_SUFFIX) == facts.FLATTENED_RESULT_ROLE:
+                parts = [
+                    k for k in every if k.startswith(message + ".") and k.endswith(facts.FLATTENED_SUFFIXES)
+                ]
+                text = "\n".join(attrs.text(k) or "" for k in parts)
+                entries.append(MessageResult(attrs.text(key) or "", text, None, "", text))
+            continue
+        head, _, rest = key.partition(facts.FLATTENED_TOOL_CALLS)
+        position, _, field = rest.partition(".")
+        if field in facts.FLATTENED_CALL_FIELDS:
+            fields = calls.get(f"{head}.{position}")
+            if fields is None:
+                fields = calls[f"{head}.{position}"] = {}
+                entries.append(fields)
+            fields[facts.FLATTENED_CALL_FIELDS[field]] = attrs.text(key) or ""
+    found: list[MessageCall | MessageResult] = []
+    for entry in entries:
+        if isinstance(entry, MessageResult):
+            found.append(entry)
+            continue
+        arguments = entry.get("arguments")
+        found.append(
+            MessageCall(entry.get("id", ""), entry.get("name", ""), parse_json(arguments) or arguments)
+        )
+    return found
 
 
 def response_raw(view: SpanView) -> str | None:

@@ -266,6 +266,9 @@ class SessionEvidence:
             seen = _Seen(view.trace_id, view.span_id, view.span.start_time_unix_nano)
             for _, raw in fresh:
                 self._scan(raw, seen)
+        flattened = messages.flattened_blocks(view)
+        if flattened:
+            self._keep_blocks(flattened, _Seen(view.trace_id, view.span_id, view.span.start_time_unix_nano))
 
     def observe_log(self, view: LogView) -> None:
         if not self.framework:
@@ -700,7 +703,20 @@ class SessionEvidence:
                 if same is None and not on_span:
                     span_reads[(read.signal, read.key)] = read
                     self.skill_loads.append(read)
-                elif same is not None and read.status == same.status == "loaded" and read.body and not same.body:
+                elif same is not None and same.status == "unresolved" and read.status != "unresolved":
+                    # The span kept no outcome; the history shows what the read returned.
+                    same.status, same.message, same.body, same.body_cut = (
+                        read.status,
+                        read.message,
+                        read.body,
+                        read.body_cut,
+                    )
+                elif (
+                    same is not None
+                    and read.status == same.status == "loaded"
+                    and read.body
+                    and not same.body
+                ):
                     same.body = read.body  # the span kept no result; the history shows what it returned
                 continue
             if on_span:

@@ -209,7 +209,9 @@ def injections_in(strings: Iterable[str]) -> Iterator[Injection]:
             for match in facts.INJECTED_SKILL_TAG.finditer(text):
                 # A catalog's <skill name="x"> entries hold descriptions, never bodies.
                 if not any(start <= match.start() < end for start, end in catalogs):
-                    yield Injection(match.group(1), match.group(3).strip(), match.group(2), follows_tool=False)
+                    yield Injection(
+                        match.group(1), match.group(3).strip(), match.group(2), follows_tool=False
+                    )
         if facts.CAPABILITY_SKILL_MARKER in text:
             for match in facts.CAPABILITY_SKILL_TAG.finditer(text):
                 if match.group(1) == match.group(2).strip():

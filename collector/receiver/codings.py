@@ -99,7 +99,9 @@ def _inflate_into(out: bytearray, coding: str, inflater: Any, body: bytes, limit
     return rest
 
 
-def _bounded(coding: str, decompress_into: Callable[[bytes, bytearray], int], body: bytes, limit: int) -> bytes:
+def _bounded(
+    coding: str, decompress_into: Callable[[bytes, bytearray], int], body: bytes, limit: int
+) -> bytes:
     """Decode into a buffer that grows while the output does not fit, up to ``limit`` + 1
     bytes: the codec cannot write past a buffer's end, so no body makes more than that."""
     size = min(limit + 1, max(_FIRST_MIN, _FIRST_RATIO * len(body)))

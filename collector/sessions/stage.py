@@ -362,10 +362,16 @@ class SessionsStage:
         reopened, self._reopened_seen = self.assembler.reopened - self._reopened_seen, self.assembler.reopened
         if reopened:
             self.metrics.sessions_reopened.inc(reopened)
-        discarded, self._discarded_seen = self.assembler.discarded - self._discarded_seen, self.assembler.discarded
+        discarded, self._discarded_seen = (
+            self.assembler.discarded - self._discarded_seen,
+            self.assembler.discarded,
+        )
         if discarded:
             self.metrics.traces_discarded.inc(discarded)
-        cut, self._bodies_cut_seen = self.assembler.bodies_cut - self._bodies_cut_seen, self.assembler.bodies_cut
+        cut, self._bodies_cut_seen = (
+            self.assembler.bodies_cut - self._bodies_cut_seen,
+            self.assembler.bodies_cut,
+        )
         if cut:
             self.metrics.skill_bodies_cut.inc(cut)
         self.metrics.pending_requests.labels("assembler").set(len(self._pending))

@@ -28,7 +28,9 @@ def insert_rows(db: sqlite3.Connection, insert: str, rows: Sequence[tuple[Any, .
         )
 
 
-def _chunked(statement: str, values: Sequence[Any], suffix: tuple[Any, ...]) -> Iterator[tuple[str, list[Any]]]:
+def _chunked(
+    statement: str, values: Sequence[Any], suffix: tuple[Any, ...]
+) -> Iterator[tuple[str, list[Any]]]:
     """``statement`` with "{in}" replaced by placeholders for a chunk of ``values`` at a time,
     with each chunk's parameters followed by ``suffix``."""
     for start in range(0, len(values), ROWS_PER_STATEMENT):
@@ -44,4 +46,6 @@ def where_in(db: sqlite3.Connection, statement: str, values: Sequence[Any], *suf
 
 def count_in(db: sqlite3.Connection, statement: str, values: Sequence[Any], *suffix: Any) -> int:
     """``statement``, a ``SELECT COUNT(*)`` with "{in}", summed over the chunks of ``values``."""
-    return sum(int(db.execute(sql, params).fetchone()[0]) for sql, params in _chunked(statement, values, suffix))
+    return sum(
+        int(db.execute(sql, params).fetchone()[0]) for sql, params in _chunked(statement, values, suffix)
+    )

@@ -536,7 +536,9 @@ class SqliteSpool:
             queries.migrate(setup)
             setup.close()
         except (OSError, sqlite3.Error) as err:
-            raise RuntimeError(f"storage.path: cannot open the spool at {self.path}: {err} - {_open_fix(err)}") from None
+            raise RuntimeError(
+                f"storage.path: cannot open the spool at {self.path}: {err} - {_open_fix(err)}"
+            ) from None
         self._capacity = outbox_capacity
         self._outbox_len: dict[str, int] = {}
         self._segments = Segments(self.path.parent / "requests", segment_bytes, write)
@@ -794,7 +796,9 @@ class SqliteSpool:
                 [(e.session, e.revision, e.first_request, ",".join(e.traces), e.spans, now) for e in kept],
             )
             # A reopened revision's requests include the earlier one's: nothing to delete.
-            sql.insert_rows(db, "INSERT OR IGNORE INTO held", [(r, e.session) for e in kept for r in e.requests])
+            sql.insert_rows(
+                db, "INSERT OR IGNORE INTO held", [(r, e.session) for e in kept for r in e.requests]
+            )
         except BaseException:  # tried again (a full disk): the same operations, first
             with self._reopen_lock:
                 self._reopen_ops[:0] = ops
@@ -858,9 +862,7 @@ class SqliteSpool:
 
     def pending_done(self, keys: list[str]) -> None:
         if keys:
-            self._put(
-                lambda db: sql.where_in(db, "DELETE FROM judge_pending WHERE key IN ({in})", keys)
-            )
+            self._put(lambda db: sql.where_in(db, "DELETE FROM judge_pending WHERE key IN ({in})", keys))
 
     async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
         return await self._read(queries.revisions, session, not_before)
@@ -883,7 +885,9 @@ class SqliteSpool:
 
         def write(db: sqlite3.Connection) -> tuple[int, int]:
             keys = list(dict.fromkeys(key for key, _, _ in entries))
-            waiting = sql.count_in(db, "SELECT COUNT(*) FROM outbox WHERE key IN ({in}) AND channel = ?", keys, channel)
+            waiting = sql.count_in(
+                db, "SELECT COUNT(*) FROM outbox WHERE key IN ({in}) AND channel = ?", keys, channel
+            )
             sql.insert_rows(
                 db,
                 "INSERT OR REPLACE INTO outbox (channel, key, payload, enqueued_at)",
