@@ -193,46 +193,72 @@ def _flattened_user_texts(view: SpanView) -> list[str]:
     ]
 
 
-def flattened_blocks(view: SpanView) -> list[MessageCall | MessageResult]:
-    """The tool calls and tool results of the span's flattened input messages, in message
-    order (``facts.FLATTENED_TOOL_CALLS``): what a history holds as blocks, for a convention
-    that flattens it into keys."""
+# Per key shape, its flattened tool calls and results (``_block_plan``): for each, whether it
+# is a result, and (field, key) pairs: a call's "id", "name", "arguments"; a result's "id",
+# "role" and each "content" part.
+_Step = tuple[bool, tuple[tuple[str, str], ...]]
+_BLOCK_PLANS: dict[tuple[str, ...], tuple[_Step, ...]] = {}
+
+
+def _block_plan(view: SpanView) -> tuple[_Step, ...]:
+    """Where the span's flattened tool calls and results are, in message order: worked out
+    once per key shape."""
+    shape = view.attrs.shape()
+    plan = _BLOCK_PLANS.get(shape)
+    if plan is not None:
+        return plan
     every = _flattened_keys(view)
-    keys = [
-        k for k in every if facts.FLATTENED_TOOL_CALLS in k or k.endswith(facts.FLATTENED_RESULT_ID_SUFFIX)
-    ]
-    if not keys:  # most spans: no tool calls or results in their messages
-        return []
-    attrs = view.attrs
-    entries: list[dict[str, str] | MessageResult] = []  # a call's fields, or a result
-    calls: dict[str, dict[str, str]] = {}  # "<message key>.<j>" -> the call's fields
-    for key in keys:
+    steps: list[tuple[bool, list[tuple[str, str]]]] = []
+    calls: dict[str, list[tuple[str, str]]] = {}  # "<message>.tool_calls.<j>" -> its pairs
+    for key in every:
         if key.endswith(facts.FLATTENED_RESULT_ID_SUFFIX):
             message = key.removesuffix(facts.FLATTENED_RESULT_ID_SUFFIX)
-            if attrs.text(message + facts.FLATTENED_ROLE_SUFFIX) == facts.FLATTENED_RESULT_ROLE:
-                parts = [
-                    k for k in every if k.startswith(message + ".") and k.endswith(facts.FLATTENED_SUFFIXES)
-                ]
-                text = "\n".join(attrs.text(k) or "" for k in parts)
-                entries.append(MessageResult(attrs.text(key) or "", text, None, "", text))
-            continue
-        head, _, rest = key.partition(facts.FLATTENED_TOOL_CALLS)
-        position, _, field = rest.partition(".")
-        if field in facts.FLATTENED_CALL_FIELDS:
-            fields = calls.get(f"{head}.{position}")
-            if fields is None:
-                fields = calls[f"{head}.{position}"] = {}
-                entries.append(fields)
-            fields[facts.FLATTENED_CALL_FIELDS[field]] = attrs.text(key) or ""
+            parts = [k for k in every if k.startswith(message + ".") and k.endswith(facts.FLATTENED_SUFFIXES)]
+            steps.append(
+                (
+                    True,
+                    [("id", key), ("role", message + facts.FLATTENED_ROLE_SUFFIX)]
+                    + [("content", k) for k in parts],
+                )
+            )
+        elif facts.FLATTENED_TOOL_CALLS in key:
+            head, _, rest = key.partition(facts.FLATTENED_TOOL_CALLS)
+            position, _, field = rest.partition(".")
+            if field in facts.FLATTENED_CALL_FIELDS:
+                pairs = calls.get(f"{head}.{position}")
+                if pairs is None:
+                    pairs = calls[f"{head}.{position}"] = []
+                    steps.append((False, pairs))
+                pairs.append((facts.FLATTENED_CALL_FIELDS[field], key))
+    plan = tuple((is_result, tuple(pairs)) for is_result, pairs in steps)
+    if len(_BLOCK_PLANS) < SHAPES_KEPT:
+        _BLOCK_PLANS[shape] = plan
+    return plan
+
+
+def flattened_blocks(view: SpanView) -> list[MessageCall | MessageResult]:
+    """The tool calls and tool results of the span's flattened input messages, in message
+    order (``facts.FLATTENED_TOOL_CALLS``; a result is a message of role "tool" with a
+    tool_call_id): what a history holds as blocks, for a convention that flattens it."""
+    plan = _block_plan(view)
     found: list[MessageCall | MessageResult] = []
-    for entry in entries:
-        if isinstance(entry, MessageResult):
-            found.append(entry)
-            continue
-        arguments = entry.get("arguments")
-        found.append(
-            MessageCall(entry.get("id", ""), entry.get("name", ""), parse_json(arguments) or arguments)
-        )
+    for is_result, pairs in plan:  # most spans: none
+        values: dict[str, str] = {}
+        contents: list[str] = []
+        for field, key in pairs:
+            text = view.attrs.text(key) or ""
+            if field == "content":
+                contents.append(text)
+            else:
+                values[field] = text
+        if not is_result:
+            arguments = values.get("arguments")
+            found.append(
+                MessageCall(values.get("id", ""), values.get("name", ""), parse_json(arguments) or arguments)
+            )
+        elif values.get("role") == facts.FLATTENED_RESULT_ROLE:
+            text = "\n".join(contents)
+            found.append(MessageResult(values.get("id", ""), text, None, "", text))
     return found
 
 
