@@ -58,9 +58,9 @@ def tool_call(view: SpanView) -> ToolCall | None:
         result = event_text(view, facts.TOOL_RESULT_EVENTS)
     if arguments == result == facts.UNRECORDED_CALL:
         arguments = result = None
-    if arguments in facts.REDACTED_VALUES:
+    if arguments is not None and is_redacted(arguments):
         arguments = None
-    if result in facts.REDACTED_VALUES:
+    if result is not None and is_redacted(result):
         result = None
     return ToolCall(
         name=name,
@@ -76,6 +76,15 @@ def tool_call(view: SpanView) -> ToolCall | None:
         else attrs.first_text(facts.SKILL_NAME_ATTRIBUTES),
         skill_resolved=any(key in attrs for key in facts.SKILL_RESOLVED_ATTRIBUTES),
     )
+
+
+_REDACTED_CHARS = max(len(value) for value in facts.REDACTED_VALUES)
+
+
+def is_redacted(text: str) -> bool:
+    """Whether ``text`` is what a harness writes in place of content (``facts.REDACTED_VALUES``).
+    Its length is looked at first: a set lookup would hash a whole history, on every span."""
+    return len(text) <= _REDACTED_CHARS and text in facts.REDACTED_VALUES
 
 
 def _has_any_key(attrs: Attributes, keys: tuple[str, ...]) -> bool:

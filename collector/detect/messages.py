@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from collector.detect import facts
-from collector.detect.content import first_present, first_truthy, flatten_text, parse_json
+from collector.detect.content import first_present, first_truthy, flatten_text, is_redacted, parse_json
 from collector.detect.transcript import MessageCall, MessageResult
 from collector.otlp.views import SHAPES_KEPT, Attributes, SpanView
 
@@ -36,7 +36,7 @@ def _field_texts(
     for key, role in attributes:
         if key in present:
             text = attrs.text(key)
-            if text and text not in facts.REDACTED_VALUES:
+            if text and not is_redacted(text):
                 mime = facts.PLAIN_TEXT_INPUTS.get(key)
                 if mime is not None and attrs.get(mime) == facts.PLAIN_TEXT_MIME:
                     role = "user"
@@ -49,7 +49,7 @@ def _field_texts(
             continue
         for key, role in wanted:
             text = event.attrs.text(key)
-            if text and text not in facts.REDACTED_VALUES:
+            if text and not is_redacted(text):
                 found.append((role, text))
     return found
 
@@ -61,12 +61,12 @@ def prompt_texts(view: SpanView) -> list[tuple[str, str]]:
     for key in _flattened_keys(view):
         if key.endswith(facts.FLATTENED_SUFFIXES):
             flattened = view.attrs.text(key)
-            if flattened and flattened not in facts.REDACTED_VALUES:
+            if flattened and not is_redacted(flattened):
                 found.append(("flattened", flattened))
     for key in view.attrs.keys_with_prefix(facts.FLATTENED_OUTPUT_PREFIX):
         if key.rstrip("0123456789").rstrip(".").endswith(facts.FLATTENED_SUFFIXES):
             output = view.attrs.text(key)
-            if output and output not in facts.REDACTED_VALUES:
+            if output and not is_redacted(output):
                 found.append(("output", output))
     return found
 
