@@ -631,7 +631,10 @@ LOG_USER_PROMPTS: dict[str, str] = {
     "gemini_cli.user_prompt": "prompt",  # Gemini CLI (telemetry.logPrompts, on by default)
     "qwen-code.user_prompt": "prompt",  # Qwen Code (telemetry.logPrompts)
 }
-LOG_AGENT_RESPONSES: dict[str, str] = {"codex.agent_response": "response"}  # Codex CLI, log_agent_responses
+LOG_AGENT_RESPONSES: dict[str, str] = {
+    "codex.agent_response": "response",  # Codex CLI, log_agent_responses
+    "assistant_response": "response",  # Claude Code (claude_code.assistant_response, 2.1.32x)
+}
 # What a harness writes in place of content it was told not to record: no content at all.
 # "[REDACTED]": Codex CLI's prompts without log_user_prompt, and Strands' messages, system
 # prompts and tool arguments and results under gen_ai_unredacted_attributes; "__REDACTED__":

@@ -645,11 +645,14 @@ class SessionEvidence:
                 )
 
     def _attach_injections(self) -> None:
+        """An injected body that follows a skill's activation (a skill tool call, or one the
+        harness logged, as for a skill the user invoked) is that load's body; any other is a
+        load of its own, unless it repeats a load's body."""
         for key, (injection, seen) in self._injected.items():
             after_call = [
                 load
                 for load in self.skill_loads
-                if load.key == key and load.signal == "skill_tool" and load.status in ("loaded", "unresolved")
+                if load.key == key and load.signal in _ACTIVATIONS and load.status in ("loaded", "unresolved")
             ]
             if injection.follows_tool and after_call:
                 for load in after_call:
@@ -774,6 +777,7 @@ class SessionEvidence:
 
 
 _NO_ID = "#"  # starts the key of a history call recorded without an id
+_ACTIVATIONS = ("skill_tool", "log_event")  # loads whose body a following injection carries
 
 
 def _load_of(call: ToolCall) -> SkillLoad | None:

@@ -297,3 +297,26 @@ def test_a_langgraph_answer_is_the_model_s_text_not_a_step_s_output(file: str) -
     # {"generations": [[{"text": ...}]]}.
     (turn,) = session_of(file).turns
     assert (turn.response or "").startswith("## Breaking changes")
+
+
+def test_claude_code_s_logged_reply_answers_the_turn() -> None:
+    # Claude Code logs the model's reply as claude_code.assistant_response (attribute
+    # "response"); without raw API bodies nothing else in its telemetry holds the answer.
+    (turn,) = session_of("claude_code/right_skill.traces.jsonl", "claude_code/right_skill.logs.jsonl").turns
+    assert (turn.response or "").startswith("## Breaking changes")
+
+
+@pytest.mark.parametrize(
+    ("files", "has_body"),
+    [
+        (("claude_code/slash_command.traces.jsonl", "claude_code/slash_command.logs.jsonl"), False),
+        (("claude_code/slash_command_raw_bodies.traces.jsonl", "claude_code/slash_command_raw_bodies.logs.jsonl"), True),
+    ],
+)
+def test_a_skill_the_user_invoked_is_one_load_whose_body_is_the_injection_after_it(
+    files: tuple[str, str], has_body: bool
+) -> None:
+    # "/release-notes ...": no Skill tool call; a skill_activated log (invocation_trigger
+    # user-slash), and with raw bodies the request holds the expanded body after the command.
+    (load,) = session_of(*files).skill_loads
+    assert (load.skill, load.status, load.signal, load.has_body) == ("release-notes", "loaded", "log_event", has_body)
