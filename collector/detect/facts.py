@@ -374,10 +374,8 @@ RESPONSE_FIELDS: tuple[tuple[str, str], ...] = (
     ("", "output.value"),  # OpenInference
     ("", "gen_ai.completion"),  # LangSmith OTel mode
     ("", "ai.response.text"),  # Vercel AI SDK 4-6
-    (
-        "",
-        "gcp.vertex.agent.llm_response",
-    ),  # ADK legacy schema: {"content": {"role": "model", "parts": [...]}}
+    # ADK legacy schema: {"content": {"role": "model", "parts": [...]}}
+    ("", "gcp.vertex.agent.llm_response"),
 )
 # Message roles of a user request: "human" is LangChain's (Deep Agents, LangGraph).
 USER_ROLES: tuple[str, ...] = ("user", "human")
@@ -633,7 +631,7 @@ LOG_USER_PROMPTS: dict[str, str] = {
 }
 LOG_AGENT_RESPONSES: dict[str, str] = {
     "codex.agent_response": "response",  # Codex CLI, log_agent_responses
-    "assistant_response": "response",  # Claude Code (claude_code.assistant_response, 2.1.32x)
+    "assistant_response": "response",  # Claude Code's claude_code.assistant_response (2.1.327, 2.1.332)
 }
 # What a harness writes in place of content it was told not to record: no content at all.
 # "[REDACTED]": Codex CLI's prompts without log_user_prompt, and Strands' messages, system
