@@ -591,6 +591,13 @@ LOG_SKILL_ACTIVATED: dict[str, str] = {
 }
 # On an activation record, a false value here says the skill did not load.
 LOG_SKILL_SUCCESS_KEYS: tuple[str, ...] = ("success",)
+# What a harness writes in place of a skill's name it was told not to record: no name.
+# Claude Code without OTEL_LOG_TOOL_DETAILS names every project or user skill "custom_skill".
+REDACTED_SKILL_NAMES: frozenset[str] = frozenset({"custom_skill"})
+# Log records of a model request that name the skill the request ran under (Claude Code's
+# api_request carries skill.name after an activation, even where the activation's own name
+# is redacted): they name a load whose own record left its name out.
+LOG_ACTIVE_SKILL: dict[str, str] = {"api_request": "skill.name"}
 LOG_TOOL_RESULTS: dict[str, tuple[str, str]] = {"tool_result": ("tool_use_id", "success")}  # Claude Code
 
 
@@ -636,15 +643,16 @@ LOG_AGENT_RESPONSES: dict[str, str] = {
 # What a harness writes in place of content it was told not to record: no content at all.
 # "[REDACTED]": Codex CLI's prompts without log_user_prompt, and Strands' messages, system
 # prompts and tool arguments and results under gen_ai_unredacted_attributes; "__REDACTED__":
-# OpenInference's OPENINFERENCE_HIDE_INPUTS / _OUTPUTS / _INPUT_MESSAGES ...
-REDACTED_VALUES: frozenset[str] = frozenset({"[REDACTED]", "__REDACTED__"})
+# OpenInference's OPENINFERENCE_HIDE_INPUTS / _OUTPUTS / _INPUT_MESSAGES ...; "<REDACTED>":
+# Claude Code's prompts and replies without OTEL_LOG_USER_PROMPTS.
+REDACTED_VALUES: frozenset[str] = frozenset({"[REDACTED]", "__REDACTED__", "<REDACTED>"})
 # What a harness records in place of a request: no request to read.  Redacted text, and
 # CrewAI's execute crew span records a crew run without inputs as a user message "null".
 PLACEHOLDER_PROMPTS: frozenset[str] = REDACTED_VALUES | {"null"}
-# What a span records as its output that is no answer: LangGraph's routing steps output the
-# next node's name, the last one "__end__", and a step that returns nothing "null"
-# (OpenInference CHAIN spans).
-PLACEHOLDER_ANSWERS: frozenset[str] = frozenset({"__end__", "null"})
+# What a span or log records as its output that is no answer: redacted text; LangGraph's
+# routing steps output the next node's name, the last one "__end__", and a step that returns
+# nothing "null" (OpenInference CHAIN spans).
+PLACEHOLDER_ANSWERS: frozenset[str] = REDACTED_VALUES | {"__end__", "null"}
 # Log record attributes that hold whole API requests / responses or prompts.
 LOG_CONTENT_ATTRIBUTES: tuple[str, ...] = (
     "body",  # Claude Code api_request_body / api_response_body (OTEL_LOG_RAW_API_BODIES)

@@ -156,6 +156,7 @@ class _Seen:
 class SessionEvidence:
     __slots__ = (
         "_activated",
+        "_active_skills",
         "_answers",
         "_content_seen",
         "_expected",
@@ -169,6 +170,7 @@ class SessionEvidence:
         "_rules",
         "_scanned",
         "_turn_texts",
+        "_unnamed_activations",
         "agent_spans",
         "catalog",
         "framework",
@@ -204,6 +206,8 @@ class SessionEvidence:
         self._log_results: dict[str, tuple[bool, _Seen]] = {}  # tool call id -> success
         self._log_calls: list[log_calls.LoggedCall] = []  # tool calls that log records report
         self._activated: dict[str, tuple[str, _Seen, bool]] = {}  # folded skill -> first activation, ok
+        self._active_skills: list[tuple[int, str, str]] = []  # (time, trace id, skill) of requests
+        self._unnamed_activations: list[tuple[_Seen, bool]] = []  # activations logged without a name
         self._last_prompts: dict[str, str] = {}  # role -> the last text of that role seen (read already)
         self._histories: list[_History] = []  # histories read, newest first
         self.unreadable: list[UnreadableItem] = []  # the first ``MAX_UNREADABLE_NAMED``
@@ -296,14 +300,21 @@ class SessionEvidence:
             answer = view.attrs.text(answer_key)
             if answer:
                 self._answers.append((seen.time_unix_nano, answer))
+        active_key = facts.LOG_ACTIVE_SKILL.get(event)
+        if active_key is not None:
+            active = names.decoded(view.attrs.text(active_key) or "")
+            if active and active not in facts.REDACTED_SKILL_NAMES:
+                self._active_skills.append((seen.time_unix_nano, seen.trace_id, active))
         if event in facts.LOG_SKILL_ACTIVATED:
             skill = names.decoded(view.attrs.text(facts.LOG_SKILL_ACTIVATED[event]) or "")
-            if skill:
-                ok = all(
-                    str(view.attrs.get(key)).lower() != "false"
-                    for key in facts.LOG_SKILL_SUCCESS_KEYS
-                    if key in view.attrs
-                )
+            ok = all(
+                str(view.attrs.get(key)).lower() != "false"
+                for key in facts.LOG_SKILL_SUCCESS_KEYS
+                if key in view.attrs
+            )
+            if skill in facts.REDACTED_SKILL_NAMES:
+                self._unnamed_activations.append((seen, ok))  # a skill, its name not recorded
+            elif skill:
                 self._activated.setdefault(fold_skill_name(skill), (skill, seen, ok))
         elif event in facts.LOG_TOOL_RESULTS:
             id_key, success_key = facts.LOG_TOOL_RESULTS[event]
@@ -478,6 +489,8 @@ class SessionEvidence:
         _keep_first(self._last_prompts, other._last_prompts)
         self._log_calls += other._log_calls
         _keep_first(self._activated, other._activated)
+        self._active_skills += other._active_skills
+        self._unnamed_activations += other._unnamed_activations
         self.unreadable_count += other.unreadable_count
         self.unreadable += other.unreadable[: max(0, MAX_UNREADABLE_NAMED - len(self.unreadable))]
 
@@ -501,6 +514,7 @@ class SessionEvidence:
         self._merge_split_calls()
         self._complete_from_log_calls()
         self._resolve_from_logs()
+        self._name_from_requests()
         self._attach_injections()
         self._add_message_calls()
         self._keep_names()
@@ -629,7 +643,21 @@ class SessionEvidence:
                 load.status = "loaded" if logged[0] else "failed"
             elif load.key in self._activated:
                 load.status = "loaded" if self._activated[load.key][2] else "failed"
-        # An activation logged with no tool span at all (traces not exported, or sampled out).
+        # An activation logged with no tool span at all (traces not exported, or sampled out,
+        # or a skill the user invoked).
+        called = {load.trace_id for load in self.skill_loads if load.signal == "skill_tool"}
+        for seen, ok in self._unnamed_activations:
+            if seen.trace_id not in called:
+                self.skill_loads.append(
+                    SkillLoad(
+                        skill="",
+                        status="loaded" if ok else "failed",
+                        signal="log_event",
+                        span_id=seen.span_id,
+                        trace_id=seen.trace_id,
+                        time_unix_nano=seen.time_unix_nano,
+                    )
+                )
         spanned = {load.key for load in self.skill_loads}
         for key, (skill, seen, ok) in self._activated.items():
             if key not in spanned:
@@ -676,15 +704,36 @@ class SessionEvidence:
                 )
             )
 
+    def _name_from_requests(self) -> None:
+        """A skill activation (a tool call, or a logged one) that recorded no name takes the
+        one the next model request of its trace ran under (``facts.LOG_ACTIVE_SKILL``)."""
+        if not self._active_skills:
+            return
+        requests = sorted(self._active_skills)
+        for load in self.skill_loads:
+            if load.skill or load.signal not in _ACTIVATIONS or load.status == "failed":
+                continue
+            after = next(
+                (
+                    skill
+                    for at, trace, skill in requests
+                    if trace == load.trace_id and at >= load.time_unix_nano
+                ),
+                None,
+            )
+            if after is not None:
+                load.skill = after
+
     def _keep_names(self) -> None:
         """A value that is no skill name is not reported as one (``names.plausible``, the
-        catalog's names allowed whatever their case), and a load with no name never loaded."""
+        catalog's names allowed whatever their case), and loads nothing.  A load whose name
+        was not recorded keeps its outcome."""
         for load in self.skill_loads:
             if load.skill and not names.plausible(load.skill, self.catalog.skills):
                 load.message = load.message or f"not a skill name: {load.skill[:200]!r}"
                 load.skill = ""
-            if not load.skill and load.status == "loaded":
-                load.status, load.message = "failed", load.message or "no skill name given"
+                if load.status == "loaded":
+                    load.status = "failed"
 
     def _add_message_calls(self) -> None:
         """Calls seen only in histories: skill calls the harness never ran as tools (denied,

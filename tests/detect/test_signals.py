@@ -320,3 +320,24 @@ def test_a_skill_the_user_invoked_is_one_load_whose_body_is_the_injection_after_
     # user-slash), and with raw bodies the request holds the expanded body after the command.
     (load,) = session_of(*files).skill_loads
     assert (load.skill, load.status, load.signal, load.has_body) == ("release-notes", "loaded", "log_event", has_body)
+
+
+def test_claude_code_without_logged_prompts_records_no_request_and_no_reply() -> None:
+    # Without OTEL_LOG_USER_PROMPTS the CLI writes "<REDACTED>" for the prompt and the reply:
+    # no turn, rather than a request "<REDACTED>" put before a judge.
+    session = session_of(
+        "claude_code/right_skill_no_prompts.traces.jsonl", "claude_code/right_skill_no_prompts.logs.jsonl"
+    )
+    assert session.turns == []
+    (load,) = session.skill_loads
+    assert (load.skill, load.status) == ("release-notes", "loaded")
+
+
+@pytest.mark.parametrize(("scenario", "signal"), [("right_skill", "skill_tool"), ("slash_command", "log_event")])
+def test_claude_code_without_tool_details_names_the_load_from_the_next_request(scenario: str, signal: str) -> None:
+    # Without OTEL_LOG_TOOL_DETAILS no Skill span names the skill and skill_activated says
+    # "custom_skill" (a redacted name, not a skill); the api_request after it carries
+    # skill.name.  Before: the Skill call was two loads, both FAILED "no skill name given".
+    name = f"claude_code/{scenario}_no_tool_details"
+    (load,) = session_of(f"{name}.traces.jsonl", f"{name}.logs.jsonl").skill_loads
+    assert (load.skill, load.status, load.signal) == ("release-notes", "loaded", signal)
