@@ -727,13 +727,16 @@ class SessionEvidence:
     def _keep_names(self) -> None:
         """A value that is no skill name is not reported as one (``names.plausible``, the
         catalog's names allowed whatever their case), and loads nothing.  A load whose name
-        was not recorded keeps its outcome."""
+        was not recorded (a harness told not to record arguments) loaded some skill, which
+        one unknown: unresolved, never loaded."""
         for load in self.skill_loads:
             if load.skill and not names.plausible(load.skill, self.catalog.skills):
                 load.message = load.message or f"not a skill name: {load.skill[:200]!r}"
                 load.skill = ""
                 if load.status == "loaded":
                     load.status = "failed"
+            elif not load.skill and load.status == "loaded":
+                load.status, load.message = "unresolved", load.message or _NAME_NOT_RECORDED
 
     def _add_message_calls(self) -> None:
         """Calls seen only in histories: skill calls the harness never ran as tools (denied,
@@ -827,6 +830,7 @@ class SessionEvidence:
 
 _NO_ID = "#"  # starts the key of a history call recorded without an id
 _ACTIVATIONS = ("skill_tool", "log_event")  # loads whose body a following injection carries
+_NAME_NOT_RECORDED = "the skill's name was not recorded"
 
 
 def _load_of(call: ToolCall) -> SkillLoad | None:

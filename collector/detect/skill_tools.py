@@ -30,7 +30,9 @@ def detect(call: ToolCall) -> SkillLoad | None:
     if not skill and not isinstance(recorded, str):
         skill = names.decoded(call.skill_attribute or "")
     status, message = outcome(call)
-    if not skill.strip() and status == "loaded":
+    # Arguments recorded without a name asked for no skill.  With none recorded the name is
+    # unknown, not empty: the session reports such a load unresolved (``_keep_names``).
+    if not skill.strip() and status == "loaded" and call.arguments is not None:
         status, message = "failed", "no skill name given"
     body = None
     if status == "loaded":
