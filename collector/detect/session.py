@@ -829,7 +829,7 @@ class SessionEvidence:
 
 
 _NO_ID = "#"  # starts the key of a history call recorded without an id
-_ACTIVATIONS = ("skill_tool", "log_event")  # loads whose body a following injection carries
+_ACTIVATIONS = ("skill_tool", "log_event")  # loads that activate a skill: a tool call, a logged activation
 _NAME_NOT_RECORDED = "the skill's name was not recorded"
 
 
