@@ -644,33 +644,27 @@ class SessionEvidence:
             elif load.key in self._activated:
                 load.status = "loaded" if self._activated[load.key][2] else "failed"
         # An activation logged with no tool span at all (traces not exported, or sampled out,
-        # or a skill the user invoked).
+        # or a skill the user invoked); one without a name, where no skill call of its trace
+        # stands for it.
         called = {load.trace_id for load in self.skill_loads if load.signal == "skill_tool"}
-        for seen, ok in self._unnamed_activations:
-            if seen.trace_id not in called:
-                self.skill_loads.append(
-                    SkillLoad(
-                        skill="",
-                        status="loaded" if ok else "failed",
-                        signal="log_event",
-                        span_id=seen.span_id,
-                        trace_id=seen.trace_id,
-                        time_unix_nano=seen.time_unix_nano,
-                    )
-                )
         spanned = {load.key for load in self.skill_loads}
-        for key, (skill, seen, ok) in self._activated.items():
-            if key not in spanned:
-                self.skill_loads.append(
-                    SkillLoad(
-                        skill=skill,
-                        status="loaded" if ok else "failed",
-                        signal="log_event",
-                        span_id=seen.span_id,
-                        trace_id=seen.trace_id,
-                        time_unix_nano=seen.time_unix_nano,
-                    )
+        activations = [
+            ("", seen, ok) for seen, ok in self._unnamed_activations if seen.trace_id not in called
+        ]
+        activations += [
+            (skill, seen, ok) for key, (skill, seen, ok) in self._activated.items() if key not in spanned
+        ]
+        for skill, seen, ok in activations:
+            self.skill_loads.append(
+                SkillLoad(
+                    skill=skill,
+                    status="loaded" if ok else "failed",
+                    signal="log_event",
+                    span_id=seen.span_id,
+                    trace_id=seen.trace_id,
+                    time_unix_nano=seen.time_unix_nano,
                 )
+            )
 
     def _attach_injections(self) -> None:
         """An injected body that follows a skill's activation (a skill tool call, or one the
