@@ -27,11 +27,20 @@ from evaluators.result import Coverage
 SUFFIXES = (".json", ".jsonl", ".binpb", ".pb")
 
 
-@dataclass
+@dataclass(repr=False)
 class ReplayOutcome:
     coverages: list[Coverage] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # any of these: replay exits 1
     notes: list[str] = field(default_factory=list)  # said on stderr; the input was still whole
+
+    def __repr__(self) -> str:
+        # Counts, not contents: ``asyncio.run`` (3.11) formats the finished main task, result
+        # included, as it restores SIGINT handling, and every session's coverage took ~1 s to
+        # format for 8,000 sessions.
+        return (
+            f"ReplayOutcome({len(self.coverages)} coverages, {len(self.problems)} problems, "
+            f"{len(self.notes)} notes)"
+        )
 
 
 def input_files(paths: list[str]) -> Iterator[Path]:
@@ -159,11 +168,14 @@ def _size(path: Path) -> int:
 
 
 async def _take(chain: Chain, item: Received) -> None:
-    """``item`` into the chain; when a bound is reached, once more after the queues drain:
-    the requests waiting to be assembled, then the judge work (``judge.max_queue``)."""
+    """``item`` into the chain.  Where a network sender would be refused and retry (and serve
+    would log the refusal), replay first waits for the requests waiting to be assembled, then
+    for the judge work (``judge.max_queue``); a bound that waiting cannot lift
+    (``sessions.max_open``) still refuses the item (``Retryable``)."""
     try:
-        await chain.consume(item)
+        chain.sessions_stage.admit()
+        chain.runner.admit()
     except Retryable:
         await chain.sessions_stage.settle()
         await chain.runner.room()
-        await chain.consume(item)
+    await chain.consume(item)

@@ -177,3 +177,32 @@ async def test_replay_waits_for_room_in_the_judge_queue_instead_of_dropping_a_re
     finally:
         await chain.shutdown(30)
         fake.stop()
+
+
+async def test_replay_waits_for_assembly_without_logging_a_refusal(caplog: pytest.LogCaptureFixture) -> None:
+    """With ``sessions.max_pending_requests`` reached, a network sender is refused (and serve
+    logs it); replay waits for the queue instead: every request is taken, nothing is logged
+    as refused."""
+    chain = Chain(parse({"sessions": {"max_pending_requests": 1}}), store=MemorySpool())
+    requests = [
+        Received("traces", request, "test")
+        for name in ("right_skill_latest", "multi_turn_latest", "no_skill_latest")
+        for request in trace_requests(FRAMEWORKS / "strands" / f"{name}.traces.jsonl")
+    ]
+    try:
+        with caplog.at_level("WARNING"):
+            for item in requests:
+                await take(chain, item)
+        assert all(item.outcome.accepted and not item.outcome.rejected for item in requests)
+        assert "backpressure" not in caplog.text
+    finally:
+        await chain.shutdown(30)
+
+
+def test_an_outcome_is_shown_by_its_counts_not_its_coverages() -> None:
+    """``asyncio.run`` formats the finished main task, result included: a replay's outcome
+    holds every session's coverage, so it is shown by counts."""
+    from collector.replay import ReplayOutcome
+
+    outcome = ReplayOutcome(problems=["a"], notes=["b", "c"])
+    assert repr(outcome) == "ReplayOutcome(0 coverages, 1 problems, 2 notes)"
