@@ -92,22 +92,32 @@ class Catalog:
     truncated: int = 0
 
     def advertise(self, entries: list[CatalogEntry], source: str) -> None:
+        """Take ``entries`` in: a skill known already keeps its entry, unless it was shown by
+        name alone and this entry describes it."""
         for entry in entries:
             key = fold_skill_name(entry.name)
-            if key in self.skills:
+            known = self.skills.get(key)
+            if known is not None:
+                if entry.description and not known.description:
+                    self.skills[key] = self._described(entry)
                 continue
             if len(self.skills) >= self.limit or len(entry.name) > MAX_SKILL_NAME_CHARS:
                 self.truncated += 1
                 continue
-            if len(entry.description) > MAX_DESCRIPTION_CHARS:  # a new entry: parsed ones are shared
-                entry = CatalogEntry(entry.name, entry.description[:MAX_DESCRIPTION_CHARS], entry.location)
-                self.truncated += 1
-            self.skills[key] = entry
+            self.skills[key] = self._described(entry)
         if entries:
             self.state = "advertised"
         elif self.state == "not_recorded":
             self.state = "empty"
         self.source = self.source or source
+
+    def _described(self, entry: CatalogEntry) -> CatalogEntry:
+        """``entry`` with its description cut at ``MAX_DESCRIPTION_CHARS`` (a new entry:
+        parsed ones are shared)."""
+        if len(entry.description) <= MAX_DESCRIPTION_CHARS:
+            return entry
+        self.truncated += 1
+        return CatalogEntry(entry.name, entry.description[:MAX_DESCRIPTION_CHARS], entry.location)
 
     def merge(self, other: Catalog) -> None:
         if other.state == "not_recorded":

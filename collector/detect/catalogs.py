@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import html
+import json
 import re
 from collections.abc import Callable
 
@@ -32,6 +33,18 @@ def available_skills_xml(text: str) -> list[CatalogEntry] | None:
         if name.strip():
             entries.append(CatalogEntry(html.unescape(name.strip()), html.unescape(description.strip())))
     return entries
+
+
+def names_list(text: str) -> list[CatalogEntry] | None:
+    """A JSON array of skill names (``facts.CATALOG_NAME_ATTRIBUTES``): entries without
+    descriptions; None for text that is no such array."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        return None
+    return [CatalogEntry(name.strip()) for name in value if name.strip()]
 
 
 def markdown_list(lead: re.Pattern[str]) -> Callable[[str], list[CatalogEntry] | None]:

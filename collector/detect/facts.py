@@ -169,8 +169,16 @@ SKILL_RESOURCE_ATTRIBUTES: tuple[str, ...] = ("gen_ai.skill.resource.name",)
 # A skill tool result shorter than this, on one line, acknowledges a load without the body:
 # "Launching skill: x" (Claude Code), "Skill 'x' activated (no instructions available).".
 SKILL_ACK_MAX_CHARS = 80
+# A longer one-line result acknowledges it too when it names the skill: 'Skill
+# "release-notes" loaded successfully. Follow the instructions in the skill context.'
+# (Copilot CLI, which hands the body to the model apart from the tool result).
+SKILL_NAMED_ACK_MAX_CHARS = 240
 # Tools whose result lists the catalog.
 CATALOG_TOOLS: frozenset[str] = frozenset({"list_skills", "search_skills"})
+# Span attributes holding the catalog's names as a JSON array of strings, recorded even when
+# message content is not (Copilot CLI's agent span; no descriptions).
+CATALOG_NAME_ATTRIBUTES: tuple[str, ...] = ("github.copilot.context.skills",)
+CATALOG_NAMES_SHAPE = "names_attribute"
 
 # -- read tools -------------------------------------------------------------------------
 
@@ -379,6 +387,9 @@ RESPONSE_FIELDS: tuple[tuple[str, str], ...] = (
 )
 # Message roles of a user request: "human" is LangChain's (Deep Agents, LangGraph).
 USER_ROLES: tuple[str, ...] = ("user", "human")
+# Context a harness puts before the user's own words in the same message, left out of the
+# request: Copilot CLI's "<current_datetime>...</current_datetime>" line.
+USER_TEXT_PREAMBLE: re.Pattern[str] = re.compile(r"\A\s*<current_datetime>[^<]*</current_datetime>\s*")
 # Where a message keeps its body, first present wins: GenAI semconv messages use "parts".
 MESSAGE_BODY_KEYS: tuple[str, ...] = ("parts", "content")
 # Where a recorded request keeps its message list, first non-empty wins: {"messages": [...]}
@@ -589,6 +600,12 @@ LOG_SKILL_ACTIVATED: dict[str, str] = {
     "codex.skill_invocation": "skill.name",
     "qwen-code.skill_launch": "skill_name",  # Qwen Code, with success
 }
+# Span events (by name) recording a skill's activation, as (the attribute naming the skill,
+# the attribute holding its body when content is recorded): Copilot CLI puts one on its
+# agent span for each load its skill tool made, with or without message content.
+SPAN_EVENT_SKILL_ACTIVATED: dict[str, tuple[str, str]] = {
+    "github.copilot.skill.invoked": ("gen_ai.skill.name", "github.copilot.skill.content"),
+}
 # On an activation record, a false value here says the skill did not load.
 LOG_SKILL_SUCCESS_KEYS: tuple[str, ...] = ("success",)
 # What a harness writes in place of a skill's name it was told not to record: no name.
@@ -691,6 +708,7 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("crewai", "crewai"),  # CrewAI's own tracing (crewai.telemetry.tracing)
     ("@mastra/", "mastra"),  # Mastra's OpenTelemetry exporter (@mastra/otel-exporter)
     ("openinference.instrumentation.llama_index", "llamaindex"),
+    ("github.copilot", "copilot_cli"),  # GitHub Copilot CLI's own spans
     ("opentelemetry.instrumentation.llamaindex", "llamaindex"),
 )
 
@@ -709,6 +727,7 @@ FRAMEWORK_SERVICES: tuple[tuple[str, str], ...] = (
     ("claude-code", "claude_code"),
     ("opencode", "opencode"),
     ("qwen-code", "qwen_code"),
+    ("github-copilot", "copilot_cli"),
 )
 # Attributes outside the tables above that may hold prompt text (a system instruction, a
 # request) in a harness no row knows: a key holding one of these words, compared casefolded.

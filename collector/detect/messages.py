@@ -23,6 +23,7 @@ _PROMPT_ATTRIBUTES = tuple((key, role) for event, key, role in facts.PROMPT_FIEL
 _PROMPT_EVENTS = _index(facts.PROMPT_FIELDS)
 _RESPONSE_ATTRIBUTES = tuple((key, "") for event, key in facts.RESPONSE_FIELDS if not event)
 _RESPONSE_EVENTS = _index(tuple((event, key, "") for event, key in facts.RESPONSE_FIELDS))
+_PREAMBLE = facts.USER_TEXT_PREAMBLE
 
 
 def _field_texts(
@@ -121,8 +122,9 @@ def tool_definitions(view: SpanView) -> list[tuple[str, str]]:
 
 
 def user_texts(view: SpanView, prompts: list[tuple[str, str]] | None = None) -> list[str]:
-    """Every user request the span's recorded input holds, oldest first (histories repeat).
-    ``prompts``: the span's ``prompt_texts``, when the caller has them already."""
+    """Every user request the span's recorded input holds, oldest first (histories repeat),
+    without a harness's preamble (``facts.USER_TEXT_PREAMBLE``).  ``prompts``: the span's
+    ``prompt_texts``, when the caller has them already."""
     found: list[str] = []
     for role, raw in _field_texts(view, _PROMPT_ATTRIBUTES, _PROMPT_EVENTS) if prompts is None else prompts:
         if role == "user":
@@ -135,7 +137,7 @@ def user_texts(view: SpanView, prompts: list[tuple[str, str]] | None = None) -> 
                 if m.get("role") in facts.USER_ROLES
             ]
     found += _flattened_user_texts(view)
-    return [text.strip() for text in found if text and text.strip()]
+    return [stripped for text in found if text and (stripped := _PREAMBLE.sub("", text, count=1).strip())]
 
 
 def _text_only(value: Any) -> str:

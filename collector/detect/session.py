@@ -32,7 +32,7 @@ from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.outcome import text_outcome
 from collector.detect.transcript import Injection, MessageCall, MessageResult, injections_in
-from collector.otlp.views import LogView, SpanView
+from collector.otlp.views import Attributes, LogView, SpanView
 from evaluators.evidence import (
     Catalog,
     ContentCapture,
@@ -59,6 +59,8 @@ _READ_DETECTORS = (file_reads.detect, shell_reads.detect)  # for calls only a hi
 
 # Substrings without which a piece of prompt text holds nothing for each walk of ``_scan``.
 _BLOCK_MARKERS: tuple[str, ...] = facts.BLOCK_MARKERS
+_EVENT_ACTIVATIONS = facts.SPAN_EVENT_SKILL_ACTIVATED
+_CATALOG_NAMES = facts.CATALOG_NAME_ATTRIBUTES
 _INJECTION_MARKERS: tuple[str, ...] = facts.INJECTION_MARKERS
 
 
@@ -205,7 +207,9 @@ class SessionEvidence:
         self._injected: dict[str, tuple[Injection, _Seen]] = {}
         self._log_results: dict[str, tuple[bool, _Seen]] = {}  # tool call id -> success
         self._log_calls: list[log_calls.LoggedCall] = []  # tool calls that log records report
-        self._activated: dict[str, tuple[str, _Seen, bool]] = {}  # folded skill -> first activation, ok
+        self._activated: dict[
+            str, tuple[str, _Seen, bool]
+        ] = {}  # folded skill -> first recorded activation, ok
         self._active_skills: list[tuple[int, str, str]] = []  # (time, trace id, skill) of requests
         self._unnamed_activations: list[tuple[_Seen, bool]] = []  # activations logged without a name
         self._last_prompts: dict[str, str] = {}  # role -> the last text of that role seen (read already)
@@ -223,6 +227,18 @@ class SessionEvidence:
             self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs))
         if not self.model_seen:
             self.model_seen = any(k.startswith(facts.MODEL_ATTRIBUTE_PREFIXES) for k in view.attrs.keys())  # noqa: SIM118 - Attributes is no dict
+        for event in view.span.events:
+            fields = _EVENT_ACTIVATIONS.get(event.name)
+            if fields is not None:
+                attrs = Attributes(event.attributes)
+                seen = _Seen(
+                    view.trace_id, view.span_id, event.time_unix_nano or view.span.start_time_unix_nano
+                )
+                skill = self._activation(attrs.text(fields[0]), seen, ok=True)
+                body = attrs.text(fields[1])
+                if skill and body:  # the body the harness handed the model for this load
+                    injection = Injection(skill, body, None, follows_tool=True)
+                    self._injected.setdefault(fold_skill_name(skill), (injection, seen))
         call = tool_call(view)
         if call is not None:
             self._observe_tool(call)
@@ -230,6 +246,13 @@ class SessionEvidence:
         start = view.span.start_time_unix_nano
         if has_marker(view, facts.AGENT_SPAN_MARKERS):
             self.agent_spans.append((start, view.trace_id, view.span_id))
+        for key in _CATALOG_NAMES:
+            if key in view.attrs:
+                names_text = view.attrs.text(key)
+                if names_text and self._first_sight(("catalog", names_text)):
+                    entries = catalogs.names_list(names_text)
+                    if entries is not None:
+                        self.catalog.advertise(entries, facts.CATALOG_NAMES_SHAPE)
         prompts = messages.prompt_texts(view)
         if prompts:
             self._content_seen = True
@@ -306,16 +329,12 @@ class SessionEvidence:
             if active and active not in facts.REDACTED_SKILL_NAMES:
                 self._active_skills.append((seen.time_unix_nano, seen.trace_id, active))
         if event in facts.LOG_SKILL_ACTIVATED:
-            skill = names.decoded(view.attrs.text(facts.LOG_SKILL_ACTIVATED[event]) or "")
             ok = all(
                 str(view.attrs.get(key)).lower() != "false"
                 for key in facts.LOG_SKILL_SUCCESS_KEYS
                 if key in view.attrs
             )
-            if skill in facts.REDACTED_SKILL_NAMES:
-                self._unnamed_activations.append((seen, ok))  # a skill, its name not recorded
-            elif skill:
-                self._activated.setdefault(fold_skill_name(skill), (skill, seen, ok))
+            self._activation(view.attrs.text(facts.LOG_SKILL_ACTIVATED[event]), seen, ok)
         elif event in facts.LOG_TOOL_RESULTS:
             id_key, success_key = facts.LOG_TOOL_RESULTS[event]
             call_id = view.attrs.text(id_key)
@@ -337,6 +356,17 @@ class SessionEvidence:
         self.unreadable_count += 1
         if len(self.unreadable) < MAX_UNREADABLE_NAMED:
             self.unreadable.append(item)
+
+    def _activation(self, recorded: str | None, seen: _Seen, ok: bool) -> str:
+        """A skill activation the harness recorded (a log record, a span event); returns the
+        skill's name, "" when it has none or it was not recorded."""
+        skill = names.decoded(recorded or "")
+        if skill in facts.REDACTED_SKILL_NAMES:
+            self._unnamed_activations.append((seen, ok))  # a skill, its name not recorded
+            return ""
+        if skill:
+            self._activated.setdefault(fold_skill_name(skill), (skill, seen, ok))
+        return skill
 
     def _expect(self, skills: Iterable[str]) -> None:
         for skill in skills:
@@ -513,7 +543,7 @@ class SessionEvidence:
     def _finish(self, session_id: str, revision: int, close_reason: str) -> Session:
         self._merge_split_calls()
         self._complete_from_log_calls()
-        self._resolve_from_logs()
+        self._settle_from_records()
         self._name_from_requests()
         self._attach_injections()
         self._add_message_calls()
@@ -633,8 +663,9 @@ class SessionEvidence:
                     load.status = "loaded"
                 self.skill_loads.append(load)
 
-    def _resolve_from_logs(self) -> None:
-        """A tool span with no recorded result, settled by the harness's log records."""
+    def _settle_from_records(self) -> None:
+        """A tool span with no recorded result, settled by what else the harness recorded: a
+        logged tool result, or the skill's activation (a log record, a span event)."""
         for load in self.skill_loads:
             if load.status != "unresolved":
                 continue
@@ -643,9 +674,9 @@ class SessionEvidence:
                 load.status = "loaded" if logged[0] else "failed"
             elif load.key in self._activated:
                 load.status = "loaded" if self._activated[load.key][2] else "failed"
-        # An activation logged with no tool span at all (traces not exported, or sampled out,
-        # or a skill the user invoked); one without a name, where no skill call of its trace
-        # stands for it.
+        # An activation recorded with no tool span at all (traces not exported, or sampled
+        # out, or a skill the user invoked); one without a name, where no skill call of its
+        # trace stands for it.
         called = {load.trace_id for load in self.skill_loads if load.signal == "skill_tool"}
         spanned = {load.key for load in self.skill_loads}
         activations = [

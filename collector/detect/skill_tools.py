@@ -38,7 +38,7 @@ def detect(call: ToolCall) -> SkillLoad | None:
     if status == "loaded":
         text = result_text(call)
         document = documents.find(text)
-        body = document.body if document else _body_without_ack(text)
+        body = document.body if document else _body_without_ack(text, skill)
     return SkillLoad(
         skill=skill,
         status=status,
@@ -64,10 +64,17 @@ def skill_argument(arguments: Any, key: str) -> Any:
     return next((arguments[k] for k in facts.SKILL_NAME_KEYS if k in arguments), None)
 
 
-def _body_without_ack(text: str) -> str | None:
-    # A short one-line acknowledgement is a load without a body; anything longer is the
-    # instructions themselves.
+def _body_without_ack(text: str, skill: str) -> str | None:
+    """None for a one-line acknowledgement of a load (short, or a little longer and naming
+    ``skill``): a load without its body; anything else is the instructions themselves."""
     stripped = text.strip()
-    if len(stripped) < facts.SKILL_ACK_MAX_CHARS and ("\n" not in stripped):
+    if "\n" not in stripped and (
+        len(stripped) < facts.SKILL_ACK_MAX_CHARS
+        or (
+            len(stripped) < facts.SKILL_NAMED_ACK_MAX_CHARS
+            and skill
+            and skill.casefold() in stripped.casefold()
+        )
+    ):
         return None
     return stripped or None

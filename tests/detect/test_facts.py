@@ -46,3 +46,12 @@ def test_raw_markers_are_in_the_markers_they_stand_for() -> None:
         assert raw in marker
     assert facts.INJECTED_SKILL_MARKER in facts.INJECTION_MARKERS
     assert facts.BASE_DIRECTORY_PREFIX in facts.INJECTION_MARKERS
+
+
+def test_a_names_catalog_is_a_json_array_of_strings_and_nothing_else() -> None:
+    from collector.detect.catalogs import names_list
+
+    assert [e.name for e in names_list('["a-skill", " b ", ""]') or []] == ["a-skill", "b"]
+    assert names_list("[]") == []
+    for text in ("not json", '{"a": 1}', '["a", 2]', '"a"'):
+        assert names_list(text) is None, text

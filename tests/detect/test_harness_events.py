@@ -1,5 +1,6 @@
 """Harness events name the skill: activation log records (Claude Code ``skill_activated``,
-Codex CLI ``codex.skill_invocation``) and GenAI semconv ``gen_ai.skill.*`` attributes on
+Codex CLI ``codex.skill_invocation``), activation span events (Copilot CLI
+``github.copilot.skill.invoked``) and GenAI semconv ``gen_ai.skill.*`` attributes on
 ``execute_tool`` spans, whatever the tool is called; a load is loaded only when the harness
 shows it succeeded."""
 
@@ -101,3 +102,90 @@ def test_gen_ai_skill_name_on_a_failed_call_is_a_failed_load() -> None:
     rename_tool(traces, "load_skill", "use_skill")
     (session,) = assemble(traces, [])
     assert [(x.skill, x.status) for x in session.skill_loads] == [("relese-notes", "failed")]
+
+
+# -- activations recorded as span events (Copilot CLI's github.copilot.skill.invoked) -----
+
+COPILOT = "copilot_cli"
+RELEASE_BODY_START = "# Release notes\n\n1. Group the changes"
+
+
+def spans_of(requests: list[ExportTraceServiceRequest]):  # type: ignore[no-untyped-def]
+    for request in requests:
+        for rs in request.resource_spans:
+            for ss in rs.scope_spans:
+                yield ss.spans
+
+
+def drop_spans(requests: list[ExportTraceServiceRequest], prefix: str) -> None:
+    """Leave out the spans whose name starts with ``prefix`` (as a sampler would)."""
+    for spans in spans_of(requests):
+        kept = [span for span in spans if not span.name.startswith(prefix)]
+        del spans[:]
+        spans.extend(kept)
+
+
+def drop_events(requests: list[ExportTraceServiceRequest], name: str) -> None:
+    for spans in spans_of(requests):
+        for span in spans:
+            kept = [event for event in span.events if event.name != name]
+            del span.events[:]
+            span.events.extend(kept)
+
+
+def loads(session: Session) -> list[tuple[str, str, str, str]]:
+    return [(x.skill, x.status, x.signal, (x.body or "")[: len(RELEASE_BODY_START)]) for x in session.skill_loads]
+
+
+def test_an_activation_event_settles_a_skill_call_that_recorded_no_result() -> None:
+    # Content capture off: the skill span has the name and status OK, no result.
+    traces = trace_requests(FRAMEWORKS / COPILOT / "right_skill_no_content.traces.jsonl")
+    (session,) = assemble(traces, [])
+    assert loads(session) == [("release-notes", "loaded", "skill_tool", "")]
+    drop_events(traces, "github.copilot.skill.invoked")
+    (session,) = assemble(traces, [])
+    assert loads(session) == [("release-notes", "unresolved", "skill_tool", "")]
+
+
+def test_the_body_an_activation_event_carries_is_the_loads_body_not_the_acknowledgement() -> None:
+    traces = trace_requests(FRAMEWORKS / COPILOT / "right_skill.traces.jsonl")
+    (session,) = assemble(traces, [])
+    assert loads(session) == [("release-notes", "loaded", "skill_tool", RELEASE_BODY_START)]
+    # Without the event, the tool's one-line 'Skill "release-notes" loaded successfully. ...'
+    # (88 characters, naming the skill) is an acknowledgement, not a body.
+    drop_events(traces, "github.copilot.skill.invoked")
+    (session,) = assemble(traces, [])
+    assert loads(session) == [("release-notes", "loaded", "skill_tool", "")]
+
+
+def test_an_activation_event_alone_is_a_load_with_its_body() -> None:
+    # The tool spans sampled out: the agent span's event still records the load.
+    traces = trace_requests(FRAMEWORKS / COPILOT / "right_skill.traces.jsonl")
+    drop_spans(traces, "execute_tool")
+    (session,) = assemble(traces, [])
+    assert loads(session) == [("release-notes", "loaded", "log_event", RELEASE_BODY_START)]
+
+
+def test_a_catalog_of_names_alone_is_advertised_and_described_when_a_description_comes() -> None:
+    traces = trace_requests(FRAMEWORKS / COPILOT / "missing_skill_no_content.traces.jsonl")
+    (session,) = assemble(traces, [])
+    assert session.catalog.state == "advertised"
+    assert {"csv-cleanup", "incident-report", "release-notes"} <= set(session.catalog.skills)
+    assert all(not entry.description for entry in session.catalog.skills.values())
+    # With content: the agent span (its names) first, the chat spans (the described XML) after.
+    traces = trace_requests(FRAMEWORKS / COPILOT / "missing_skill.traces.jsonl")
+    for spans in spans_of(traces):
+        ordered = sorted(spans, key=lambda span: span.name != "invoke_agent")
+        del spans[:]
+        spans.extend(ordered)
+    (session,) = assemble(traces, [])
+    assert session.catalog.skills["release-notes"].description.startswith("Write release notes")
+
+
+def test_a_harness_preamble_is_not_part_of_the_users_request() -> None:
+    traces = trace_requests(FRAMEWORKS / COPILOT / "right_skill.traces.jsonl")
+    (session,) = assemble(traces, [])
+    assert [turn.user_message for turn in session.turns] == [
+        "Write release notes for these merged changes: added CSV export; fixed login timeout; "
+        "removed the v1 API."
+    ]
