@@ -105,3 +105,27 @@ def test_session_cost_prints_a_line_for_each_step() -> None:
     lines = perf("session_cost.py", "--sessions", "40", "--rounds", "1")[1:]
     assert [line.split()[0] for line in lines] == ["plan", "results", "coverage", "metrics", "index", "all"]
     assert all(float(line.split()[1]) > 0 for line in lines)
+
+
+def test_the_traffic_written_as_files_replays_through_the_whole_chain(tmp_path: Path) -> None:
+    """``--write-traffic``: three passes of the short traffic, each with its own sessions, that
+    ``skillgauge replay`` takes whole (the chain in one process, for profiling)."""
+    lines = perf("bench.py", "--short", "--write-traffic", str(tmp_path))
+    files = sorted(tmp_path.glob("*.binpb"))
+    assert files and lines[-1] == f"wrote {len(files)} requests ({sum(_spans(f) for f in files)} spans) to {tmp_path}"
+    run = subprocess.run(
+        [sys.executable, "-m", "collector", "replay", str(tmp_path), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    records = [json.loads(line) for line in run.stdout.splitlines()]
+    sessions = [record["coverage"]["session_id"] for record in records if "coverage" in record]
+    assert len(sessions) == len(set(sessions)) == 3 * 200  # --short re-keys 200 sessions a pass
+
+
+def _spans(path: Path) -> int:
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(path.read_bytes())
+    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)

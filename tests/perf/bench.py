@@ -3,6 +3,7 @@
     python tests/perf/bench.py               # full run (a few minutes on 2 cores)
     python tests/perf/bench.py --replicas 2  # the same with two replicas (default: one a core)
     python tests/perf/bench.py --short       # seconds; CI runs this so the benchmark cannot rot
+    python tests/perf/bench.py --write-traffic DIR  # the traffic as files, for `skillgauge replay DIR`
 
 Traffic is real: the recorded framework sessions in tests/fixtures/frameworks, re-keyed to
 many sessions (new session ids and trace ids), packed into 512-span requests.
@@ -882,6 +883,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the saturation phase (to compare two builds run in turn): ingest and CPU a span",
     )
+    args.add_argument(
+        "--write-traffic",
+        metavar="DIR",
+        help="write the traffic (three passes, fresh ids each) to DIR as .binpb files and stop: "
+        "`skillgauge replay DIR` then runs the whole chain on it in one process",
+    )
     opts = args.parse_args(argv)
     short = opts.short
     replica_count = opts.replicas if opts.replicas is not None else 2 if short else os.cpu_count() or 1
@@ -899,6 +906,14 @@ def main(argv: list[str] | None = None) -> int:
     bodies, spans = requests_for(200 if short else 2000)
     mean_span = sum(len(b) for b in bodies) / spans
     print(f"traffic: {len(bodies)} requests, {spans} spans, {mean_span:.0f} bytes/span on the wire")
+    if opts.write_traffic:
+        out = Path(opts.write_traffic)
+        out.mkdir(parents=True, exist_ok=True)
+        for round_ in range(1, 4):
+            for n, body in enumerate(bodies):
+                (out / f"{round_:02d}-{n:04d}.binpb").write_bytes(fresh(body, round_))
+        print(f"wrote {3 * len(bodies)} requests ({3 * spans} spans) to {out}")
+        return 0
     routed, owned = route(bodies, replica_count)
     print(
         f"routed by {ROUTING_ATTRIBUTE} on the loadbalancing exporter's ring: "
