@@ -24,6 +24,7 @@ def test_defaults_match_the_design() -> None:
         "span:ai.telemetry.metadata.sessionId",
         "span:thread_id",
         "span:thread.id",
+        "span:traceloop.association.properties.session_id",
         "resource:session.id",
         "resource:gen_ai.conversation.id",
     )

@@ -59,6 +59,7 @@ TOOL_ARGUMENT_KEYS: tuple[str, ...] = (
     "gen_ai.input.messages",
     "ai.toolCall.args",  # Vercel AI SDK 4-6
     "tool_arguments",  # Pydantic AI, instrumentation version 2
+    "traceloop.entity.input",  # OpenLLMetry's @tool spans: {"args": [...], "kwargs": {...}}
 )
 # Harnesses that record each argument as its own span attribute: attribute -> argument.
 ARGUMENT_ATTRIBUTES: tuple[tuple[str, str], ...] = (
@@ -77,6 +78,7 @@ TOOL_RESULT_KEYS: tuple[str, ...] = (
     "gen_ai.output.messages",
     "ai.toolCall.result",  # Vercel AI SDK 4-6
     "tool_response",  # Pydantic AI, instrumentation version 2
+    "traceloop.entity.output",  # OpenLLMetry's @tool spans: the return value as JSON
 )
 # Span events that carry arguments / results: (event name, attribute).
 TOOL_ARGUMENT_EVENTS: tuple[tuple[str, str], ...] = (("gen_ai.tool.message", "content"),)  # Strands legacy
@@ -590,6 +592,18 @@ CATALOG_EMPTY: re.Pattern[str] = re.compile(r"no skills (?:are )?(?:currently )?
 # Claude Code names its events "claude_code.<event>" in OTLP's event_name field and bare in
 # ``event.name``; the tables below use the bare names.
 LOG_EVENT_PREFIX = "claude_code."
+# GenAI semconv message events (1.28-1.36; OpenLLMetry's and the contrib instrumentations'
+# event mode): one message in the record's body, {"content": ..., "tool_calls": [...]}, or for
+# a choice {"index", "message": {...}, "finish_reason"}; by event name -> the message's role.
+LOG_MESSAGE_EVENTS: dict[str, str] = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+    "gen_ai.choice": "answer",
+}
+LOG_CHOICE_MESSAGE_KEY = "message"
+LOG_MESSAGE_CALLS_KEY = "tool_calls"  # an assistant message's calls, beside its content
 # Log records (OTLP logs, by event name) that carry skill evidence.  Names without
 # LOG_EVENT_PREFIX are looked up as they are ("codex.skill_invocation").
 LOG_SKILL_ACTIVATED: dict[str, str] = {
@@ -709,6 +723,9 @@ FRAMEWORK_SCOPES: tuple[tuple[str, str], ...] = (
     ("@mastra/", "mastra"),  # Mastra's OpenTelemetry exporter (@mastra/otel-exporter)
     ("openinference.instrumentation.llama_index", "llamaindex"),
     ("github.copilot", "copilot_cli"),  # GitHub Copilot CLI's own spans
+    ("traceloop.", "openllmetry"),  # OpenLLMetry's decorators (@agent, @tool) on a hand-written agent
+    ("opentelemetry.instrumentation.anthropic", "openllmetry"),  # OpenLLMetry's Anthropic SDK instrumentation
+    ("opentelemetry.util.genai", "otel_genai"),  # the OpenTelemetry contrib GenAI instrumentations
     ("opentelemetry.instrumentation.llamaindex", "llamaindex"),
 )
 
@@ -757,6 +774,7 @@ SESSION_KEYS: tuple[str, ...] = (
     "span:ai.telemetry.metadata.sessionId",  # Vercel AI SDK 4-6: experimental_telemetry.metadata
     "span:thread_id",  # Codex CLI trace exporter: the conversation id on its session-loop spans
     "span:thread.id",  # Codex CLI: the conversation id as text (its integer values name none)
+    "span:traceloop.association.properties.session_id",  # OpenLLMetry's association properties
     "resource:session.id",
     "resource:gen_ai.conversation.id",
 )

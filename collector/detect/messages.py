@@ -137,7 +137,16 @@ def user_texts(view: SpanView, prompts: list[tuple[str, str]] | None = None) -> 
                 if m.get("role") in facts.USER_ROLES
             ]
     found += _flattened_user_texts(view)
-    return [stripped for text in found if text and (stripped := _PREAMBLE.sub("", text, count=1).strip())]
+    return [request for text in found if text and (request := _request(text))]
+
+
+def message_text(content: Any) -> str:
+    """The text a message's content holds (its text parts, a harness's preamble left out)."""
+    return _request(_text_only(content))
+
+
+def _request(text: str) -> str:
+    return _PREAMBLE.sub("", text, count=1).strip()
 
 
 def _text_only(value: Any) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from collector.detect import (
     any_reads,
@@ -27,7 +27,7 @@ from collector.detect import (
     skill_tools,
     transcript,
 )
-from collector.detect.content import has_marker, parse_json, result_text, tool_call
+from collector.detect.content import first_present, has_marker, parse_json, result_text, tool_call
 from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.outcome import text_outcome
@@ -61,6 +61,7 @@ _READ_DETECTORS = (file_reads.detect, shell_reads.detect)  # for calls only a hi
 _BLOCK_MARKERS: tuple[str, ...] = facts.BLOCK_MARKERS
 _EVENT_ACTIVATIONS = facts.SPAN_EVENT_SKILL_ACTIVATED
 _CATALOG_NAMES = facts.CATALOG_NAME_ATTRIBUTES
+_LOGGED_MESSAGE_KEYS = (*facts.MESSAGE_BODY_KEYS, facts.LOG_MESSAGE_CALLS_KEY)
 _INJECTION_MARKERS: tuple[str, ...] = facts.INJECTION_MARKERS
 
 
@@ -340,6 +341,9 @@ class SessionEvidence:
             call_id = view.attrs.text(id_key)
             if call_id:
                 self._log_results[call_id] = (str(view.attrs.get(success_key)).lower() == "true", seen)
+        role = facts.LOG_MESSAGE_EVENTS.get(event)
+        if role is not None:
+            self._observe_logged_message(role, view.body, seen)
         for key in facts.LOG_CONTENT_ATTRIBUTES:
             if key in view.attrs:
                 raw = view.attrs.text(key)
@@ -350,6 +354,24 @@ class SessionEvidence:
             part = self._unread_part(raw)  # a request log record repeats the history so far
             if part:
                 self._scan(part, seen)
+
+    def _observe_logged_message(self, role: str, body: Any, seen: _Seen) -> None:
+        """One message of a model call, logged as a GenAI semconv event
+        (``facts.LOG_MESSAGE_EVENTS``): a request, an answer, and catalogs, calls, results and
+        injected bodies, as in a span's recorded messages.  A body without content (content
+        capture off) records nothing."""
+        message = (
+            body.get(facts.LOG_CHOICE_MESSAGE_KEY) if role == "answer" and isinstance(body, dict) else body
+        )
+        if not isinstance(message, dict) or not any(message.get(key) for key in _LOGGED_MESSAGE_KEYS):
+            return
+        self._content_seen = True
+        text = messages.message_text(first_present(message, facts.MESSAGE_BODY_KEYS))
+        if role == "user" and text and self._new_request(text):
+            self.turns.append(Turn(text, seen.span_id, seen.trace_id, seen.time_unix_nano))
+        elif role == "answer" and text:
+            self._answers.append((seen.time_unix_nano, text))
+        self._scan(_json(message), seen)
 
     def note_unreadable(self, item: UnreadableItem) -> None:
         """An item of this session that could not be read: counted, the first few named."""
@@ -808,12 +830,15 @@ class SessionEvidence:
             result = self._message_results.get(call_id)
             status: LoadStatus
             message: str | None
+            body = None
             if result is None:
                 status, message = "unresolved", None
             else:
                 status, message = text_outcome(result.text, _parsed(result), result.is_error)
                 if status == "loaded" and facts.DENIALS.search(result.text):
                     status, message = "denied", result.text[:500]
+                elif status == "loaded":
+                    body = skill_tools.body_of(result.text, skill)
             span_skills.add(fold_skill_name(skill))
             self.skill_loads.append(
                 SkillLoad(
@@ -823,6 +848,7 @@ class SessionEvidence:
                     span_id=seen.span_id,
                     trace_id=seen.trace_id,
                     time_unix_nano=seen.time_unix_nano,
+                    body=body,
                     message=message,
                     tool_call_id=None if call_id.startswith(_NO_ID) else call_id,
                 )

@@ -36,9 +36,7 @@ def detect(call: ToolCall) -> SkillLoad | None:
         status, message = "failed", "no skill name given"
     body = None
     if status == "loaded":
-        text = result_text(call)
-        document = documents.find(text)
-        body = document.body if document else _body_without_ack(text, skill)
+        body = body_of(result_text(call), skill)
     return SkillLoad(
         skill=skill,
         status=status,
@@ -62,6 +60,13 @@ def skill_argument(arguments: Any, key: str) -> Any:
     if key in arguments:
         return arguments[key]
     return next((arguments[k] for k in facts.SKILL_NAME_KEYS if k in arguments), None)
+
+
+def body_of(text: str, skill: str) -> str | None:
+    """The instructions a skill tool's result holds for ``skill``: the body of a SKILL.md it
+    returned, else the text itself, unless that only acknowledges the load."""
+    document = documents.find(text)
+    return document.body if document else _body_without_ack(text, skill)
 
 
 def _body_without_ack(text: str, skill: str) -> str | None:

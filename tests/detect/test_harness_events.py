@@ -189,3 +189,32 @@ def test_a_harness_preamble_is_not_part_of_the_users_request() -> None:
         "Write release notes for these merged changes: added CSV export; fixed login timeout; "
         "removed the v1 API."
     ]
+
+
+# -- GenAI semconv message events (OpenLLMetry's use_attributes=False) ---------------------
+
+
+def test_logged_message_events_alone_give_the_request_answer_catalog_and_load() -> None:
+    # The traces not exported: the anthropic instrumentation's gen_ai.*.message and
+    # gen_ai.choice records, each message in its body, are the whole conversation.
+    (session,) = assemble([], logs_of("openllmetry/right_skill_events.logs.jsonl"))
+    assert session.catalog.state == "advertised" and "release-notes" in session.catalog.skills
+    assert [turn.user_message[:29] for turn in session.turns] == ["Write release notes for these"]
+    assert (session.turns[0].response or "").startswith("## Breaking changes")
+    assert loads(session) == [("release-notes", "loaded", "chat_message", RELEASE_BODY_START)]
+
+
+def test_a_logged_message_without_content_records_nothing() -> None:
+    logs = logs_of("openllmetry/right_skill_events.logs.jsonl")
+    for record in records(logs):
+        record.body.kvlist_value.Clear()  # what content capture off leaves: the event alone
+    assert assemble([], logs) == []  # a trace showing nothing at work is no session
+    traces = trace_requests(FRAMEWORKS / "openllmetry" / "right_skill_events.traces.jsonl")
+    (with_empty,) = assemble(traces, logs)
+    (without,) = assemble(trace_requests(FRAMEWORKS / "openllmetry" / "right_skill_events.traces.jsonl"), [])
+    assert (with_empty.turns, with_empty.catalog, with_empty.content_capture) == (
+        without.turns,
+        without.catalog,
+        without.content_capture,
+    )
+    assert loads(with_empty) == loads(without)

@@ -97,7 +97,15 @@ from collector.detect import session as session_module  # noqa: E402
 from collector.otlp.views import value_of  # noqa: E402
 from collector.sessions.assembler import Accepted, Assembler  # noqa: E402
 
-SESSION_KEYS = frozenset({"session.id", "gen_ai.conversation.id", "langsmith.metadata.session_id"})
+# The session keys (of ``sessions.keys``' defaults) that the traffic's recordings use.
+SESSION_KEYS = frozenset(
+    {
+        "session.id",
+        "gen_ai.conversation.id",
+        "langsmith.metadata.session_id",
+        "traceloop.association.properties.session_id",
+    }
+)
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 ONE_SKILL = FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl"  # loads release-notes, with its body
 LONG_TEMPLATE = FRAMEWORKS / "adk" / "right_skill_content.traces.jsonl"  # chat spans with growing histories
