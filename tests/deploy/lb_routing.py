@@ -165,6 +165,20 @@ def scattered_sessions(requests: list[ExportTraceServiceRequest], attribute: str
     return {trace for traces in traces_of.values() if len(traces) > 1 and traces & unkeyed for trace in traces}
 
 
+def routed_apart(requests: list[ExportTraceServiceRequest], attributes: list[str]) -> set[bytes]:
+    """The trace ids whose parts, in different requests, the exporter routes by different
+    keys: a trace whose spans do not all carry the routing attribute, sent in several batches
+    (the OpenTelemetry GenAI instrumentation's chat spans under an application span that alone
+    names the session).  Its parts may reach different replicas; deploy/kubernetes asks for
+    the attribute on every span."""
+    keys: dict[bytes, set[str]] = {}
+    for request in requests:
+        for part in split_traces(request):
+            trace = part.resource_spans[0].scope_spans[0].spans[0].trace_id
+            keys.setdefault(trace, set()).update(routing_key(rs, attributes) for rs in part.resource_spans)
+    return {trace for trace, found in keys.items() if len(found) > 1}
+
+
 def without_traces(request: ExportTraceServiceRequest, traces: set[bytes]) -> ExportTraceServiceRequest:
     """``request`` without the spans of ``traces``."""
     return _keep_spans(request, lambda rs, span: span.trace_id not in traces)
@@ -187,6 +201,7 @@ __all__ = [
     "ScopeSpans",
     "drop_unkeyed_spans",
     "route",
+    "routed_apart",
     "routing_key",
     "scattered_sessions",
     "shared_traces",
