@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
 from collector.detect import (
     any_reads,
     catalogs,
@@ -208,9 +210,7 @@ class SessionEvidence:
         self._injected: dict[str, tuple[Injection, _Seen]] = {}
         self._log_results: dict[str, tuple[bool, _Seen]] = {}  # tool call id -> success
         self._log_calls: list[log_calls.LoggedCall] = []  # tool calls that log records report
-        self._activated: dict[
-            str, tuple[str, _Seen, bool]
-        ] = {}  # folded skill -> first recorded activation, ok
+        self._activated: dict[str, tuple[str, _Seen, bool]] = {}  # folded skill -> first activation, ok
         self._active_skills: list[tuple[int, str, str]] = []  # (time, trace id, skill) of requests
         self._unnamed_activations: list[tuple[_Seen, bool]] = []  # activations logged without a name
         self._last_prompts: dict[str, str] = {}  # role -> the last text of that role seen (read already)
@@ -229,17 +229,8 @@ class SessionEvidence:
         if not self.model_seen:
             self.model_seen = any(k.startswith(facts.MODEL_ATTRIBUTE_PREFIXES) for k in view.attrs.keys())  # noqa: SIM118 - Attributes is no dict
         for event in view.span.events:
-            fields = _EVENT_ACTIVATIONS.get(event.name)
-            if fields is not None:
-                attrs = Attributes(event.attributes)
-                seen = _Seen(
-                    view.trace_id, view.span_id, event.time_unix_nano or view.span.start_time_unix_nano
-                )
-                skill = self._activation(attrs.text(fields[0]), seen, ok=True)
-                body = attrs.text(fields[1])
-                if skill and body:  # the body the harness handed the model for this load
-                    injection = Injection(skill, body, None, follows_tool=True)
-                    self._injected.setdefault(fold_skill_name(skill), (injection, seen))
+            if event.name in _EVENT_ACTIVATIONS:
+                self._observe_activation_event(view, event)
         call = tool_call(view)
         if call is not None:
             self._observe_tool(call)
@@ -354,6 +345,18 @@ class SessionEvidence:
             part = self._unread_part(raw)  # a request log record repeats the history so far
             if part:
                 self._scan(part, seen)
+
+    def _observe_activation_event(self, view: SpanView, event: Span.Event) -> None:
+        """A skill's activation recorded as a span event (``facts.SPAN_EVENT_SKILL_ACTIVATED``),
+        with the body the harness handed the model, when recorded, as that load's body."""
+        name_key, body_key = _EVENT_ACTIVATIONS[event.name]
+        attrs = Attributes(event.attributes)
+        seen = _Seen(view.trace_id, view.span_id, event.time_unix_nano or view.span.start_time_unix_nano)
+        skill = self._activation(attrs.text(name_key), seen, ok=True)
+        body = attrs.text(body_key)
+        if skill and body:
+            injection = Injection(skill, body, None, follows_tool=True)
+            self._injected.setdefault(fold_skill_name(skill), (injection, seen))
 
     def _observe_logged_message(self, role: str, body: Any, seen: _Seen) -> None:
         """One message of a model call, logged as a GenAI semconv event
