@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 from typing import Any, Literal, TypeVar
 
 from google.protobuf import json_format
@@ -22,7 +23,9 @@ from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from collector.otlp import wire
 from collector.receiver.errors import InvalidRequest, UnsupportedMedia
+from collector.telemetry import RateLimitedLog
 
 Signal = Literal["traces", "logs"]
 Encoding = Literal["protobuf", "json"]
@@ -36,6 +39,7 @@ REQUEST_TYPES: dict[Signal, type[Message]] = {
 # Where ids live in each signal's JSON: (list path to the records, id keys in a record).
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
 _TOO_DEEP = "body nests too deeply to be read as OTLP/JSON"
+_warn_bad_text = RateLimitedLog(logging.getLogger("skillgauge"), logging.WARNING, 60.0)
 
 
 def media_encoding(content_type: str | None) -> Encoding:
@@ -56,11 +60,18 @@ def decode(signal: Signal, body: bytes, encoding: Encoding) -> Message:
 
 
 def parse_protobuf(message_type: type[M], body: bytes) -> M:
+    """``body`` as a ``message_type``; text that is not UTF-8 is read with U+FFFD in its place
+    (``wire.parse``: the request's other items are not lost for one bad string), and logged."""
     message = message_type()
     try:
-        message.ParseFromString(body)
+        replaced = wire.parse(message, body)
     except (DecodeError, RuntimeWarning) as err:
         raise InvalidRequest(f"body is not a valid {message_type.__name__} protobuf: {err}") from None
+    if replaced:
+        _warn_bad_text(
+            "a %s held text that is not UTF-8: read with U+FFFD in place of each bad sequence",
+            message_type.__name__,
+        )
     return message  # type: ignore[no-any-return]  # protobuf stubs type messages loosely
 
 

@@ -25,6 +25,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector.component import Consumer, Retryable
 from collector.detect.expectations import Rules
+from collector.otlp import wire
 from collector.otlp.received import Accepted, Received, Signal, Spooled
 from collector.sessions.assembler import Assembler
 from collector.sessions.config import Sessions
@@ -191,7 +192,7 @@ class SessionsStage:
             for kept_id, signal, payload in await self.store.read_requests(entry.requests):
                 kept = ExportTraceServiceRequest() if signal == "traces" else ExportLogsServiceRequest()
                 try:
-                    kept.ParseFromString(payload)
+                    wire.parse(kept, payload)
                 except DecodeError:
                     log.warning(
                         "request %d kept for session %r cannot be parsed: left out", kept_id, entry.session
@@ -242,7 +243,7 @@ class SessionsStage:
             kind: Signal = "traces" if signal == "traces" else "logs"
             request = ExportTraceServiceRequest() if kind == "traces" else ExportLogsServiceRequest()
             try:
-                request.ParseFromString(payload)
+                wire.parse(request, payload)  # as the receivers parsed it
             except DecodeError as err:
                 self.store.quarantine(
                     request_id, signal, payload, "undecodable", f"not an OTLP request: {err}"

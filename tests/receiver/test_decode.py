@@ -7,6 +7,7 @@ import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from collector.otlp import wire
 from collector.receiver import decode
 from collector.receiver.errors import InvalidRequest, UnsupportedMedia
 
@@ -68,3 +69,29 @@ def test_media_types() -> None:
     assert decode.media_encoding("application/json; charset=utf-8") == "json"
     with pytest.raises(UnsupportedMedia):
         decode.media_encoding("text/plain")
+
+
+def _bad_text_request() -> tuple[ExportTraceServiceRequest, bytes]:
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add(trace_id=b"\x01" * 16, span_id=b"\x02" * 8)
+    span.attributes.add(key="count").value.int_value = 7
+    nested = span.attributes.add(key="nested").value.kvlist_value.values.add(key="inner")
+    nested.value.string_value = "BAD-TXT" + "x" * 200  # a length over one varint byte
+    span.name = "BAD-TXT"
+    return request, request.SerializeToString().replace(b"BAD-TXT", b"BAD\xe2\x80TX")
+
+
+def test_text_that_is_not_utf8_is_read_with_replacement_characters(caplog: pytest.LogCaptureFixture) -> None:
+    request, body = _bad_text_request()
+    with caplog.at_level("WARNING"):
+        parsed = decode.parse_protobuf(ExportTraceServiceRequest, body)
+    span = parsed.resource_spans[0].scope_spans[0].spans[0]
+    assert span.name == "BAD\ufffdTX"
+    assert span.attributes[1].value.kvlist_value.values[0].value.string_value == "BAD\ufffdTX" + "x" * 200
+    assert (span.attributes[0].value.int_value, span.trace_id) == (7, b"\x01" * 16)
+    assert "not UTF-8" in caplog.text
+    # Valid bytes are left exactly as they were; bytes that are no protobuf are still refused.
+    assert wire.replace_bad_text(request.DESCRIPTOR, request.SerializeToString()) == request.SerializeToString()
+    for broken in (body[:-3], b"\xff\xff\xff\xff garbage" + body):
+        with pytest.raises(InvalidRequest):
+            decode.parse_protobuf(ExportTraceServiceRequest, broken)

@@ -116,3 +116,23 @@ async def test_a_second_grpc_receiver_cannot_share_the_port() -> None:
             await second.stop(None)  # only reached when the port was shared
     finally:
         await first.stop(None)
+
+
+def _with_bad_text(*spans: tuple[str, bytes, bytes]) -> bytes:
+    """A request whose first span has an attribute holding bytes that are not UTF-8 (as a tool
+    output cut in the middle of a character would): protobuf refuses such a string."""
+    req = _request(*spans)
+    req.resource_spans[0].scope_spans[0].spans[0].attributes.add(key="tool.output").value.string_value = "BAD-TXT"
+    return req.SerializeToString().replace(b"BAD-TXT", b"BAD\xe2\x80TX")  # a character cut short
+
+
+def test_text_that_is_not_utf8_costs_no_span(server: Server) -> None:
+    body = _with_bad_text(("u8", T1, b"\x01" * 8), ("u8", T1, b"\x02" * 8))
+    with pytest.raises(Exception, match="UTF-8"):
+        trace_service_pb2.ExportTraceServiceRequest().ParseFromString(body)  # what protobuf says alone
+    raw = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}").unary_unary(
+        "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+        request_serializer=lambda b: b, response_deserializer=trace_service_pb2.ExportTraceServiceResponse.FromString)
+    reply = raw(body)
+    assert reply.partial_success.rejected_spans == 0
+    assert server.get_json("/v1/sessions/u8")[1]["open"]["spans"] == 2

@@ -311,3 +311,18 @@ def test_slow_headers_and_a_slow_body_are_dropped_after_read_timeout(tmp_path: P
         body.close()
     finally:
         srv.stop()
+
+
+def test_protobuf_text_that_is_not_utf8_costs_no_span(server: Server) -> None:
+    req = ExportTraceServiceRequest()
+    req.ParseFromString(_protobuf("u8http", T1, "b7ad6b7169203331"))
+    spans = req.resource_spans[0].scope_spans[0].spans
+    spans.add().CopyFrom(spans[0])
+    spans[1].span_id = bytes.fromhex("c7ad6b7169203332")
+    spans[0].attributes.add(key="tool.output").value.string_value = "BAD-TXT"
+    bad = req.SerializeToString().replace(b"BAD-TXT", b"BAD\xe2\x80TX")  # a character cut short
+    code, _, reply = post(server, bad, "application/x-protobuf")
+    answer = ExportTraceServiceResponse()
+    answer.ParseFromString(reply)
+    assert code == 200 and answer.partial_success.rejected_spans == 0
+    assert server.get_json("/v1/sessions/u8http")[1]["open"]["spans"] == 2

@@ -12,6 +12,7 @@ from support import FRAMEWORKS, trace_requests
 
 from collector.config import parse
 from collector.otlp.received import Received
+from collector.receiver import decode
 from collector.service import Chain
 
 NAMES = ("right_skill", "no_skill", "missing_skill")
@@ -79,3 +80,36 @@ def test_a_request_whose_segment_is_gone_is_quarantined_and_the_service_starts(t
     assert open_keys == ["strands-right_skill-0001"]
     assert quarantined == {"unreadable": 2, "undecodable": 0}
     assert sorted(p.name for p in (tmp_path / "quarantine").iterdir()) == ["2.traces.binpb", "3.traces.binpb"]
+
+
+def test_a_spooled_request_with_text_that_is_not_utf8_replays_as_it_was_taken(tmp_path: Path) -> None:
+    """The receivers take such a request (``wire.parse``) and spool its bytes as they came; a
+    restart reads them the same way instead of quarantining them."""
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
+    request.resource_spans[0].scope_spans[0].spans[0].attributes.add(key="tool.output").value.string_value = "BAD-TXT"
+    raw = request.SerializeToString().replace(b"BAD-TXT", b"BAD\xe2\x80TX")
+    received = Received("traces", decode.decode("traces", raw, "protobuf"), "test", raw=raw)
+
+    async def first_life() -> int:
+        chain = Chain(_config(tmp_path))  # type: ignore[arg-type]
+        await chain.consume(received)
+        await chain.sessions_stage.settle()
+        (session,) = chain.sessions_stage.assembler.open_sessions()
+        spans = session.spans
+        await chain.store.shutdown()
+        return spans
+
+    async def second_life() -> tuple[list[tuple[str, int]], float]:
+        chain = Chain(_config(tmp_path))  # type: ignore[arg-type]
+        await chain.start()
+        opened = [(s.key, s.spans) for s in chain.sessions_stage.assembler.open_sessions()]
+        chain.refresh()
+        quarantined = chain.registry.get_sample_value(
+            "skillgauge_spool_quarantined_total", {"reason": "undecodable"}
+        )
+        await chain.store.shutdown()
+        return opened, quarantined or 0.0
+
+    spans = asyncio.run(first_life())
+    assert spans == len(request.resource_spans[0].scope_spans[0].spans) and received.outcome.rejected == 0
+    assert asyncio.run(second_life()) == ([("strands-right_skill-0001", spans)], 0.0)

@@ -1,0 +1,102 @@
+"""OTLP protobuf bytes to messages, text that is not UTF-8 included.
+
+protobuf refuses a whole message when one string field holds bytes that are not UTF-8, and
+one such attribute (a tool's output cut in the middle of a character, a file read as
+bytes) would cost every other span of the request.  ``parse`` reads such a message with
+U+FFFD in place of each bad sequence, as a decoder with ``errors="replace"`` would; bytes
+that are no protobuf at all still fail with ``DecodeError``.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import DecodeError, Message
+
+M = TypeVar("M", bound=Message)
+
+_BAD_UTF8 = "utf-8"  # in protobuf's DecodeError message for such a field, any case
+_VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5
+
+
+def parse(message: M, body: bytes) -> bool:
+    """Parse ``body`` into ``message``; True when text that is not UTF-8 was replaced."""
+    try:
+        message.ParseFromString(body)
+        return False
+    except DecodeError as err:
+        if _BAD_UTF8 not in str(err).lower():
+            raise
+    try:
+        fixed = replace_bad_text(message.DESCRIPTOR, body)
+    except RecursionError:
+        raise DecodeError("message nests too deeply") from None
+    message.ParseFromString(fixed)
+    return True
+
+
+def replace_bad_text(descriptor: Descriptor, body: bytes) -> bytes:
+    """``body``, a serialized ``descriptor`` message, with the bytes of every string field
+    decoded as UTF-8 with errors replaced; every other byte as it was."""
+    out = bytearray()
+    at, end = 0, len(body)
+    while at < end:
+        start = at
+        tag, at = _varint(body, at)
+        number, wire = tag >> 3, tag & 7
+        if wire == _VARINT:
+            _, at = _varint(body, at)
+        elif wire == _FIXED64:
+            at += 8
+        elif wire == _FIXED32:
+            at += 4
+        elif wire == _LENGTH:
+            length, at = _varint(body, at)
+            payload, at = body[at : at + length], at + length
+            if at > end:
+                raise DecodeError("truncated message")
+            field = descriptor.fields_by_number.get(number)
+            if field is not None and field.type == FieldDescriptor.TYPE_STRING:
+                payload = payload.decode("utf-8", "replace").encode()
+            elif field is not None and field.type == FieldDescriptor.TYPE_MESSAGE:
+                payload = replace_bad_text(field.message_type, payload)
+            else:
+                out += body[start:at]
+                continue
+            out += body[start : start + _varint_size(body, start)] + _encode_varint(len(payload)) + payload
+            continue
+        else:
+            raise DecodeError(f"unexpected wire type {wire}")
+        if at > end:
+            raise DecodeError("truncated message")
+        out += body[start:at]
+    if at != end:
+        raise DecodeError("truncated message")
+    return bytes(out)
+
+
+def _varint(body: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if at >= len(body) or shift > 63:
+            raise DecodeError("truncated varint")
+        byte = body[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+
+
+def _varint_size(body: bytes, at: int) -> int:
+    return _varint(body, at)[1] - at
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
