@@ -16,6 +16,7 @@ import base64
 import binascii
 import json
 import logging
+import re
 from typing import Any, Literal, TypeVar
 
 from google.protobuf import json_format
@@ -40,6 +41,8 @@ REQUEST_TYPES: dict[Signal, type[Message]] = {
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
 _TOO_DEEP = "body nests too deeply to be read as OTLP/JSON"
 _warn_bad_text = RateLimitedLog(logging.getLogger("skillgauge"), logging.WARNING, 60.0)
+_SURROGATE = "surrogate"  # in protobuf's ParseError for a string holding one, any case
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def media_encoding(content_type: str | None) -> Encoding:
@@ -76,8 +79,18 @@ def parse_protobuf(message_type: type[M], body: bytes) -> M:
 
 
 def parse_json(message_type: type[M], body: bytes) -> M:
+    """``body`` as a ``message_type``.  Text that is not UTF-8, and a lone surrogate escaped in
+    a string ("\\ud83d": what JavaScript's ``JSON.stringify`` writes for a string cut in the
+    middle of a character), which protobuf refuses with the whole request, are read with
+    U+FFFD in their place, and logged."""
     try:
-        data = json.loads(body)
+        try:
+            data = json.loads(body)
+        except UnicodeDecodeError:
+            data = json.loads(body.decode("utf-8", "replace"))
+            _warn_bad_text(
+                "an OTLP/JSON %s held text that is not UTF-8: read with U+FFFD", message_type.__name__
+            )
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise InvalidRequest(f"body is not valid JSON: {err}") from None
     except RecursionError:
@@ -87,12 +100,31 @@ def parse_json(message_type: type[M], body: bytes) -> M:
     _hex_ids_to_base64(data)
     message = message_type()
     try:
-        json_format.ParseDict(data, message, ignore_unknown_fields=True)
+        try:
+            json_format.ParseDict(data, message, ignore_unknown_fields=True)
+        except json_format.ParseError as err:
+            if _SURROGATE not in str(err).lower():
+                raise
+            message = message_type()
+            json_format.ParseDict(_without_lone_surrogates(data), message, ignore_unknown_fields=True)
+            _warn_bad_text("an OTLP/JSON %s held a lone surrogate: read as U+FFFD", message_type.__name__)
     except (json_format.ParseError, ValueError, TypeError) as err:
         raise InvalidRequest(f"body is not a valid OTLP/JSON {message_type.__name__}: {err}") from None
     except RecursionError:
         raise InvalidRequest(_TOO_DEEP) from None
     return message  # type: ignore[no-any-return]
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """``value`` (decoded JSON) with each lone surrogate in its strings replaced by U+FFFD
+    (``json`` joins escaped pairs into one character, so every surrogate left is lone)."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(k): _without_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_lone_surrogates(v) for v in value]
+    return value
 
 
 def _hex_ids_to_base64(data: dict[str, Any]) -> None:

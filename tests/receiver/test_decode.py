@@ -95,3 +95,34 @@ def test_text_that_is_not_utf8_is_read_with_replacement_characters(caplog: pytes
     for broken in (body[:-3], b"\xff\xff\xff\xff garbage" + body):
         with pytest.raises(InvalidRequest):
             decode.parse_protobuf(ExportTraceServiceRequest, broken)
+
+
+def test_json_text_that_is_not_utf8_or_a_lone_surrogate_is_read_with_replacement_characters() -> None:
+    body = json.dumps(
+        {
+            "resourceSpans": [
+                {
+                    "scopeSpans": [
+                        {
+                            "spans": [
+                                {
+                                    "traceId": "0af7651916cd43dd8448eb211c80319c",
+                                    "spanId": "b7ad6b7169203331",
+                                    "name": "BAD-TXT",
+                                    "attributes": [
+                                        {"key": "a", "value": {"stringValue": "lone \ud83d, pair \ud83d\ude00"}}
+                                    ],
+                                }
+                            ]
+                        }
+                    ]
+                }
+            ]
+        }
+    ).encode()
+    for raw, name in ((body, "BAD-TXT"), (body.replace(b"BAD-TXT", b"BAD\xe2\x80TX"), "BAD\ufffdTX")):
+        span = decode.parse_json(ExportTraceServiceRequest, raw).resource_spans[0].scope_spans[0].spans[0]
+        assert span.name == name
+        assert span.attributes[0].value.string_value == "lone \ufffd, pair \U0001f600"
+    with pytest.raises(InvalidRequest, match="not a valid OTLP/JSON"):  # other refusals stay
+        decode.parse_json(ExportTraceServiceRequest, b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"droppedAttributesCount": "many"}]}]}]}')

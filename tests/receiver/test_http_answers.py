@@ -326,3 +326,15 @@ def test_protobuf_text_that_is_not_utf8_costs_no_span(server: Server) -> None:
     answer.ParseFromString(reply)
     assert code == 200 and answer.partial_success.rejected_spans == 0
     assert server.get_json("/v1/sessions/u8http")[1]["open"]["spans"] == 2
+
+
+def test_json_text_cut_in_a_character_costs_no_span(server: Server) -> None:
+    # JavaScript's JSON.stringify writes a string cut between the two halves of an emoji with
+    # its lone half escaped ("\ud83d"); protobuf refuses such a string with its request.
+    cut = span("u8json", T1, "b7ad6b7169203331")
+    cut["attributes"].append({"key": "tool.output", "value": {"stringValue": "done \ud83d"}})
+    body = request(cut, span("u8json", T1, "c7ad6b7169203332"))
+    assert b"\\ud83d" in body
+    code, _, reply = post(server, body)
+    assert (code, json.loads(reply)) == (200, {})
+    assert server.get_json("/v1/sessions/u8json")[1]["open"]["spans"] == 2
