@@ -1,10 +1,12 @@
-"""OTLP protobuf bytes to messages, text that is not UTF-8 included.
+"""OTLP protobuf bytes to messages, when protobuf alone would refuse the whole request.
 
-protobuf refuses a whole message when one string field holds bytes that are not UTF-8, and
-one such attribute (a tool's output cut in the middle of a character, a file read as
-bytes) would cost every other span of the request.  ``parse`` reads such a message with
-U+FFFD in place of each bad sequence, as a decoder with ``errors="replace"`` would; bytes
-that are no protobuf at all still fail with ``DecodeError``.
+protobuf refuses a whole message when one string field holds bytes that are not UTF-8, or
+when messages nest deeper than its decoder's limit (100); one such attribute or log body (a
+tool's output cut in the middle of a character, a deeply nested JSON value written as
+nested AnyValues) would cost every other item of the request.  ``parse`` then reads the
+message with U+FFFD in place of each bad sequence, as a decoder with ``errors="replace"``
+would, and with every message nested deeper than ``MAX_DEPTH`` left empty (an AnyValue
+without a value).  Bytes that are no protobuf at all still fail with ``DecodeError``.
 """
 
 from __future__ import annotations
@@ -16,29 +18,29 @@ from google.protobuf.message import DecodeError, Message
 
 M = TypeVar("M", bound=Message)
 
-_BAD_UTF8 = "utf-8"  # in protobuf's DecodeError message for such a field, any case
+# In protobuf's DecodeError messages, any case: a string that is not UTF-8, nesting too deep.
+_READABLE_AFTER_REPAIR = ("utf-8", "depth")
+# Messages nested deeper than this are left empty: well inside the decoder's limit of 100.
+MAX_DEPTH = 64
 _VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5
 
 
 def parse(message: M, body: bytes) -> bool:
-    """Parse ``body`` into ``message``; True when text that is not UTF-8 was replaced."""
+    """Parse ``body`` into ``message``; True when it had to be repaired (``repaired``)."""
     try:
         message.ParseFromString(body)
         return False
     except DecodeError as err:
-        if _BAD_UTF8 not in str(err).lower():
+        if not any(reason in str(err).lower() for reason in _READABLE_AFTER_REPAIR):
             raise
-    try:
-        fixed = replace_bad_text(message.DESCRIPTOR, body)
-    except RecursionError:
-        raise DecodeError("message nests too deeply") from None
-    message.ParseFromString(fixed)
+    message.ParseFromString(repaired(message.DESCRIPTOR, body))
     return True
 
 
-def replace_bad_text(descriptor: Descriptor, body: bytes) -> bytes:
-    """``body``, a serialized ``descriptor`` message, with the bytes of every string field
-    decoded as UTF-8 with errors replaced; every other byte as it was."""
+def repaired(descriptor: Descriptor, body: bytes, depth: int = 0) -> bytes:
+    """``body``, a serialized ``descriptor`` message at nesting ``depth``, with the bytes of
+    every string field decoded as UTF-8 with errors replaced and every message deeper than
+    ``MAX_DEPTH`` empty; every other byte as it was."""
     out = bytearray()
     at, end = 0, len(body)
     while at < end:
@@ -60,7 +62,7 @@ def replace_bad_text(descriptor: Descriptor, body: bytes) -> bytes:
             if field is not None and field.type == FieldDescriptor.TYPE_STRING:
                 payload = payload.decode("utf-8", "replace").encode()
             elif field is not None and field.type == FieldDescriptor.TYPE_MESSAGE:
-                payload = replace_bad_text(field.message_type, payload)
+                payload = b"" if depth >= MAX_DEPTH else repaired(field.message_type, payload, depth + 1)
             else:
                 out += body[start:at]
                 continue
@@ -71,8 +73,6 @@ def replace_bad_text(descriptor: Descriptor, body: bytes) -> bytes:
         if at > end:
             raise DecodeError("truncated message")
         out += body[start:at]
-    if at != end:
-        raise DecodeError("truncated message")
     return bytes(out)
 
 

@@ -64,7 +64,8 @@ def decode(signal: Signal, body: bytes, encoding: Encoding) -> Message:
 
 def parse_protobuf(message_type: type[M], body: bytes) -> M:
     """``body`` as a ``message_type``; text that is not UTF-8 is read with U+FFFD in its place
-    (``wire.parse``: the request's other items are not lost for one bad string), and logged."""
+    and values nested deeper than protobuf reads are left out (``wire.parse``: the request's
+    other items are not lost for one such value), and logged."""
     message = message_type()
     try:
         replaced = wire.parse(message, body)
@@ -72,8 +73,10 @@ def parse_protobuf(message_type: type[M], body: bytes) -> M:
         raise InvalidRequest(f"body is not a valid {message_type.__name__} protobuf: {err}") from None
     if replaced:
         _warn_bad_text(
-            "a %s held text that is not UTF-8: read with U+FFFD in place of each bad sequence",
+            "a %s held text that is not UTF-8 or values nested deeper than %d messages: read with "
+            "U+FFFD in place of each bad sequence and without what lies deeper",
             message_type.__name__,
+            wire.MAX_DEPTH,
         )
     return message  # type: ignore[no-any-return]  # protobuf stubs type messages loosely
 

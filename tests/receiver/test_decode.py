@@ -91,7 +91,7 @@ def test_text_that_is_not_utf8_is_read_with_replacement_characters(caplog: pytes
     assert (span.attributes[0].value.int_value, span.trace_id) == (7, b"\x01" * 16)
     assert "not UTF-8" in caplog.text
     # Valid bytes are left exactly as they were; bytes that are no protobuf are still refused.
-    assert wire.replace_bad_text(request.DESCRIPTOR, request.SerializeToString()) == request.SerializeToString()
+    assert wire.repaired(request.DESCRIPTOR, request.SerializeToString()) == request.SerializeToString()
     for broken in (body[:-3], b"\xff\xff\xff\xff garbage" + body):
         with pytest.raises(InvalidRequest):
             decode.parse_protobuf(ExportTraceServiceRequest, broken)
@@ -126,3 +126,27 @@ def test_json_text_that_is_not_utf8_or_a_lone_surrogate_is_read_with_replacement
         assert span.attributes[0].value.string_value == "lone \ufffd, pair \U0001f600"
     with pytest.raises(InvalidRequest, match="not a valid OTLP/JSON"):  # other refusals stay
         decode.parse_json(ExportTraceServiceRequest, b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"droppedAttributesCount": "many"}]}]}]}')
+
+
+def test_values_nested_deeper_than_protobuf_reads_are_left_out_and_the_rest_is_read() -> None:
+    # 60 nested arrays in one attribute: 120 messages deep, past protobuf's limit of 100.
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    deep = spans.add(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="deep")
+    value = deep.attributes.add(key="nested").value
+    for _ in range(60):
+        value = value.array_value.values.add()
+    value.string_value = "leaf"
+    deep.attributes.add(key="after").value.string_value = "kept"
+    spans.add(trace_id=b"\x01" * 16, span_id=b"\x03" * 8, name="plain")
+    body = request.SerializeToString()
+    with pytest.raises(Exception, match="[Dd]epth"):
+        ExportTraceServiceRequest().ParseFromString(body)  # what protobuf says alone
+    parsed = decode.parse_protobuf(ExportTraceServiceRequest, body)
+    got = parsed.resource_spans[0].scope_spans[0].spans
+    assert [s.name for s in got] == ["deep", "plain"]
+    assert got[0].attributes[1].value.string_value == "kept"
+    depth, value = 0, got[0].attributes[0].value
+    while value.HasField("array_value") and value.array_value.values:
+        depth, value = depth + 1, value.array_value.values[0]
+    assert 20 < depth < 60 and not value.HasField("string_value")  # cut where protobuf can read
