@@ -49,9 +49,7 @@ def test_raw_markers_are_in_the_markers_they_stand_for() -> None:
 
 
 def test_a_names_catalog_is_a_json_array_of_strings_and_nothing_else() -> None:
-    from collector.detect.catalogs import names_list
-
-    assert [e.name for e in names_list('["a-skill", " b ", ""]') or []] == ["a-skill", "b"]
-    assert names_list("[]") == []
+    assert [e.name for e in catalogs.names_list('["a-skill", " b ", ""]') or []] == ["a-skill", "b"]
+    assert catalogs.names_list("[]") == []
     for text in ("not json", '{"a": 1}', '["a", 2]', '"a"'):
-        assert names_list(text) is None, text
+        assert catalogs.names_list(text) is None, text
