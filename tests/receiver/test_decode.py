@@ -140,7 +140,7 @@ def test_values_nested_deeper_than_protobuf_reads_are_left_out_and_the_rest_is_r
     deep.attributes.add(key="after").value.string_value = "kept"
     spans.add(trace_id=b"\x01" * 16, span_id=b"\x03" * 8, name="plain")
     body = request.SerializeToString()
-    with pytest.raises(Exception, match="[Dd]epth"):
+    with pytest.raises(Exception, match=r"[Dd]epth"):
         ExportTraceServiceRequest().ParseFromString(body)  # what protobuf says alone
     parsed = decode.parse_protobuf(ExportTraceServiceRequest, body)
     got = parsed.resource_spans[0].scope_spans[0].spans
