@@ -46,6 +46,7 @@ def repaired(descriptor: Descriptor, body: bytes, depth: int = 0) -> bytes:
     while at < end:
         start = at
         tag, at = _varint(body, at)
+        tag_end = at
         number, wire = tag >> 3, tag & 7
         if wire == _VARINT:
             _, at = _varint(body, at)
@@ -66,7 +67,7 @@ def repaired(descriptor: Descriptor, body: bytes, depth: int = 0) -> bytes:
             else:
                 out += body[start:at]
                 continue
-            out += body[start : start + _varint_size(body, start)] + _encode_varint(len(payload)) + payload
+            out += body[start:tag_end] + _encode_varint(len(payload)) + payload
             continue
         else:
             raise DecodeError(f"unexpected wire type {wire}")
@@ -87,10 +88,6 @@ def _varint(body: bytes, at: int) -> tuple[int, int]:
         if not byte & 0x80:
             return value, at
         shift += 7
-
-
-def _varint_size(body: bytes, at: int) -> int:
-    return _varint(body, at)[1] - at
 
 
 def _encode_varint(value: int) -> bytes:

@@ -146,6 +146,13 @@ def shared_traces(requests: list[ExportTraceServiceRequest], attribute: str = "s
     return {trace for trace, values in seen.items() if len(values) > 1}
 
 
+def keyed_traces(requests: list[ExportTraceServiceRequest], attribute: str = "session.id") -> set[bytes]:
+    """The trace ids of spans that carry ``attribute`` (on the span or its resource)."""
+    return {
+        trace for trace, own, on_resource in _span_keys(requests, attribute) if own is not None or on_resource is not None
+    }
+
+
 def scattered_sessions(requests: list[ExportTraceServiceRequest], attribute: str = "session.id") -> set[bytes]:
     """The trace ids of sessions that span several traces while some of their spans carry no
     ``attribute`` (on the span or its resource).  The exporter routes each trace by its first
@@ -200,6 +207,7 @@ __all__ = [
     "HashRing",
     "ScopeSpans",
     "drop_unkeyed_spans",
+    "keyed_traces",
     "route",
     "routed_apart",
     "routing_key",

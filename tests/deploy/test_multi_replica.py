@@ -16,6 +16,7 @@ from export.downstream import Downstream, attrs
 from lb_routing import (
     HashRing,
     drop_unkeyed_spans,
+    keyed_traces,
     route,
     routed_apart,
     scattered_sessions,
@@ -64,21 +65,6 @@ def _route_logs(request: ExportLogsServiceRequest, ring: HashRing) -> dict[str, 
                 target = part.resource_logs.add(resource=rl.resource).scope_logs.add(scope=sl.scope)
                 target.log_records.append(record)
     return out
-
-
-def _keyed_traces(requests: list[Any]) -> set[bytes]:
-    """The trace ids of spans that carry a routing attribute (on the span or its resource)."""
-    keyed: set[bytes] = set()
-    for request in requests:
-        for rs in request.resource_spans:
-            on_resource = any(kv.key in ROUTING for kv in rs.resource.attributes)
-            for ss in rs.scope_spans:
-                keyed.update(
-                    span.trace_id
-                    for span in ss.spans
-                    if on_resource or any(kv.key in ROUTING for kv in span.attributes)
-                )
-    return keyed
 
 
 def _without_unkeyed_records(request: ExportLogsServiceRequest, keyed: set[bytes]) -> ExportLogsServiceRequest:
@@ -191,7 +177,8 @@ def test_every_session_is_evaluated_exactly_once_and_sums_match(cluster: Any) ->
     # trace's spans (Microsoft Agent Framework's gen_ai.*.message events: its spans carry
     # session.id from baggage, its log records do not); deploy/kubernetes asks for session.id
     # on log records too, or for such logs not to be exported.  Left out, as above.
-    logs = [_without_unkeyed_records(request, _keyed_traces(traces)) for request in logs]
+    keyed = keyed_traces(traces)
+    logs = [_without_unkeyed_records(request, keyed) for request in logs]
 
     per_replica: dict[str, list[Any]] = {e: [] for e in endpoints}
     for request in traces:
