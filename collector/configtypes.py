@@ -88,6 +88,9 @@ FROM_FILE = "from_config_file"
 Seconds = Annotated[
     float, BeforeValidator(_seconds), Field(gt=0), PlainSerializer(duration_text, when_used="json")
 ]
+NonNegativeSeconds = Annotated[  # where 0 means "not at all"
+    float, BeforeValidator(_seconds), Field(ge=0), PlainSerializer(duration_text, when_used="json")
+]
 Bytes = Annotated[int, BeforeValidator(_bytes), Field(gt=0), PlainSerializer(size_text, when_used="json")]
 
 

@@ -121,7 +121,11 @@ class Chain:
         session = session_key(result.tenant, result.session_id)
         await self.store.save_result(result.key, session, result.revision, result.to_dict())
 
-    def admit(self) -> None:
+    async def admit(self) -> None:
+        """Raise ``Retryable`` when the chain cannot take a request now; first wait, for at
+        most ``sessions.pending_wait``, while the queue to the assembler is full
+        (``SessionsStage.room``)."""
+        await self.sessions_stage.room()
         self.spool.admit()
 
     def _admit_downstream(self) -> None:

@@ -3,6 +3,7 @@ down unstarted; the chain's errors answered by the receivers alone."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
@@ -69,6 +70,38 @@ def _many_sessions(count: int, keyless: int = 0) -> ExportTraceServiceRequest:
     for i in range(keyless):  # no key: each trace is its own (provisional) session
         spans.add(trace_id=(count + i + 1).to_bytes(16, "big"), span_id=b"\x02" * 8, name="tool")
     return request
+
+
+async def test_at_a_full_queue_a_request_waits_for_room_instead_of_being_refused() -> None:
+    """``sessions.max_pending_requests`` reached: admission waits (up to
+    ``sessions.pending_wait``) for the assembler to take a request, as behind a Collector
+    queue that blocks on overflow.  At most that many callers wait; one more is refused at
+    once."""
+    chain = Chain(
+        parse({"sessions": {"max_pending_requests": 1, "pending_wait": "60s", "idle_timeout": "1h"}}),
+        store=MemorySpool(),
+    )
+    await chain.consume(Received("traces", _many_sessions(3000), "test"))  # assembled in slices
+    with pytest.raises(Retryable, match=r"sessions\.max_pending_requests"):
+        chain.spool.admit()  # the bound is reached
+    waiting = asyncio.create_task(chain.admit())
+    await asyncio.sleep(0)
+    with pytest.raises(Retryable, match=r"sessions\.max_pending_requests"):
+        await chain.admit()  # one caller waits already: the most that may
+    await waiting  # not refused: it returns once the request before it is assembled
+    assert chain.open_count() == 3000
+    await chain.shutdown(5)
+
+
+async def test_with_no_pending_wait_a_full_queue_refuses_at_once() -> None:
+    chain = Chain(
+        parse({"sessions": {"max_pending_requests": 1, "pending_wait": "0s", "idle_timeout": "1h"}}),
+        store=MemorySpool(),
+    )
+    await chain.consume(Received("traces", _many_sessions(3000), "test"))
+    with pytest.raises(Retryable, match=r"sessions\.max_pending_requests"):
+        await chain.admit()
+    await chain.shutdown(5)
 
 
 async def test_one_request_cannot_open_sessions_past_max_open(tmp_path: Path) -> None:
@@ -157,7 +190,7 @@ async def test_a_refused_request_is_logged_with_the_bound_that_refused_it_once_p
     with caplog.at_level(logging.WARNING, logger="skillgauge"):
         for _ in range(3):
             with pytest.raises(Retryable, match=r"sessions\.max_open"):
-                chain.admit()
+                await chain.admit()
     (line,) = [r for r in caplog.records if "refused with backpressure" in r.getMessage()]
     assert line.levelname == "WARNING" and "sessions.max_open" in line.getMessage()
     await chain.shutdown(5)

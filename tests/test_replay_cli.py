@@ -172,7 +172,7 @@ async def test_replay_waits_for_room_in_the_judge_queue_instead_of_dropping_a_re
                 break
             await asyncio.sleep(0.01)
         with pytest.raises(Retryable, match=r"judge\.max_queue 1"):
-            chain.admit()
+            await chain.admit()
         await take(chain, second)
         assert second.outcome.accepted > 0 and not second.outcome.rejected
     finally:

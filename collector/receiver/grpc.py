@@ -20,7 +20,7 @@ from collector.receiver import decode
 from collector.receiver.config import BearerAuth, Listener
 from collector.receiver.errors import ANSWERED, Unauthenticated, answer, sorted_error
 from collector.receiver.responses import response_for
-from collector.receiver.types import Admit, Intake, OnAnswer
+from collector.receiver.types import Admit, Intake, OnAnswer, admits_all
 
 SERVICES: dict[decode.Signal, str] = {
     "traces": "opentelemetry.proto.collector.trace.v1.TraceService",
@@ -34,7 +34,7 @@ def _export(
     async def export(body: bytes, context: grpc.aio.ServicerContext, tenant: str = "") -> Message:
         # ``tenant``: the bearer token's, passed by ``BearerInterceptor`` ("" without auth).
         try:
-            admit()  # refuse under backpressure before paying for the decode
+            await admit()  # refuse under backpressure before paying for the decode
             request = decode.decode(signal, body, "protobuf")
             item = Received(signal, request, "grpc", raw=body, tenant=listener_auth.sender_tenant(tenant))
             await intake.consume(item)
@@ -62,7 +62,7 @@ async def start(
     intake: Intake,
     on_answer: OnAnswer,
     auth: BearerAuth | None = None,
-    admit: Admit = lambda: None,
+    admit: Admit = admits_all,
 ) -> tuple[grpc.aio.Server, int]:
     """Start the server; returns it and the bound port (useful with port 0).
 

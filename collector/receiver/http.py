@@ -28,7 +28,7 @@ from collector.receiver.errors import (
     sorted_error,
 )
 from collector.receiver.responses import response_for
-from collector.receiver.types import Admit, Intake, OnAnswer
+from collector.receiver.types import Admit, Intake, OnAnswer, admits_all
 
 log = logging.getLogger("skillgauge")
 
@@ -63,7 +63,7 @@ def make_handler(
         encoding: decode.Encoding = "protobuf"
         try:
             encoding = decode.media_encoding(request.content_type)
-            admit()  # refuse under backpressure before reading and decoding the body
+            await admit()  # refuse under backpressure before reading and decoding the body
             body = await _read_body(request, limit, listener.read_timeout)
             message = decode.decode(signal, body, encoding)
             raw = body if encoding == "protobuf" else None
@@ -137,7 +137,7 @@ def app(
     intake: Intake,
     on_answer: OnAnswer,
     auth: BearerAuth | None = None,
-    admit: Admit = lambda: None,
+    admit: Admit = admits_all,
 ) -> web.Application:
     """The OTLP/HTTP application; with ``auth``, every request needs the bearer token."""
     middlewares = []

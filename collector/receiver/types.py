@@ -3,11 +3,16 @@ an admission check made before the request is read."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from collector.component import Consumer
 from collector.otlp.received import Received
 
 Intake = Consumer[Received]  # takes one decoded request; fills its ``outcome``
 OnAnswer = Callable[[str, str, str], None]  # (signal, outcome, reason): count the answer
-Admit = Callable[[], None]  # raises ``Retryable`` when the chain cannot take a request now
+# Raises ``Retryable`` when the chain cannot take a request now (after a bounded wait for room).
+Admit = Callable[[], Awaitable[None]]
+
+
+async def admits_all() -> None:
+    """An ``Admit`` that never refuses."""

@@ -9,7 +9,7 @@ from pydantic import (
     field_validator,
 )
 
-from collector.configtypes import Bytes, Seconds, Strict
+from collector.configtypes import Bytes, NonNegativeSeconds, Seconds, Strict
 from collector.detect import facts
 
 _KEY = re.compile(r"^(span|resource):\S+$")
@@ -28,6 +28,9 @@ class Sessions(Strict):
     max_skill_body_chars: int = Field(256 * 1024, ge=1024)
     # Acknowledged (spooled) trace requests waiting for the assembler; beyond this, backpressure.
     max_pending_requests: int = Field(64, gt=0)
+    # How long a request arriving at a full queue waits for room before it is refused (0: refused
+    # at once); at most max_pending_requests requests wait so.
+    pending_wait: NonNegativeSeconds = 2.0
     end_attribute: str = "skillgauge.session.end"
     # Closed sessions kept in memory so late spans reopen them whole (a new revision).
     reopen_cache: int = Field(2_000, ge=0)

@@ -2,7 +2,8 @@
 items into sessions and feeds each session's evidence), closed sessions on to ``next``.
 
 A trace request is queued and assembled by one task, so its Export answer is the spool's
-commit, not detection (the queue is bounded: ``sessions.max_pending_requests``).  A log
+commit, not detection (the queue is bounded: ``sessions.max_pending_requests``; a request
+that finds it full waits up to ``sessions.pending_wait`` for room, ``room``).  A log
 request is assembled before its answer, because whether a record can be used depends on its
 session key.  A ticker closes idle and expired sessions and checkpoints the store.
 
@@ -15,6 +16,7 @@ that cannot be parsed or assembled is quarantined by the store and the replay go
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
@@ -65,6 +67,7 @@ class SessionsStage:
         )
         self._closed: list[Session] = []  # closed by the assembler, not yet handed on
         self._pending: deque[Spooled] = deque()  # spooled, acknowledged, not assembled
+        self._waiting: deque[asyncio.Future[None]] = deque()  # callers of ``room``, oldest first
         self._promised = 0  # sessions that admitted, not yet assembled requests may open
         self._assembling = False
         self._wake = asyncio.Event()
@@ -88,6 +91,38 @@ class SessionsStage:
                 "retry later",
                 retry_after=1.0,
             )
+
+    async def room(self) -> None:
+        """Return once fewer than ``sessions.max_pending_requests`` requests wait to be
+        assembled, or after ``sessions.pending_wait``, whichever is first (``admit`` then
+        refuses what is still over the bound).  A sender at a full queue waits for it to move,
+        as behind a Collector queue that blocks on overflow, instead of being refused and
+        backing off while the queue drains (a gRPC request is refused after it was received
+        whole).  At most ``max_pending_requests`` callers wait; any more return at once."""
+        limit = self.config.max_pending_requests
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.pending_wait
+        while len(self._pending) >= limit and len(self._waiting) < limit:
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            waiter = loop.create_future()
+            self._waiting.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, left)
+            except TimeoutError:
+                return
+            finally:
+                with contextlib.suppress(ValueError):  # woken: taken off already
+                    self._waiting.remove(waiter)
+
+    def _wake_one(self) -> None:
+        """Room for one more request: wake the oldest caller of ``room`` still waiting."""
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
 
     def check(self, request: ExportTraceServiceRequest, tenant: str = "") -> Accepted:
         """What of a trace request is taken, before it is spooled: the spans that would open
@@ -143,6 +178,7 @@ class SessionsStage:
             finally:
                 self.release(self._pending.popleft().received.outcome)
                 self._assembling = False
+                self._wake_one()
             self.metrics.sessions_open.set(self.assembler.open_count)
 
     async def settle(self) -> None:

@@ -68,7 +68,7 @@ def test_backpressure_at_a_small_limit_ends_once_the_sessions_close(tmp_path: Pa
         while True:  # until the limit is reached
             await tick(chain)
             try:
-                chain.admit()
+                await chain.admit()
             except Retryable:
                 break
             await chain.consume(Received("traces", request, "test"))
@@ -85,7 +85,7 @@ def test_backpressure_at_a_small_limit_ends_once_the_sessions_close(tmp_path: Pa
             await asyncio.sleep(0.05)
             await tick(chain)
             try:
-                chain.admit()
+                await chain.admit()
                 admitted = True
             except Retryable:
                 pass
