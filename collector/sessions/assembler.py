@@ -66,6 +66,10 @@ CLOSE_REASONS = (
 # Cut for size or age (max_spans, max_bytes, max_duration), the next revision starts afresh.
 _REOPEN_WHOLE = frozenset({"idle_timeout", "end_attribute"})
 _ZERO_TRACE = bytes(16)
+# How long ``feed`` works before it pauses: what an acknowledgement may wait behind it.  Spans
+# cost from ~10 us to milliseconds each (a long history read whole), so the slice is a time,
+# not a count.
+SLICE_SECONDS = 0.002
 # Why a log record with neither a session key nor a trace id is not taken.
 UNCORRELATED = "log record with no session key and no trace_id to correlate it"
 _ZERO_SPAN = bytes(8)
@@ -275,13 +279,14 @@ class Assembler:
         request: ExportTraceServiceRequest,
         request_id: int,
         result: Accepted,
-        slice_spans: int = 128,
+        slice_seconds: float = SLICE_SECONDS,
         raw: bytes | None = None,
         tenant: str = "",
     ) -> Iterator[None]:
         """Place each span of a request (from ``tenant``) in its session and hand it to that
-        session's evidence, pausing (yielding) every ``slice_spans`` spans so that a caller on
-        the event loop can let other work through in between.
+        session's evidence, pausing (yielding) once ``slice_seconds`` have passed since it
+        started or last paused, so that a caller on the event loop can let other work
+        (acknowledgements) through in between.
 
         ``raw``: the request as received, when known.  Each span then counts an equal share
         of its size towards ``max_bytes`` instead of being measured (measuring a span means
@@ -292,15 +297,16 @@ class Assembler:
         if raw is not None:
             spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
             share = len(raw) // max(1, spans)
-        index = -1
+        clock = time.perf_counter
+        pause_at = clock() + slice_seconds
         for resource_spans in request.resource_spans:
             resource = ResourceView(resource_spans.resource)
             for scope_spans in resource_spans.scope_spans:
                 scope = scope_spans.scope.name
                 for span in scope_spans.spans:
-                    index += 1
-                    if index % slice_spans == slice_spans - 1:
+                    if clock() >= pause_at:
                         yield
+                        pause_at = clock() + slice_seconds
                     problem = span_problem(span)
                     if problem is not None:
                         result.reject(problem)

@@ -177,6 +177,19 @@ def test_a_request_of_known_size_counts_an_equal_share_per_span_towards_max_byte
     assert [(s.session_id, reason, s.span_count) for s, reason in closed] == [("s", "max_bytes", 3)]
 
 
+def test_feed_pauses_by_time_not_by_span_count() -> None:
+    """``feed`` yields once ``slice_seconds`` have passed since it started or last paused:
+    with no time allowed it pauses before every span, with an hour never."""
+    request = ExportTraceServiceRequest()
+    for span in range(1, 6):
+        request.resource_spans.extend(one_span(1, span, {"session.id": "s"}).resource_spans)
+    eager, _, _ = make()
+    assert len(list(eager.feed(request, 1, Accepted(), slice_seconds=0.0))) == 5
+    patient, _, _ = make()
+    assert list(patient.feed(request, 1, Accepted(), slice_seconds=3600.0)) == []
+    assert eager.get("s") is not None and eager.get("s").spans == patient.get("s").spans == 5  # type: ignore[union-attr]
+
+
 def test_max_bytes_closes() -> None:
     asm, closed, _ = make(max_bytes=200)
     for i in range(10):
