@@ -61,14 +61,14 @@ async def test_a_bound_reached_is_retryable_and_takes_nothing() -> None:
     await chain.shutdown(5)
 
 
-def _many_sessions(count: int, keyless: int = 0) -> ExportTraceServiceRequest:
+def _many_sessions(count: int, keyless: int = 0, first: int = 0) -> ExportTraceServiceRequest:
     request = ExportTraceServiceRequest()
     spans = request.resource_spans.add().scope_spans.add().spans
-    for i in range(count):
+    for i in range(first, first + count):
         span = spans.add(trace_id=(i + 1).to_bytes(16, "big"), span_id=b"\x01" * 8, name="chat")
         span.attributes.add(key="session.id").value.string_value = f"s-{i}"
     for i in range(keyless):  # no key: each trace is its own (provisional) session
-        spans.add(trace_id=(count + i + 1).to_bytes(16, "big"), span_id=b"\x02" * 8, name="tool")
+        spans.add(trace_id=(first + count + i + 1).to_bytes(16, "big"), span_id=b"\x02" * 8, name="tool")
     return request
 
 
@@ -90,6 +90,22 @@ async def test_at_a_full_queue_a_request_waits_for_room_instead_of_being_refused
         await chain.admit()  # one caller waits already: the most that may
     await waiting  # not refused: it returns once the request before it is assembled
     assert chain.open_count() == 3000
+    await chain.shutdown(5)
+
+
+async def test_callers_waiting_for_room_are_served_in_turn() -> None:
+    chain = Chain(
+        parse({"sessions": {"max_pending_requests": 2, "pending_wait": "60s", "idle_timeout": "1h"}}),
+        store=MemorySpool(),
+    )
+    for first in (0, 3000):  # each assembled in several slices
+        await chain.consume(Received("traces", _many_sessions(3000, first=first), "test"))
+    first = asyncio.create_task(chain.admit())
+    await asyncio.sleep(0)
+    second = asyncio.create_task(chain.admit())
+    await first
+    assert not second.done()  # the room the first request left was the first caller's
+    await second
     await chain.shutdown(5)
 
 

@@ -102,12 +102,17 @@ class SessionsStage:
         limit = self.config.max_pending_requests
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.pending_wait
-        while len(self._pending) >= limit and len(self._waiting) < limit:
+        behind = bool(self._waiting)  # first come, first served: a newcomer waits behind them
+        woken = False
+        while (behind or len(self._pending) >= limit) and len(self._waiting) < limit:
             left = deadline - loop.time()
             if left <= 0:
                 return
             waiter = loop.create_future()
-            self._waiting.append(waiter)
+            if woken:  # the room it was woken for was taken meanwhile: it is still first
+                self._waiting.appendleft(waiter)
+            else:
+                self._waiting.append(waiter)
             try:
                 await asyncio.wait_for(waiter, left)
             except TimeoutError:
@@ -115,9 +120,13 @@ class SessionsStage:
             finally:
                 with contextlib.suppress(ValueError):  # woken: taken off already
                     self._waiting.remove(waiter)
+            behind, woken = False, True
 
     def _wake_one(self) -> None:
-        """Room for one more request: wake the oldest caller of ``room`` still waiting."""
+        """When there is room for one more request, wake the oldest caller of ``room`` still
+        waiting."""
+        if len(self._pending) >= self.config.max_pending_requests:
+            return
         while self._waiting:
             waiter = self._waiting.popleft()
             if not waiter.done():
