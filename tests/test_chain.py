@@ -86,10 +86,14 @@ async def test_at_a_full_queue_a_request_waits_for_room_instead_of_being_refused
         chain.spool.admit()  # the bound is reached
     waiting = asyncio.create_task(chain.admit())
     await asyncio.sleep(0)
+    chain.sessions_stage.refresh()
+    assert b"skillgauge_requests_waiting_for_room 1.0" in generate_latest(chain.registry)
     with pytest.raises(Retryable, match=r"sessions\.max_pending_requests"):
         await chain.admit()  # one caller waits already: the most that may
     await waiting  # not refused: it returns once the request before it is assembled
     assert chain.open_count() == 3000
+    chain.sessions_stage.refresh()
+    assert b"skillgauge_requests_waiting_for_room 0.0" in generate_latest(chain.registry)
     await chain.shutdown(5)
 
 

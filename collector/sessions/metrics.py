@@ -64,3 +64,9 @@ class SessionsMetrics:
             ["stage"],
             registry=r,
         )
+        self.waiting_for_room = Gauge(
+            "skillgauge_requests_waiting_for_room",
+            "Requests, not yet spooled nor acknowledged, waiting up to sessions.pending_wait "
+            "for room in the assembler's full queue.",
+            registry=r,
+        )

@@ -421,6 +421,7 @@ class SessionsStage:
         if cut:
             self.metrics.skill_bodies_cut.inc(cut)
         self.metrics.pending_requests.labels("assembler").set(len(self._pending))
+        self.metrics.waiting_for_room.set(len(self._waiting))
 
     async def shutdown(self, timeout: float) -> None:
         """Assemble what was acknowledged, close every open session (``shutdown``), hand the
