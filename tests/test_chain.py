@@ -113,6 +113,27 @@ async def test_callers_waiting_for_room_are_served_in_turn() -> None:
     await chain.shutdown(5)
 
 
+async def test_a_newcomer_waits_behind_callers_already_waiting_and_is_not_left_waiting() -> None:
+    chain = Chain(
+        parse({"sessions": {"max_pending_requests": 2, "pending_wait": "60s", "idle_timeout": "1h"}}),
+        store=MemorySpool(),
+    )
+    for first in (0, 3000):  # each assembled in several slices
+        await chain.consume(Received("traces", _many_sessions(3000, first=first), "test"))
+    served: list[str] = []
+    callers = {name: asyncio.create_task(chain.admit()) for name in ("a", "b")}
+    for name, caller in callers.items():
+        caller.add_done_callback(lambda _, name=name: served.append(name))
+    await callers["a"]  # the first request is assembled: there is room for one
+    newcomer = asyncio.create_task(chain.admit())
+    newcomer.add_done_callback(lambda _: served.append("newcomer"))
+    # The room "a" left is not the newcomer's: it waits behind "b", and once the queue is
+    # empty it is woken too, not left waiting for a request that never comes.
+    await asyncio.wait_for(asyncio.gather(callers["b"], newcomer), 30)
+    assert served == ["a", "b", "newcomer"]
+    await chain.shutdown(5)
+
+
 async def test_with_no_pending_wait_a_full_queue_refuses_at_once() -> None:
     chain = Chain(
         parse({"sessions": {"max_pending_requests": 1, "pending_wait": "0s", "idle_timeout": "1h"}}),

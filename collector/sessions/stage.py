@@ -124,14 +124,16 @@ class SessionsStage:
 
     def _wake_one(self) -> None:
         """When there is room for one more request, wake the oldest caller of ``room`` still
-        waiting."""
+        waiting; when the queue is empty, every one (a newcomer waiting behind a caller the
+        last request woke would otherwise wait for a request that never comes)."""
         if len(self._pending) >= self.config.max_pending_requests:
             return
         while self._waiting:
             waiter = self._waiting.popleft()
             if not waiter.done():
                 waiter.set_result(None)
-                return
+                if self._pending:
+                    return
 
     def check(self, request: ExportTraceServiceRequest, tenant: str = "") -> Accepted:
         """What of a trace request is taken, before it is spooled: the spans that would open
