@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 
 import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -10,6 +11,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from collector.otlp import wire
 from collector.receiver import decode
 from collector.receiver.errors import InvalidRequest, UnsupportedMedia
+from collector.telemetry import RateLimitedLog
 
 
 def test_hex_ids_survive_where_stock_json_format_would_corrupt_them() -> None:
@@ -81,8 +83,12 @@ def _bad_text_request() -> tuple[ExportTraceServiceRequest, bytes]:
     return request, request.SerializeToString().replace(b"BAD-TXT", b"BAD\xe2\x80TX")
 
 
-def test_text_that_is_not_utf8_is_read_with_replacement_characters(caplog: pytest.LogCaptureFixture) -> None:
+def test_text_that_is_not_utf8_is_read_with_replacement_characters(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     request, body = _bad_text_request()
+    # The warning is written once a minute at most: not yet in this test, whatever ran before.
+    monkeypatch.setattr(decode, "_warn_bad_text", RateLimitedLog(logging.getLogger("skillgauge"), logging.WARNING, 60.0))
     with caplog.at_level("WARNING"):
         parsed = decode.parse_protobuf(ExportTraceServiceRequest, body)
     span = parsed.resource_spans[0].scope_spans[0].spans[0]
