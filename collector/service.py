@@ -111,6 +111,7 @@ class Chain:
             SpoolMetrics(self.registry),
             self.sessions_stage.check,
             self.sessions_stage.release,
+            self.sessions_stage.room,
         )
         self.intake = redacting(self.spool, config.redact)  # before the spool sees a value
         self.ready = False

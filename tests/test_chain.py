@@ -134,6 +134,23 @@ async def test_a_newcomer_waits_behind_callers_already_waiting_and_is_not_left_w
     await chain.shutdown(5)
 
 
+async def test_a_request_admitted_before_its_body_was_read_waits_if_the_queue_filled_meanwhile() -> None:
+    """The receivers admit a request before reading its body (OTLP/HTTP); when the queue is
+    full by the time it reaches the spool, it waits there for room too, not refused."""
+    chain = Chain(
+        parse({"sessions": {"max_pending_requests": 1, "pending_wait": "60s", "idle_timeout": "1h"}}),
+        store=MemorySpool(),
+    )
+    await chain.admit()
+    await chain.consume(Received("traces", _many_sessions(3000), "test"))  # fills the queue meanwhile
+    late = Received("traces", _many_sessions(10, first=3000), "test")
+    await chain.consume(late)
+    assert late.outcome.accepted == 10 and not late.outcome.rejected
+    await chain.sessions_stage.settle()
+    assert chain.open_count() == 3010
+    await chain.shutdown(5)
+
+
 async def test_with_no_pending_wait_a_full_queue_refuses_at_once() -> None:
     chain = Chain(
         parse({"sessions": {"max_pending_requests": 1, "pending_wait": "0s", "idle_timeout": "1h"}}),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -39,6 +39,7 @@ class SpoolStage:
             request
         ),
         release: Callable[[Accepted], None] = lambda outcome: None,
+        room: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.metrics = metrics
@@ -47,6 +48,9 @@ class SpoolStage:
         self._admit_next = admit_next
         self._check = check  # may remove spans from a trace request (sessions.max_open)
         self._release = release  # what ``check`` promised, for a request never handed on
+        # Waits (bounded) while a bound downstream that lifts by itself is reached: a request
+        # admitted before its body was read may find the queue full again.
+        self._room = room
         self.size_bytes = 0  # as last read (``refresh``)
         self._refreshed_at = -_REFRESH_EVERY
         self._faults_seen = Faults()  # the store's fault counts as last copied to the metrics
@@ -84,6 +88,8 @@ class SpoolStage:
                     last[label] = count
 
     async def consume(self, item: Received) -> None:
+        if self._room is not None:
+            await self._room()
         self.admit()
         if item.signal == "traces":
             assert isinstance(item.request, ExportTraceServiceRequest)
