@@ -122,9 +122,9 @@ class SessionsStage:
                     self._waiting.remove(waiter)
             behind, woken = False, True
 
-    def _wake_one(self) -> None:
+    def _wake_waiting(self) -> None:
         """When there is room for one more request, wake the oldest caller of ``room`` still
-        waiting; when the queue is empty, every one (a newcomer waiting behind a caller the
+        waiting; when the queue is empty, every caller (a newcomer waiting behind a caller the
         last request woke would otherwise wait for a request that never comes)."""
         if len(self._pending) >= self.config.max_pending_requests:
             return
@@ -189,7 +189,7 @@ class SessionsStage:
             finally:
                 self.release(self._pending.popleft().received.outcome)
                 self._assembling = False
-                self._wake_one()
+                self._wake_waiting()
             self.metrics.sessions_open.set(self.assembler.open_count)
 
     async def settle(self) -> None:
