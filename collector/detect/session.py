@@ -14,8 +14,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
-
 from collector.detect import (
     any_reads,
     catalogs,
@@ -34,7 +32,7 @@ from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.outcome import text_outcome
 from collector.detect.transcript import Injection, MessageCall, MessageResult, injections_in
-from collector.otlp.views import Attributes, LogView, SpanView
+from collector.otlp.views import EventView, LogView, SpanView
 from evaluators.evidence import (
     Catalog,
     ContentCapture,
@@ -228,7 +226,7 @@ class SessionEvidence:
             self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs))
         if not self.model_seen:
             self.model_seen = any(k.startswith(facts.MODEL_ATTRIBUTE_PREFIXES) for k in view.attrs.keys())  # noqa: SIM118 - Attributes is no dict
-        for event in view.span.events:
+        for event in view.events:
             if event.name in _EVENT_ACTIVATIONS:
                 self._observe_activation_event(view, event)
         call = tool_call(view)
@@ -346,11 +344,11 @@ class SessionEvidence:
             if part:
                 self._scan(part, seen)
 
-    def _observe_activation_event(self, view: SpanView, event: Span.Event) -> None:
+    def _observe_activation_event(self, view: SpanView, event: EventView) -> None:
         """A skill's activation recorded as a span event (``facts.SPAN_EVENT_SKILL_ACTIVATED``),
         with the body the harness handed the model, when recorded, as that load's body."""
         name_key, body_key = _EVENT_ACTIVATIONS[event.name]
-        attrs = Attributes(event.attributes)
+        attrs = event.attrs
         seen = _Seen(view.trace_id, view.span_id, event.time_unix_nano or view.span.start_time_unix_nano)
         skill = self._activation(attrs.text(name_key), seen, ok=True)
         body = attrs.text(body_key)

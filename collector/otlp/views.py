@@ -129,14 +129,19 @@ class ResourceView:
 
 
 class EventView:
-    """One span event: its position in the span, its name and its attributes."""
+    """One span event: its position in the span, its name, time and attributes."""
 
-    __slots__ = ("attrs", "name", "position")
+    __slots__ = ("_event", "attrs", "name", "position")
 
     def __init__(self, position: int, event: Span.Event) -> None:
         self.position = position
+        self._event = event
         self.name = event.name
         self.attrs = Attributes(event.attributes)
+
+    @property
+    def time_unix_nano(self) -> int:
+        return self._event.time_unix_nano
 
 
 class SpanView:
