@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from collector.detect import facts
-from collector.otlp.views import Attributes, SpanView
+from collector.otlp.views import Attributes, Encoded, SpanView
 from evaluators.evidence import ToolCall
 
 
@@ -85,6 +85,15 @@ def is_redacted(text: str) -> bool:
     """Whether ``text`` is what a harness writes in place of content (``facts.REDACTED_VALUES``).
     Its length is looked at first: a set lookup would hash a whole history, on every span."""
     return len(text) <= _REDACTED_CHARS and text in facts.REDACTED_VALUES
+
+
+_REDACTED_BYTES = frozenset(value.encode() for value in facts.REDACTED_VALUES)
+_REDACTED_BYTES_LONGEST = max(len(value) for value in _REDACTED_BYTES)
+
+
+def is_redacted_encoded(raw: Encoded) -> bool:
+    """``is_redacted`` for text as its UTF-8 bytes: the same answer, nothing decoded."""
+    return len(raw) <= _REDACTED_BYTES_LONGEST and raw.piece(0, len(raw)) in _REDACTED_BYTES
 
 
 def _has_any_key(attrs: Attributes, keys: tuple[str, ...]) -> bool:

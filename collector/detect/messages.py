@@ -6,9 +6,16 @@ import re
 from typing import Any
 
 from collector.detect import facts
-from collector.detect.content import first_present, first_truthy, flatten_text, is_redacted, parse_json
+from collector.detect.content import (
+    first_present,
+    first_truthy,
+    flatten_text,
+    is_redacted,
+    is_redacted_encoded,
+    parse_json,
+)
 from collector.detect.transcript import MessageCall, MessageResult
-from collector.otlp.views import SHAPES_KEPT, Attributes, SpanView
+from collector.otlp.views import SHAPES_KEPT, Attributes, Encoded, SpanView
 
 
 def _index(fields: tuple[tuple[str, str, str], ...]) -> dict[str, tuple[tuple[str, str], ...]]:
@@ -24,24 +31,23 @@ _PROMPT_EVENTS = _index(facts.PROMPT_FIELDS)
 _RESPONSE_ATTRIBUTES = tuple((key, "") for event, key in facts.RESPONSE_FIELDS if not event)
 _RESPONSE_EVENTS = _index(tuple((event, key, "") for event, key in facts.RESPONSE_FIELDS))
 _PREAMBLE = facts.USER_TEXT_PREAMBLE
+_ENCODED_ROLES = frozenset({"messages"})  # see ``prompt_fields``
 
 
-def _field_texts(
+def _fields(
     view: SpanView, attributes: tuple[tuple[str, str], ...], events: dict[str, tuple[tuple[str, str], ...]]
-) -> list[tuple[str, str]]:
-    """(role, text) of the listed span attributes, then of the listed event attributes
-    (events in span order; within an event, its listed keys in key order)."""
-    found: list[tuple[str, str]] = []
+) -> list[tuple[str, Attributes, str]]:
+    """(role, attributes, key) of the listed span attributes present, then of the listed
+    event attributes (events in span order; within an event, its listed keys in key order)."""
+    found: list[tuple[str, Attributes, str]] = []
     attrs = view.attrs
     present = attrs.keys()  # most listed keys are absent: test them against the index first
     for key, role in attributes:
         if key in present:
-            text = attrs.text(key)
-            if text and not is_redacted(text):
-                mime = facts.PLAIN_TEXT_INPUTS.get(key)
-                if mime is not None and attrs.get(mime) == facts.PLAIN_TEXT_MIME:
-                    role = "user"
-                found.append((role, text))
+            mime = facts.PLAIN_TEXT_INPUTS.get(key)
+            if mime is not None and attrs.get(mime) == facts.PLAIN_TEXT_MIME:
+                role = "user"
+            found.append((role, attrs, key))
     if not events:
         return found
     for event in view.events:
@@ -49,16 +55,47 @@ def _field_texts(
         if wanted is None:
             continue
         for key, role in wanted:
-            text = event.attrs.text(key)
-            if text and not is_redacted(text):
-                found.append((role, text))
+            if key in event.attrs:
+                found.append((role, event.attrs, key))
     return found
 
 
-def prompt_texts(view: SpanView) -> list[tuple[str, str]]:
+def _field_texts(
+    view: SpanView, attributes: tuple[tuple[str, str], ...], events: dict[str, tuple[tuple[str, str], ...]]
+) -> list[tuple[str, str]]:
+    """(role, text) of each of ``_fields`` that holds text (not a placeholder for it)."""
+    found: list[tuple[str, str]] = []
+    for role, attrs, key in _fields(view, attributes, events):
+        text = attrs.text(key)
+        if text and not is_redacted(text):
+            found.append((role, text))
+    return found
+
+
+def _encoded(attrs: Attributes, key: str) -> Encoded | None:
+    """The text under ``key`` as UTF-8 bytes (a value that is no string: as its JSON text)."""
+    raw = attrs.encoded(key)
+    if raw is None:
+        text = attrs.text(key)
+        raw = Encoded.of(text) if text is not None else None
+    return raw if raw and not is_redacted_encoded(raw) else None
+
+
+def prompt_fields(view: SpanView) -> list[tuple[str, str | Encoded]]:
     """(role, raw text) of every prompt-like field on the span, and of the conversation it
-    recorded as its output (role "output": read for injected skill bodies, no turn)."""
-    found = _field_texts(view, _PROMPT_ATTRIBUTES, _PROMPT_EVENTS)
+    recorded as its output (role "output": read for injected skill bodies, no turn).  A
+    message history (role "messages") comes as its UTF-8 bytes (``Encoded``): it repeats the
+    conversation so far, and its reader decodes only what it has not read."""
+    found: list[tuple[str, str | Encoded]] = []
+    for role, attrs, key in _fields(view, _PROMPT_ATTRIBUTES, _PROMPT_EVENTS):
+        if role in _ENCODED_ROLES:
+            raw = _encoded(attrs, key)
+            if raw is not None:
+                found.append((role, raw))
+            continue
+        text = attrs.text(key)
+        if text and not is_redacted(text):
+            found.append((role, text))
     for key in _flattened_keys(view):
         if key.endswith(facts.FLATTENED_SUFFIXES):
             flattened = view.attrs.text(key)
@@ -70,6 +107,11 @@ def prompt_texts(view: SpanView) -> list[tuple[str, str]]:
             if output and not is_redacted(output):
                 found.append(("output", output))
     return found
+
+
+def prompt_texts(view: SpanView) -> list[tuple[str, str]]:
+    """``prompt_fields``, every one as text."""
+    return [(role, raw if isinstance(raw, str) else raw.text()) for role, raw in prompt_fields(view)]
 
 
 # Every attribute key a table above reads already; the generic reader leaves them alone.
@@ -95,20 +137,26 @@ def _prompt_key(key: str) -> bool:
 _PROMPT_KEYS_OF: dict[tuple[str, ...], tuple[str, ...]] = {}  # key shape -> its prompt-like keys
 
 
-def other_prompt_texts(attrs: Attributes) -> list[str]:
-    """The text of attributes no table names whose key says they may hold a prompt (a
-    system instruction, a request): what a harness without a row records."""
+def other_prompt_texts(attrs: Attributes) -> list[Encoded]:
+    """The text, as UTF-8 bytes, of the string attributes no table names whose key says they
+    may hold a prompt (a system instruction, a request, a history so far): what a harness
+    without a row records."""
     shape = attrs.shape()
     keys = _PROMPT_KEYS_OF.get(shape)
     if keys is None:
         keys = tuple(key for key in shape if _prompt_key(key))
         if len(_PROMPT_KEYS_OF) < SHAPES_KEPT:
             _PROMPT_KEYS_OF[shape] = keys
-    found: list[str] = []
+    found: list[Encoded] = []
     for key in keys:
-        value = attrs.get(key)
-        if isinstance(value, str) and len(value) >= facts.PROMPT_MIN_CHARS:
-            found.append(value)
+        raw = attrs.encoded(key)
+        # At least PROMPT_MIN_CHARS characters: a character is 1-4 bytes.
+        if (
+            raw is not None
+            and len(raw) >= facts.PROMPT_MIN_CHARS
+            and (len(raw) >= 4 * facts.PROMPT_MIN_CHARS or len(raw.text()) >= facts.PROMPT_MIN_CHARS)
+        ):
+            found.append(raw)
     return found
 
 

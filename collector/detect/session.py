@@ -32,7 +32,7 @@ from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.outcome import text_outcome
 from collector.detect.transcript import Injection, MessageCall, MessageResult, injections_in
-from collector.otlp.views import EventView, LogView, SpanView
+from collector.otlp.views import Encoded, EventView, LogView, SpanView
 from evaluators.evidence import (
     Catalog,
     ContentCapture,
@@ -80,48 +80,42 @@ def _has_any(text: str, markers: tuple[str, ...] | list[str]) -> bool:
     return False
 
 
-_CHUNK = 16_384  # characters in each piece of a remembered history
+_CHUNK = 16_384  # bytes in each piece of a remembered history
 
 
 class _History:
-    """A message history read before: its text up to its closing bracket (``end``
-    characters), as pieces compared in place with a later history's text.
-
-    An ASCII history is kept in pieces of ``_CHUNK`` characters, and one that continues it
-    shares its whole pieces: remembering a continuation copies only what it adds.  Any other
-    history is kept as one piece: a piece of it can be stored narrower than the whole text
-    (one byte a character where the text has two or four), and ``startswith`` compares such
-    a pair character by character, 8x slower (measured); one piece is as wide as a later
-    text that continues it.
-    """
+    """A message history read before: its UTF-8 bytes up to its closing bracket (``end``
+    bytes), as pieces of ``_CHUNK`` bytes compared in place with a later history's bytes.  One
+    that continues it shares its whole pieces: remembering a continuation copies only what it
+    adds."""
 
     __slots__ = ("chunks", "end")
-    chunks: list[str]
+    chunks: list[bytes]
     end: int
 
-    def __init__(self, raw: str, before: _History | None = None) -> None:
+    def __init__(self, raw: Encoded, before: _History | None = None) -> None:
         self.end = end = len(raw) - 1
-        if not raw.isascii():
-            self.chunks = [raw[:end]]
-            return
-        # ``raw`` continues ``before``, so ``before`` is ASCII too: pieces of ``_CHUNK``.
+        # ``raw`` continues ``before``: its whole pieces are this one's first.
         kept = before.end // _CHUNK if before is not None else 0
-        shared: list[str] = before.chunks[:kept] if before is not None else []
-        self.chunks = shared + [raw[at : min(at + _CHUNK, end)] for at in range(kept * _CHUNK, end, _CHUNK)]
+        shared: list[bytes] = before.chunks[:kept] if before is not None else []
+        self.chunks = shared + [
+            raw.piece(at, min(at + _CHUNK, end)) for at in range(kept * _CHUNK, end, _CHUNK)
+        ]
 
-    def starts(self, text: str) -> bool:
-        """``text[:self.end]`` is this history's text."""
+    def starts(self, raw: Encoded) -> bool:
+        """``raw``'s first ``self.end`` bytes are this history's."""
         at = 0
         for chunk in self.chunks:
-            if not text.startswith(chunk, at):
+            if not raw.has_at(chunk, at):
                 return False
             at += len(chunk)
         return True
 
 
 MAX_UNREADABLE_NAMED = 20  # unreadable items named per session (all are counted)
-_HISTORY_ROLES = frozenset({"messages", "other"})  # texts that may be a growing history
 _HISTORIES = 4  # message histories remembered per session (see ``_unread_part``); 0 reads each whole
+_OPEN, _CLOSE, _COMMA = ord("["), ord("]"), ord(",")
+_ENDS = (_COMMA, _CLOSE)  # what may follow the text a history shares with one read before
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -243,7 +237,7 @@ class SessionEvidence:
                     entries = catalogs.names_list(names_text)
                     if entries is not None:
                         self.catalog.advertise(entries, facts.CATALOG_NAMES_SHAPE)
-        prompts = messages.prompt_texts(view)
+        prompts = messages.prompt_fields(view)
         if prompts:
             self._content_seen = True
         # Not counted as content seen: an unknown key may hold anything, and tool definitions
@@ -255,12 +249,14 @@ class SessionEvidence:
         # session has read already can add no turn, catalog, call or injection.
         fresh: list[tuple[str, str]] = []
         for role, raw in prompts:
-            if role in _HISTORY_ROLES:
+            if isinstance(raw, Encoded):  # a history, or what may be one
                 part = self._unread_part(raw)
                 # A history read whole is remembered by hash like other text; a continuation
-                # or a repeat was recognised by comparing text, without hashing all of it.
-                if part is raw and not self._first_sight((role, raw)):
-                    continue
+                # or a repeat was recognised by comparing bytes, without hashing all of them.
+                if part is None:
+                    part = raw.text()  # made already, and hashed (``parse_json``), if an array
+                    if not self._first_sight((role, part)):
+                        continue
                 if part:
                     fresh.append((role, part))
             elif raw != self._last_prompts.get(role):
@@ -339,8 +335,10 @@ class SessionEvidence:
                 if raw:
                     self._content_seen = True
                     self._scan(raw, seen)
-        for raw in messages.other_prompt_texts(view.attrs):
-            part = self._unread_part(raw)  # a request log record repeats the history so far
+        for prompt in messages.other_prompt_texts(view.attrs):
+            part = self._unread_part(prompt)  # a request log record repeats the history so far
+            if part is None:
+                part = prompt.text()
             if part:
                 self._scan(part, seen)
 
@@ -420,34 +418,36 @@ class SessionEvidence:
         self._scanned.add(digest)
         return True
 
-    def _unread_part(self, raw: str) -> str:
+    def _unread_part(self, raw: Encoded) -> str | None:
         """The messages of a history this session has not read yet, as a JSON array ("" when
-        it has read them all).
+        it has read them all); None when ``raw`` is to be read whole (no array, or none that
+        continues one read before).
 
         Each chat span records the whole conversation so far, so reading every history whole
         costs the square of a session's length.  When ``raw`` is an array that continues one
         read before (the same text up to that one's closing bracket, then a comma), only the
         elements after it are new: parsing is deterministic, so the shared text parses to the
         same elements.  A few histories are remembered per session (sub-agents keep
-        conversations of their own), each as pieces of text (``_History``): comparing a
-        prefix reads it once, where hashing it would cost more, and remembering a
-        continuation copies only its new text."""
-        if not raw.startswith("[") or not raw.endswith("]"):
-            return raw
-        unread = raw
+        conversations of their own), each as pieces of its bytes (``_History``): comparing
+        bytes reads them once, where hashing or decoding them would cost more (decoding text
+        that is not ASCII ~10x), and only the new part is decoded."""
+        size = len(raw)
+        if not size or raw.byte(0) != _OPEN or raw.byte(size - 1) != _CLOSE:
+            return None
+        unread: str | None = None
         continued: _History | None = None
         for history in self._histories:
             end = history.end  # where its closing bracket stands
-            if len(raw) <= end or raw[end] not in ",]" or not history.starts(raw):
+            if size <= end or raw.byte(end) not in _ENDS or not history.starts(raw):
                 continue
-            if len(raw) == end + 1:
+            if size == end + 1:
                 return ""  # the same history again (a retried or duplicated span)
-            if raw[end] == ",":
-                unread = "[" + raw[end + 1 :]
+            if raw.byte(end) == _COMMA:
+                unread = "[" + raw.text_from(end + 1)
                 continued = history
                 break
-        if not isinstance(parse_json(unread), list):
-            return raw
+        if not isinstance(parse_json(raw.text() if unread is None else unread), list):
+            return None
         self._histories.insert(0, _History(raw, continued))
         del self._histories[_HISTORIES:]
         return unread

@@ -8,6 +8,8 @@ value to Python only when it is asked for:
   lookup indexes the keys (a key written twice keeps its last value, as in a map), and each
   value becomes a Python value (``value_of``) the first time it is read.
 - ``SpanView.events``: the span's events, each with its own ``Attributes``, in span order.
+- ``Encoded``: a string value's UTF-8 bytes, for a reader that decodes only part of a long
+  text (``Attributes.encoded``).
 """
 
 from __future__ import annotations
@@ -56,6 +58,72 @@ def as_text(value: Any) -> str | None:
     )
 
 
+_STRING_TAG = 0x0A  # AnyValue's string_value: field 1, length-delimited
+
+
+class Encoded:
+    """A string value as protobuf holds it: UTF-8 bytes, ``data[start:end]``, made a ``str``
+    only on request.  Making a ``str`` of text that is not ASCII costs ~10x copying its bytes;
+    a chat span's history repeats the conversation so far, so its reader compares bytes with
+    the history read before and decodes what is new (``text_from``)."""
+
+    __slots__ = ("_text", "data", "end", "start")
+
+    def __init__(self, data: bytes, start: int = 0, end: int | None = None) -> None:
+        self.data = data
+        self.start = start
+        self.end = len(data) if end is None else end
+        self._text: str | None = None
+
+    @classmethod
+    def of(cls, text: str) -> Encoded:
+        encoded = cls(text.encode())
+        encoded._text = text
+        return encoded
+
+    def __len__(self) -> int:
+        """The length in bytes."""
+        return self.end - self.start
+
+    def byte(self, at: int) -> int:
+        return self.data[self.start + at]
+
+    def has_at(self, piece: bytes, at: int) -> bool:
+        """The bytes from ``at`` on begin with ``piece`` (``piece`` within this value)."""
+        return self.data.startswith(piece, self.start + at, self.end)
+
+    def piece(self, at: int, to: int) -> bytes:
+        return self.data[self.start + at : self.start + to]
+
+    def text(self) -> str:
+        """The whole text (made once)."""
+        if self._text is None:
+            self._text = self.data[self.start : self.end].decode()
+        return self._text
+
+    def text_from(self, at: int) -> str:
+        """The text from byte ``at`` on (``at`` at a character's first byte)."""
+        return self.data[self.start + at : self.end].decode()
+
+
+def encoded_of(value: AnyValue) -> Encoded | None:
+    """A string AnyValue's text as its UTF-8 bytes (copied, not decoded); None for any other."""
+    if value.WhichOneof("value") != "string_value":
+        return None
+    data = value.SerializeToString()
+    if not data or data[0] != _STRING_TAG:  # unknown fields first: read it as text
+        return Encoded.of(value.string_value)
+    length = shift = 0
+    at = 1
+    while True:  # the string's length, a varint
+        byte = data[at]
+        length |= (byte & 0x7F) << shift
+        at += 1
+        if not byte & 0x80:
+            return Encoded(data, at, at + length)
+        shift += 7
+
+
 class Attributes:
     """Key lookup over a repeated ``KeyValue`` field, read lazily (see the module doc)."""
 
@@ -85,6 +153,15 @@ class Attributes:
                 return None
             value = self._values[key] = value_of(kv.value)
         return value
+
+    def encoded(self, key: str) -> Encoded | None:
+        """The string under ``key`` as its UTF-8 bytes (``Encoded``), or None (absent, or no
+        string).  A text read already is encoded from it."""
+        value = self._values.get(key, _MISSING)
+        if value is not _MISSING:
+            return Encoded.of(value) if type(value) is str else None
+        kv = (self._by_key if self._by_key is not None else self._index()).get(key)
+        return None if kv is None else encoded_of(kv.value)
 
     def text(self, key: str) -> str | None:
         value = self.get(key)

@@ -12,12 +12,13 @@ import json
 from pathlib import Path
 
 import pytest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from support import FRAMEWORKS
 
 from collector.config import parse
 from collector.detect import messages, session
 from collector.detect.session import SessionEvidence
-from collector.otlp.views import ResourceView, SpanView
+from collector.otlp.views import Encoded, ResourceView, SpanView, encoded_of
 from collector.receiver.errors import ReceiveError
 from collector.replay import replay, requests_in
 from evaluators.evidence import Session
@@ -44,11 +45,17 @@ def _histories_cut() -> list[tuple[int, int]]:
                 for scope_spans in resource_spans.scope_spans:
                     for span in scope_spans.spans:
                         view = SpanView(span, scope_spans.scope.name, resource)
-                        for role, raw in messages.prompt_texts(view):
-                            part = evidence._unread_part(raw) if role == "messages" else raw
-                            if part is not raw:
-                                cut.append((len(raw), len(part)))
+                        for _role, raw in messages.prompt_fields(view):
+                            part = evidence._unread_part(raw) if isinstance(raw, Encoded) else None
+                            if part is not None:
+                                cut.append((len(raw), len(part.encode())))
     return cut
+
+
+def _unread(evidence: SessionEvidence, text: str) -> str:
+    """What ``evidence`` reads of ``text``: the unread part, or all of it."""
+    part = evidence._unread_part(Encoded.of(text))
+    return text if part is None else part
 
 
 def test_reading_histories_incrementally_detects_exactly_what_reading_them_whole_does(
@@ -97,27 +104,58 @@ _WIDE_REWRITTEN = _WIDE[:_AT] + "y" + _WIDE[_AT + 1 :]
 )
 def test_only_a_continuation_of_a_history_is_cut(earlier: str, later: str, unread: list[object]) -> None:
     evidence = SessionEvidence()
-    assert json.loads(evidence._unread_part(earlier)) == json.loads(earlier)
-    assert json.loads(evidence._unread_part(later)) == unread
+    assert json.loads(_unread(evidence, earlier)) == json.loads(earlier)
+    assert json.loads(_unread(evidence, later)) == unread
 
 
 def test_a_continuation_is_remembered_without_copying_the_text_it_shares() -> None:
     evidence = SessionEvidence()
     history = _LONG
     for n in range(3):
-        evidence._unread_part(history)
+        _unread(evidence, history)
         history = history[:-1] + f', {{"turn": {n}, "m": "{"z" * 20_000}"}}]'
     newest, older = evidence._histories[0], evidence._histories[1]
-    assert "".join(newest.chunks) == history[: history.rindex(", {")]  # the text up to its bracket
+    assert b"".join(newest.chunks) == history[: history.rindex(", {")].encode()  # up to its bracket
     assert len(older.chunks) > 2 and newest.end > older.end
     whole = older.end // session._CHUNK
     assert all(a is b for a, b in zip(newest.chunks[:whole], older.chunks[:whole], strict=True))
 
 
+def test_a_continuation_is_compared_as_bytes_and_only_its_new_part_is_decoded() -> None:
+    evidence = SessionEvidence()
+    first = encoded_of(AnyValue(string_value=_WIDE))
+    assert first is not None and evidence._unread_part(first) is None  # read whole
+    later = encoded_of(AnyValue(string_value=_WIDE[:-1] + ', {"b": "\u2014"}]'))
+    assert later is not None
+    part = evidence._unread_part(later)
+    assert part is not None and json.loads(part) == [{"b": "\u2014"}]
+    assert later._text is None  # what it shares with the first was never made a str
+
+
+def test_a_string_value_is_read_as_its_utf8_bytes_and_made_text_only_on_request() -> None:
+    text = "caf\u00e9 \u2014 " + "x" * 200  # over 127 bytes: a length of two bytes
+    value = AnyValue(string_value=text)
+    raw = encoded_of(value)
+    assert raw is not None and raw._text is None
+    assert len(raw) == len(text.encode()) and raw.text() == text
+    assert raw.text_from(len("caf\u00e9 ".encode())) == text[len("caf\u00e9 ") :]
+    # A field of a later OTLP, kept by protobuf as unknown, before or after: not in the text.
+    unknown = b"\x78\x01"  # field 15, a varint
+    for body in (value.SerializeToString() + unknown, unknown + value.SerializeToString()):
+        later = AnyValue()
+        later.ParseFromString(body)
+        found = encoded_of(later)
+        assert found is not None and found.text() == text
+    empty = encoded_of(AnyValue(string_value=""))
+    assert empty is not None and len(empty) == 0 and empty.text() == ""
+    assert encoded_of(AnyValue(int_value=3)) is None
+    assert encoded_of(AnyValue()) is None
+
+
 def test_text_that_is_not_a_json_array_is_read_as_it_is() -> None:
     evidence = SessionEvidence()
     for raw in ('{"messages": [1]}', "[not json]", "plain text", '[{"a": 1}] '):
-        assert evidence._unread_part(raw) is raw
+        assert evidence._unread_part(Encoded.of(raw)) is None
 
 
 def test_json_text_reads_as_the_standard_library_reads_it() -> None:
