@@ -113,9 +113,12 @@ def encoded_of(value: AnyValue) -> Encoded | None:
     data = value.SerializeToString()
     if not data or data[0] != _STRING_TAG:  # unknown fields first: read it as text
         return Encoded.of(value.string_value)
-    length = shift = 0
-    at = 1
-    while True:  # the string's length, a varint
+    length = data[1]
+    if length < 0x80:  # the string's length, a varint: one byte up to 127
+        return Encoded(data, 2, 2 + length)
+    length &= 0x7F
+    shift, at = 7, 2
+    while True:
         byte = data[at]
         length |= (byte & 0x7F) << shift
         at += 1
