@@ -10,9 +10,12 @@ only in messages; a body injected after a call) and returns the ``Session`` eval
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
+
+import orjson
 
 from collector.detect import (
     any_reads,
@@ -84,17 +87,21 @@ _CHUNK = 16_384  # bytes in each piece of a remembered history
 
 
 class _History:
-    """A message history read before: its UTF-8 bytes up to its closing bracket (``end``
-    bytes), as pieces of ``_CHUNK`` bytes compared in place with a later history's bytes.  One
-    that continues it shares its whole pieces: remembering a continuation copies only what it
+    """A message history read before: a JSON array, or an object holding one under its first
+    history key (``facts.HISTORY_KEYS``).  Kept as its UTF-8 bytes up to the array's closing
+    bracket (``end``), in pieces of ``_CHUNK`` bytes compared in place with a later history's
+    bytes, and the bytes from that bracket on (``tail``: "]" for an array).  One that
+    continues it shares its whole pieces: remembering a continuation copies only what it
     adds."""
 
-    __slots__ = ("chunks", "end")
+    __slots__ = ("chunks", "end", "tail")
     chunks: list[bytes]
     end: int
+    tail: bytes
 
-    def __init__(self, raw: Encoded, before: _History | None = None) -> None:
-        self.end = end = len(raw) - 1
+    def __init__(self, raw: Encoded, end: int, before: _History | None = None) -> None:
+        self.end = end
+        self.tail = raw.piece(end, len(raw))
         # ``raw`` continues ``before``: its whole pieces are this one's first.
         kept = before.end // _CHUNK if before is not None else 0
         shared: list[bytes] = before.chunks[:kept] if before is not None else []
@@ -112,10 +119,41 @@ class _History:
         return True
 
 
+def _array_end(raw: Encoded, parsed: Any) -> int | None:
+    """Where the message array of a history read whole closes in ``raw`` (``parsed``): its
+    last byte for an array; for an object, the bracket that closes its first history key's
+    array (a list), found where the rest of the object, parsed, is exactly the keys after
+    it; None for anything else."""
+    if isinstance(parsed, list):
+        return len(raw) - 1
+    if not isinstance(parsed, dict):
+        return None
+    key = next((k for k in facts.HISTORY_KEYS if parsed.get(k)), None)
+    if key is None or not isinstance(parsed[key], list):
+        return None
+    keys = list(parsed)
+    after = keys[keys.index(key) + 1 :]
+    text = raw.piece(0, len(raw))
+    if not after:  # "]", then "}", whitespace around them
+        close = len(text.rstrip()) - 1
+        bracket = len(text[:close].rstrip()) - 1
+        return bracket if text[close] == _BRACE_CLOSE and text[bracket] == _CLOSE else None
+    rest = {k: parsed[k] for k in after}
+    follows = re.compile(rb"\]\s*,\s*(" + re.escape(json.dumps(after[0]).encode()) + rb")\s*:")
+    for found in follows.finditer(text):
+        try:
+            if orjson.loads(b"{" + text[found.start(1) :]) == rest:
+                return found.start()
+        except orjson.JSONDecodeError:
+            continue
+    return None
+
+
 MAX_UNREADABLE_NAMED = 20  # unreadable items named per session (all are counted)
 _HISTORIES = 4  # message histories remembered per session (see ``_unread_part``); 0 reads each whole
-_OPEN, _CLOSE, _COMMA = ord("["), ord("]"), ord(",")
+_OPEN, _CLOSE, _COMMA, _BRACE, _BRACE_CLOSE = ord("["), ord("]"), ord(","), ord("{"), ord("}")
 _ENDS = (_COMMA, _CLOSE)  # what may follow the text a history shares with one read before
+_BRACKETS = ((_OPEN, _CLOSE), (_BRACE, _BRACE_CLOSE))  # a history's first and last bytes
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -420,37 +458,47 @@ class SessionEvidence:
 
     def _unread_part(self, raw: Encoded) -> str | None:
         """The messages of a history this session has not read yet, as a JSON array ("" when
-        it has read them all); None when ``raw`` is to be read whole (no array, or none that
-        continues one read before).
+        it has read them all); None when ``raw`` is to be read whole (no history, or none
+        that continues one read before).
 
         Each chat span records the whole conversation so far, so reading every history whole
-        costs the square of a session's length.  When ``raw`` is an array that continues one
-        read before (the same text up to that one's closing bracket, then a comma), only the
-        elements after it are new: parsing is deterministic, so the shared text parses to the
-        same elements.  A few histories are remembered per session (sub-agents keep
-        conversations of their own), each as pieces of its bytes (``_History``): comparing
-        bytes reads them once, where hashing or decoding them would cost more (decoding text
-        that is not ASCII ~10x), and only the new part is decoded."""
+        costs the square of a session's length.  A history is a JSON array of messages, or an
+        object holding one (``_History``).  When ``raw`` continues one read before (the same
+        bytes up to that one's array's closing bracket, then a comma and more elements, then
+        the same bytes from that bracket on), only the elements added are new: parsing is
+        deterministic, so the shared text parses to the same values.  A few histories are
+        remembered per session (sub-agents keep conversations of their own), each as pieces
+        of its bytes: comparing bytes reads them once, where hashing or decoding them would
+        cost more (decoding text that is not ASCII ~10x), and only the new part is decoded."""
         size = len(raw)
-        if not size or raw.byte(0) != _OPEN or raw.byte(size - 1) != _CLOSE:
+        if not size or (raw.byte(0), raw.byte(size - 1)) not in _BRACKETS:
             return None
-        unread: str | None = None
-        continued: _History | None = None
         for history in self._histories:
-            end = history.end  # where its closing bracket stands
-            if size <= end or raw.byte(end) not in _ENDS or not history.starts(raw):
+            end, tail = history.end, history.tail  # where its array closes, and from there on
+            rest = size - len(tail)  # where this one's array would close
+            if (
+                rest < end
+                or raw.byte(end) not in _ENDS
+                or not raw.has_at(tail, rest)
+                or not history.starts(raw)
+            ):
                 continue
-            if size == end + 1:
+            if rest == end:
                 return ""  # the same history again (a retried or duplicated span)
             if raw.byte(end) == _COMMA:
-                unread = "[" + raw.text_from(end + 1)
-                continued = history
-                break
-        if not isinstance(parse_json(raw.text() if unread is None else unread), list):
-            return None
-        self._histories.insert(0, _History(raw, continued))
+                unread = "[" + raw.text_from(end + 1, rest) + "]"
+                if not isinstance(parse_json(unread), list):
+                    return None
+                self._remember(_History(raw, rest, history))
+                return unread
+        close = _array_end(raw, parse_json(raw.text()))
+        if close is not None:
+            self._remember(_History(raw, close))
+        return None
+
+    def _remember(self, history: _History) -> None:
+        self._histories.insert(0, history)
         del self._histories[_HISTORIES:]
-        return unread
 
     def _scan(self, raw: str, seen: _Seen) -> None:
         """Catalogs, message-level calls and injected bodies in one piece of prompt text.

@@ -101,9 +101,9 @@ class Encoded:
             self._text = self.data[self.start : self.end].decode()
         return self._text
 
-    def text_from(self, at: int) -> str:
-        """The text from byte ``at`` on (``at`` at a character's first byte)."""
-        return self.data[self.start + at : self.end].decode()
+    def text_from(self, at: int, to: int | None = None) -> str:
+        """The text from byte ``at`` to byte ``to`` (the end), each at a character's first byte."""
+        return self.data[self.start + at : self.end if to is None else self.start + to].decode()
 
 
 def encoded_of(value: AnyValue) -> Encoded | None:

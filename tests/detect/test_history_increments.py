@@ -81,6 +81,14 @@ _REWRITTEN = _LONG[:_AT] + "y" + _LONG[_AT + 1 :]  # one message changed, past t
 # Text that Python stores two bytes a character (an em dash, as JSON writers keep it unescaped).
 _WIDE = json.dumps([{"m": "\u2014" + "x" * 1000, "n": n} for n in range(50)], ensure_ascii=False)
 _WIDE_REWRITTEN = _WIDE[:_AT] + "y" + _WIDE[_AT + 1 :]
+_ADK = json.dumps(
+    {"model": "m", "config": {"system_instruction": "s"}, "contents": [{"role": "user", "parts": [{"text": "a"}]}]}
+)
+_ADK_TS = json.dumps(
+    {"model": "m", "contents": [{"role": "user", "parts": [{"text": "a"}]}], "config": {"tools": [{"x": "],"}]}}
+)
+# The key after the history also inside a message, and inside the value after it.
+_GRAPH = json.dumps({"messages": [{"x": [1], "y": {}}], "y": {"z": [1], "y": 2}})
 
 
 @pytest.mark.parametrize(
@@ -100,12 +108,24 @@ _WIDE_REWRITTEN = _WIDE[:_AT] + "y" + _WIDE[_AT + 1 :]
         (_WIDE, _WIDE_REWRITTEN[:-1] + ', {"b": 2}]', [*json.loads(_WIDE_REWRITTEN), {"b": 2}]),
         (_LONG, _LONG[:-1] + ', {"b": "\u2014"}]', [{"b": "\u2014"}]),
         (_LONG, _REWRITTEN[:-1] + ', {"b": "\u2014"}]', [*json.loads(_REWRITTEN), {"b": "\u2014"}]),
+        # An object holding the history under its first history key (facts.HISTORY_KEYS):
+        # last (Google ADK's llm_request), or before other keys (ADK TypeScript, LangGraph).
+        (_ADK, _ADK[:-2] + ', {"role": "model"}]}', [{"role": "model"}]),
+        (_ADK_TS, _ADK_TS.replace('"}]}], ', '"}]}, {"b": 2}], '), [{"b": 2}]),
+        (_GRAPH, _GRAPH.replace("}], ", '}, {"b": 2}], ', 1), [{"b": 2}]),
+        # The keys after it changed, or a message grew inside: read whole.
+        (_GRAPH, _GRAPH.replace("}], ", '}, {"b": 2}], ', 1).replace('"y": 2', '"y": 3'), None),
+        ('{"messages": [{"parts": [1]}]}', '{"messages": [{"parts": [1, 2]}]}', None),
+        # No history under its keys: read whole each time.
+        ('{"other": [1]}', '{"other": [1, 2]}', None),
     ],
 )
-def test_only_a_continuation_of_a_history_is_cut(earlier: str, later: str, unread: list[object]) -> None:
+def test_only_a_continuation_of_a_history_is_cut(
+    earlier: str, later: str, unread: list[object] | None
+) -> None:
     evidence = SessionEvidence()
     assert json.loads(_unread(evidence, earlier)) == json.loads(earlier)
-    assert json.loads(_unread(evidence, later)) == unread
+    assert json.loads(_unread(evidence, later)) == (json.loads(later) if unread is None else unread)
 
 
 def test_a_continuation_is_remembered_without_copying_the_text_it_shares() -> None:
