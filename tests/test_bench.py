@@ -48,6 +48,8 @@ def test_bench_short_mode_prints_its_figures_as_the_last_line() -> None:
         "long_session_detect_us_per_span",
         "long_session_wide_detect_us_per_span",
         "short_session_wide_detect_us_per_span",
+        "long_session_held_detect_us_per_span",
+        "short_session_held_detect_us_per_span",
         "eval_lag_p95_s",
         "judge_input_tokens_ratio",
     ):

@@ -45,6 +45,9 @@ Figures:
                              conversation before it
   long_session_wide_detect_us_per_span, short_session_wide_detect_us_per_span  the two above
                              with text that is not ASCII (an em dash in every message)
+  long_session_held_detect_us_per_span, short_session_held_detect_us_per_span  the same with
+                             the history held in an object (Google ADK's legacy llm_request:
+                             model, config, contents)
   eval_lag_p95_s             session close (the ack of the request carrying its end span) to
                              its last evaluation span at a downstream OTLP receiver; one skill's
                              recorded session at 100 sessions/s, fake Anthropic judge; ONE
@@ -108,8 +111,12 @@ SESSION_KEYS = frozenset(
 )
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 ONE_SKILL = FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl"  # loads release-notes, with its body
-LONG_TEMPLATE = FRAMEWORKS / "adk" / "right_skill_content.traces.jsonl"  # chat spans with growing histories
-HISTORY_KEY = "gen_ai.input.messages"
+# Chat spans with growing histories: an array of messages (GenAI semantic conventions), or
+# an object holding one (``held``: Google ADK's legacy llm_request, model, config, contents).
+LONG_TEMPLATES = {
+    False: (FRAMEWORKS / "adk" / "right_skill_content.traces.jsonl", "gen_ai.input.messages"),
+    True: (FRAMEWORKS / "adk" / "right_skill_legacy.traces.jsonl", "gcp.vertex.agent.llm_request"),
+}
 SHORT_TURNS = 10  # chat spans in each short session of ``long_session``'s spans
 END_ATTRIBUTE = "skillgauge.session.end"
 # Anthropic bills cache writes (5-minute TTL) at 1.25x the input price and cache reads at 0.1x.
@@ -330,24 +337,27 @@ def detect_cost(bodies: list[bytes]) -> float:
     return (time.perf_counter() - start) / spans * 1e6
 
 
-def long_session(turns: int, salt: int = 0, wide: bool = False) -> bytes:
+def long_session(turns: int, salt: int = 0, wide: bool = False, held: bool = False) -> bytes:
     """One session of ``turns`` chat spans, each recording the conversation so far, as a long
     agent session does: the recorded ADK conversation repeated once per turn (each copy of a
     message marked with its turn and ``salt``, so that no two histories, of this session or
     of one with another salt, are the same text).  ``wide``: each message also holds an em
     dash, written unescaped as JSON writers outside Python do (text Python stores two bytes a
-    character)."""
-    request = _merged(LONG_TEMPLATE)
+    character).  ``held``: the history is the ``contents`` of the object the recording's
+    legacy ADK spans record (``LONG_TEMPLATES``)."""
+    template, history_key = LONG_TEMPLATES[held]
+    request = _merged(template)
     chats = [
         (rs, ss, span, kv)
         for rs in request.resource_spans
         for ss in rs.scope_spans
         for span in ss.spans
         for kv in span.attributes
-        if kv.key == HISTORY_KEY
+        if kv.key == history_key
     ]
     rs, ss, chat, kv = max(chats, key=lambda c: len(c[3].value.string_value))
-    recorded = json.loads(kv.value.string_value)
+    value = json.loads(kv.value.string_value)
+    recorded = value["contents"] if held else value
     out = ExportTraceServiceRequest()
     out_rs = out.resource_spans.add()
     out_rs.resource.CopyFrom(rs.resource)
@@ -360,17 +370,17 @@ def long_session(turns: int, salt: int = 0, wide: bool = False) -> bytes:
         span = out_ss.spans.add()
         span.CopyFrom(chat)
         span.span_id = (turn + 1).to_bytes(8, "big")
-        next(a for a in span.attributes if a.key == HISTORY_KEY).value.string_value = json.dumps(
-            history, ensure_ascii=not wide
+        next(a for a in span.attributes if a.key == history_key).value.string_value = json.dumps(
+            {**value, "contents": history} if held else history, ensure_ascii=not wide
         )
     body: bytes = out.SerializeToString()
     return body
 
 
-def _session_runner(turns: int, sessions: int, wide: bool) -> Callable[[], float]:
+def _session_runner(turns: int, sessions: int, wide: bool, held: bool) -> Callable[[], float]:
     """A round of assembling and detecting ``sessions`` of ``long_session(turns)`` (each in
     a new assembler, with texts of its own): microseconds a span."""
-    bodies = [long_session(turns, salt, wide) for salt in range(sessions)]
+    bodies = [long_session(turns, salt, wide, held) for salt in range(sessions)]
 
     def run() -> float:
         elapsed = 0.0
@@ -387,14 +397,16 @@ def _session_runner(turns: int, sessions: int, wide: bool) -> Callable[[], float
     return run
 
 
-def long_session_cost(turns: int, rounds: int = 5, wide: bool = False) -> tuple[float, float, float]:
+def long_session_cost(
+    turns: int, rounds: int = 5, wide: bool = False, held: bool = False
+) -> tuple[float, float, float]:
     """Microseconds a span to assemble and detect one ``long_session(turns)``, the same
     chat spans in sessions of ``SHORT_TURNS`` (as many spans in all), and the long one with
     each history read whole (once).  The long and short rounds alternate and each figure is
     the best of its ``rounds``: the machine's drift between two phases run one after the
     other moved their quotient more than code changes did (1.08-2.37 in one day's runs)."""
-    long_run = _session_runner(turns, 1, wide)
-    short_run = _session_runner(SHORT_TURNS, max(1, turns // SHORT_TURNS), wide)
+    long_run = _session_runner(turns, 1, wide, held)
+    short_run = _session_runner(SHORT_TURNS, max(1, turns // SHORT_TURNS), wide, held)
     long_us = short_us = float("inf")
     for _ in range(rounds):
         long_us = min(long_us, long_run())
@@ -971,6 +983,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{wide_long_us:.1f} us/span, short {wide_short_us:.1f} us/span "
         f"(long / short: {wide_long_us / wide_short_us:.2f})"
     )
+    held_long_us, held_short_us, _ = long_session_cost(turns, held=True)
+    print(
+        f"  the same with the history held in an object (model, config, contents): long "
+        f"{held_long_us:.1f} us/span, short {held_short_us:.1f} us/span "
+        f"(long / short: {held_long_us / held_short_us:.2f})"
+    )
 
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "ingest").mkdir()
@@ -1022,6 +1040,8 @@ def main(argv: list[str] | None = None) -> int:
         "short_session_detect_us_per_span": round(short_us, 1),
         "long_session_wide_detect_us_per_span": round(wide_long_us, 1),
         "short_session_wide_detect_us_per_span": round(wide_short_us, 1),
+        "long_session_held_detect_us_per_span": round(held_long_us, 1),
+        "short_session_held_detect_us_per_span": round(held_short_us, 1),
         "eval_lag_p95_s": round(judged["lag_p95_s"], 3),
         "judge_input_tokens_ratio": round(judged["tokens_ratio"], 3),
         "short": short,
