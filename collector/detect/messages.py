@@ -72,12 +72,18 @@ def _field_texts(
     return found
 
 
-def _encoded(attrs: Attributes, key: str) -> Encoded | None:
+def encoded_text(attrs: Attributes, key: str) -> Encoded | None:
     """The text under ``key`` as UTF-8 bytes (a value that is no string: as its JSON text)."""
     raw = attrs.encoded(key)
     if raw is None:
         text = attrs.text(key)
         raw = Encoded.of(text) if text is not None else None
+    return raw
+
+
+def _encoded(attrs: Attributes, key: str) -> Encoded | None:
+    """``encoded_text``, unless it is empty or a placeholder for text."""
+    raw = encoded_text(attrs, key)
     return raw if raw and not is_redacted_encoded(raw) else None
 
 

@@ -149,6 +149,11 @@ def _array_end(raw: Encoded, parsed: Any) -> int | None:
     return None
 
 
+def _remember(histories: list[_History], history: _History) -> None:
+    histories.insert(0, history)
+    del histories[_HISTORIES:]
+
+
 MAX_UNREADABLE_NAMED = 20  # unreadable items named per session (all are counted)
 _HISTORIES = 4  # message histories remembered per session (see ``_unread_part``); 0 reads each whole
 _OPEN, _CLOSE, _COMMA, _BRACE, _BRACE_CLOSE = ord("["), ord("]"), ord(","), ord("{"), ord("}")
@@ -244,7 +249,8 @@ class SessionEvidence:
         self._active_skills: list[tuple[int, str, str]] = []  # (time, trace id, skill) of requests
         self._unnamed_activations: list[tuple[_Seen, bool]] = []  # activations logged without a name
         self._last_prompts: dict[str, str] = {}  # role -> the last text of that role seen (read already)
-        self._histories: list[_History] = []  # histories read, newest first
+        # Histories read, newest first, for each reader (``_unread_part``).
+        self._histories: dict[str, list[_History]] = {}
         self.unreadable: list[UnreadableItem] = []  # the first ``MAX_UNREADABLE_NAMED``
         self.unreadable_count = 0
 
@@ -288,7 +294,7 @@ class SessionEvidence:
         fresh: list[tuple[str, str]] = []
         for role, raw in prompts:
             if isinstance(raw, Encoded):  # a history, or what may be one
-                part = self._unread_part(raw)
+                part = self._unread_part(raw, role)
                 # A history read whole is remembered by hash like other text; a continuation
                 # or a repeat was recognised by comparing bytes, without hashing all of them.
                 if part is None:
@@ -367,18 +373,24 @@ class SessionEvidence:
         role = facts.LOG_MESSAGE_EVENTS.get(event)
         if role is not None:
             self._observe_logged_message(role, view.body, seen)
+        # A request log record repeats the history so far: what this session read is skipped.
         for key in facts.LOG_CONTENT_ATTRIBUTES:
             if key in view.attrs:
-                raw = view.attrs.text(key)
-                if raw:
+                content = messages.encoded_text(view.attrs, key)
+                if content:
                     self._content_seen = True
-                    self._scan(raw, seen)
+                    self._scan_unread(content, seen)
         for prompt in messages.other_prompt_texts(view.attrs):
-            part = self._unread_part(prompt)  # a request log record repeats the history so far
-            if part is None:
-                part = prompt.text()
-            if part:
-                self._scan(part, seen)
+            self._scan_unread(prompt, seen)
+
+    def _scan_unread(self, raw: Encoded, seen: _Seen) -> None:
+        """``_scan`` what a log record's ``raw`` holds that this session's log records have
+        not (``_unread_part``)."""
+        part = self._unread_part(raw, "log")
+        if part is None:
+            part = raw.text()
+        if part:
+            self._scan(part, seen)
 
     def _observe_activation_event(self, view: SpanView, event: EventView) -> None:
         """A skill's activation recorded as a span event (``facts.SPAN_EVENT_SKILL_ACTIVATED``),
@@ -456,10 +468,12 @@ class SessionEvidence:
         self._scanned.add(digest)
         return True
 
-    def _unread_part(self, raw: Encoded) -> str | None:
-        """The messages of a history this session has not read yet, as a JSON array ("" when
-        it has read them all); None when ``raw`` is to be read whole (no history, or none
-        that continues one read before).
+    def _unread_part(self, raw: Encoded, reader: str) -> str | None:
+        """The messages of a history that ``reader`` has not read yet in this session, as a
+        JSON array ("" when it has read them all); None when ``raw`` is to be read whole (no
+        history, or none that continues one it read before).  Readers take different things
+        from a history (a span's messages give user turns, a log record's content does not),
+        so what one has read is not read for another.
 
         Each chat span records the whole conversation so far, so reading every history whole
         costs the square of a session's length.  A history is a JSON array of messages, or an
@@ -473,7 +487,8 @@ class SessionEvidence:
         size = len(raw)
         if not size or (raw.byte(0), raw.byte(size - 1)) not in _BRACKETS:
             return None
-        for history in self._histories:
+        histories = self._histories.setdefault(reader, [])
+        for history in histories:
             end, tail = history.end, history.tail  # where its array closes, and from there on
             rest = size - len(tail)  # where this one's array would close
             if (
@@ -489,16 +504,12 @@ class SessionEvidence:
                 unread = "[" + raw.text_from(end + 1, rest) + "]"
                 if not isinstance(parse_json(unread), list):
                     return None
-                self._remember(_History(raw, rest, history))
+                _remember(histories, _History(raw, rest, history))
                 return unread
         close = _array_end(raw, parse_json(raw.text()))
         if close is not None:
-            self._remember(_History(raw, close))
+            _remember(histories, _History(raw, close))
         return None
-
-    def _remember(self, history: _History) -> None:
-        self._histories.insert(0, history)
-        del self._histories[_HISTORIES:]
 
     def _scan(self, raw: str, seen: _Seen) -> None:
         """Catalogs, message-level calls and injected bodies in one piece of prompt text.
@@ -586,7 +597,8 @@ class SessionEvidence:
         _keep_first(self._injected, other._injected)
         _keep_first(self._log_results, other._log_results)
         # What the other read stays read: its histories continue here without a re-read.
-        self._histories = [*self._histories, *other._histories][:_HISTORIES]
+        for reader, theirs in other._histories.items():
+            self._histories[reader] = [*self._histories.get(reader, []), *theirs][:_HISTORIES]
         _keep_first(self._last_prompts, other._last_prompts)
         self._log_calls += other._log_calls
         _keep_first(self._activated, other._activated)

@@ -45,8 +45,8 @@ def _histories_cut() -> list[tuple[int, int]]:
                 for scope_spans in resource_spans.scope_spans:
                     for span in scope_spans.spans:
                         view = SpanView(span, scope_spans.scope.name, resource)
-                        for _role, raw in messages.prompt_fields(view):
-                            part = evidence._unread_part(raw) if isinstance(raw, Encoded) else None
+                        for role, raw in messages.prompt_fields(view):
+                            part = evidence._unread_part(raw, role) if isinstance(raw, Encoded) else None
                             if part is not None:
                                 cut.append((len(raw), len(part.encode())))
     return cut
@@ -54,7 +54,7 @@ def _histories_cut() -> list[tuple[int, int]]:
 
 def _unread(evidence: SessionEvidence, text: str) -> str:
     """What ``evidence`` reads of ``text``: the unread part, or all of it."""
-    part = evidence._unread_part(Encoded.of(text))
+    part = evidence._unread_part(Encoded.of(text), "messages")
     return text if part is None else part
 
 
@@ -134,7 +134,7 @@ def test_a_continuation_is_remembered_without_copying_the_text_it_shares() -> No
     for n in range(3):
         _unread(evidence, history)
         history = history[:-1] + f', {{"turn": {n}, "m": "{"z" * 20_000}"}}]'
-    newest, older = evidence._histories[0], evidence._histories[1]
+    newest, older = evidence._histories["messages"][:2]
     assert b"".join(newest.chunks) == history[: history.rindex(", {")].encode()  # up to its bracket
     assert len(older.chunks) > 2 and newest.end > older.end
     whole = older.end // session._CHUNK
@@ -144,10 +144,10 @@ def test_a_continuation_is_remembered_without_copying_the_text_it_shares() -> No
 def test_a_continuation_is_compared_as_bytes_and_only_its_new_part_is_decoded() -> None:
     evidence = SessionEvidence()
     first = encoded_of(AnyValue(string_value=_WIDE))
-    assert first is not None and evidence._unread_part(first) is None  # read whole
+    assert first is not None and evidence._unread_part(first, "messages") is None  # read whole
     later = encoded_of(AnyValue(string_value=_WIDE[:-1] + ', {"b": "\u2014"}]'))
     assert later is not None
-    part = evidence._unread_part(later)
+    part = evidence._unread_part(later, "messages")
     assert part is not None and json.loads(part) == [{"b": "\u2014"}]
     assert later._text is None  # what it shares with the first was never made a str
 
@@ -172,10 +172,21 @@ def test_a_string_value_is_read_as_its_utf8_bytes_and_made_text_only_on_request(
     assert encoded_of(AnyValue()) is None
 
 
+def test_what_one_reader_has_read_is_still_unread_for_another() -> None:
+    """A log record's content gives no user turns where a span's messages do: a history a
+    log record read is read whole by the next span, then continued."""
+    evidence = SessionEvidence()
+    earlier, later = '[{"a": 1}]', '[{"a": 1}, {"b": 2}]'
+    assert evidence._unread_part(Encoded.of(earlier), "log") is None
+    assert evidence._unread_part(Encoded.of(later), "messages") is None
+    assert json.loads(_unread(evidence, later[:-1] + ', {"c": 3}]')) == [{"c": 3}]
+    assert json.loads(evidence._unread_part(Encoded.of(later), "log") or "") == [{"b": 2}]
+
+
 def test_text_that_is_not_a_json_array_is_read_as_it_is() -> None:
     evidence = SessionEvidence()
     for raw in ('{"messages": [1]}', "[not json]", "plain text", '[{"a": 1}] '):
-        assert evidence._unread_part(Encoded.of(raw)) is None
+        assert evidence._unread_part(Encoded.of(raw), "messages") is None
 
 
 def test_json_text_reads_as_the_standard_library_reads_it() -> None:
