@@ -72,15 +72,37 @@ def _many_sessions(count: int, keyless: int = 0, first: int = 0) -> ExportTraceS
     return request
 
 
+def _queue_chain(max_pending: int, pending_wait: str = "60s") -> Chain:
+    """A chain in memory whose ``sessions.max_pending_requests`` is ``max_pending``."""
+    return Chain(
+        parse(
+            {
+                "sessions": {
+                    "max_pending_requests": max_pending,
+                    "pending_wait": pending_wait,
+                    "idle_timeout": "1h",
+                }
+            }
+        ),
+        store=MemorySpool(),
+    )
+
+
+async def _two_queued() -> Chain:
+    """A chain whose queue (``max_pending_requests: 2``) holds two requests, each assembled
+    in several slices."""
+    chain = _queue_chain(2)
+    for first in (0, 3000):
+        await chain.consume(Received("traces", _many_sessions(3000, first=first), "test"))
+    return chain
+
+
 async def test_at_a_full_queue_a_request_waits_for_room_instead_of_being_refused() -> None:
     """``sessions.max_pending_requests`` reached: admission waits (up to
     ``sessions.pending_wait``) for the assembler to take a request, as behind a Collector
     queue that blocks on overflow.  At most that many callers wait; one more is refused at
     once."""
-    chain = Chain(
-        parse({"sessions": {"max_pending_requests": 1, "pending_wait": "60s", "idle_timeout": "1h"}}),
-        store=MemorySpool(),
-    )
+    chain = _queue_chain(1)
     await chain.consume(Received("traces", _many_sessions(3000), "test"))  # assembled in slices
     with pytest.raises(Retryable, match=r"sessions\.max_pending_requests"):
         chain.spool.admit()  # the bound is reached
@@ -98,12 +120,7 @@ async def test_at_a_full_queue_a_request_waits_for_room_instead_of_being_refused
 
 
 async def test_callers_waiting_for_room_are_served_in_turn() -> None:
-    chain = Chain(
-        parse({"sessions": {"max_pending_requests": 2, "pending_wait": "60s", "idle_timeout": "1h"}}),
-        store=MemorySpool(),
-    )
-    for first in (0, 3000):  # each assembled in several slices
-        await chain.consume(Received("traces", _many_sessions(3000, first=first), "test"))
+    chain = await _two_queued()
     first = asyncio.create_task(chain.admit())
     await asyncio.sleep(0)
     second = asyncio.create_task(chain.admit())
@@ -114,12 +131,7 @@ async def test_callers_waiting_for_room_are_served_in_turn() -> None:
 
 
 async def test_a_newcomer_waits_behind_callers_already_waiting_and_is_not_left_waiting() -> None:
-    chain = Chain(
-        parse({"sessions": {"max_pending_requests": 2, "pending_wait": "60s", "idle_timeout": "1h"}}),
-        store=MemorySpool(),
-    )
-    for first in (0, 3000):  # each assembled in several slices
-        await chain.consume(Received("traces", _many_sessions(3000, first=first), "test"))
+    chain = await _two_queued()
     served: list[str] = []
     callers = {name: asyncio.create_task(chain.admit()) for name in ("a", "b")}
     for name, caller in callers.items():
@@ -137,10 +149,7 @@ async def test_a_newcomer_waits_behind_callers_already_waiting_and_is_not_left_w
 async def test_a_request_admitted_before_its_body_was_read_waits_if_the_queue_filled_meanwhile() -> None:
     """The receivers admit a request before reading its body (OTLP/HTTP); when the queue is
     full by the time it reaches the spool, it waits there for room too, not refused."""
-    chain = Chain(
-        parse({"sessions": {"max_pending_requests": 1, "pending_wait": "60s", "idle_timeout": "1h"}}),
-        store=MemorySpool(),
-    )
+    chain = _queue_chain(1)
     await chain.admit()
     await chain.consume(Received("traces", _many_sessions(3000), "test"))  # fills the queue meanwhile
     late = Received("traces", _many_sessions(10, first=3000), "test")
@@ -152,10 +161,7 @@ async def test_a_request_admitted_before_its_body_was_read_waits_if_the_queue_fi
 
 
 async def test_with_no_pending_wait_a_full_queue_refuses_at_once() -> None:
-    chain = Chain(
-        parse({"sessions": {"max_pending_requests": 1, "pending_wait": "0s", "idle_timeout": "1h"}}),
-        store=MemorySpool(),
-    )
+    chain = _queue_chain(1, pending_wait="0s")
     await chain.consume(Received("traces", _many_sessions(3000), "test"))
     with pytest.raises(Retryable, match=r"sessions\.max_pending_requests"):
         await chain.admit()
