@@ -186,15 +186,28 @@ def index_revisions(db: sqlite3.Connection, revisions: list[Indexed], *, replace
             "WHERE session = ? AND revision = ?",
             [(*row[4:], row[0], row[1]) for row in rows],
         )
-    for start in range(0, len(rows), sql.ROWS_PER_STATEMENT):  # verdicts of a revision recorded again
-        chunk = rows[start : start + sql.ROWS_PER_STATEMENT]
-        db.execute(
-            f"DELETE FROM verdicts WHERE session IN ({', '.join('?' * len(chunk))}) "
-            f"AND (session, revision) IN (VALUES {', '.join(['(?, ?)'] * len(chunk))})",
-            [r[0] for r in chunk] + [v for r in chunk for v in r[:2]],
-        )
+    _delete_revisions(db, "verdicts", [(r[0], r[1]) for r in rows])  # of a revision recorded again
     sql.insert_rows(db, "INSERT INTO verdicts", verdicts)
     sql.where_in(db, _MARK_LATEST, sorted({r[0] for r in rows}))
+
+
+def forget_revisions(db: sqlite3.Connection, revisions: list[tuple[str, int]]) -> None:
+    """Delete these (session, revision) pairs' coverage rows and verdicts, each found by its
+    index (no scan of either table)."""
+    _delete_revisions(db, "coverage", revisions)
+    _delete_revisions(db, "verdicts", revisions)
+
+
+def _delete_revisions(db: sqlite3.Connection, table: str, revisions: list[tuple[str, int]]) -> None:
+    """Delete ``table``'s rows of these (session, revision) pairs, a chunk a statement.  The
+    ``session IN`` lets SQLite search the table's (session, revision) index."""
+    for start in range(0, len(revisions), sql.ROWS_PER_STATEMENT):
+        chunk = revisions[start : start + sql.ROWS_PER_STATEMENT]
+        db.execute(
+            f"DELETE FROM {table} WHERE session IN ({', '.join('?' * len(chunk))}) "
+            f"AND (session, revision) IN (VALUES {', '.join(['(?, ?)'] * len(chunk))})",
+            [r[0] for r in chunk] + [v for r in chunk for v in r],
+        )
 
 
 def _totals(summary: dict[str, Any], line: dict[str, Any]) -> tuple[float, ...]:

@@ -52,7 +52,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -371,6 +371,9 @@ class MemorySpool:
         self._db.executescript(_SCHEMA)
         queries.migrate(self._db)
         self._revisions_capacity = revisions_capacity
+        # The revisions in ``coverage``, oldest saved first: the ones to let go are known
+        # without counting or scanning the tables.
+        self._kept: OrderedDict[tuple[str, int], None] = OrderedDict()
         self._next = 0
         self._outbox: dict[str, dict[str, tuple[str, bytes, float]]] = {}
         self._capacity = outbox_capacity
@@ -397,19 +400,15 @@ class MemorySpool:
     async def save_coverage(self, revisions: list[Recorded]) -> None:
         now = time.time()
         rows = [(s, r, _with_results(line, results), now) for s, r, results, line in revisions]
+        kept = self._kept
+        for session, revision, _, _ in revisions:
+            kept[(session, revision)] = None
+            kept.move_to_end((session, revision))  # saved again: the newest now
+        evicted = [kept.popitem(last=False)[0] for _ in range(len(kept) - self._revisions_capacity)]
         with self._db:
             self._db.execute("BEGIN")
             queries.index_revisions(self._db, rows)
-            (count,) = self._db.execute("SELECT COUNT(*) FROM coverage").fetchone()
-            if count > self._revisions_capacity:
-                self._db.execute(
-                    "DELETE FROM coverage WHERE rowid IN (SELECT rowid FROM coverage ORDER BY evaluated_at, rowid LIMIT ?)",
-                    (count - self._revisions_capacity,),
-                )
-                self._db.execute(
-                    "DELETE FROM verdicts WHERE NOT EXISTS (SELECT 1 FROM coverage c "
-                    "WHERE c.session = verdicts.session AND c.revision = verdicts.revision)"
-                )
+            queries.forget_revisions(self._db, evicted)
         for session, revision, _, _ in revisions:
             self.unfinished.pop((session, revision), None)
 
@@ -458,6 +457,9 @@ class MemorySpool:
             cutoff = time.time() - keep_results_for
             with self._db:
                 self._db.execute("BEGIN")
+                expired = "SELECT session, revision FROM coverage WHERE evaluated_at < ?"
+                for key in self._db.execute(expired, (cutoff,)).fetchall():
+                    self._kept.pop(key, None)
                 for statement in _EXPIRE[1:]:
                     self._db.execute(statement, (cutoff,))
 
