@@ -66,10 +66,16 @@ def _field_texts(
     """(role, text) of each of ``_fields`` that holds text (not a placeholder for it)."""
     found: list[tuple[str, str]] = []
     for role, attrs, key in _fields(view, attributes, events):
-        text = attrs.text(key)
-        if text and not is_redacted(text):
+        text = _readable(attrs, key)
+        if text is not None:
             found.append((role, text))
     return found
+
+
+def _readable(attrs: Attributes, key: str) -> str | None:
+    """The text under ``key``, unless it is empty or a placeholder for text."""
+    text = attrs.text(key)
+    return text if text and not is_redacted(text) else None
 
 
 def encoded_text(attrs: Attributes, key: str) -> Encoded | None:
@@ -99,18 +105,18 @@ def prompt_fields(view: SpanView) -> list[tuple[str, str | Encoded]]:
             if raw is not None:
                 found.append((role, raw))
             continue
-        text = attrs.text(key)
-        if text and not is_redacted(text):
+        text = _readable(attrs, key)
+        if text is not None:
             found.append((role, text))
     for key in _flattened_keys(view):
         if key.endswith(facts.FLATTENED_SUFFIXES):
-            flattened = view.attrs.text(key)
-            if flattened and not is_redacted(flattened):
+            flattened = _readable(view.attrs, key)
+            if flattened is not None:
                 found.append(("flattened", flattened))
     for key in view.attrs.keys_with_prefix(facts.FLATTENED_OUTPUT_PREFIX):
         if key.rstrip("0123456789").rstrip(".").endswith(facts.FLATTENED_SUFFIXES):
-            output = view.attrs.text(key)
-            if output and not is_redacted(output):
+            output = _readable(view.attrs, key)
+            if output is not None:
                 found.append(("output", output))
     return found
 
