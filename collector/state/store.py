@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import itertools
 import json
 import logging
 import os
@@ -400,15 +401,19 @@ class MemorySpool:
     async def save_coverage(self, revisions: list[Recorded]) -> None:
         now = time.time()
         rows = [(s, r, _with_results(line, results), now) for s, r, results, line in revisions]
-        kept = self._kept
-        for session, revision, _, _ in revisions:
-            kept[(session, revision)] = None
-            kept.move_to_end((session, revision))  # saved again: the newest now
-        evicted = [kept.popitem(last=False)[0] for _ in range(len(kept) - self._revisions_capacity)]
+        kept, saved = self._kept, dict.fromkeys((s, r) for s, r, _, _ in revisions)
+        # The oldest kept, beyond capacity once these are in (one saved again is not let go).
+        over = len(kept) + sum(1 for key in saved if key not in kept) - self._revisions_capacity
+        evicted = list(itertools.islice((key for key in kept if key not in saved), max(0, over)))
         with self._db:
             self._db.execute("BEGIN")
             queries.index_revisions(self._db, rows)
             queries.forget_revisions(self._db, evicted)
+        for key in evicted:  # committed: the order follows the tables
+            del kept[key]
+        for key in saved:
+            kept[key] = None
+            kept.move_to_end(key)  # saved again: the newest now
         for session, revision, _, _ in revisions:
             self.unfinished.pop((session, revision), None)
 

@@ -272,6 +272,15 @@ def test_the_memory_spool_keeps_its_latest_revisions_and_only_their_verdicts() -
         await spool.save_coverage([_revision(f"t{n}", now) for n in range(5)])
         page = await spool.sessions(SessionQuery(limit=100), 0)
         assert sorted(r["session_id"] for r in page.rows) == [f"t{n}" for n in range(5)]
+        # A save that fails commits nothing and lets nothing go; the next ones keep five.
+        bad = ("u0", 1, [], '{"session_id": "u0", not JSON}')
+        with pytest.raises(ValueError):
+            await spool.save_coverage([_revision("u1", now), bad])
+        assert (_rows(spool, "coverage"), _rows(spool, "verdicts")) == (5, 10)
+        await spool.save_coverage([_revision(f"v{n}", now) for n in range(3)])
+        page = await spool.sessions(SessionQuery(limit=100), 0)
+        assert sorted(r["session_id"] for r in page.rows) == ["t3", "t4", "v0", "v1", "v2"]
+        assert (_rows(spool, "coverage"), _rows(spool, "verdicts")) == (5, 10)
 
     asyncio.run(run())
 
