@@ -376,7 +376,7 @@ class MemorySpool:
         # without counting or scanning the tables.
         self._kept: OrderedDict[tuple[str, int], None] = OrderedDict()
         self._next = 0
-        self._outbox: dict[str, dict[str, tuple[str, bytes, float]]] = {}
+        self._outbox: dict[str, OrderedDict[str, tuple[str, bytes, float]]] = {}  # oldest first
         self._capacity = outbox_capacity
 
     async def append(self, signal: str, payload: bytes, tenant: str = "") -> int:
@@ -436,23 +436,23 @@ class MemorySpool:
         return queries.overview(self._db, since, not_before, tenant)
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
-        box = self._outbox.setdefault(channel, {})
-        dropped = 0
+        box = self._outbox.setdefault(channel, OrderedDict())
         for entry in entries:
-            box.pop(entry[0], None)
+            box.pop(entry[0], None)  # put again: the newest now
             box[entry[0]] = entry
-            if len(box) > self._capacity:
-                del box[next(iter(box))]
-                dropped += 1
+        dropped = max(0, len(box) - self._capacity)  # the oldest beyond capacity once all are in
+        for _ in range(dropped):
+            box.popitem(last=False)
         return dropped
 
     async def outbox_peek(self, channel: str, limit: int) -> list[tuple[str, bytes, float]]:
-        return list(self._outbox.get(channel, {}).values())[:limit]
+        return list(itertools.islice(self._outbox.get(channel, {}).values(), limit))
 
     async def outbox_ack(self, channel: str, keys: list[str]) -> None:
-        box = self._outbox.get(channel, {})
-        for key in keys:
-            box.pop(key, None)
+        box = self._outbox.get(channel)
+        if box is not None:
+            for key in keys:
+                box.pop(key, None)
 
     def outbox_len(self, channel: str) -> int:
         return len(self._outbox.get(channel, {}))

@@ -1,5 +1,6 @@
-"""The SQLite outbox: the same entries, order and drop counts as ``MemoryOutbox``, and a length kept
-with each put and ack (not counted from the rows each time), right across restarts."""
+"""The SQLite outbox and the memory spool's: the same entries, order and drop counts as
+``MemoryOutbox``; the SQLite one's length kept with each put and ack (not counted from the
+rows each time), right across restarts."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collector.export.outbox import Entry, MemoryOutbox, SpoolOutbox
-from collector.state.store import SqliteSpool
+from collector.state.store import MemorySpool, SqliteSpool
 
 KEYS = st.sampled_from("abcdefgh")
 # ("put", keys) puts one entry a key, some waiting already (each replaced); ("ack", keys)
@@ -38,6 +39,7 @@ def test_puts_and_acks_keep_the_memory_outboxs_entries_and_a_true_length(
     async def run(path: Path) -> None:
         spool = SqliteSpool(path, outbox_capacity=capacity)
         durable, model = SpoolOutbox(spool, "traces"), MemoryOutbox(capacity)
+        in_memory = SpoolOutbox(MemorySpool(outbox_capacity=capacity), "traces")  # storage.path ":memory:"
         other = SpoolOutbox(spool, "logs")  # a second channel, counted apart
         try:
             await other.put([Entry("a", b"log", 0.0)])
@@ -48,12 +50,15 @@ def test_puts_and_acks_keep_the_memory_outboxs_entries_and_a_true_length(
                     # Dropped: the oldest entries beyond the capacity once the put is in.
                     dropped = max(0, len(waiting | set(keys)) - capacity)
                     assert await durable.put(entries) == dropped
+                    assert await in_memory.put(entries) == dropped
                     assert await model.put(entries) == dropped
                 else:
                     await durable.ack(keys)
+                    await in_memory.ack(keys)
                     await model.ack(keys)
-                assert await durable.peek(10) == await model.peek(10)
-                assert len(durable) == len(model) == _rows(path, "traces")
+                assert await durable.peek(10) == await in_memory.peek(10) == await model.peek(10)
+                assert await in_memory.peek(2) == await model.peek(2)
+                assert len(durable) == len(in_memory) == len(model) == _rows(path, "traces")
             assert len(other) == 1 == _rows(path, "logs")
         finally:
             await spool.shutdown()
