@@ -62,6 +62,7 @@ from typing import Any, Literal, Protocol, TypeVar
 import orjson
 
 from collector.component import Retryable
+from collector.export.outbox import Entry, MemoryOutbox
 from collector.state import queries, sql
 from collector.state.segments import SEGMENT_BYTES, Segments, Spooled, Write
 from collector.status.view import SessionPage, SessionQuery
@@ -376,7 +377,7 @@ class MemorySpool:
         # without counting or scanning the tables.
         self._kept: OrderedDict[tuple[str, int], None] = OrderedDict()
         self._next = 0
-        self._outbox: dict[str, OrderedDict[str, tuple[str, bytes, float]]] = {}  # oldest first
+        self._outbox: dict[str, MemoryOutbox] = {}
         self._capacity = outbox_capacity
 
     async def append(self, signal: str, payload: bytes, tenant: str = "") -> int:
@@ -436,26 +437,23 @@ class MemorySpool:
         return queries.overview(self._db, since, not_before, tenant)
 
     async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
-        box = self._outbox.setdefault(channel, OrderedDict())
-        for entry in entries:
-            box.pop(entry[0], None)  # put again: the newest now
-            box[entry[0]] = entry
-        dropped = max(0, len(box) - self._capacity)  # the oldest beyond capacity once all are in
-        for _ in range(dropped):
-            box.popitem(last=False)
-        return dropped
+        box = self._outbox.get(channel)
+        if box is None:
+            box = self._outbox[channel] = MemoryOutbox(self._capacity)
+        return await box.put([Entry(key, payload, at) for key, payload, at in entries])
 
     async def outbox_peek(self, channel: str, limit: int) -> list[tuple[str, bytes, float]]:
-        return list(itertools.islice(self._outbox.get(channel, {}).values(), limit))
+        box = self._outbox.get(channel)
+        return [] if box is None else [(e.key, e.payload, e.enqueued_at) for e in await box.peek(limit)]
 
     async def outbox_ack(self, channel: str, keys: list[str]) -> None:
         box = self._outbox.get(channel)
         if box is not None:
-            for key in keys:
-                box.pop(key, None)
+            await box.ack(keys)
 
     def outbox_len(self, channel: str) -> int:
-        return len(self._outbox.get(channel, {}))
+        box = self._outbox.get(channel)
+        return 0 if box is None else len(box)
 
     async def checkpoint(self, replay_from: int, keep_results_for: float | None = None) -> None:
         if keep_results_for is not None:
