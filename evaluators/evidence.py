@@ -154,6 +154,10 @@ class ToolCall:
     error: str | None = None  # None when the tool reported success
     skill_attribute: str | None = None  # a skill named by span attributes (gen_ai.skill.name)
     skill_resolved: bool = False  # the harness said where the skill came from: it exists
+    # The harness marked the call as having run without error, where its span's status says
+    # so (a result not recorded is then no unknown outcome); False when nothing says.
+    succeeded: bool = False
+    end_unix_nano: int = 0  # when the tool span ended (0: not a span, or not recorded)
 
 
 @dataclass(slots=True)

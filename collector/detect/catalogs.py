@@ -47,6 +47,18 @@ def names_list(text: str) -> list[CatalogEntry] | None:
     return [CatalogEntry(name.strip()) for name in value if name.strip()]
 
 
+def listed_in_error(text: str) -> list[CatalogEntry] | None:
+    """The skills a failed skill call's error lists as available (``facts.CATALOG_IN_ERRORS``):
+    entries without descriptions; None when it lists none."""
+    found = facts.CATALOG_IN_ERRORS.search(text)
+    if found is None:
+        return None
+    listed = found.group(1).strip().rstrip(".")
+    return [
+        CatalogEntry(name.strip()) for name in listed.split(facts.CATALOG_IN_ERRORS_SEPARATOR) if name.strip()
+    ]
+
+
 def markdown_list(lead: re.Pattern[str]) -> Callable[[str], list[CatalogEntry] | None]:
     """A ``- name: description`` list under a lead line (heading or sentence), its items all
     indented as the first one is."""

@@ -75,6 +75,8 @@ def tool_call(view: SpanView) -> ToolCall | None:
         if _has_any_key(attrs, facts.SKILL_RESOURCE_ATTRIBUTES)
         else attrs.first_text(facts.SKILL_NAME_ATTRIBUTES),
         skill_resolved=any(key in attrs for key in facts.SKILL_RESOLVED_ATTRIBUTES),
+        succeeded=view.is_ok and view.name in facts.STATUS_OUTCOME_TOOL_SPANS,
+        end_unix_nano=view.span.end_time_unix_nano,
     )
 
 

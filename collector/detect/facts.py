@@ -92,6 +92,24 @@ ERROR_TYPE_KEY = "error.type"
 # Attributes whose value other than these means the tool failed.
 TOOL_STATUS_KEYS: tuple[str, ...] = ("gen_ai.tool.status", "tool.status")
 TOOL_SUCCESS_VALUES: frozenset[str] = frozenset({"success", "ok", "completed"})
+# Tool spans (by name) whose status is the tool's outcome: ERROR, with the error as its
+# message, when the tool failed; OK, set explicitly, when it ran (Kilo Code CLI and OpenCode's
+# Effect span ``Tool.execute``, which records neither arguments nor result).  Elsewhere an OK
+# status proves nothing (Strands marks a refused load OK).
+STATUS_OUTCOME_TOOL_SPANS: frozenset[str] = frozenset({"Tool.execute"})
+# A skill tool's error that names the skill asked for, where its arguments are not recorded:
+# 'Skill "x" not found. Available skills: a, b' (Kilo Code CLI, OpenCode), "Unknown skill: x"
+# (Claude Code, and a tool raising it), and a permission rule's JSON in a refusal
+# ('... {"permission":"skill","pattern":"x","action":"deny"}').
+SKILL_IN_ERRORS: tuple[re.Pattern[str], ...] = (
+    re.compile(r"\bSkill\s+(?:\"([^\"]+)\"|'([^']+)')\s+not\s+found"),
+    re.compile(r"\bUnknown skill:\s*([^\s.,;]+)", re.IGNORECASE),
+    re.compile(r'"permission"\s*:\s*"skill"\s*,\s*"pattern"\s*:\s*"([^"*]+)"'),
+)
+# The catalog a failed skill call's error lists (what the model is told it may load).
+CATALOG_IN_ERRORS: re.Pattern[str] = re.compile(r"\bAvailable skills:[ \t]*([^\n]+)")
+CATALOG_IN_ERRORS_SEPARATOR = ","
+CATALOG_ERROR_SHAPE = "tool_error"
 
 # -- tool arguments and results, decoded ------------------------------------------------
 
@@ -660,6 +678,28 @@ LOG_TOOL_CALLS: dict[str, LogCallFields] = {
         "tool_name", "success", arguments="arguments", call_id="call_id", result="output"
     ),
 }
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionCheckFields:
+    """Where a logged permission check keeps its parts, in the fields of a log body written as
+    ``[message, "<JSON object>"]`` (``LogView.message_fields``)."""
+
+    message: str  # the body's message
+    tool: str  # the permission checked: the tool's name
+    pattern: str  # what the call asked for (a skill's name, a path, a command)
+    rule: str  # the rule that decided: an object holding ``verdict``
+    verdict: str
+    allowed: str  # ``verdict``'s value when the call was allowed
+
+
+# A tool call's permission check, logged inside the tool span it guards (its record's span is
+# a descendant of the tool span, so it falls within the tool span's time): Kilo Code CLI and
+# OpenCode's Effect logger, ["evaluated", {"permission": "skill", "pattern": "release-notes",
+# "action": {..., "action": "allow"}}].  The pattern stands for one argument of the tool.
+PERMISSION_CHECK = PermissionCheckFields("evaluated", "permission", "pattern", "action", "action", "allow")
+PERMISSION_ARGUMENTS: dict[str, str] = {"skill": "name", "read": "filePath", "bash": "command"}
+
 # Log records holding a user's request, or the agent's final answer, as plain text: event
 # name -> attribute.
 LOG_USER_PROMPTS: dict[str, str] = {

@@ -37,10 +37,12 @@ def detect(call: ToolCall) -> SkillLoad | None:
 
 
 def read_load(call: ToolCall, path: str, signal: Signal, printed: str) -> SkillLoad:
-    """A load by reading a SKILL.md (a read tool or a shell read): only a valid SKILL.md loads."""
+    """A load by reading a SKILL.md (a read tool or a shell read): only a valid SKILL.md loads.
+    A read that the harness marked succeeded without recording what it returned loaded that
+    file, its body unknown."""
     status, message = outcome(call)
     document = documents.find(printed) if status == "loaded" else None
-    if status == "loaded" and document is None:
+    if status == "loaded" and document is None and call.result is not None:
         status, message = "failed", "the read did not return a valid SKILL.md"
     # The segment before SKILL.md, unnormalised: "/skills//SKILL.md" names no skill at all.
     parts = path.replace("\\", "/").split("/")

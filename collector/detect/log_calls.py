@@ -6,10 +6,16 @@ which records, and their keys).  A record that holds what the tool returned is t
 the tool span of the same call when the session closes (its spans may carry no arguments:
 content off for traces, on for logs); with no such span, as for a call the harness refused
 before it ran (parameter validation, policy), it is a call of its own.
+
+A harness may also log a tool call's permission check inside its tool span
+(``facts.PERMISSION_CHECK``): what the call asked for, and whether a rule refused it.  Such a
+record completes the one tool span of its trace and tool whose time holds it; where two such
+spans overlap it completes neither (which call it was is unknown).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 
 from collector.detect import facts
@@ -21,6 +27,7 @@ from evaluators.evidence import ToolCall
 class LoggedCall:
     call: ToolCall  # anchored to the log record's span (trace and span ids) and time
     succeeded: bool
+    inside: bool = False  # logged within its tool span: matched by time, not by order
 
     @property
     def whole(self) -> bool:
@@ -58,6 +65,35 @@ def logged_call(view: LogView, event: str, time_unix_nano: int) -> LoggedCall | 
     return LoggedCall(call, succeeded)
 
 
+def permission_check(view: LogView, time_unix_nano: int) -> LoggedCall | None:
+    """The tool call whose permission check a log record reports (``facts.PERMISSION_CHECK``),
+    with the one argument its pattern stands for; refused when the deciding rule did not
+    allow it.  None for any other record, and for a permission no tool argument matches."""
+    found = view.message_fields
+    fields = facts.PERMISSION_CHECK
+    if found is None or found[0] != fields.message:
+        return None
+    checked = found[1]
+    tool, pattern = checked.get(fields.tool), checked.get(fields.pattern)
+    argument = facts.PERMISSION_ARGUMENTS.get(tool) if isinstance(tool, str) else None
+    if argument is None or not isinstance(pattern, str) or not pattern:
+        return None
+    rule = checked.get(fields.rule)
+    verdict = rule.get(fields.verdict) if isinstance(rule, dict) else rule
+    record = view.record
+    call = ToolCall(
+        name=str(tool),
+        span_id=record.span_id.hex(),
+        trace_id=record.trace_id.hex(),
+        start_unix_nano=time_unix_nano,
+        arguments=json.dumps({argument: pattern}),
+        error=None
+        if verdict == fields.allowed
+        else f"denied by the harness's permission rule: {json.dumps(rule)}",
+    )
+    return LoggedCall(call, succeeded=False, inside=True)
+
+
 def _text(attrs: Attributes, key: str | None) -> str | None:
     return None if key is None else attrs.text(key)
 
@@ -72,14 +108,20 @@ def completions(tool_calls: list[ToolCall], logged: list[LoggedCall]) -> list[tu
     found: list[tuple[int | None, LoggedCall]] = []
     for entry in logged:
         log = entry.call
-        index = next(
-            (
+        same = [
+            i
+            for i, call in enumerate(tool_calls)
+            if i not in taken and call.trace_id == log.trace_id and call.name == log.name
+        ]
+        if entry.inside:
+            same = [
                 i
-                for i, call in enumerate(tool_calls)
-                if i not in taken and call.trace_id == log.trace_id and call.name == log.name
-            ),
-            None,
-        )
+                for i in same
+                if tool_calls[i].start_unix_nano <= log.start_unix_nano <= tool_calls[i].end_unix_nano
+            ]
+            if len(same) > 1:
+                continue  # overlapping calls of one tool: which one it checked is unknown
+        index = same[0] if same else None
         if index is None:
             found.append((None, entry))
             continue

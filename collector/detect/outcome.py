@@ -21,7 +21,7 @@ def outcome(call: ToolCall) -> tuple[LoadStatus, str | None]:
         status: LoadStatus = "denied" if facts.DENIALS.search(text or call.error) else "failed"
         return status, (text or call.error)[:500]
     if call.result is None:
-        return ("loaded", None) if call.skill_resolved else ("unresolved", None)
+        return ("loaded", None) if call.skill_resolved or call.succeeded else ("unresolved", None)
     return text_outcome(result_text(call), parse_json(call.result))
 
 

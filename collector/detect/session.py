@@ -343,6 +343,9 @@ class SessionEvidence:
             self._observe_tool(logged.call)
         elif logged is not None:
             self._log_calls.append(logged)
+        checked = log_calls.permission_check(view, seen.time_unix_nano)
+        if checked is not None:
+            self._log_calls.append(checked)
         prompt_key = facts.LOG_USER_PROMPTS.get(event)
         if prompt_key is not None:
             text = view.attrs.text(prompt_key)
@@ -448,6 +451,11 @@ class SessionEvidence:
         load = _load_of(call)
         if load is not None:
             self.skill_loads.append(load)
+            listed = (
+                catalogs.listed_in_error(call.error) if load.signal == "skill_tool" and call.error else None
+            )
+            if listed:
+                self.catalog.advertise(listed, facts.CATALOG_ERROR_SHAPE)
             return
         if call.name in facts.CATALOG_TOOLS and call.result:
             self._scan(call.result, _Seen(call.trace_id, call.span_id, call.start_unix_nano))
@@ -625,7 +633,11 @@ class SessionEvidence:
 
     def _finish(self, session_id: str, revision: int, close_reason: str) -> Session:
         self._merge_split_calls()
-        self._complete_from_log_calls()
+        self._complete_from_log_calls(checks=False)
+        # What a permission check names (a skill, a path, a command) is what the call asked
+        # for, not content the harness recorded: the session's content capture is read before.
+        content_capture = self._content_capture()
+        self._complete_from_log_calls(checks=True)
         self._settle_from_records()
         self._name_from_requests()
         self._attach_injections()
@@ -649,7 +661,7 @@ class SessionEvidence:
             skill_loads=self.skill_loads,
             catalog=self.catalog,
             expected_skills=list(expected.values()),
-            content_capture=self._content_capture(),
+            content_capture=content_capture,
             first_agent_span=(first_agent[1], first_agent[2]) if first_agent else None,
             span_count=self.span_count,
             close_reason=close_reason,
@@ -725,11 +737,13 @@ class SessionEvidence:
             if load is not None:
                 self.skill_loads.append(load)
 
-    def _complete_from_log_calls(self) -> None:
+    def _complete_from_log_calls(self, checks: bool) -> None:
         """Tool calls as log records complete them: a tool span's missing arguments and error,
         or a call that never ran as a span.  A call the harness logged as succeeded with no
-        recorded result is loaded, as a logged tool result settles one."""
-        for index, done in log_calls.completions(self.tool_calls, self._log_calls):
+        recorded result is loaded, as a logged tool result settles one.  ``checks``: the
+        logged permission checks, else the other logged calls."""
+        logged = [entry for entry in self._log_calls if entry.inside == checks]
+        for index, done in log_calls.completions(self.tool_calls, logged):
             if index is not None:
                 old = self.tool_calls[index]
                 self.tool_calls[index] = done.call
@@ -970,6 +984,8 @@ def _combined(one: ToolCall, other: ToolCall) -> ToolCall:
         error=one.error or other.error,
         skill_attribute=one.skill_attribute or other.skill_attribute,
         skill_resolved=one.skill_resolved or other.skill_resolved,
+        succeeded=one.succeeded or other.succeeded,
+        end_unix_nano=one.end_unix_nano or other.end_unix_nano,
     )
 
 

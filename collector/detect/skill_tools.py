@@ -29,6 +29,8 @@ def detect(call: ToolCall) -> SkillLoad | None:
     skill = names.decoded(recorded) if recorded is not None else ""
     if not skill and not isinstance(recorded, str):
         skill = names.decoded(call.skill_attribute or "")
+    if not skill and call.arguments is None and call.error:
+        skill = named_in_error(call.error)
     status, message = outcome(call)
     # Arguments recorded without a name asked for no skill.  With none recorded the name is
     # unknown, not empty: the session reports such a load unresolved (``_keep_names``).
@@ -48,6 +50,16 @@ def detect(call: ToolCall) -> SkillLoad | None:
         message=message,
         tool_call_id=call.call_id,
     )
+
+
+def named_in_error(error: str) -> str:
+    """The skill a failed call asked for, as its error names it (``facts.SKILL_IN_ERRORS``),
+    for a call whose arguments were not recorded; "" when it names none."""
+    for pattern in facts.SKILL_IN_ERRORS:
+        found = pattern.search(error)
+        if found is not None:
+            return next(group for group in found.groups() if group is not None).strip()
+    return ""
 
 
 def skill_argument(arguments: Any, key: str) -> Any:

@@ -24,6 +24,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 _ERROR = Status.STATUS_CODE_ERROR
+_OK = Status.STATUS_CODE_OK
 _EVENT_NAME = "event.name"
 _MISSING: Any = object()
 # What is worked out from key shapes (``Attributes.shape``) is kept for this many shapes at
@@ -261,15 +262,29 @@ class SpanView:
     def status_message(self) -> str:
         return self.span.status.message
 
+    @property
+    def is_ok(self) -> bool:
+        """Whether the span's status was set to OK (not merely left unset)."""
+        return self.span.status.code == _OK
+
 
 class LogView:
-    __slots__ = ("attrs", "record", "resource", "scope")
+    __slots__ = ("_fields", "attrs", "record", "resource", "scope")
 
     def __init__(self, record: LogRecord, scope: str, resource: ResourceView) -> None:
         self.record = record
         self.scope = scope
         self.resource = resource
         self.attrs = Attributes(record.attributes)
+        self._fields: tuple[str, dict[str, Any]] | None = _MISSING
+
+    @property
+    def message_fields(self) -> tuple[str, dict[str, Any]] | None:
+        """The body as (message, fields) when a logger wrote it ``[message, "<JSON object>"]``
+        (a line's structured fields beside its message), else None.  Read once a record."""
+        if self._fields is _MISSING:
+            self._fields = _message_fields(self.record.body)
+        return self._fields
 
     @property
     def event_name(self) -> str:
@@ -282,3 +297,19 @@ class LogView:
     @property
     def body(self) -> Any:
         return value_of(self.record.body)
+
+
+def _message_fields(body: AnyValue) -> tuple[str, dict[str, Any]] | None:
+    if body.WhichOneof("value") != "array_value" or len(body.array_value.values) != 2:
+        return None
+    message, fields = body.array_value.values
+    if message.WhichOneof("value") != "string_value" or fields.WhichOneof("value") != "string_value":
+        return None
+    text = fields.string_value
+    if not text.startswith("{"):
+        return None
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):  # not JSON (a logger's rendering: ``undefined``), too deep
+        return None
+    return (message.string_value, parsed) if isinstance(parsed, dict) else None

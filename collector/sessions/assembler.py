@@ -231,6 +231,7 @@ class Assembler:
         self._clock = clock
         self._rules = rules
         self._keys = tuple(k.split(":", 1) for k in config.keys)
+        self._body_keys = tuple(key for where, key in self._keys if where == "span")
         # Ordered by last activity, so the idle scan stops at the first live session.
         self._open: OrderedDict[str, OpenSession] = OrderedDict()
         self._opened_order: deque[tuple[float, str, int]] = deque()
@@ -399,7 +400,7 @@ class Assembler:
                     session: OpenSession | None = None
                     try:
                         view = LogView(record, scope, resource)
-                        key = self._key_of(view.attrs, resource.attrs, tenant)
+                        key = self._log_key_of(view, tenant)
                         trace_id = scoped(
                             tenant,
                             record.trace_id
@@ -554,6 +555,22 @@ class Assembler:
                 # thread.id is, on most spans, the OS thread's number) names none there.
                 if type(value) is str and value:
                     return session_key(tenant, value)
+        return None
+
+    def _log_key_of(self, view: LogView, tenant: str) -> str | None:
+        """A log record's session key: as a span's, else under the same keys among the fields
+        its body holds (``LogView.message_fields``: a harness that names the session only
+        in its log lines' fields)."""
+        key = self._key_of(view.attrs, view.resource.attrs, tenant)
+        if key is not None or not self._body_keys:
+            return key
+        found = view.message_fields
+        if found is None:
+            return None
+        for name in self._body_keys:
+            value = found[1].get(name)
+            if type(value) is str and value:
+                return session_key(tenant, value)
         return None
 
     def _session_for(
@@ -816,7 +833,7 @@ class Assembler:
                 for scope_logs in resource_logs.scope_logs:
                     for record in scope_logs.log_records:
                         yield (
-                            self._key_of(LogView(record, "", resource).attrs, resource.attrs, tenant),
+                            self._log_key_of(LogView(record, "", resource), tenant),
                             scoped(tenant, record.trace_id),
                         )
 
@@ -848,9 +865,8 @@ class Assembler:
                             if span_problem(span) is not None:
                                 continue
                             view = SpanView(span, scope, resource)
-                            if self._belongs(
-                                view.attrs, resource.attrs, span.trace_id, entry.session, traces, tenant
-                            ):
+                            key = self._key_of(view.attrs, resource.attrs, tenant)
+                            if self._belongs(key, span.trace_id, entry.session, traces, tenant):
                                 ids.add(span.trace_id + span.span_id)
                                 evidence.observe_span(view)
             else:
@@ -860,14 +876,8 @@ class Assembler:
                         scope = scope_logs.scope.name
                         for record in scope_logs.log_records:
                             log_view = LogView(record, scope, resource)
-                            if self._belongs(
-                                log_view.attrs,
-                                resource.attrs,
-                                record.trace_id,
-                                entry.session,
-                                traces,
-                                tenant,
-                            ):
+                            key = self._log_key_of(log_view, tenant)
+                            if self._belongs(key, record.trace_id, entry.session, traces, tenant):
                                 ids.add(log_id(record))
                                 evidence.observe_log(log_view)
         self.seed_revision(entry.session, entry.revision)
@@ -878,16 +888,10 @@ class Assembler:
             self._recent_owner[trace_id] = entry.session
         self._trim_reopenable()
 
-    def _belongs(
-        self,
-        values: Attributes,
-        resource: Attributes,
-        trace_id: bytes,
-        key: str,
-        traces: set[bytes],
-        tenant: str,
-    ) -> bool:
-        found = self._key_of(values, resource, tenant)
+    @staticmethod
+    def _belongs(found: str | None, trace_id: bytes, key: str, traces: set[bytes], tenant: str) -> bool:
+        """Whether an item whose own session key is ``found`` belongs to session ``key`` of
+        ``traces``."""
         return found == key or (found is None and scoped(tenant, trace_id) in traces)
 
     def _bounded(self, session: Session) -> Session:

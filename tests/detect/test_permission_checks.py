@@ -1,0 +1,156 @@
+"""A harness that records no tool content, on real recordings (Kilo Code CLI): what a tool call
+asked for comes from the permission check it logged inside its tool span, its outcome from a
+tool span whose status the harness sets as the outcome, the skill a failed call asked for and
+the catalog from the error it returned, and the session from its log lines' fields.
+
+Each test takes a recorded run and moves one piece of evidence (drops the tool span, doubles
+it, renames it, breaks a log body) to check that detection reports what is left, and never
+more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from support import FRAMEWORKS
+
+from collector.config import parse
+from collector.replay import replay
+from evaluators.evidence import Session
+
+KILO = FRAMEWORKS / "kilo_cli"
+EXPECTED = json.loads((KILO / "expected.json").read_text())["scenarios"]
+Span = dict[str, Any]
+
+
+def recorded(scenario: str, signal: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (KILO / f"{scenario}.{signal}.jsonl").read_text().splitlines() if line]
+
+
+def edit_spans(requests: list[dict[str, Any]], edit: Callable[[Span], list[Span]]) -> list[dict[str, Any]]:
+    """``requests`` with each span replaced by what ``edit`` returns for it (none: dropped)."""
+    out = copy.deepcopy(requests)
+    for request in out:
+        for rs in request["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                ss["spans"] = [kept for span in ss["spans"] for kept in edit(span)]
+    return out
+
+
+def sessions(tmp_path: Path, traces: list[dict[str, Any]], logs: list[dict[str, Any]]) -> list[Session]:
+    files = []
+    for signal, requests in (("traces", traces), ("logs", logs)):
+        path = tmp_path / f"run.{signal}.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in requests))
+        files.append(str(path))
+    outcome = asyncio.run(replay(files, parse({})))
+    assert not outcome.problems
+    return [coverage.session for coverage in outcome.coverages]
+
+
+def the_session(tmp_path: Path, scenario: str, traces: list[dict[str, Any]], logs: list[dict[str, Any]]) -> Session:
+    (session,) = [s for s in sessions(tmp_path, traces, logs) if s.session_id == EXPECTED[scenario]["session_id"]]
+    return session
+
+
+def is_tool_span(span: Span) -> bool:
+    return span["name"] == "Tool.execute"
+
+
+def loads(session: Session) -> list[tuple[str, str, str]]:
+    return [(load.skill, load.status, load.signal) for load in session.skill_loads]
+
+
+def test_a_tool_span_without_content_takes_what_its_permission_check_asked_for(tmp_path: Path) -> None:
+    session = the_session(tmp_path, "right_skill", recorded("right_skill", "traces"), recorded("right_skill", "logs"))
+    (call,) = session.tool_calls
+    assert (call.name, json.loads(call.arguments or "null"), call.result) == ("skill", {"name": "release-notes"}, None)
+    assert loads(session) == [("release-notes", "loaded", "skill_tool")]
+    assert session.skill_loads[0].body is None
+    # The check names what was asked for; the harness recorded no content.
+    assert session.content_capture == "missing"
+
+
+def test_without_its_logs_the_same_call_names_no_skill(tmp_path: Path) -> None:
+    session = the_session(tmp_path, "right_skill", recorded("right_skill", "traces"), [])
+    assert [(load.skill, load.status) for load in session.skill_loads] == [("", "unresolved")]
+
+
+def test_overlapping_calls_of_one_tool_leave_the_check_unmatched(tmp_path: Path) -> None:
+    def doubled(span: Span) -> list[Span]:
+        if not is_tool_span(span):
+            return [span]
+        twin = {**span, "spanId": "00000000000000aa", "attributes": [
+            a if a["key"] != "tool.call_id" else {"key": "tool.call_id", "value": {"stringValue": "call_twin"}}
+            for a in span["attributes"]
+        ]}
+        return [span, twin]
+
+    traces = edit_spans(recorded("right_skill", "traces"), doubled)
+    session = the_session(tmp_path, "right_skill", traces, recorded("right_skill", "logs"))
+    # Which of the two the check was logged in is unknown: neither is named, neither loaded.
+    assert [(load.skill, load.status) for load in session.skill_loads] == [("", "unresolved"), ("", "unresolved")]
+
+
+def test_a_check_whose_tool_span_was_lost_is_a_call_with_no_outcome(tmp_path: Path) -> None:
+    traces = edit_spans(recorded("right_skill", "traces"), lambda s: [] if is_tool_span(s) else [s])
+    session = the_session(tmp_path, "right_skill", traces, recorded("right_skill", "logs"))
+    assert loads(session) == [("release-notes", "unresolved", "skill_tool")]
+
+
+def test_a_check_a_rule_denied_refuses_the_call_without_its_tool_span(tmp_path: Path) -> None:
+    traces = edit_spans(recorded("denied", "traces"), lambda s: [] if is_tool_span(s) else [s])
+    session = the_session(tmp_path, "denied", traces, recorded("denied", "logs"))
+    assert loads(session) == [("release-notes", "denied", "skill_tool")]
+
+
+def test_an_ok_status_is_an_outcome_only_on_the_spans_that_set_it_so(tmp_path: Path) -> None:
+    def renamed(span: Span) -> list[Span]:
+        return [{**span, "name": "execute_tool skill"} if is_tool_span(span) else span]
+
+    traces = edit_spans(recorded("right_skill", "traces"), renamed)
+    session = the_session(tmp_path, "right_skill", traces, recorded("right_skill", "logs"))
+    # Named by its check, but an OK status elsewhere proves nothing (Strands marks refusals OK).
+    assert loads(session) == [("release-notes", "unresolved", "skill_tool")]
+
+
+def test_a_read_marked_succeeded_loads_without_a_body(tmp_path: Path) -> None:
+    session = the_session(tmp_path, "file_read", recorded("file_read", "traces"), recorded("file_read", "logs"))
+    (load,) = session.skill_loads
+    assert (load.skill, load.status, load.signal, load.body) == ("csv-cleanup", "loaded", "file_read", None)
+    assert load.path is not None and load.path.endswith(".kilo/skills/csv-cleanup/SKILL.md")
+
+
+def test_a_failed_call_names_its_skill_and_the_catalog_from_its_error(tmp_path: Path) -> None:
+    session = the_session(
+        tmp_path, "missing_skill", recorded("missing_skill", "traces"), recorded("missing_skill", "logs")
+    )
+    assert loads(session) == [("relese-notes", "failed", "skill_tool")]
+    assert session.catalog.state == "advertised"
+    assert sorted(session.catalog.skills) == ["csv-cleanup", "incident-report", "kilo-config", "release-notes"]
+
+
+def test_a_run_named_only_in_its_log_lines_fields_is_a_session(tmp_path: Path) -> None:
+    session = the_session(tmp_path, "no_skill", recorded("no_skill", "traces"), recorded("no_skill", "logs"))
+    assert session.skill_loads == [] and session.span_count > 0
+
+
+def test_log_lines_whose_fields_are_no_json_name_no_session(tmp_path: Path) -> None:
+    logs = recorded("no_skill", "logs")
+    broken = 0
+    for request in logs:
+        for rl in request["resourceLogs"]:
+            for sl in rl["scopeLogs"]:
+                for record in sl["logRecords"]:
+                    values = record.get("body", {}).get("arrayValue", {}).get("values", [])
+                    if len(values) == 2 and "session.id" in values[1].get("stringValue", ""):
+                        values[1]["stringValue"] = values[1]["stringValue"].replace('"session.id":', "session.id:")
+                        broken += 1
+    assert broken
+    found = sessions(tmp_path, recorded("no_skill", "traces"), logs)
+    assert EXPECTED["no_skill"]["session_id"] not in [s.session_id for s in found]
