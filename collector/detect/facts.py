@@ -103,7 +103,7 @@ STATUS_OUTCOME_TOOL_SPANS: frozenset[str] = frozenset({"Tool.execute"})
 # ('... {"permission":"skill","pattern":"x","action":"deny"}').
 SKILL_IN_ERRORS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\bSkill\s+(?:\"([^\"]+)\"|'([^']+)')\s+not\s+found"),
-    re.compile(r"\bUnknown skill:\s*([^\s.,;]+)", re.IGNORECASE),
+    re.compile(r"\bUnknown skill:\s*([^\s.,;<>\"'`]+)", re.IGNORECASE),
     re.compile(r'"permission"\s*:\s*"skill"\s*,\s*"pattern"\s*:\s*"([^"*]+)"'),
 )
 # The catalog a failed skill call's error lists (what the model is told it may load).

@@ -8,6 +8,7 @@ value to Python only when it is asked for:
   lookup indexes the keys (a key written twice keeps its last value, as in a map), and each
   value becomes a Python value (``value_of``) the first time it is read.
 - ``SpanView.events``: the span's events, each with its own ``Attributes``, in span order.
+- ``LogView.message_fields``: a log body written ``[message, "<JSON object>"]``, parsed once.
 - ``Encoded``: a string value's UTF-8 bytes, for a reader that decodes only part of a long
   text (``Attributes.encoded``).
 """

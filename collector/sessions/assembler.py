@@ -1,10 +1,11 @@
 """Group spans and log records into sessions, and decide when a session is closed.
 
-Session key: the first present of a configured list (span or resource attributes).  A span
-without a key belongs to whatever session its trace is bound to; a trace seen with no key
-at all becomes a provisional session of its own, which is folded into the keyed session as
-soon as a sibling span names one (a harness may put the id on agent spans but not on tool
-spans, and children are exported before their parents).
+Session key: the first present of a configured list (span or resource attributes; for a log
+record with none, the same keys among the fields its body holds).  A span without a key
+belongs to whatever session its trace is bound to; a trace seen with no key at all becomes a
+provisional session of its own, which is folded into the keyed session as soon as a sibling
+span names one (a harness may put the id on agent spans but not on tool spans, and children
+are exported before their parents).
 
 Tenants: each request comes from one tenant (its bearer token's), and sessions are kept
 apart per tenant: a session's key is ``session_key(tenant, id)`` and a trace is bound to a

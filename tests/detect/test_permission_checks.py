@@ -20,6 +20,7 @@ from typing import Any
 from support import FRAMEWORKS
 
 from collector.config import parse
+from collector.detect.skill_tools import named_in_error
 from collector.replay import replay
 from evaluators.evidence import Session
 
@@ -154,3 +155,15 @@ def test_log_lines_whose_fields_are_no_json_name_no_session(tmp_path: Path) -> N
     assert broken
     found = sessions(tmp_path, recorded("no_skill", "traces"), logs)
     assert EXPECTED["no_skill"]["session_id"] not in [s.session_id for s in found]
+
+
+def test_an_error_names_the_skill_asked_for_only_where_it_says_so() -> None:
+    # As harnesses wrote them (Kilo Code CLI, a tool raising, Claude Code, Kilo's deny rule).
+    assert named_in_error('Skill "relese-notes" not found. Available skills: csv-cleanup') == "relese-notes"
+    assert named_in_error("Unknown skill: relese-notes. Available skills: csv-cleanup") == "relese-notes"
+    assert named_in_error("<tool_use_error>Unknown skill: pdf-report</tool_use_error>") == "pdf-report"
+    rule = '{"permission":"skill","pattern":"release-notes","action":"deny","source":"project"}'
+    assert named_in_error(f"The user has specified a rule ... {rule}") == "release-notes"
+    # A rule by wildcard names no one skill; an error about something else names none.
+    assert named_in_error('{"permission":"skill","pattern":"release-*","action":"deny"}') == ""
+    assert named_in_error("connection reset by peer") == ""
