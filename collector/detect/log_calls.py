@@ -9,13 +9,15 @@ before it ran (parameter validation, policy), it is a call of its own.
 
 A harness may also log a tool call's permission check inside its tool span
 (``facts.PERMISSION_CHECK``): what the call asked for, and whether a rule refused it.  Such a
-record completes the one tool span of its trace and tool whose time holds it; where two such
-spans overlap it completes neither (which call it was is unknown).
+record completes the tool span it was logged under (its span's ancestors, as far as the
+session knows them), else the one tool span of its trace and tool whose time holds it; where
+two such spans overlap it completes neither (which call it was is unknown).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from collector.detect import facts
@@ -98,7 +100,9 @@ def _text(attrs: Attributes, key: str | None) -> str | None:
     return None if key is None else attrs.text(key)
 
 
-def completions(tool_calls: list[ToolCall], logged: list[LoggedCall]) -> list[tuple[int | None, LoggedCall]]:
+def completions(
+    tool_calls: list[ToolCall], logged: list[LoggedCall], ancestors: Callable[[str], list[str]]
+) -> list[tuple[int | None, LoggedCall]]:
     """What each logged call changes, as (index of the tool call it completes, the call with
     what the log added): a tool span of the same tool in the same trace (each span taken once,
     in order) gets the arguments and error it lacks; a logged call with no such span is a call
@@ -114,11 +118,17 @@ def completions(tool_calls: list[ToolCall], logged: list[LoggedCall]) -> list[tu
             if i not in taken and call.trace_id == log.trace_id and call.name == log.name
         ]
         if entry.inside:
-            same = [
-                i
-                for i in same
-                if tool_calls[i].start_unix_nano <= log.start_unix_nano <= tool_calls[i].end_unix_nano
-            ]
+            under = _under(tool_calls, log, ancestors(log.span_id))
+            if under is not None and under in taken:
+                continue  # another check of a call completed already
+            if under is not None:
+                same = [under]
+            else:
+                same = [
+                    i
+                    for i in same
+                    if tool_calls[i].start_unix_nano <= log.start_unix_nano <= tool_calls[i].end_unix_nano
+                ]
             if len(same) > 1:
                 continue  # overlapping calls of one tool: which one it checked is unknown
         index = same[0] if same else None
@@ -131,3 +141,13 @@ def completions(tool_calls: list[ToolCall], logged: list[LoggedCall]) -> list[tu
         if merged != span or (span.result is None and entry.succeeded):
             found.append((index, replace(entry, call=merged)))
     return found
+
+
+def _under(tool_calls: list[ToolCall], log: ToolCall, chain: list[str]) -> int | None:
+    """The tool call of ``log``'s tool whose span is in ``chain`` (the log record's span and
+    its known ancestors), nearest first."""
+    for span_id in chain:
+        for i, call in enumerate(tool_calls):
+            if call.span_id == span_id and call.trace_id == log.trace_id and call.name == log.name:
+                return i
+    return None

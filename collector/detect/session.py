@@ -203,6 +203,7 @@ class SessionEvidence:
         "_histories",
         "_injected",
         "_last_prompts",
+        "_links",
         "_log_calls",
         "_log_results",
         "_message_calls",
@@ -245,6 +246,9 @@ class SessionEvidence:
         self._injected: dict[str, tuple[Injection, _Seen]] = {}
         self._log_results: dict[str, tuple[bool, _Seen]] = {}  # tool call id -> success
         self._log_calls: list[log_calls.LoggedCall] = []  # tool calls that log records report
+        # Span id -> parent span id of spans that record nothing but their place in the trace
+        # (no attributes): how a log record logged deep under a tool call reaches its span.
+        self._links: dict[bytes, bytes] = {}
         self._activated: dict[str, tuple[str, _Seen, bool]] = {}  # folded skill -> first activation, ok
         self._active_skills: list[tuple[int, str, str]] = []  # (time, trace id, skill) of requests
         self._unnamed_activations: list[tuple[_Seen, bool]] = []  # activations logged without a name
@@ -258,6 +262,9 @@ class SessionEvidence:
 
     def observe_span(self, view: SpanView) -> None:
         self.span_count += 1
+        span = view.span
+        if not span.attributes:
+            self._links[span.span_id] = span.parent_span_id
         if not self.framework:
             self.framework = framework_of(view.scope, _service(view))
         if self._rules.by_attribute or _EXPECTED in view.attrs or _EXPECTED in view.resource.attrs:
@@ -609,6 +616,7 @@ class SessionEvidence:
             self._histories[reader] = [*self._histories.get(reader, []), *theirs][:_HISTORIES]
         _keep_first(self._last_prompts, other._last_prompts)
         self._log_calls += other._log_calls
+        self._links.update(other._links)
         _keep_first(self._activated, other._activated)
         self._active_skills += other._active_skills
         self._unnamed_activations += other._unnamed_activations
@@ -743,7 +751,7 @@ class SessionEvidence:
         recorded result is loaded, as a logged tool result settles one.  ``checks``: the
         logged permission checks, else the other logged calls."""
         logged = [entry for entry in self._log_calls if entry.inside == checks]
-        for index, done in log_calls.completions(self.tool_calls, logged):
+        for index, done in log_calls.completions(self.tool_calls, logged, self._ancestors):
             if index is not None:
                 old = self.tool_calls[index]
                 self.tool_calls[index] = done.call
@@ -759,6 +767,19 @@ class SessionEvidence:
                 if load.status == "unresolved" and done.succeeded:
                     load.status = "loaded"
                 self.skill_loads.append(load)
+
+    def _ancestors(self, span_id: str) -> list[str]:
+        """The span ``span_id`` (hex) and its ancestors up through spans that record nothing
+        but their parent (``_links``), nearest first; the first one that records something
+        (or is not known) ends the list."""
+        chain = [span_id]
+        at = bytes.fromhex(span_id)
+        while at in self._links and len(chain) < _MAX_ANCESTORS:
+            at = self._links[at]
+            if not at:
+                break
+            chain.append(at.hex())
+        return chain
 
     def _settle_from_records(self) -> None:
         """A tool span with no recorded result, settled by what else the harness recorded: a
@@ -955,6 +976,7 @@ class SessionEvidence:
 
 
 _NO_ID = "#"  # starts the key of a history call recorded without an id
+_MAX_ANCESTORS = 64  # a chain of links this long is cut (a cycle, or a very deep trace)
 _ACTIVATIONS = ("skill_tool", "log_event")  # loads that activate a skill: a tool call, a logged activation
 _NAME_NOT_RECORDED = "the skill's name was not recorded"
 

@@ -82,17 +82,37 @@ def test_without_its_logs_the_same_call_names_no_skill(tmp_path: Path) -> None:
     assert [(load.skill, load.status) for load in session.skill_loads] == [("", "unresolved")]
 
 
-def test_overlapping_calls_of_one_tool_leave_the_check_unmatched(tmp_path: Path) -> None:
-    def doubled(span: Span) -> list[Span]:
-        if not is_tool_span(span):
-            return [span]
-        twin = {**span, "spanId": "00000000000000aa", "attributes": [
+def doubled(span: Span) -> list[Span]:
+    """The tool span and a twin over the same time: another call of the same tool."""
+    if not is_tool_span(span):
+        return [span]
+    twin = {
+        **span,
+        "spanId": "00000000000000aa",
+        "attributes": [
             a if a["key"] != "tool.call_id" else {"key": "tool.call_id", "value": {"stringValue": "call_twin"}}
             for a in span["attributes"]
-        ]}
-        return [span, twin]
+        ],
+    }
+    return [span, twin]
 
+
+def test_a_check_completes_the_tool_span_it_was_logged_under(tmp_path: Path) -> None:
     traces = edit_spans(recorded("right_skill", "traces"), doubled)
+    session = the_session(tmp_path, "right_skill", traces, recorded("right_skill", "logs"))
+    # The check's span (Permission.ask) leads up to the recorded tool span, not to its twin.
+    assert sorted((load.skill, load.status, load.span_id == "00000000000000aa") for load in session.skill_loads) == [
+        ("", "unresolved", True),
+        ("release-notes", "loaded", False),
+    ]
+
+
+def test_overlapping_calls_of_one_tool_leave_a_check_unmatched_without_its_ancestry(tmp_path: Path) -> None:
+    # The spans between the check and its tool span not received: only time can place it.
+    def cut(span: Span) -> list[Span]:
+        return [] if span["name"] in ("Permission.ask", "KiloSessionPrompt.askPermission") else doubled(span)
+
+    traces = edit_spans(recorded("right_skill", "traces"), cut)
     session = the_session(tmp_path, "right_skill", traces, recorded("right_skill", "logs"))
     # Which of the two the check was logged in is unknown: neither is named, neither loaded.
     assert [(load.skill, load.status) for load in session.skill_loads] == [("", "unresolved"), ("", "unresolved")]
