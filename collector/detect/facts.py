@@ -699,6 +699,9 @@ class PermissionCheckFields:
 # "action": {..., "action": "allow"}}].  The pattern stands for one argument of the tool.
 PERMISSION_CHECK = PermissionCheckFields("evaluated", "permission", "pattern", "action", "action", "allow")
 PERMISSION_ARGUMENTS: dict[str, str] = {"skill": "name", "read": "filePath", "bash": "command"}
+# Tools checked part by part: a command line is checked command by command ("head -n 5 x",
+# "cat SKILL.md", "head -n 80"), the parts joined back as one line (its pipes and && lost).
+PERMISSION_JOINERS: dict[str, str] = {"bash": "; "}
 
 # Log records holding a user's request, or the agent's final answer, as plain text: event
 # name -> attribute.

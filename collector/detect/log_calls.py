@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from collector.detect import facts
 from collector.otlp.views import Attributes, LogView
@@ -105,33 +106,36 @@ def completions(
 ) -> list[tuple[int | None, LoggedCall]]:
     """What each logged call changes, as (index of the tool call it completes, the call with
     what the log added): a tool span of the same tool in the same trace (each span taken once,
-    in order) gets the arguments and error it lacks; a logged call with no such span is a call
-    of its own (index None).  A logged call that adds nothing to its span is left out.
+    in order; a permission check, the span it was logged under, ``_placed``) gets the arguments
+    and error it lacks; a logged call with no such span is a call of its own (index None).  A
+    logged call that adds nothing to its span is left out.  Several checks of one call (a
+    command line checked command by command) are one call asking for all of them
+    (``facts.PERMISSION_JOINERS``).
     """
     taken: set[int] = set()
+    completed: dict[int, int] = {}  # tool call index -> its entry in ``found``
     found: list[tuple[int | None, LoggedCall]] = []
     for entry in logged:
         log = entry.call
-        same = [
-            i
-            for i, call in enumerate(tool_calls)
-            if i not in taken and call.trace_id == log.trace_id and call.name == log.name
-        ]
         if entry.inside:
-            under = _under(tool_calls, log, ancestors(log.span_id))
-            if under is not None and under in taken:
-                continue  # another check of a call completed already
-            if under is not None:
-                same = [under]
-            else:
-                same = [
-                    i
-                    for i in same
-                    if tool_calls[i].start_unix_nano <= log.start_unix_nano <= tool_calls[i].end_unix_nano
-                ]
-            if len(same) > 1:
+            placed = _placed(tool_calls, log, ancestors(log.span_id))
+            if placed is False:
                 continue  # overlapping calls of one tool: which one it checked is unknown
-        index = same[0] if same else None
+            index = placed
+            if index is not None and index in taken:
+                at = completed.get(index)
+                if at is not None and tool_calls[index].arguments is None:
+                    found[at] = (index, _joined(found[at][1], entry))
+                continue
+        else:
+            index = next(
+                (
+                    i
+                    for i, call in enumerate(tool_calls)
+                    if i not in taken and call.trace_id == log.trace_id and call.name == log.name
+                ),
+                None,
+            )
         if index is None:
             found.append((None, entry))
             continue
@@ -139,8 +143,42 @@ def completions(
         span = tool_calls[index]
         merged = replace(span, arguments=span.arguments or log.arguments, error=span.error or log.error)
         if merged != span or (span.result is None and entry.succeeded):
+            completed[index] = len(found)
             found.append((index, replace(entry, call=merged)))
     return found
+
+
+def _placed(tool_calls: list[ToolCall], log: ToolCall, chain: list[str]) -> int | Literal[False] | None:
+    """The tool call a permission check was logged under: the one of its tool among its
+    span's known ancestors (``chain``), else the one of its tool and trace whose time holds
+    it; None when there is none, False when several do."""
+    under = _under(tool_calls, log, chain)
+    if under is not None:
+        return under
+    holding = [
+        i
+        for i, call in enumerate(tool_calls)
+        if call.trace_id == log.trace_id
+        and call.name == log.name
+        and call.start_unix_nano <= log.start_unix_nano <= call.end_unix_nano
+    ]
+    return False if len(holding) > 1 else holding[0] if holding else None
+
+
+def _joined(earlier: LoggedCall, later: LoggedCall) -> LoggedCall:
+    """A call ``earlier`` completed, with what a later check of it asked for joined to its
+    argument (for tools checked part by part) and the later check's refusal, if any."""
+    joiner = facts.PERMISSION_JOINERS.get(earlier.call.name)
+    call = earlier.call
+    if joiner is not None and call.arguments is not None and later.call.arguments is not None:
+        first, second = json.loads(call.arguments), json.loads(later.call.arguments)
+        call = replace(
+            call,
+            arguments=json.dumps(
+                {k: f"{v}{joiner}{second[k]}" if k in second else v for k, v in first.items()}
+            ),
+        )
+    return replace(earlier, call=replace(call, error=call.error or later.call.error))
 
 
 def _under(tool_calls: list[ToolCall], log: ToolCall, chain: list[str]) -> int | None:
