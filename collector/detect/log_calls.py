@@ -30,7 +30,7 @@ from evaluators.evidence import ToolCall
 class LoggedCall:
     call: ToolCall  # anchored to the log record's span (trace and span ids) and time
     succeeded: bool
-    inside: bool = False  # logged within its tool span: matched by time, not by order
+    inside: bool = False  # logged within its tool span: placed by ancestry or time, not by order
 
     @property
     def whole(self) -> bool:
