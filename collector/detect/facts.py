@@ -690,14 +690,14 @@ class PermissionCheckFields:
     pattern: str  # what the call asked for (a skill's name, a path, a command)
     rule: str  # the rule that decided: an object holding ``verdict``
     verdict: str
-    allowed: str  # ``verdict``'s value when the call was allowed
+    refused: str  # ``verdict``'s value when the rule refused the call (not when it asks the user)
 
 
 # A tool call's permission check, logged inside the tool span it guards (its record's span is
 # a descendant of the tool span, so it falls within the tool span's time): Kilo Code CLI and
 # OpenCode's Effect logger, ["evaluated", {"permission": "skill", "pattern": "release-notes",
 # "action": {..., "action": "allow"}}].  The pattern stands for one argument of the tool.
-PERMISSION_CHECK = PermissionCheckFields("evaluated", "permission", "pattern", "action", "action", "allow")
+PERMISSION_CHECK = PermissionCheckFields("evaluated", "permission", "pattern", "action", "action", "deny")
 PERMISSION_ARGUMENTS: dict[str, str] = {"skill": "name", "read": "filePath", "bash": "command"}
 # Tools checked part by part: a command line is checked command by command ("head -n 5 x",
 # "cat SKILL.md", "head -n 80"), the parts joined back as one line (its pipes and && lost).

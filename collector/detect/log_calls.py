@@ -70,8 +70,9 @@ def logged_call(view: LogView, event: str, time_unix_nano: int) -> LoggedCall | 
 
 def permission_check(view: LogView, time_unix_nano: int) -> LoggedCall | None:
     """The tool call whose permission check a log record reports (``facts.PERMISSION_CHECK``),
-    with the one argument its pattern stands for; refused when the deciding rule did not
-    allow it.  None for any other record, and for a permission no tool argument matches."""
+    with the one argument its pattern stands for; refused when the deciding rule refused it
+    (a rule that asks the user, or none recorded, leaves the outcome to the tool span).  None
+    for any other record, and for a permission no tool argument matches."""
     found = view.message_fields
     fields = facts.PERMISSION_CHECK
     if found is None or found[0] != fields.message:
@@ -90,9 +91,9 @@ def permission_check(view: LogView, time_unix_nano: int) -> LoggedCall | None:
         trace_id=record.trace_id.hex(),
         start_unix_nano=time_unix_nano,
         arguments=json.dumps({argument: pattern}),
-        error=None
-        if verdict == fields.allowed
-        else f"denied by the harness's permission rule: {json.dumps(rule)}",
+        error=f"denied by the harness's permission rule: {json.dumps(rule)}"
+        if verdict == fields.refused
+        else None,
     )
     return LoggedCall(call, succeeded=False, inside=True)
 

@@ -187,3 +187,36 @@ def test_an_error_names_the_skill_asked_for_only_where_it_says_so() -> None:
     # A rule by wildcard names no one skill; an error about something else names none.
     assert named_in_error('{"permission":"skill","pattern":"release-*","action":"deny"}') == ""
     assert named_in_error("connection reset by peer") == ""
+
+
+def with_checks(requests: list[dict[str, Any]], edit: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
+    """``requests`` with ``edit`` applied to the fields of each logged permission check."""
+    out = copy.deepcopy(requests)
+    edited = 0
+    for request in out:
+        for rl in request["resourceLogs"]:
+            for sl in rl["scopeLogs"]:
+                for record in sl["logRecords"]:
+                    values = record.get("body", {}).get("arrayValue", {}).get("values", [])
+                    if len(values) == 2 and values[0].get("stringValue") == "evaluated":
+                        fields = json.loads(values[1]["stringValue"])
+                        edit(fields)
+                        values[1]["stringValue"] = json.dumps(fields)
+                        edited += 1
+    assert edited
+    return out
+
+
+def test_only_a_rule_that_refuses_makes_a_check_a_refusal(tmp_path: Path) -> None:
+    # A rule that asks the user (who allowed it: the tool ran, status OK), or a check logged
+    # without its rule, leaves the outcome to the tool span.
+    def ask(fields: dict[str, Any]) -> None:
+        fields["action"]["action"] = "ask"
+
+    def no_rule(fields: dict[str, Any]) -> None:
+        del fields["action"]
+
+    for edit in (ask, no_rule):
+        logs = with_checks(recorded("right_skill", "logs"), edit)
+        session = the_session(tmp_path, "right_skill", recorded("right_skill", "traces"), logs)
+        assert loads(session) == [("release-notes", "loaded", "skill_tool")], edit.__name__
