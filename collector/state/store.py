@@ -461,10 +461,11 @@ class MemorySpool:
             with self._db:
                 self._db.execute("BEGIN")
                 expired = "SELECT session, revision FROM coverage WHERE evaluated_at < ?"
-                for key in self._db.execute(expired, (cutoff,)).fetchall():
-                    self._kept.pop(key, None)
+                keys = self._db.execute(expired, (cutoff,)).fetchall()
                 for statement in _EXPIRE[1:]:
                     self._db.execute(statement, (cutoff,))
+            for key in keys:  # committed: the order follows the tables, as in save_coverage
+                self._kept.pop(key, None)
 
     def recovery(self) -> Recovery:
         return Recovery()

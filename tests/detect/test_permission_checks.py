@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -161,17 +161,24 @@ def test_a_run_named_only_in_its_log_lines_fields_is_a_session(tmp_path: Path) -
     assert session.skill_loads == [] and session.span_count > 0
 
 
-def test_log_lines_whose_fields_are_no_json_name_no_session(tmp_path: Path) -> None:
-    logs = recorded("no_skill", "logs")
-    broken = 0
-    for request in logs:
+def log_lines(requests: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """The ``[message, fields]`` values of each log line body in ``requests``."""
+    for request in requests:
         for rl in request["resourceLogs"]:
             for sl in rl["scopeLogs"]:
                 for record in sl["logRecords"]:
                     values = record.get("body", {}).get("arrayValue", {}).get("values", [])
-                    if len(values) == 2 and "session.id" in values[1].get("stringValue", ""):
-                        values[1]["stringValue"] = values[1]["stringValue"].replace('"session.id":', "session.id:")
-                        broken += 1
+                    if len(values) == 2:
+                        yield values
+
+
+def test_log_lines_whose_fields_are_no_json_name_no_session(tmp_path: Path) -> None:
+    logs = recorded("no_skill", "logs")
+    broken = 0
+    for _message, fields in log_lines(logs):
+        if "session.id" in fields.get("stringValue", ""):
+            fields["stringValue"] = fields["stringValue"].replace('"session.id":', "session.id:")
+            broken += 1
     assert broken
     found = sessions(tmp_path, recorded("no_skill", "traces"), logs)
     assert EXPECTED["no_skill"]["session_id"] not in [s.session_id for s in found]
@@ -193,16 +200,12 @@ def with_checks(requests: list[dict[str, Any]], edit: Callable[[dict[str, Any]],
     """``requests`` with ``edit`` applied to the fields of each logged permission check."""
     out = copy.deepcopy(requests)
     edited = 0
-    for request in out:
-        for rl in request["resourceLogs"]:
-            for sl in rl["scopeLogs"]:
-                for record in sl["logRecords"]:
-                    values = record.get("body", {}).get("arrayValue", {}).get("values", [])
-                    if len(values) == 2 and values[0].get("stringValue") == "evaluated":
-                        fields = json.loads(values[1]["stringValue"])
-                        edit(fields)
-                        values[1]["stringValue"] = json.dumps(fields)
-                        edited += 1
+    for message, fields in log_lines(out):
+        if message.get("stringValue") == "evaluated":
+            checked = json.loads(fields["stringValue"])
+            edit(checked)
+            fields["stringValue"] = json.dumps(checked)
+            edited += 1
     assert edited
     return out
 
