@@ -8,6 +8,7 @@ one revision); the words follow the coverage line's own values (``catalog.state`
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from evaluators.evidence import fold_skill_name
@@ -69,6 +70,14 @@ def _invoked_evidence(result: dict[str, Any], loads: list[dict[str, Any]], captu
         f"looked at the {len(loads)} skill load{'' if len(loads) == 1 else 's'} of this session: "
         + (f"of this skill {', '.join(matching)}" if matching else "none of this skill")
     ]
+    similar = [
+        f"#{index} {load['skill']} ({load['status']}, {load['signal']})"
+        for index, load in enumerate(loads, 1)
+        if not matching
+        and difflib.SequenceMatcher(None, key, fold_skill_name(str(load.get("skill", "")))).ratio() >= 0.8
+    ]
+    if similar:
+        items.append(f"a load of a similar name (not counted): {', '.join(similar)}")
     items.append("signals: every detector ran on every span and log record (" + ", ".join(SIGNALS) + ")")
     if capture == "missing":
         items.append(
