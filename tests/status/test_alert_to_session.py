@@ -165,7 +165,19 @@ def test_the_overview_skipped_skill_figure_opens_the_same_list(served: Server, b
     assert from_overview
 
 
-def test_passing_rows_are_green_and_failing_rows_red(served: Server, browser: WebDriver) -> None:
+def test_passing_rows_are_green_failing_rows_red_and_unjudged_ones_neither(
+    served: Server, browser: WebDriver
+) -> None:
+    browser.get(f"{served.status_url}/ui/sessions?limit=500")
+    for row in browser.find_elements(By.CSS_SELECTOR, "tr.session-row"):
+        verdicts = row.find_elements(By.CSS_SELECTOR, ".evaluations span.pass, .evaluations span.fail")
+        kind = (row.get_attribute("class") or "").split()[-1]
+        if not verdicts and "missed" not in row.text:
+            assert kind == "unjudged", row.text  # nothing judged is never shown as a pass
+        elif row.find_elements(By.CSS_SELECTOR, ".evaluations span.fail") or "missed" in row.text:
+            assert kind == "failing", row.text
+        else:
+            assert kind == "passing", row.text
     browser.get(f"{served.status_url}/ui/sessions?evaluation=skill_invoked&passed=true")
     passed = browser.find_elements(By.CSS_SELECTOR, "tr.session-row .evaluations span.pass")
     assert passed and all(s.value_of_css_property("color") == GREEN for s in passed)
