@@ -2,7 +2,7 @@
 405, gRPC UNIMPLEMENTED), and now counted and logged.
 
 Each is counted in ``skillgauge_rejected_requests_total{reason="not_found"}`` and logged at
-warning at most once per ``EVERY`` seconds per protocol, with the path and a hint (a wrong
+warning at most once per ``EVERY`` seconds per method and path, with the path and a hint (a wrong
 path is nearly always an exporter's endpoint written without, or with the wrong, ``/v1/...``
 suffix, or metrics sent to a receiver that takes traces and logs only).
 """
@@ -54,18 +54,28 @@ def signal_of(path: str) -> str:
 
 
 class NotFound:
-    """Counts and logs the refusals of one protocol's receiver."""
+    """Counts and logs the refusals of one protocol's receiver: each method and path at
+    most once per ``every`` seconds (the first ``MAX_PATHS`` of them; any others share one
+    limit, so a scan of many paths cannot flood the log)."""
+
+    MAX_PATHS = 64
 
     def __init__(self, protocol: str, on_answer: OnAnswer, every: float = EVERY) -> None:
         self.protocol = protocol
         self._on_answer = on_answer
-        self._log = RateLimitedLog(log, logging.WARNING, every)
+        self._every = every
+        self._logs: dict[tuple[str, str], RateLimitedLog] = {}
+        self._others = RateLimitedLog(log, logging.WARNING, every)
 
     def refused(self, path: str, method: str = "POST") -> str:
         """Count and (rate-limited) log one refused request; returns its hint."""
         said = hint(path, method)
         self._on_answer(signal_of(path), "error", REASON)
-        self._log("%s receiver: no such endpoint %s %r - %s", self.protocol, method, path[:200], said)
+        key = (method[:16], path[:200])
+        limit = self._logs.get(key)
+        if limit is None and len(self._logs) < self.MAX_PATHS:
+            limit = self._logs[key] = RateLimitedLog(log, logging.WARNING, self._every)
+        (limit or self._others)("%s receiver: no such endpoint %s %r - %s", self.protocol, *key, said)
         return said
 
 

@@ -9,21 +9,13 @@ one revision); the words follow the coverage line's own values (``catalog.state`
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import Any, get_args
 
-from evaluators.evidence import fold_skill_name
+from evaluators.evidence import Signal, fold_skill_name
 
 # Every detector runs on every span and log record (detection reads by shape); these are
 # the families a load can be found by, as the coverage line names a load's signal.
-SIGNALS = (
-    "skill_tool",
-    "file_read",
-    "shell_read",
-    "injected",
-    "skill_attribute",
-    "log_event",
-    "chat_message",
-)
+SIGNALS: tuple[str, ...] = get_args(Signal)
 
 
 def why_expected(because: dict[str, Any] | None) -> str:

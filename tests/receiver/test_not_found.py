@@ -44,10 +44,13 @@ def test_a_post_to_v1_trace_is_counted_as_not_found_and_logged_once_with_a_hint(
         assert metric_value(
             text, "skillgauge_rejected_requests_total", protocol="http", signal="metrics", reason="not_found"
         ) == 1
-        # One line for the first refusal; the rest fall in the same interval and are counted only.
+        # One line for each method and path; the repeats fall in the same interval and are
+        # counted only.
         lines = [line for line in srv.log().splitlines() if "no such endpoint" in line]
-        assert len(lines) == 1, lines
-        assert "POST '/v1/trace' - did you mean /v1/traces" in lines[0]
+        assert len(lines) == 3, lines
+        assert "http receiver: no such endpoint POST '/v1/trace' - did you mean /v1/traces" in lines[0]
+        assert "GET '/v1/traces' - /v1/traces takes POST, not GET" in lines[1]
+        assert "POST '/v1/metrics' - skillgauge takes traces and logs, not metrics" in lines[2]
         # The receiver still takes what it serves.
         assert _send(srv, "/v1/traces")[0] == 200
     finally:
