@@ -108,7 +108,7 @@ def load_words(load: dict[str, Any]) -> str:
     said = []
     if load.get("status") == "unresolved":
         said.append("the call was recorded; its outcome (a result or an error) was not")
-    if not load.get("skill") or load.get("skill") == "unknown":
+    if not load.get("skill"):
         said.append("the skill's name was not recorded")
     said.append("SKILL.md body recorded" if load.get("has_body") else "SKILL.md body not recorded")
     if load.get("body_truncated"):
