@@ -15,31 +15,38 @@ from typing import TextIO
 import yaml
 
 from collector import __version__, configfile
-from collector.config import JUDGE_ENV, Config, ConfigError, parse, price_fix, unpriced
+from collector.config import JUDGE_ENV, Config, ConfigError, parse
 from collector.configerrors import locate
 from collector.progress import ProgressLine
 from evaluators.result import Coverage
 
 
-def load(path: str | Path | None, anthropic_env: bool = True, unset: list[str] | None = None) -> Config:
+def load(
+    path: str | Path | None,
+    anthropic_env: bool = True,
+    unset: list[str] | None = None,
+    every_model_priced: bool = False,
+) -> Config:
     """The config file at ``path`` (None: the defaults), parsed and validated; each problem
     names the file and line.  ``anthropic_env``: apply ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL
     when the file leaves them out; ``unset``: see ``collector.config.parse``."""
     if path is None:
-        return parse({}, anthropic_env=anthropic_env)
+        return parse({}, anthropic_env=anthropic_env, every_model_priced=every_model_priced)
     data, lines = configfile.read(path)
-    return parse(data, str(path), anthropic_env=anthropic_env, line_of=lines.line, unset=unset)
+    return parse(
+        data,
+        str(path),
+        anthropic_env=anthropic_env,
+        line_of=lines.line,
+        unset=unset,
+        every_model_priced=every_model_priced,
+    )
 
 
 def _config(path: str | None, anthropic_env: bool = True, unset: list[str] | None = None) -> Config:
     try:
-        config = load(path, anthropic_env, unset)
-        if not anthropic_env:  # check-config: as serve would with a judge, key or no key
-            line_of = configfile.read(path)[1].line if path else None
-            problems = [locate(price_fix(f, m), path, line_of) for f, m in unpriced(config)]
-            if problems:
-                raise ConfigError("\n".join(problems))
-        return config
+        # check-config (no ANTHROPIC_* read): every model priced, as serve would with a judge.
+        return load(path, anthropic_env, unset, every_model_priced=not anthropic_env)
     except ConfigError as err:
         print(f"skillgauge: invalid config\n{err}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -7,6 +7,7 @@ values, so an environment variable can never inject YAML structure.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Callable
@@ -14,10 +15,11 @@ from typing import Any, Literal
 
 from pydantic import (
     ValidationError,
+    ValidationInfo,
     model_validator,
 )
 
-from collector.configerrors import Loc, explain, locate
+from collector.configerrors import Loc, explain, line_number, locate
 from collector.configtypes import _ENV, FROM_FILE, ConfigError, Strict
 from collector.detect.config import Expectation
 from collector.evaluate.config import Evaluators, Judge, Skills
@@ -29,6 +31,9 @@ from collector.state.config import Storage
 from collector.status.config import Status
 
 __all__ = ["Config", "ConfigError", "parse"]
+
+# Validation context key: ``parse`` runs ``cross_problems`` itself.
+_DEFERRED = "cross_checks_deferred"
 
 
 class Config(Strict):
@@ -52,30 +57,63 @@ class Config(Strict):
         return listener.auth or self.auth
 
     @model_validator(mode="after")
-    def _redact_keeps_session_keys(self) -> Config:
-        keys = [k.partition(":")[2] for k in self.sessions.keys] + [self.sessions.end_attribute]
-        for key in keys:
-            if self.redact.matches(key):
-                raise ValueError(
-                    f"redact.attributes: {key!r} groups spans into sessions (sessions.keys / "
-                    "end_attribute) and cannot be redacted - remove it from one of the lists"
-                )
+    def _consistent(self, info: ValidationInfo) -> Config:
+        # ``parse`` runs these checks itself, with the fields' problems, to report every
+        # problem of a file at once; code that validates a Config directly gets the first.
+        if not (info.context and info.context.get(_DEFERRED)):
+            problems = cross_problems(self)
+            if problems:
+                raise ValueError(problems[0])
         return self
 
-    @model_validator(mode="after")
-    def _priced(self) -> Config:
-        # Every judged row carries its cost, and a USD ceiling that ignores an unpriced model
-        # is no ceiling: a model the judge may use must have a price.
-        named = [(f"evaluators.{name}.model", e.model) for name, e in self.evaluators.judged() if e.model]
-        for where, model in named:  # judge.model is checked by the judge section itself
-            problem = model_problem(self.judge.provider, model)
-            if problem is not None:
-                raise ValueError(f"{where}: {problem} (judge.provider is {self.judge.provider})")
-        if not self.judge.configured:
-            return self
-        for field, model in unpriced(self):
-            raise ValueError(price_fix(field, model))
-        return self
+
+def cross_problems(config: Config, every_model_priced: bool = False) -> list[str]:
+    """The problems that span sections, each ``field: problem - fix``: a redacted session
+    key, a judge model without a price (every model with ``every_model_priced``, else only
+    once a judge is configured), an expectation naming a skill ``skills.paths`` does not hold."""
+    problems = []
+    keys = [k.partition(":")[2] for k in config.sessions.keys] + [config.sessions.end_attribute]
+    for key in keys:
+        if config.redact.matches(key):
+            problems.append(
+                f"redact.attributes: {key!r} groups spans into sessions (sessions.keys / "
+                "end_attribute) and cannot be redacted - remove it from one of the lists"
+            )
+    # Every judged row carries its cost, and a USD ceiling that ignores an unpriced model
+    # is no ceiling: a model the judge may use must have a price.
+    named = [(f"evaluators.{name}.model", e.model) for name, e in config.evaluators.judged() if e.model]
+    for where, model in named:  # judge.model is checked by the judge section itself
+        problem = model_problem(config.judge.provider, model)
+        if problem is not None:
+            problems.append(f"{where}: {problem} (judge.provider is {config.judge.provider})")
+    if config.judge.configured or every_model_priced:
+        problems += [price_fix(field, model) for field, model in unpriced(config)]
+    return problems + unknown_skills(config)
+
+
+def unknown_skills(config: Config) -> list[str]:
+    """Expectations naming a skill that ``skills.paths`` does not hold (none without paths:
+    the agents' own skills are not known here)."""
+    if not config.skills.paths:
+        return []
+    from evaluators.registry import RegistryError, load_registry
+
+    try:
+        registry = load_registry(config.skills.paths)
+    except RegistryError:
+        return []  # reported by skills.paths itself
+    names = sorted(s.name for s in registry.skills.values())
+    problems = []
+    for i, rule in enumerate(config.expectations):
+        for j, skill in enumerate(rule.expect):
+            if registry.get(skill) is None:
+                close = difflib.get_close_matches(skill, names, n=1, cutoff=0.6)
+                fix = f"did you mean {close[0]}?" if close else "check the name against the SKILL.md files"
+                problems.append(
+                    f"expectations.{i}.expect.{j}: no skill {skill!r} in skills.paths - {fix} "
+                    f"(skills there: {', '.join(names) or 'none'})"
+                )
+    return problems
 
 
 def _expand(node: Any, where: str, unset: list[str] | None = None) -> Any:
@@ -131,8 +169,10 @@ def parse(
     anthropic_env: bool = True,
     line_of: Callable[[Loc, bool], int | None] | None = None,
     unset: list[str] | None = None,
+    every_model_priced: bool = False,
 ) -> Config:
-    """Validate already-parsed YAML data, then apply the judge's settings the file leaves
+    """Validate already-parsed YAML data and report every problem of it at once (each field's,
+    and those that span sections: ``cross_problems``; ``every_model_priced`` as there), then apply the judge's settings the file leaves
     unset from the environment (``JUDGE_ENV``; ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL only
     with ``anthropic_env``).  With ``line_of`` (see ``collector.configfile``) every problem
     is prefixed with ``source`` and its line.  With an ``unset`` list, a ``${env:VAR}`` whose
@@ -155,10 +195,36 @@ def parse(
             given = next((os.environ[e] for e in envs if os.environ.get(e)), None)
             if key not in judge and f"{key}_file" not in judge and given:
                 judge[key] = given
+    where = source if line_of else None
+    context = {FROM_FILE: True, _DEFERRED: True}
+    problems: list[str] = []
+    failed: set[str] = set()
+    config: Config | None = None
     try:
-        return Config.model_validate(data, context={FROM_FILE: True})
+        config = Config.model_validate(data, context=context)
     except ValidationError as err:
-        raise ConfigError(explain(err, Config, line_of, source if line_of else None)) from None
+        problems = explain(err, Config, line_of, where).splitlines()
+        failed = {str(e["loc"][0]) for e in err.errors() if e["loc"]}
+        if all(e["loc"] for e in err.errors()):
+            # The sections that are fine, validated alone, so that their cross-section
+            # problems are reported in the same pass.
+            try:
+                config = Config.model_validate(
+                    {k: v for k, v in data.items() if k not in failed}, context=context
+                )
+            except ValidationError:
+                config = None
+    if config is not None:
+        problems += [
+            locate(problem, where, line_of)
+            for problem in cross_problems(config, every_model_priced)
+            if problem.partition(".")[0].partition(":")[0] not in failed
+            and not ("judge" in failed and problem.partition(":")[0].endswith(".model"))
+        ]
+    if problems:
+        raise ConfigError("\n".join(sorted(problems, key=line_number)))
+    assert config is not None  # no problem means it validated
+    return config
 
 
 def unpriced(config: Config) -> list[tuple[str, str]]:

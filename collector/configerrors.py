@@ -37,10 +37,11 @@ def explain(
         if loc or not _NAMED.match(text):
             text = f"{'.'.join(str(p) for p in loc) or '(top level)'}: {text}"
         lines.append(locate(text, source, line_of, problem["type"] == "extra_forbidden"))
-    return "\n".join(sorted(lines, key=_line_number))
+    return "\n".join(sorted(lines, key=line_number))
 
 
-def _line_number(text: str) -> int:
+def line_number(text: str) -> int:
+    """The line a located problem names ("file:12: ..." -> 12; 0 when none), to sort by."""
     # "file:12: ..." -> 12, so problems are listed in file order (unlocated ones first).
     match = re.match(r"^.*?:(\d+): ", text)
     return int(match.group(1)) if match else 0

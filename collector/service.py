@@ -34,6 +34,7 @@ from prometheus_client import CollectorRegistry
 
 from collector import __version__
 from collector.config import Config
+from collector.configtypes import size_text
 from collector.detect.expectations import Rules
 from collector.evaluate.config import Budget
 from collector.evaluate.metrics import EvaluateMetrics
@@ -185,14 +186,29 @@ class Chain:
         live = self.sessions_stage.assembler.get(key)
         summary: dict[str, Any] | None = None
         if live is not None:
+            _, closes_in, closes_by = self.sessions_stage.assembler.due(live)
             summary = {
                 "revision": live.revision,
                 "spans": live.spans,
                 "skill_loads": self.sessions_stage.assembler.loads_so_far(key),
+                "closes_in_seconds": round(closes_in, 1),
+                "closes_by": closes_by,
+                "also_closed_by": self._also_closed_by(),
                 "why_no_results": "the session is still open; it is evaluated when it closes "
                 f"(idle {self.config.sessions.idle_timeout:g}s, max duration, end attribute or limits)",
             }
         return summary, await self.store.revisions(key, self._not_before())
+
+    def open_sessions(self, tenant: str | None = None) -> list[dict[str, Any]]:
+        also = self._also_closed_by()
+        return [{**row, "also_closed_by": also} for row in self.sessions_stage.open_sessions(tenant)]
+
+    def _also_closed_by(self) -> str:
+        s = self.config.sessions
+        return (
+            f"a span with {s.end_attribute}=true, {s.max_spans} spans, {size_text(s.max_bytes)}, "
+            f"or the service stopping"
+        )
 
     async def sessions(self, query: SessionQuery) -> SessionPage:
         return await self.store.sessions(query, self._not_before())

@@ -171,6 +171,21 @@ class Turn:
     response: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Because:
+    """Why a skill was expected of a session, recorded as detection found it.
+
+    ``rule``: ``user_message`` (a config rule's regex, ``pattern``, matched ``matched`` in the
+    request of ``where``, e.g. "turn 2"), ``attribute`` (a config rule's ``key=value``,
+    ``pattern``, found on ``where``) or ``expected_skills`` (the app declared it in
+    ``skillgauge.expected_skills``, whose value is ``matched``, on ``where``)."""
+
+    rule: Literal["user_message", "attribute", "expected_skills"]
+    pattern: str
+    matched: str
+    where: str
+
+
 # Between a tenant and a session id in a session's key (``session_key``).
 TENANT_SEPARATOR = "\x1f"
 
@@ -204,6 +219,7 @@ class Session:
     skill_loads: list[SkillLoad] = field(default_factory=list)
     catalog: Catalog = field(default_factory=Catalog)
     expected_skills: list[str] = field(default_factory=list)
+    expected_because: dict[str, Because] = field(default_factory=dict)  # skill -> why, as found
     content_capture: ContentCapture = "no_tools"
     first_agent_span: tuple[str, str] | None = None  # (trace_id, span_id) hex
     span_count: int = 0

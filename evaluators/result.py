@@ -8,10 +8,10 @@ a missing verdict can never be read as a pass.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
-from evaluators.evidence import LOAD_STATUSES, Session, fold_skill_name, session_key
+from evaluators.evidence import LOAD_STATUSES, Session, Turn, fold_skill_name, session_key
 
 Status = Literal["judged", "not_applicable", "skipped", "error"]
 STATUSES: tuple[Status, ...] = ("judged", "not_applicable", "skipped", "error")
@@ -243,7 +243,12 @@ class Coverage:
                 "met": met,
                 "missed": missed,
                 "state": "declared" if s.expected_skills else "none",
+                "why": {skill: asdict(because) for skill, because in s.expected_because.items()},
             },
+            "turns": [
+                {"request": _cut(user_request(turn)), "trace_id": turn.trace_id, "span_id": turn.span_id}
+                for turn in s.turns[:MAX_TURNS_SHOWN]
+            ],
             "results_by_status": {
                 k: by_status.get(k, 0) for k in ("judged", "not_applicable", "skipped", "error")
             },
@@ -252,6 +257,22 @@ class Coverage:
             "judge": self.judge_totals(),
             **(_unreadable(s) if s.unreadable_count else {}),
         }
+
+
+# The coverage line names each turn's request, cut, for the session page; the evidence itself
+# (the whole request) is the judge's.
+MAX_TURNS_SHOWN = 50
+MAX_REQUEST_CHARS = 2000
+
+
+def user_request(turn: Turn) -> str:
+    """What the user asked in ``turn``: the text detection takes as the user's own words.
+    Every reader of a turn's request goes through here."""
+    return turn.user_message
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_REQUEST_CHARS else text[:MAX_REQUEST_CHARS] + " [...]"
 
 
 def _unreadable(s: Session) -> dict[str, Any]:

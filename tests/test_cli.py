@@ -362,3 +362,53 @@ def test_replay_command_on_a_terminal_shows_progress_and_erases_it(
     text = b"".join(shown).decode()
     assert code == 0 and "session " in capsys.readouterr().out
     assert "\r\x1b[Kreplay: 0/1 files," in text and "sessions" in text and text.endswith("\r\x1b[K")
+
+
+def _skill(root: Path, name: str) -> None:
+    (root / name).mkdir(parents=True)
+    (root / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: Does {name}.\n---\n# {name}\n")
+
+
+def test_an_expectation_naming_an_unknown_skill_is_refused_with_did_you_mean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    skills = tmp_path / "skills"
+    for name in ("release-notes", "csv-cleanup"):
+        _skill(skills, name)
+    path = tmp_path / "skillgauge.yaml"
+    path.write_text(
+        f"skills:\n  paths: [{skills}]\nexpectations:\n"
+        "  - when: {user_message: release}\n    expect: [release-note]\n"
+        "  - when: {user_message: csv}\n    expect: CSV_Cleanup\n"  # names fold: this one is known
+    )
+    code, _, err = check(path, capsys)
+    assert code == 2
+    (message,) = [m for m in err.splitlines() if m.startswith(f"{path}:")]
+    assert message == (
+        f"{path}:5: expectations.0.expect.0: no skill 'release-note' in skills.paths - did you mean "
+        "release-notes? (skills there: csv-cleanup, release-notes)"
+    )
+    path.write_text(path.read_text().replace("release-note]", "release-notes]"))
+    assert check(path, capsys)[0] == 0
+
+
+def test_every_problem_of_a_file_is_reported_in_one_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    skills = tmp_path / "skills"
+    _skill(skills, "release-notes")
+    path = tmp_path / "skillgauge.yaml"
+    path.write_text(
+        "log_level: loud\n"  # a field
+        "sessions:\n  idle_timeout: 5\n"  # a field
+        "judge:\n  model: claude-nova-9\n"  # across sections: a model without a price
+        f"skills:\n  paths: [{skills}]\n"
+        "expectations:\n  - when: {user_message: release}\n    expect: [release-note]\n"  # across: no such skill
+    )
+    code, _, err = check(path, capsys)
+    lines = [m for m in err.splitlines() if m.startswith(f"{path}:")]
+    assert code == 2
+    assert [(m.split(":")[1], m.split(": ")[1]) for m in lines] == [
+        ("1", "log_level"),
+        ("3", "sessions.idle_timeout"),
+        ("5", "judge.model"),
+        ("10", "expectations.0.expect.0"),
+    ]

@@ -1,4 +1,6 @@
-"""Which skills a session was expected to load, from config rules and app attributes."""
+"""Which skills a session was expected to load, from config rules and app attributes, and
+why: each expectation carries the rule or attribute that made it (``Because``), so the
+session page can say so."""
 
 from __future__ import annotations
 
@@ -8,8 +10,10 @@ from dataclasses import dataclass
 
 from collector.detect.config import Expectation
 from collector.otlp.views import Attributes
+from evaluators.evidence import Because
 
 EXPECTED_SKILLS_ATTRIBUTE = "skillgauge.expected_skills"
+_SHOWN = 200  # characters of a matched request kept around the match
 
 
 def parse_expected(value: str) -> list[str]:
@@ -23,6 +27,14 @@ def parse_expected(value: str) -> list[str]:
         if isinstance(names, list):
             return [n.strip() for n in names if isinstance(n, str) and n.strip()]
     return [n.strip() for n in value.split(",") if n.strip()]
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """A skill expected of a session, and why."""
+
+    skill: str
+    because: Because
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,23 +53,44 @@ class Rules:
             by_attribute=tuple((r.when.attribute, r.expect) for r in rules if r.when.attribute),
         )
 
-    def from_attributes(self, *scopes: Attributes) -> list[str]:
+    def from_attributes(self, *scopes: Attributes, where: tuple[str, ...] = ()) -> list[Expected]:
+        """``where``: how to name each scope on the session page (e.g. "span 'chat'", "its
+        resource"), in the order of ``scopes``."""
+        names = (*where, *(f"attributes #{i + 1}" for i in range(len(where), len(scopes))))
         expected = []
-        for scope in scopes:
+        for scope, name in zip(scopes, names, strict=False):
             if EXPECTED_SKILLS_ATTRIBUTE in scope:
-                expected += parse_expected(scope.text(EXPECTED_SKILLS_ATTRIBUTE) or "")
+                value = scope.text(EXPECTED_SKILLS_ATTRIBUTE) or ""
+                because = Because("expected_skills", EXPECTED_SKILLS_ATTRIBUTE, value, name)
+                expected += [Expected(skill, because) for skill in parse_expected(value)]
         for wanted, skills in self.by_attribute:
             if all(any(s.text(k) == v for s in scopes if k in s) for k, v in wanted.items()):
-                expected += skills
+                found = [n for k in wanted for s, n in zip(scopes, names, strict=False) if k in s]
+                pattern = ", ".join(f"{k}={v}" for k, v in wanted.items())
+                because = Because("attribute", pattern, pattern, found[0] if found else "")
+                expected += [Expected(skill, because) for skill in skills]
         return expected
 
-    def from_messages(self, messages: list[str]) -> list[str]:
-        return [
-            skill
-            for pattern, skills in self.by_message
-            if any(pattern.search(m) for m in messages)
-            for skill in skills
-        ]
+    def from_messages(self, messages: list[str]) -> list[Expected]:
+        """``messages``: the user's requests, turn by turn."""
+        expected = []
+        for pattern, skills in self.by_message:
+            for turn, message in enumerate(messages, 1):
+                match = pattern.search(message)
+                if match:
+                    because = Because(
+                        "user_message", pattern.pattern, _around(message, match), f"turn {turn}"
+                    )
+                    expected += [Expected(skill, because) for skill in skills]
+                    break
+        return expected
+
+
+def _around(text: str, match: re.Match[str]) -> str:
+    """The matched text with a little of the request around it, cut to ``_SHOWN`` characters."""
+    start = max(0, match.start() - (_SHOWN - (match.end() - match.start())) // 2)
+    shown = text[start : start + max(_SHOWN, match.end() - match.start())]
+    return ("..." if start else "") + shown + ("..." if start + len(shown) < len(text) else "")
 
 
 NO_RULES = Rules((), ())

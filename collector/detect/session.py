@@ -32,7 +32,7 @@ from collector.detect import (
 )
 from collector.detect.content import first_present, has_marker, parse_json, result_text, tool_call
 from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
-from collector.detect.expectations import NO_RULES, Rules
+from collector.detect.expectations import NO_RULES, Expected, Rules
 from collector.detect.outcome import text_outcome
 from collector.detect.transcript import Injection, MessageCall, MessageResult, injections_in
 from collector.otlp.views import Encoded, EventView, LogView, SpanView
@@ -237,7 +237,7 @@ class SessionEvidence:
         self._content_seen = False
         self._turn_texts: set[str] = set()
         self._answers: list[tuple[int, str]] = []  # (end time, raw text) of recorded answers
-        self._expected: dict[str, str] = {}  # folded -> as written
+        self._expected: dict[str, Expected] = {}  # folded name -> the skill as written, and why
         # Hashes of text already read: raw prompt text scanned, (role, text) prompt fields,
         # ("catalog", text) catalogs parsed; tuples never hash like the bare text.
         self._scanned: set[int] = set()
@@ -268,7 +268,8 @@ class SessionEvidence:
         if not self.framework:
             self.framework = framework_of(view.scope, _service(view))
         if self._rules.by_attribute or _EXPECTED in view.attrs or _EXPECTED in view.resource.attrs:
-            self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs))
+            where = (f"span {view.span.name!r} ({view.span_id})", f"the resource of span {view.span_id}")
+            self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs, where=where))
         if not self.model_seen:
             self.model_seen = any(k.startswith(facts.MODEL_ATTRIBUTE_PREFIXES) for k in view.attrs.keys())  # noqa: SIM118 - Attributes is no dict
         for event in view.events:
@@ -337,7 +338,8 @@ class SessionEvidence:
     def observe_log(self, view: LogView) -> None:
         if not self.framework:
             self.framework = framework_of(view.scope, _service(view))
-        self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs))
+        where = (f"a log record of trace {view.record.trace_id.hex()}", "a log record's resource")
+        self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs, where=where))
         record = view.record
         seen = _Seen(
             record.trace_id.hex(),
@@ -449,9 +451,9 @@ class SessionEvidence:
             self._activated.setdefault(fold_skill_name(skill), (skill, seen, ok))
         return skill
 
-    def _expect(self, skills: Iterable[str]) -> None:
-        for skill in skills:
-            self._expected.setdefault(fold_skill_name(skill), skill)
+    def _expect(self, found: Iterable[Expected]) -> None:
+        for expected in found:
+            self._expected.setdefault(fold_skill_name(expected.skill), expected)
 
     def _observe_tool(self, call: ToolCall) -> None:
         self.tool_calls.append(call)
@@ -657,8 +659,8 @@ class SessionEvidence:
         self.tool_calls.sort(key=lambda c: c.start_unix_nano)
         self.skill_loads.sort(key=lambda s: s.time_unix_nano)
         expected = dict(self._expected)
-        for skill in self._rules.from_messages([t.user_message for t in self.turns]):
-            expected.setdefault(fold_skill_name(skill), skill)
+        for found in self._rules.from_messages([t.user_message for t in self.turns]):
+            expected.setdefault(fold_skill_name(found.skill), found)
         first_agent = min(self.agent_spans) if self.agent_spans else None
         return Session(
             session_id=session_id,
@@ -668,7 +670,8 @@ class SessionEvidence:
             tool_calls=self.tool_calls,
             skill_loads=self.skill_loads,
             catalog=self.catalog,
-            expected_skills=list(expected.values()),
+            expected_skills=[e.skill for e in expected.values()],
+            expected_because={e.skill: e.because for e in expected.values()},
             content_capture=content_capture,
             first_agent_span=(first_agent[1], first_agent[2]) if first_agent else None,
             span_count=self.span_count,

@@ -16,7 +16,7 @@ from google.protobuf.message import Message
 
 from collector.otlp.received import Received
 from collector.receiver import auth as listener_auth
-from collector.receiver import decode
+from collector.receiver import decode, not_found
 from collector.receiver.config import BearerAuth, Listener
 from collector.receiver.errors import ANSWERED, Unauthenticated, answer, sorted_error
 from collector.receiver.responses import response_for
@@ -91,6 +91,8 @@ async def start(
                 ),
             )
         )
+    # Last: a method no service above claimed is counted and answered UNIMPLEMENTED.
+    server.add_generic_rpc_handlers((not_found.GrpcFallback(not_found.NotFound("grpc", on_answer)),))
     try:
         if listener.tls is not None:
             port = server.add_secure_port(listener.endpoint, listener_auth.grpc_credentials(listener.tls))

@@ -16,7 +16,7 @@ from google.protobuf.message import Message
 
 from collector.otlp.received import Received
 from collector.receiver import auth as listener_auth
-from collector.receiver import codings, decode
+from collector.receiver import codings, decode, not_found
 from collector.receiver.config import BearerAuth, HttpListener
 from collector.receiver.errors import (
     ANSWERED,
@@ -143,6 +143,7 @@ def app(
     middlewares = []
     if auth is not None:
         middlewares.append(listener_auth.middleware(listener_auth.Bearer(auth), _unauthenticated(on_answer)))
+    middlewares.append(not_found.http_middleware(not_found.NotFound("http", on_answer)))
     application = web.Application(client_max_size=listener.max_request_bytes + 1, middlewares=middlewares)
     application.router.add_post("/v1/traces", make_handler("traces", listener, intake, on_answer, admit))
     application.router.add_post("/v1/logs", make_handler("logs", listener, intake, on_answer, admit))

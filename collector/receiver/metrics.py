@@ -23,7 +23,7 @@ class ReceiverMetrics:
             "skillgauge_rejected_requests",
             "OTLP requests refused whole, by protocol, signal and reason "
             "(invalid, unsupported_media_type, too_large, backpressure, storage_error, unauthenticated, "
-            "read_timeout, client_disconnected).",
+            "read_timeout, client_disconnected, not_found: a path or method the receiver does not serve).",
             ["protocol", "signal", "reason"],
             registry=r,
         )

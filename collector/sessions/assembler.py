@@ -916,6 +916,18 @@ class Assembler:
     def open_sessions(self) -> Iterable[OpenSession]:
         return self._open.values()
 
+    def due(self, session: OpenSession) -> tuple[float, float, str]:
+        """(seconds since its last span, seconds until it closes by itself, the rule that
+        closes it then: ``idle_timeout`` or ``max_duration``), as ``close_due`` will judge it
+        unless a span, the end attribute or a limit comes first."""
+        now = self._clock()
+        idle = now - session.last_seen
+        by_idle = self._config.idle_timeout - idle
+        by_age = session.opened_at + self._config.max_duration - now
+        if by_idle <= by_age:
+            return idle, max(by_idle, 0.0), "idle_timeout"
+        return idle, max(by_age, 0.0), "max_duration"
+
     def loads_so_far(self, key: str) -> int | None:
         """Skill loads detected so far in an open session (None: not open)."""
         session = self._open.get(key)

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import time
 from collections import deque
+from typing import Any
 
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -34,7 +35,7 @@ from collector.sessions.config import Sessions
 from collector.sessions.metrics import SessionsMetrics
 from collector.state.config import Storage
 from collector.state.store import Closed, Recovery, Spool
-from evaluators.evidence import Session
+from evaluators.evidence import Session, split_session_key
 
 log = logging.getLogger("skillgauge")
 _CLOSE_BATCH = 8  # sessions closed (and planned for evaluation) per event-loop turn
@@ -403,6 +404,32 @@ class SessionsStage:
         oldest = self.assembler.oldest_request()
         needed = [r for r in (waiting, oldest, *self.store.unfinished.values()) if r]
         return min(needed) if needed else self._last_request + 1
+
+    def open_sessions(self, tenant: str | None = None) -> list[dict[str, Any]]:
+        """The open sessions of ``tenant`` (every tenant's with None), soonest to close
+        first.  Each: ``session_id``, ``tenant``, ``revision``, ``spans``, ``skill_loads``
+        (so far), ``idle_seconds``, ``closes_in_seconds`` and ``closes_by`` (``idle_timeout``
+        or ``max_duration``: what closes it then unless a span comes first)."""
+        rows = []
+        for session in self.assembler.open_sessions():
+            owner, session_id = split_session_key(session.key)
+            if tenant is not None and owner != tenant:
+                continue
+            idle, closes_in, closes_by = self.assembler.due(session)
+            rows.append(
+                {
+                    "session_id": session_id,
+                    "tenant": owner,
+                    "revision": session.revision,
+                    "spans": session.spans,
+                    "skill_loads": len(session.evidence.skill_loads),
+                    "idle_seconds": round(idle, 1),
+                    "closes_in_seconds": round(closes_in, 1),
+                    "closes_by": closes_by,
+                }
+            )
+        rows.sort(key=lambda row: (row["closes_in_seconds"], row["session_id"]))
+        return rows
 
     def refresh(self) -> None:
         """Bring this stage's gauges up to date."""

@@ -28,7 +28,7 @@ from collector.receiver import auth as listener_auth
 from collector.receiver.config import BearerAuth
 from collector.status import pages
 from collector.status import query as session_query
-from collector.status.tenancy import detail_tenant, held
+from collector.status.tenancy import detail_tenant, held, open_rows
 from collector.status.view import SessionPage, StatusView
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/ui/login"})
@@ -159,6 +159,8 @@ def app(
         except session_query.BadParameter as err:
             return web.json_response({"code": 3, "message": str(err)}, status=400)  # INVALID_ARGUMENT
         scoped = held(request, query)
+        if scoped is not None and scoped.state == "open":
+            return web.json_response({"sessions": open_rows(view, scoped), "next_cursor": None})
         page = await view.sessions(scoped) if scoped is not None else SessionPage()
         return web.json_response({"sessions": page.rows, "next_cursor": page.next_cursor})
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -19,9 +20,10 @@ from urllib.parse import quote, urlencode
 import jinja2
 from aiohttp import web
 
+from collector.status import explain
 from collector.status import query as session_query
-from collector.status.tenancy import detail_tenant, held, listing_tenant
-from collector.status.view import DEFAULT_LIMIT, SessionPage, StatusView
+from collector.status.tenancy import detail_tenant, held, listing_tenant, open_rows
+from collector.status.view import DEFAULT_LIMIT, MAX_LIMIT, SessionPage, SessionQuery, StatusView
 from evaluators.result import STATUSES
 
 UNKNOWN_SESSION = (
@@ -72,30 +74,26 @@ def safe_trace_link(trace_link: TraceLink) -> Callable[[object], str | None]:
     return link
 
 
-def evidence(result: dict[str, Any], loads: list[dict[str, Any]]) -> list[str]:
-    """What a result's verdict was based on, as the record keeps it."""
-    items = []
-    span = result.get("span_id")
-    for index, load in enumerate(loads, 1):
-        if span and load.get("span_id") == span:
-            items.append(f"load #{index} of {load['skill']} ({load['status']}, {load['signal']})")
-            break
-    else:
-        if result.get("signal"):
-            items.append(f"signal {result['signal']}")
-    if result.get("body_source"):
-        items.append(f"SKILL.md body: {result['body_source']}")
-    if result.get("catalog_source"):
-        items.append(f"catalog: {result['catalog_source']}")
-    return items
-
-
 def revision(records: list[dict[str, Any]]) -> dict[str, Any]:
     """One revision's records (results, then the coverage line) as the session page shows them."""
     coverage: dict[str, Any] = next((r["coverage"] for r in records if "coverage" in r), {})
-    loads = coverage.get("skill_loads", [])
-    results = [{**r, "evidence": evidence(r, loads)} for r in records if "coverage" not in r]
-    return {"coverage": coverage, "results": results}
+    results = [{**r, "evidence": explain.evidence(r, coverage)} for r in records if "coverage" not in r]
+    why = (coverage.get("expectations") or {}).get("why") or {}
+    expected = [
+        {
+            "skill": skill,
+            "met": skill in (coverage.get("expectations") or {}).get("met", []),
+            "why": explain.why_expected(why.get(skill)),
+        }
+        for skill in (coverage.get("expectations") or {}).get("expected", [])
+    ]
+    return {
+        "coverage": coverage,
+        "results": results,
+        "expected": expected,
+        "catalog_words": explain.catalog_words(coverage, results),
+        "loads": [{**load, "recorded": explain.load_words(load)} for load in coverage.get("skill_loads", [])],
+    }
 
 
 def page_of(session_id: str, tenant: str = "") -> str:
@@ -110,6 +108,46 @@ def utc(seconds: object) -> str:
 
 
 _ENV.filters["utc"] = utc
+_ENV.filters["duration"] = explain.duration
+
+
+def iso(seconds: float) -> str:
+    """Unix seconds as RFC 3339 in UTC, as a link's ``since`` carries it."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def filtered(**params: object) -> str:
+    """The /ui/sessions page filtered by ``params`` (names, and times as RFC 3339)."""
+    return "/ui/sessions?" + urlencode(
+        {
+            k: iso(v) if k in ("since", "until") and isinstance(v, int | float) else v
+            for k, v in params.items()
+        }
+    )
+
+
+def described(query: SessionQuery, now: float) -> list[str]:
+    """The filters of ``query`` in words, times readable (shown above the list)."""
+    said = []
+    for name in ("since", "until"):
+        value = getattr(query, name)
+        if value is not None:
+            ago = explain.duration(now - value)
+            said.append(
+                f"closed {'at or after' if name == 'since' else 'before'} {utc(value)} UTC ({ago} ago)"
+            )
+    row = [
+        f"{name} {getattr(query, name)}"
+        for name in ("evaluation", "status", "reason", "skill")
+        if getattr(query, name) is not None
+    ]
+    if query.passed is not None:
+        row.append("passed" if query.passed else "failed (passed=false)")
+    if row:
+        said.append("with an evaluation row: " + ", ".join(row))
+    if query.framework is not None:
+        said.append(f"framework {query.framework}")
+    return said
 
 
 def given(params: Mapping[str, str]) -> dict[str, str]:
@@ -132,9 +170,9 @@ def routes(view: StatusView, trace_link: TraceLink) -> list[web.RouteDef]:
                     "title": title,
                     "data": await view.overview(since, tenant),
                     "links": {
-                        "sessions": f"/ui/sessions?{urlencode({'since': since})}",
-                        "omissions": "/ui/sessions?"
-                        + urlencode({"since": since, "evaluation": "skill_omission", "passed": "false"}),
+                        "sessions": filtered(since=since),
+                        "skipped": filtered(evaluation="skill_invoked", passed="false", since=since),
+                        "omissions": filtered(evaluation="skill_omission", passed="false", since=since),
                     },
                 }
             )
@@ -151,6 +189,9 @@ def routes(view: StatusView, trace_link: TraceLink) -> list[web.RouteDef]:
             "rows": [],
             "older": None,
             "error": None,
+            "filters": [],
+            "open": [],
+            "only_open": params.get("state") == "open",
         }
         try:
             query = session_query.parse(params)
@@ -160,6 +201,14 @@ def routes(view: StatusView, trace_link: TraceLink) -> list[web.RouteDef]:
             response.set_status(400)
             return response
         scoped = held(request, query)
+        context["filters"] = described(query, time.time())
+        if "cursor" not in params and scoped is not None:
+            context["open"] = [
+                {**row, "page": page_of(row["session_id"], row["tenant"])}
+                for row in open_rows(view, replace(scoped, limit=MAX_LIMIT))
+            ]
+        if scoped is not None and scoped.state == "open":
+            return render("sessions.html", **context)
         page = await view.sessions(scoped) if scoped is not None else SessionPage()
         context["rows"] = [
             {

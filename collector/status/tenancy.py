@@ -9,12 +9,14 @@ tenant that ``?tenant=`` names.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
+from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
 from collector.receiver import auth as listener_auth
 from collector.receiver.config import ALL_TENANTS
-from collector.status.view import SessionQuery
+from collector.status.view import SessionQuery, StatusView
 
 
 def _token_tenant(request: web.Request) -> str:
@@ -44,3 +46,17 @@ def held(request: web.Request, query: SessionQuery) -> SessionQuery | None:
     if query.tenant is not None and query.tenant != tenant:
         return None
     return replace(query, tenant=tenant)
+
+
+def open_rows(view: StatusView, query: SessionQuery) -> list[dict[str, Any]]:
+    """The open sessions a ``held`` query may read (``query.limit`` of them, soonest to
+    close first), each with ``detail``, the path of its ``GET /v1/sessions/{id}``."""
+    rows = view.open_sessions(query.tenant)[: query.limit]
+    for row in rows:
+        row["detail"] = session_path(row["session_id"], row["tenant"])
+    return rows
+
+
+def session_path(session_id: str, tenant: str) -> str:
+    path = f"/v1/sessions/{quote(session_id, safe='')}"
+    return f"{path}?{urlencode({'tenant': tenant})}" if tenant else path

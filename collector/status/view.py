@@ -46,6 +46,9 @@ class SessionQuery:
     tenant: str | None = None
     limit: int = DEFAULT_LIMIT
     cursor: str | None = None
+    # "open": the sessions still open instead (``StatusView.open_sessions``; only ``tenant``
+    # and ``limit`` apply).
+    state: Literal["closed", "open"] = "closed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +82,14 @@ class StatusView(Protocol):
         """(the open session's summary or None, its evaluated revisions' records, oldest
         first) of the session ``session_id`` of ``tenant``, once every acknowledged request
         has been assembled."""
+        ...
+
+    def open_sessions(self, tenant: str | None = None) -> list[dict[str, Any]]:
+        """The sessions still open, of ``tenant`` (every tenant's with None), soonest to
+        close first: ``session_id``, ``tenant``, ``revision``, ``spans``, ``skill_loads`` so
+        far, ``idle_seconds``, ``closes_in_seconds``, ``closes_by`` (``idle_timeout`` or
+        ``max_duration``: what closes it then unless a span comes first) and ``also_closed_by``
+        (what else would close it sooner: the end attribute, the span and byte limits)."""
         ...
 
     async def sessions(self, query: SessionQuery) -> SessionPage:

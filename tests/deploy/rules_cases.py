@@ -258,6 +258,30 @@ CASES: list[Case] = [
 ]
 
 
+# The alerts that link to the sessions behind their number: (the /ui/sessions filters, with
+# {label} from the alert's labels; the Grafana panel id).  Written out, not copied from
+# rules.yml, so that promtool checks what the templates render.
+LINKED = {
+    "SkillgaugeSkippedSkillRateHigh": ("evaluation=skill_invoked&passed=false&since=2h", 12),
+    "SkillgaugeOmissionRateHigh": ("evaluation=skill_omission&passed=false&since=2h", 15),
+    "SkillgaugeCoverageLow": ("evaluation={evaluation}&status=skipped&since=2h", 5),
+}
+DEFAULT_BASES = {"skillgauge_url": "http://localhost:9464", "grafana_url": "http://localhost:3000"}
+# A Prometheus whose global.external_labels name where the browser reaches both.
+EXTERNAL = {"skillgauge_url": "https://skillgauge.example:9464", "grafana_url": "https://grafana.example"}
+
+
+def links(alert: str, labels: dict[str, str], bases: dict[str, str]) -> dict[str, str]:
+    """The ``dashboard`` and ``sessions`` annotations ``alert`` renders with these labels."""
+    if alert not in LINKED:
+        return {}
+    filters, panel = LINKED[alert]
+    return {
+        "dashboard": f"{bases['grafana_url']}/d/skillgauge/skillgauge?viewPanel={panel}",
+        "sessions": f"{bases['skillgauge_url']}/ui/sessions?{filters.format(**labels)}",
+    }
+
+
 def _alerts() -> dict[str, dict[str, Any]]:
     rules = yaml.safe_load(RULES.read_text())
     return {r["alert"]: r for g in rules["groups"] for r in g["rules"] if "alert" in r}
@@ -281,6 +305,7 @@ def build() -> dict[str, Any]:
                             "exp_annotations": {
                                 "summary": summary,
                                 "runbook": alerts[alert]["annotations"]["runbook"],
+                                **links(alert, labels, DEFAULT_BASES),
                             },
                         }
                         for labels, summary in fired
@@ -302,6 +327,27 @@ def build() -> dict[str, Any]:
                 for at, expr, samples in expr_checks
             ]
         tests.append(test)
+    # The first case again, under a Prometheus with external labels: the links use them.
+    linked = dict(tests[0], name=tests[0]["name"] + ", with external labels naming the URLs")
+    linked["external_labels"] = EXTERNAL
+    linked["alert_rule_test"] = [
+        {
+            **check,
+            "exp_alerts": [
+                {
+                    "exp_labels": alert["exp_labels"],
+                    "exp_annotations": {
+                        **alert["exp_annotations"],
+                        **links(check["alertname"], alert["exp_labels"], EXTERNAL),
+                    },
+                }
+                for alert in check["exp_alerts"]
+            ],
+        }
+        for check in tests[0]["alert_rule_test"]
+    ]
+    linked.pop("promql_expr_test", None)
+    tests.append(linked)
     return {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": tests}
 
 

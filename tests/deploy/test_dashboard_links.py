@@ -17,8 +17,8 @@ _REFERENCE = re.compile(r"\$\{__(?:field\.labels|data\.fields)\.(\w+):percentenc
 _GROUPED = re.compile(r"sum by \(([^)]*)\)")
 # What Grafana puts in for the time range and for each label, as a click would.
 _SAMPLE = {
-    "${__from:date:seconds}": "1767225600",
-    "${__to:date:seconds}": "1767229200",
+    "${__from:date:iso}": "2026-01-01T00:00:00.000Z",
+    "${__to:date:iso}": "2026-01-01T01:00:00.000Z",
     "${status_url}": "http://localhost:9464",
 }
 
@@ -63,3 +63,27 @@ def test_every_skill_and_evaluation_panel_links_to_the_filtered_sessions_page() 
             assert (query.since, query.until) == (1767225600.0, 1767229200.0)
             linked += 1
     assert linked >= 8
+
+
+def _sample(url: str) -> dict[str, str]:
+    for placeholder, value in _SAMPLE.items():
+        url = url.replace(placeholder, value)
+    return dict(parse_qsl(urlsplit(url).query))
+
+
+def test_the_rate_and_count_panels_link_to_the_sessions_behind_them() -> None:
+    # title -> the filters its link must carry (besides the time range), by name
+    expected = {
+        "Sessions evaluated": {},
+        "Skipped-skill rate": {"evaluation": "skill_invoked", "passed": "false"},
+        "Omission rate": {"evaluation": "skill_omission", "passed": "false"},
+    }
+    panels = {p["title"]: p for p in _panels()}
+    for title, filters in expected.items():
+        (link,) = panels[title]["fieldConfig"]["defaults"]["links"]
+        params = _sample(link["url"])
+        assert {k: v for k, v in params.items() if k not in ("since", "until")} == filters, title
+        query = session_query.parse(params)
+        assert (query.since, query.until) == (1767225600.0, 1767229200.0), title
+    (open_link,) = panels["Open sessions"]["fieldConfig"]["defaults"]["links"]
+    assert session_query.parse(_sample(open_link["url"])).state == "open"

@@ -168,7 +168,7 @@ def test_every_session_is_evaluated_exactly_once_and_sums_match(cluster: Any) ->
     # A trace that holds several sessions (`opencode serve` runs all of its sessions in one)
     # cannot be split by session: the exporter routes each trace's batch by its first span.
     # Such traffic is documented to go to one replica; it is left out here, as are sessions of
-    # several traces whose spans do not all carry session.id (the README's Claude Agent SDK
+    # several traces whose spans do not all carry session.id (deploy/agents/claude_agent_sdk.md's
     # setup puts it on every span; its recording without that setup is such a session), and
     # traces whose batches route apart (the same cause, within one trace).
     left_out = shared_traces(traces) | scattered_sessions(traces) | routed_apart(traces, ROUTING)

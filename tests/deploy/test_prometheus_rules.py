@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
 import yaml
 from promserver import require
-from rules_cases import RULES, RULES_TEST, render
+from rules_cases import DEPLOY, RULES, RULES_TEST, render
+
+DASHBOARD = DEPLOY / "grafana" / "dashboards" / "skillgauge.json"
 
 
 @pytest.fixture(autouse=True)
@@ -46,3 +49,28 @@ def test_every_alert_has_a_runbook_a_severity_and_a_unit_test() -> None:
         assert alert["annotations"]["runbook"].strip(), alert["alert"]
         assert alert["labels"]["severity"] in ("warning", "critical")
         assert alert["alert"] in tested, f"{alert['alert']} never fires in rules_test.yml"
+
+
+def test_the_skipped_omission_and_coverage_alerts_link_to_their_sessions_and_panel() -> None:
+    from urllib.parse import parse_qsl, urlsplit
+
+    from rules_cases import DEFAULT_BASES, LINKED, links
+
+    from collector.status import query as session_query
+
+    alerts = {r["alert"]: r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"] if "alert" in r}
+    assert set(LINKED) == {a for a, r in alerts.items() if "sessions" in r["annotations"]}
+    panels = {p["id"]: p for p in json.loads(DASHBOARD.read_text())["panels"]}
+    for alert in LINKED:
+        rendered = links(alert, {"evaluation": "skill_omission"}, DEFAULT_BASES)
+        url = urlsplit(rendered["sessions"])
+        assert url.path == "/ui/sessions"
+        query = session_query.parse(dict(parse_qsl(url.query)), now=1767229200.0)
+        assert query.since == 1767229200.0 - 7200 and query.evaluation
+        assert query.passed is False or query.status == "skipped"
+        panel = int(dict(parse_qsl(urlsplit(rendered["dashboard"]).query))["viewPanel"])
+        # The panel shows the alert's own figure.
+        title = panels[panel]["title"].lower()
+        assert {"SkillgaugeSkippedSkillRateHigh": "skipped", "SkillgaugeOmissionRateHigh": "omission"}.get(
+            alert, "judged"
+        ) in title, (alert, title)
