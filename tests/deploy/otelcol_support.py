@@ -83,7 +83,7 @@ def compose_config() -> dict[str, Any]:
 def with_static_replicas(config: dict[str, Any], endpoints: list[str]) -> dict[str, Any]:
     """``config`` with every loadbalancing exporter's resolver a static list of ``endpoints``."""
     for name, exporter in config["exporters"].items():
-        if name.split("/")[0] == "loadbalancing":
+        if name.split("/")[0] in ("load_balancing", "loadbalancing"):
             exporter["resolver"] = {"static": {"hostnames": list(endpoints)}}
     return config
 

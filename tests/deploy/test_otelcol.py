@@ -55,11 +55,11 @@ def test_every_collector_config_under_deploy_validates(tmp_path: Path) -> None:
     }
     for where, config in configs.items():
         if "kubernetes" in where:  # the k8s resolver needs a cluster to start, not to validate
-            assert "k8s" in config["exporters"]["loadbalancing"]["resolver"]
+            assert "k8s" in config["exporters"]["load_balancing"]["resolver"]
         run = validate(config, tmp_path)
         assert run.returncode == 0, f"{where}:\n{run.stdout}{run.stderr}"
     broken = compose_config()
-    broken["exporters"]["otlp/skillgauge"]["retry_on_failure"]["initial_intervl"] = "1s"
+    broken["exporters"]["otlp_grpc/skillgauge"]["retry_on_failure"]["initial_intervl"] = "1s"
     run = validate(broken, tmp_path)  # the validation can fail: a typo is named
     assert run.returncode != 0 and "initial_intervl" in run.stdout + run.stderr
 
@@ -193,6 +193,7 @@ def test_loadbalancing_keeps_every_bench_session_whole_on_one_replica(cluster: C
     whole_once(cluster, spans)
     per_replica = Counter(n for s, ns in evaluated_on(cluster.downstreams).items() if s in spans for n in ns)
     assert len(per_replica) == REPLICAS and min(per_replica.values()) > len(spans) // 10  # spread out
+    assert "deprecated" not in cluster.collector.log()  # the configs name components as this release does
 
 
 def test_opencode_and_kilo_sessions_route_whole_by_process(cluster: Cluster) -> None:
@@ -263,8 +264,8 @@ def test_backpressure_is_retried_after_the_delay_skillgauge_asks_for_and_nothing
     collector = None
     try:
         config = compose_config()
-        config["exporters"]["otlp/skillgauge"]["endpoint"] = f"127.0.0.1:{replica.grpc_port}"
-        config["exporters"]["otlphttp/backend"]["endpoint"] = backend.endpoint
+        config["exporters"]["otlp_grpc/skillgauge"]["endpoint"] = f"127.0.0.1:{replica.grpc_port}"
+        config["exporters"]["otlp_http/backend"]["endpoint"] = backend.endpoint
         (tmp_path / "otelcol").mkdir()
         collector = Otelcol(tmp_path / "otelcol", config)
         requests = one_session_each(bench_traffic(round_=3)[0])[:6]
@@ -277,7 +278,7 @@ def test_backpressure_is_retried_after_the_delay_skillgauge_asks_for_and_nothing
                                reason="backpressure")
         assert refused > 0  # the replica did answer with backpressure
         assert metric_value(metrics, "skillgauge_rejected_items_total", reason="max_open", signal="traces") == 0
-        intervals = collector.retry_intervals("otlp/skillgauge")
+        intervals = collector.retry_intervals("otlp_grpc/skillgauge")
         assert intervals and min(intervals) >= 5.0  # RetryInfo's 5 s, not the exporter's own 1-1.5 s backoff
         summaries = {s: a for (s, _), a in coverage(downstream).items()}
         assert {s: a["skillgauge.session.spans"] for s, a in summaries.items() if s in spans} == dict(spans)
