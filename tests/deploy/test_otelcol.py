@@ -39,7 +39,7 @@ from support import Server, metric_value, wait_for
 from collector.otlp.views import value_of
 
 REPLICAS = 3
-IDLE = "8s"  # longer than a replica's restart plus the Collector's retry backoff (1-3 s)
+IDLE = "10s"  # longer than a replica's restart plus the Collector's retry backoff (1-3 s)
 SESSION_KEYS = frozenset({"session.id", "gen_ai.conversation.id", "langsmith.metadata.session_id",
                           "traceloop.association.properties.session_id"})  # the keys bench rewrites
 OPENCODE_FAMILY = ("opencode", "kilo_cli")  # resource service.name "opencode"
@@ -75,6 +75,7 @@ class Cluster:
     single_downstream: Downstream
     collector: Otelcol
     extra: list[dict[str, Any]]  # each replica's config, to restart it with
+    started: list[Server]  # every server to stop at the end
 
 
 def _replica(tmp: Path, downstream: Downstream, port: int | None = None, **sessions: Any) -> dict[str, Any]:
@@ -95,7 +96,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     # Fixed ports (found free), so that a restarted replica listens where the Collector sends.
     ports = [free_port() for _ in range(REPLICAS)]
     downstreams = [Downstream("grpc") for _ in range(REPLICAS + 1)]
-    servers: list[Server] = []
+    servers: list[Server] = []  # every replica started, restarted ones too (the kill test adds them)
     collector = None
     try:
         extra = [_replica(tmp / f"replica-{n}", downstreams[n], ports[n]) for n in range(REPLICAS)]
@@ -107,7 +108,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         config = with_static_replicas(k8s_config(), [f"127.0.0.1:{port}" for port in ports])
         collector = Otelcol(tmp / "otelcol", config)
         yield Cluster(servers[:REPLICAS], downstreams[:REPLICAS], servers[REPLICAS], downstreams[REPLICAS],
-                      collector, extra)
+                      collector, extra, servers)
     finally:
         if collector is not None:
             collector.stop()
@@ -243,6 +244,7 @@ def test_a_replica_killed_and_restarted_while_traffic_flows_loses_and_doubles_no
     old.proc.wait()
     old.stop()
     restarted = Server(old.config_path.parent, cluster.extra[victim])
+    cluster.started.append(restarted)
     cluster.replicas[victim] = restarted
     sender.join(timeout=120)
     assert not sender.is_alive() and len(progress) == len(requests)
