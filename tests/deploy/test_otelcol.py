@@ -7,7 +7,10 @@ CLI sessions, named only on some spans and in some log lines, route whole."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import subprocess
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -16,10 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from export.downstream import Downstream
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from otelcol_support import (
+    BINARY_ENV,
+    BUILD,
     Otelcol,
     collector_configs,
     compose_config,
@@ -62,6 +68,32 @@ def test_every_collector_config_under_deploy_validates(tmp_path: Path) -> None:
     broken["exporters"]["otlp_grpc/skillgauge"]["retry_on_failure"]["initial_intervl"] = "1s"
     run = validate(broken, tmp_path)  # the validation can fail: a typo is named
     assert run.returncode != 0 and "initial_intervl" in run.stdout + run.stderr
+
+
+def test_the_build_is_cached_by_the_manifest_hash_and_holds_exactly_our_components() -> None:
+    run = subprocess.run([str(BUILD)], capture_output=True, text=True, timeout=3600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    built = Path(run.stdout.strip().splitlines()[-1])
+    manifest = BUILD.parent / "builder-config.yaml"
+    assert built.parent.name == hashlib.sha256(manifest.read_bytes()).hexdigest()[:16]
+    assert not built.is_relative_to(BUILD.parents[2])  # cached outside the repository
+    if BINARY_ENV not in os.environ:
+        assert built.samefile(otelcol_binary())
+    components = yaml.safe_load(
+        subprocess.run([str(built), "components"], capture_output=True, text=True, timeout=60).stdout
+    )
+    assert components["buildinfo"]["version"] == "0.161.0"
+    names = {kind: {c["name"] for c in components[kind]} for kind in ("receivers", "exporters", "processors",
+                                                                      "extensions")}
+    assert names == {
+        "receivers": {"otlp"},
+        "exporters": {"load_balancing", "otlp_grpc", "otlp_http"},
+        "processors": {"batch", "filter", "memory_limiter", "transform"},
+        "extensions": {"file_storage", "health_check"},
+    }
+    modules = [c["module"].split() for kind in names for c in components[kind]]
+    assert {v for m, v in modules if m.startswith("go.opentelemetry.io/collector/")} == {"v0.161.0"}
+    assert {v for m, v in modules if "opentelemetry-collector-contrib" in m} == {"v0.161.0"}
 
 
 # -- the cluster: three replicas behind the shipped loadbalancer, one reference replica --------
