@@ -147,7 +147,8 @@ def test_every_session_is_evaluated_exactly_once_and_sums_match(cluster: Any) ->
     # left out here, as are sessions of several traces whose spans do not all carry session.id
     # (the README's Claude Agent SDK setup puts it on every span; its recording without that
     # setup is such a session), and traces whose spans do not all carry it (the same cause,
-    # within one trace: the exporter keys each batch of a trace by its first span).  OpenCode and Kilo Code CLI go by process (service.instance.id) instead.
+    # within one trace: the exporter keys each batch of a trace by its first span).  OpenCode
+    # and Kilo Code CLI go by process (service.instance.id) instead and are kept.
     left_out = shared_traces(traces) | scattered_sessions(traces) | partly_keyed_traces(traces)
     traces = [without_traces(request, left_out) for request in traces]
     # Log records without session.id go to the replica of the empty key, apart from their
