@@ -290,15 +290,25 @@ def test_a_replica_killed_and_restarted_while_traffic_flows_loses_and_doubles_no
 # -- backpressure: one replica behind the shipped compose Collector -----------------------------
 
 
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_backpressure_is_retried_after_the_delay_skillgauge_asks_for_and_nothing_is_dropped(
-    tmp_path: Path,
+    tmp_path: Path, protocol: str
 ) -> None:
+    """UNAVAILABLE with RetryInfo (the compose config's otlp_grpc exporter) or 503 with
+    Retry-After (the same exporter settings on otlp_http), 5 s either way."""
     downstream, backend = Downstream("grpc"), Downstream("http")
     replica = Server(tmp_path / "replica", _replica(tmp_path / "replica", downstream, max_open=2, idle_timeout="1s"))
     collector = None
     try:
         config = compose_config()
-        config["exporters"]["otlp_grpc/skillgauge"]["endpoint"] = f"127.0.0.1:{replica.grpc_port}"
+        exporter = f"otlp_{protocol}/skillgauge"
+        settings = config["exporters"].pop("otlp_grpc/skillgauge")
+        settings["endpoint"] = f"127.0.0.1:{replica.grpc_port}" if protocol == "grpc" else replica.http_url
+        if protocol == "http":
+            del settings["tls"]
+        config["exporters"][exporter] = settings
+        for pipeline in config["service"]["pipelines"].values():
+            pipeline["exporters"] = [exporter if e == "otlp_grpc/skillgauge" else e for e in pipeline["exporters"]]
         config["exporters"]["otlp_http/backend"]["endpoint"] = backend.endpoint
         (tmp_path / "otelcol").mkdir()
         collector = Otelcol(tmp_path / "otelcol", config)
@@ -308,12 +318,12 @@ def test_backpressure_is_retried_after_the_delay_skillgauge_asks_for_and_nothing
         wait_for(lambda: settled([replica]) and spans.keys() <= {s for s, _ in coverage(downstream)},
                  timeout=120, interval=0.5)
         metrics = replica.metrics()
-        refused = metric_value(metrics, "skillgauge_rejected_requests_total", protocol="grpc", signal="traces",
+        refused = metric_value(metrics, "skillgauge_rejected_requests_total", protocol=protocol, signal="traces",
                                reason="backpressure")
         assert refused > 0  # the replica did answer with backpressure
         assert metric_value(metrics, "skillgauge_rejected_items_total", reason="max_open", signal="traces") == 0
-        intervals = collector.retry_intervals("otlp_grpc/skillgauge")
-        assert intervals and min(intervals) >= 5.0  # RetryInfo's 5 s, not the exporter's own 1-1.5 s backoff
+        intervals = collector.retry_intervals(exporter)
+        assert intervals and min(intervals) >= 5.0  # the 5 s asked for, not the exporter's own 1-1.5 s backoff
         summaries = {s: a for (s, _), a in coverage(downstream).items()}
         assert {s: a["skillgauge.session.spans"] for s, a in summaries.items() if s in spans} == dict(spans)
     finally:
