@@ -287,6 +287,40 @@ def test_a_replica_killed_and_restarted_while_traffic_flows_loses_and_doubles_no
     assert len(cluster.collector.retry_intervals()) > retried_before  # it did send to the dead replica
 
 
+def test_the_collector_killed_while_its_replica_is_down_delivers_its_file_queue_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """The compose config's queue to skillgauge is on file_storage: what the Collector
+    acknowledged to agents and could not deliver yet outlives a SIGKILL of the Collector."""
+    downstream, backend = Downstream("grpc"), Downstream("http")
+    port = free_port()  # the replica's, nobody listening there yet
+    config = compose_config()
+    config["exporters"]["otlp_grpc/skillgauge"]["endpoint"] = f"127.0.0.1:{port}"
+    config["exporters"]["otlp_http/backend"]["endpoint"] = backend.endpoint
+    (tmp_path / "otelcol").mkdir()
+    collector = Otelcol(tmp_path / "otelcol", config)
+    replica = None
+    try:
+        requests, spans = bench_traffic(round_=4, spans_per_request=64)
+        send_grpc(collector.grpc_port, requests)  # acknowledged: in the Collector's queue
+        wait_for(lambda: collector.retry_intervals("otlp_grpc/skillgauge"), timeout=30)
+        collector.proc.kill()
+        collector.stop()
+        replica = Server(tmp_path / "replica", _replica(tmp_path / "replica", downstream, port))
+        collector = Otelcol(tmp_path / "otelcol", config)  # the same file_storage directory
+        wait_for(lambda: settled([replica]) and spans.keys() <= {s for s, _ in coverage(downstream)},
+                 timeout=120, interval=0.5)
+        summaries = coverage(downstream)
+        assert sorted(summaries) == sorted((s, 1) for s in spans)  # each once, no second revision
+        assert {s: a["skillgauge.session.spans"] for (s, _), a in summaries.items()} == dict(spans)
+    finally:
+        collector.stop()
+        if replica is not None:
+            replica.stop()
+        downstream.stop()
+        backend.stop()
+
+
 # -- backpressure: one replica behind the shipped compose Collector -----------------------------
 
 
