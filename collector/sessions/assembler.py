@@ -490,7 +490,13 @@ class Assembler:
         ``promised`` sessions that requests admitted but not yet assembled may open) removed
         from ``request`` (from ``tenant``) and counted as rejected; ``opens`` is how many
         sessions the rest may open.  Only a request with more spans than there are free
-        sessions is looked into."""
+        sessions is looked into.
+
+        Raises ``Retryable`` (nothing taken) instead when the request's new sessions would
+        all fit in ``max_open`` once open ones close: a sender retries backpressure, while a
+        partial success is final (OTLP senders, the Collector among them, must not retry it),
+        so only what no retry could ever take, a request opening more than ``max_open``
+        sessions by itself, is rejected in part."""
         result = check_spans(request)
         headroom = self._config.max_open - len(self._open) - promised
         if result.accepted <= headroom:
@@ -509,6 +515,7 @@ class Assembler:
                         if key is not None:
                             keyed.setdefault(trace, key)
         new: set[str] = set()
+        over: set[str] = set()  # the sessions past the headroom
         dropped: dict[tuple[int, int], set[int]] = {}  # (resource, scope) -> span indexes
         for (r, s, i), trace_id, key in usable:
             if key is None:
@@ -520,7 +527,14 @@ class Assembler:
             if len(new) < headroom:
                 new.add(key)
             else:
+                over.add(key)
                 dropped.setdefault((r, s), set()).add(i)
+        if over and len(new) + len(over) <= self._config.max_open:
+            raise Retryable(
+                f"{len(self._open)} sessions open and {promised} admitted leave no room for the "
+                f"{len(new) + len(over)} this request opens (sessions.max_open); retry later",
+                retry_after=5.0,
+            )
         count = sum(len(d) for d in dropped.values())
         if count:
             for (r, s), indexes in dropped.items():

@@ -52,7 +52,9 @@ def test_compose_wires_collector_skillgauge_prometheus_grafana() -> None:
     compose = yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())
     services = compose["services"]
     assert set(services) == {"skillgauge", "otel-collector", "prometheus", "grafana"}
-    assert "contrib" in services["otel-collector"]["image"]
+    # The Collector is deploy/otelcol's distribution, the one tests/deploy/test_otelcol.py runs.
+    assert services["otel-collector"]["build"] == "../otelcol"
+    assert (DEPLOY / "otelcol" / "Dockerfile").exists()
     base = DEPLOY / "compose"
     for service in services.values():
         for volume in service.get("volumes", []):
@@ -60,8 +62,8 @@ def test_compose_wires_collector_skillgauge_prometheus_grafana() -> None:
             if source.startswith("."):
                 assert (base / source).resolve().exists(), source
     collector = yaml.safe_load((base / "otel-collector.yaml").read_text())
-    assert collector["exporters"]["otlp/skillgauge"]["endpoint"] == "skillgauge:4317"
-    assert "otlp/skillgauge" in collector["service"]["pipelines"]["traces/agents"]["exporters"]
+    assert collector["exporters"]["otlp_grpc/skillgauge"]["endpoint"] == "skillgauge:4317"
+    assert "otlp_grpc/skillgauge" in collector["service"]["pipelines"]["traces/agents"]["exporters"]
     prom = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     assert prom["scrape_configs"][0]["static_configs"][0]["targets"] == ["skillgauge:9464"]
 
@@ -69,15 +71,16 @@ def test_compose_wires_collector_skillgauge_prometheus_grafana() -> None:
 def test_kubernetes_loadbalancer_routes_on_session_id_to_the_headless_service() -> None:
     lb = _docs(DEPLOY / "kubernetes" / "otel-collector-loadbalancer.yaml")
     config = yaml.safe_load(_kind(lb, "ConfigMap")["data"]["config.yaml"])
-    exporter = config["exporters"]["loadbalancing"]
+    exporter = config["exporters"]["load_balancing"]
     assert exporter["routing_key"] == "attributes"
     assert exporter["routing_attributes"] == ["session.id"]
     assert exporter["resolver"]["k8s"]["service"] == "skillgauge-headless.skillgauge"
-    # OpenCode's own spans (no session.id) are dropped before routing; test_multi_replica
-    # applies the same condition (lb_routing.drop_unkeyed_spans) to the recorded traffic.
-    dropped = 'resource.attributes["service.name"] == "opencode" and attributes["session.id"] == nil'
-    assert config["processors"]["filter/opencode_internal"]["traces"]["span"] == [dropped]
-    assert config["service"]["pipelines"]["traces"]["processors"][-1] == "filter/opencode_internal"
+    # OpenCode and Kilo Code CLI go by process (service.instance.id) through a second exporter
+    # on the same replicas (tests/deploy/test_otelcol.py runs this config).
+    by_instance = config["exporters"]["load_balancing/by_instance"]
+    assert by_instance["routing_attributes"] == ["service.instance.id"]
+    assert by_instance["resolver"] == exporter["resolver"]
+    assert config["service"]["pipelines"]["traces/opencode"]["exporters"] == ["load_balancing/by_instance"]
     role = _kind(lb, "Role")
     assert any("endpoints" in r["resources"] and "watch" in r["verbs"] for r in role["rules"])
 

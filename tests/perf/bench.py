@@ -14,10 +14,9 @@ its own data dir (default durable SQLite spool) and its own ports (bound as port
 back from serve's startup line), behind the OpenTelemetry Collector's loadbalancing exporter
 with ``routing_key: attributes``, ``routing_attributes: [session.id]``.  Before timing, each
 512-span request is split as that exporter splits a batch (``route``): per trace, each trace
-to the replica its session's key ``session.id=<id>|`` hashes to on the exporter's ring
-(tests/deploy/lb_routing.py: CRC-32, 36,000 positions, 100 a replica, the replicas named
-``skillgauge-<i>:4317`` so that the split is the same on every run), the traces for one
-replica merged into one request.  Every span of a session goes to one replica.  Each
+to one replica by its session's key ``session.id=<id>|`` (its CRC-32 modulo the replicas: a
+stand-in for the exporter's ring, the same on every run; tests/deploy/test_otelcol.py runs
+the real Collector in front of replicas), the traces for one replica merged into one request.  Every span of a session goes to one replica.  Each
 replica has its own client processes (2 with ``--short``, else 4; gRPC and HTTP in turn:
 what one server had before replicas) sending it pre-encoded requests.
 
@@ -74,6 +73,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -91,7 +91,7 @@ sys.path.insert(0, str(HERE.parent.parent))
 
 from export.downstream import Downstream  # noqa: E402
 from fake_anthropic import FakeAnthropic  # noqa: E402
-from lb_routing import HashRing, split_traces  # noqa: E402
+from lb_routing import split_traces  # noqa: E402
 from support import FRAMEWORKS, Server, trace_requests  # noqa: E402
 
 # The collector's modules the in-process measurements run (some may move: repoint them here).
@@ -237,9 +237,10 @@ def requests_for(
     return bodies, total
 
 
-def replica_endpoint(n: int) -> str:
-    """Replica ``n``'s name on the ring (a StatefulSet pod's, not a port of this run)."""
-    return f"skillgauge-{n}:4317"
+def replica_of(key: str, count: int) -> int:
+    """The replica (of ``count``) that a routing key goes to: CRC-32 modulo ``count``, a
+    deterministic stand-in for the exporter's consistent-hash ring."""
+    return zlib.crc32(key.encode()) % count
 
 
 def _session_of(attributes: Any) -> str:
@@ -257,8 +258,6 @@ def route(bodies: list[bytes], count: int) -> tuple[list[list[bytes]], list[list
     ``langsmith.metadata.session_id`` and leave some spans unkeyed (linked by their trace).
     So a trace's key is ``session.id=<its session's id>|``, the id any of its spans or
     resources carries (deploy/kubernetes asks agents to put ``session.id`` on every span)."""
-    ring = HashRing([replica_endpoint(n) for n in range(count)])
-    index = {replica_endpoint(n): n for n in range(count)}
     requests = []
     for body in bodies:
         request = ExportTraceServiceRequest()
@@ -279,7 +278,7 @@ def route(bodies: list[bytes], count: int) -> tuple[list[list[bytes]], list[list
         parts = [ExportTraceServiceRequest() for _ in range(count)]
         for trace in split_traces(request):
             name = session_of_trace.get(trace.resource_spans[0].scope_spans[0].spans[0].trace_id, "")
-            n = index[ring.endpoint_for(f"{ROUTING_ATTRIBUTE}={name}|".encode())]
+            n = replica_of(f"{ROUTING_ATTRIBUTE}={name}|", count)
             parts[n].resource_spans.extend(trace.resource_spans)  # the exporter's mergeTraces
             sessions[n][name] = None
         for n, part in enumerate(parts):

@@ -209,6 +209,23 @@ def test_max_open_answers_backpressure_before_touching_anything() -> None:
     assert [s.key for s in asm.open_sessions()] == ["a"]
 
 
+def test_a_request_that_fits_max_open_once_sessions_close_gets_backpressure_not_partial_success() -> None:
+    # A partial success is final (senders must not retry it): only spans no retry could ever
+    # take are rejected in part; a request that fits once open sessions close is refused whole.
+    asm, _, _ = make(max_open=3)
+    asm.add_spans(one_span(1, 1, {"session.id": "a"}))
+    two = one_span(2, 1, {"session.id": "b"})
+    two.MergeFrom(one_span(3, 1, {"session.id": "c"}))
+    with pytest.raises(Backpressure, match="max_open"):
+        asm.cap_new_sessions(two, promised=1)  # room for one of the two now, for both later
+    assert sum(len(ss.spans) for rs in two.resource_spans for ss in rs.scope_spans) == 2  # untouched
+    four = one_span(4, 1, {"session.id": "d"})
+    for n in range(5, 8):
+        four.MergeFrom(one_span(n, 1, {"session.id": f"s{n}"}))
+    outcome = asm.cap_new_sessions(four)  # opens four sessions alone: more than max_open ever holds
+    assert (outcome.over_max_open, outcome.opens) == (2, 2)
+
+
 def test_every_close_is_counted_by_reason(tmp_path: Path) -> None:
     asm, _closed, clock = make(idle_timeout="5s")
     asm.add_spans(one_span(1, 1, {"session.id": "a"}))
