@@ -169,6 +169,9 @@ class Turn:
     trace_id: str
     start_unix_nano: int
     response: str | None = None
+    # Where the request was read: "span" (a span's recorded input), "log_prompt" (a log record
+    # of the prompt), "log_message" (a logged message event); "" when not said.
+    source: str = ""
 
 
 # Between a tenant and a session id in a session's key (``session_key``).

@@ -216,6 +216,7 @@ class Coverage:
             "close_reason": s.close_reason,
             "spans": s.span_count,
             "content_capture": s.content_capture,
+            **_user_requests(s),
             "catalog": {
                 "state": s.catalog.state,
                 "skills": sorted(e.name for e in s.catalog.skills.values()),
@@ -252,6 +253,22 @@ class Coverage:
             "judge": self.judge_totals(),
             **(_unreadable(s) if s.unreadable_count else {}),
         }
+
+
+def _user_requests(s: Session) -> dict[str, Any]:
+    """What the user asked in each turn, in the user's own words (injected context removed),
+    the first ``MAX_REQUESTS_LISTED`` each cut at ``MAX_REQUEST_CHARS``; and where the first
+    was read ("not_recorded" when no turn recorded one: rules on user messages matched
+    nothing, and the judges were told so)."""
+    return {
+        "turns": len(s.turns),
+        "user_requests": [t.user_message[:MAX_REQUEST_CHARS] for t in s.turns[:MAX_REQUESTS_LISTED]],
+        "user_request_source": (s.turns[0].source or "recorded") if s.turns else "not_recorded",
+    }
+
+
+MAX_REQUESTS_LISTED = 20  # requests a coverage line lists (``turns`` counts them all)
+MAX_REQUEST_CHARS = 2000  # characters of each listed request
 
 
 def _unreadable(s: Session) -> dict[str, Any]:
