@@ -215,6 +215,9 @@ class Session:
     unreadable: list[UnreadableItem] = field(default_factory=list)
     unreadable_count: int = 0
     tenant: str = ""
+    # What named the session: "configured:<attribute>", "shape:<attribute>" (an attribute
+    # shaped like a session key), "trace" (no key: the trace is a session of its own); "" unsaid.
+    key_source: str = ""
 
     @property
     def key(self) -> str:

@@ -216,6 +216,7 @@ class Coverage:
             "close_reason": s.close_reason,
             "spans": s.span_count,
             "content_capture": s.content_capture,
+            **({"key_source": s.key_source} if s.key_source else {}),
             **_user_requests(s),
             "catalog": {
                 "state": s.catalog.state,
