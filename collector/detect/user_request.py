@@ -9,7 +9,8 @@ rule is general: a block that is structured context rather than prose is removed
 it sits; the few harness-specific markers are data in ``facts``.
 
 - A tagged block is an XML-like element whose opening tag starts a line and whose closing
-  tag (the same name) ends one, or a line holding a lone tag (``<elided>``).  Blocks of
+  tag (the same name, the first after it) ends one, or a line holding a lone tag
+  (``<elided>``).  Blocks of
   markup a person pastes (``facts.USER_MARKUP_TAGS``: ``<div>``, ``<table>``...) are kept,
   and so is a tag inside a sentence.
 - A folder tree is a run of lines drawn with tree connectors (``├──``, ``└──``, ``|--``),
@@ -28,17 +29,17 @@ per span), so its cost is the turn count, not the span count.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 
 from collector.detect import facts
 from evaluators import skill_md
 
-# An element whose opening tag starts a line and whose closing tag ends a line, the content
-# between them taken lazily (so the nearest closing tag of the same name ends it).
-_TAGGED_BLOCK = re.compile(
-    r"^[ \t]*<(?P<name>[A-Za-z][\w.:-]*)(?:\s[^<>]*)?>.*?</(?P=name)>[ \t]*$", re.MULTILINE | re.DOTALL
-)
-# A line that is one tag and nothing else (opening, closing or self-closing).
-_LONE_TAG = re.compile(r"^[ \t]*</?(?P<name>[A-Za-z][\w.:-]*)(?:\s[^<>]*)?/?>[ \t]*$", re.MULTILINE)
+# An opening tag that starts a line (its attributes on that line), and a closing tag that
+# ends one.  A block runs from an opening tag to the first closing tag of its name after it.
+_OPEN_TAG = re.compile(r"^[ \t]*<(?P<name>[A-Za-z][\w.:-]*)(?:\s[^<>\n]*)?(?P<closed>/?)>", re.MULTILINE)
+_CLOSE_TAG = re.compile(r"</(?P<name>[A-Za-z][\w.:-]*)>[ \t]*$", re.MULTILINE)
+# A line that is one closing tag and nothing else.
+_LONE_CLOSE = re.compile(r"^[ \t]*</(?P<name>[A-Za-z][\w.:-]*)>[ \t]*$", re.MULTILINE)
 # One line of a drawn folder tree: connectors, then a name.
 _TREE_LINE = re.compile(r"^[ \t│|]*(?:[├└]─+|[|`+]-{2,})")
 # The root a tree hangs from: a path ending in a separator (``/project/``, ``src\\``) or a colon.
@@ -47,6 +48,7 @@ _TREE_ROOT = re.compile(r"^\s*\S+[/\\:]\s*$")
 _CATALOG_HEADING = re.compile(r"^\s*#{1,6}\s.*\bskills?\b", re.IGNORECASE)
 _LIST_ENTRY = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\S")
 _FRONT_MATTER = re.compile(r"^---[ \t]*$", re.MULTILINE)
+_FRONT_MATTER_TRIES = 8  # "---" lines tried as a SKILL.md's start, in a message
 
 
 def user_request(text: str) -> str:
@@ -70,18 +72,50 @@ def user_request(text: str) -> str:
 
 
 def _without_tagged_blocks(text: str) -> str:
-    def block(match: re.Match[str]) -> str:
-        return match.group(0) if match.group("name").lower() in facts.USER_MARKUP_TAGS else ""
+    """``text`` without its tagged blocks and lone tag lines (of any name but the markup a
+    person pastes).  One pass over the text for the closing tags, one for the opening ones:
+    linear, whatever the text holds (an unclosed tag costs no search to the end)."""
+    closes: dict[str, tuple[list[int], list[int]]] = {}  # name -> (starts, ends), in order
+    for found in _CLOSE_TAG.finditer(text):
+        starts, ends = closes.setdefault(found.group("name"), ([], []))
+        starts.append(found.start())
+        ends.append(found.end())
+    kept: list[str] = []
+    at = 0
+    for found in _OPEN_TAG.finditer(text):
+        name = found.group("name")
+        if found.start() < at or name.lower() in facts.USER_MARKUP_TAGS:
+            continue  # inside a block removed already, or markup the user pasted
+        starts, ends = closes.get(name, ([], []))
+        after = bisect_left(starts, found.end())
+        if not found.group("closed") and after < len(starts):
+            end = ends[after]
+        else:  # no closing tag: only a tag alone on its line goes
+            line_end = text.find("\n", found.end())
+            end = len(text) if line_end < 0 else line_end
+            if text[found.end() : end].strip():
+                continue
+        kept.append(text[at : found.start()])
+        at = end
+    kept.append(text[at:])
+    return _LONE_CLOSE.sub(_unless_markup, "".join(kept))
 
-    text = _TAGGED_BLOCK.sub(block, text)
-    return _LONE_TAG.sub(block, text)
+
+def _unless_markup(found: re.Match[str]) -> str:
+    return found.group(0) if found.group("name").lower() in facts.USER_MARKUP_TAGS else ""
 
 
 def _without_skill_body(text: str) -> str:
-    """``text`` cut where a SKILL.md (front matter with a name and a description) starts."""
-    for found in _FRONT_MATTER.finditer(text):
-        if skill_md.try_parse(text[found.start() :]) is not None:
-            return text[: found.start()]
+    """``text`` cut where a SKILL.md (front matter with a name and a description) starts.
+    The first few ``---`` lines are tried (each try parses from there to the end)."""
+    for tried, found in enumerate(_FRONT_MATTER.finditer(text)):
+        if tried == _FRONT_MATTER_TRIES:
+            break
+        try:
+            skill_md.parse(text[found.start() :])  # not ``try_parse``: it caches what it reads
+        except skill_md.SkillFormatError:
+            continue
+        return text[: found.start()]
     return text
 
 

@@ -170,6 +170,9 @@ def test_the_rule_could_fail_where_a_name_sits_only_in_injected_context(
         ("Fix this: <b>bold</b> is not rendering", "Fix this: <b>bold</b> is not rendering"),
         ("<div>\nhello\n</div>\nwhy is this broken?", "<div>\nhello\n</div>\nwhy is this broken?"),
         ("Compare a -- b and c --- d.", "Compare a -- b and c --- d."),
+        ("<T> is a type parameter here.", "<T> is a type parameter here."),
+        ("<context>\nunclosed: only the tag's own line goes\nok", "unclosed: only the tag's own line goes\nok"),
+        ("<ctx>\none\n</ctx>\nmine\n<ctx>\ntwo\n</ctx>", "mine"),  # each block to its own closing tag
         ("# Skill ideas\nPlease think of some.", "# Skill ideas\nPlease think of some."),
         # Trees, catalogs and SKILL.md bodies pasted around the request go.
         ("Explain this layout:\n/proj/\n├── a\n│   └── b\n└── c", "Explain this layout:"),
