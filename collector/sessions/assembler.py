@@ -381,8 +381,8 @@ class Assembler:
         """The open session a usable span joins, counted in it; None for a span that an
         evaluation before a restart already accounted for, or that its session has taken
         already (a re-sent span)."""
-        key, source = self._key_and_source(values, resource_values, tenant)
         trace = scoped(tenant, trace_id)
+        key, source = self._key_and_source(values, resource_values, tenant, trace)
         if self.skip is not None and self.skip(key, trace, request_id):
             result.accepted += 1  # evaluated before the restart: accounted for
             return None
@@ -392,7 +392,8 @@ class Assembler:
             self._duplicate("traces")
             return None
         session = self._session_for(key, trace, now, request_id, tenant, source)
-        session.skill_named = session.skill_named or mentions_skills(values)
+        if session.provisional and not session.skill_named:
+            session.skill_named = mentions_skills(values)
         session.ids.add(ident)
         session.spans += 1
         session.bytes += size
@@ -424,13 +425,13 @@ class Assembler:
                     session: OpenSession | None = None
                     try:
                         view = LogView(record, scope, resource)
-                        key, source = self._log_key_and_source(view, tenant)
                         trace_id = scoped(
                             tenant,
                             record.trace_id
                             if len(record.trace_id) == 16 and record.trace_id != _ZERO_TRACE
                             else b"",
                         )
+                        key, source = self._log_key_and_source(view, tenant, trace_id)
                         if key is None and not trace_id:
                             # Not an invalid record: one no session can use.  Counted apart, and
                             # named by its event, so a sender sees which of its events these are.
@@ -447,7 +448,8 @@ class Assembler:
                             self._duplicate("logs")
                             continue
                         session = self._session_for(key, trace_id, now, request_id, tenant, source)
-                        session.skill_named = session.skill_named or mentions_skills(view.attrs)
+                        if session.provisional and not session.skill_named:
+                            session.skill_named = mentions_skills(view.attrs)
                         session.ids.add(ident)
                         session.bytes += len(encoded)
                         session.last_seen = now
@@ -574,12 +576,18 @@ class Assembler:
         return self._key_and_source(values, resource, tenant)[0]
 
     def _key_and_source(
-        self, values: Attributes, resource: Attributes, tenant: str
+        self, values: Attributes, resource: Attributes, tenant: str, trace: bytes = b""
     ) -> tuple[str | None, str]:
         """The session key: the first configured key present, on the item or its resource,
         else one found by its shape (``SessionKeys``), within ``tenant`` (``session_key``);
-        and what named it (``OpenSession.key_source``; "trace" for none)."""
-        found = self._finder.find(values, resource)
+        and what named it (``OpenSession.key_source``; "trace" for none).  ``trace``
+        (``scoped``): the item's trace, when it is being placed; bound to a session a key
+        named, the item joins it whatever a shaped key says (``_session_for``), so none is
+        looked for (a lookup costs a hash of the item's key names: hundreds on a span that
+        flattens its messages)."""
+        found = self._finder.configured(values, resource)
+        if found is None and not self._keyed(trace):
+            found = self._finder.shaped(values, resource)
         if found is None:
             return None, "trace"
         key = session_key(tenant, found.value)
@@ -587,14 +595,20 @@ class Assembler:
             key = self._aliases.get(key, key)
         return key, f"{found.source}:{found.attribute}"
 
+    def _keyed(self, trace: bytes) -> bool:
+        """Whether ``trace`` is bound to an open session a key named (not a provisional one)."""
+        owner = self._trace_owner.get(trace) if trace else None
+        session = self._open.get(owner) if owner is not None else None
+        return session is not None and not session.provisional
+
     def _log_key_of(self, view: LogView, tenant: str) -> str | None:
         return self._log_key_and_source(view, tenant)[0]
 
-    def _log_key_and_source(self, view: LogView, tenant: str) -> tuple[str | None, str]:
+    def _log_key_and_source(self, view: LogView, tenant: str, trace: bytes = b"") -> tuple[str | None, str]:
         """A log record's session key: as a span's, else under the configured span keys among
         the fields its body holds (``LogView.message_fields``: a harness that names the
         session only in its log lines' fields)."""
-        key, source = self._key_and_source(view.attrs, view.resource.attrs, tenant)
+        key, source = self._key_and_source(view.attrs, view.resource.attrs, tenant, trace)
         if key is not None or not self._body_keys:
             return key, source
         found = view.message_fields
@@ -921,8 +935,8 @@ class Assembler:
                             if span_problem(span) is not None:
                                 continue
                             view = SpanView(span, scope, resource)
-                            key = self._key_of(view.attrs, resource.attrs, tenant)
-                            if self._belongs(key, span.trace_id, entry.session, traces, tenant):
+                            key, source = self._key_and_source(view.attrs, resource.attrs, tenant)
+                            if self._belongs(key, source, span.trace_id, entry.session, traces, tenant):
                                 ids.add(span.trace_id + span.span_id)
                                 evidence.observe_span(view)
             else:
@@ -932,8 +946,8 @@ class Assembler:
                         scope = scope_logs.scope.name
                         for record in scope_logs.log_records:
                             log_view = LogView(record, scope, resource)
-                            key = self._log_key_of(log_view, tenant)
-                            if self._belongs(key, record.trace_id, entry.session, traces, tenant):
+                            key, source = self._log_key_and_source(log_view, tenant)
+                            if self._belongs(key, source, record.trace_id, entry.session, traces, tenant):
                                 ids.add(log_id(record))
                                 evidence.observe_log(log_view)
         self.seed_revision(entry.session, entry.revision)
@@ -945,10 +959,13 @@ class Assembler:
         self._trim_reopenable()
 
     @staticmethod
-    def _belongs(found: str | None, trace_id: bytes, key: str, traces: set[bytes], tenant: str) -> bool:
-        """Whether an item whose own session key is ``found`` belongs to session ``key`` of
-        ``traces``."""
-        return found == key or (found is None and scoped(tenant, trace_id) in traces)
+    def _belongs(
+        found: str | None, source: str, trace_id: bytes, key: str, traces: set[bytes], tenant: str
+    ) -> bool:
+        """Whether an item whose own session key is ``found`` (named by ``source``) belongs to
+        session ``key`` of ``traces``: a key found by shape yields to the trace's session, as
+        when the item was first placed."""
+        return found == key or ((found is None or _shaped(source)) and scoped(tenant, trace_id) in traces)
 
     def _bounded(self, session: Session) -> Session:
         """The closed session with each skill body cut to ``sessions.max_skill_body_chars``."""

@@ -99,6 +99,10 @@ class SessionKeys:
 
     def find(self, values: Attributes, resource: Attributes) -> FoundKey | None:
         """The session id an item (``values``) and its resource name, or None."""
+        return self.configured(values, resource) or self.shaped(values, resource)
+
+    def configured(self, values: Attributes, resource: Attributes) -> FoundKey | None:
+        """The session id the first configured key present names, or None."""
         for where, key in self._keys:
             attrs = values if where == "span" else resource
             if key in attrs:  # most spans carry none of the keys, or one
@@ -107,6 +111,11 @@ class SessionKeys:
                 # thread.id is, on most spans, the OS thread's number) names none there.
                 if type(value) is str and value:
                     return FoundKey(value, "configured", key)
+        return None
+
+    def shaped(self, values: Attributes, resource: Attributes) -> FoundKey | None:
+        """The session id an attribute shaped like a session key names (on the item, else its
+        resource), or None; None always when keys by shape are off."""
         if not self._by_shape:
             return None
         for attrs in (values, resource):
