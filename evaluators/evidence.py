@@ -169,6 +169,9 @@ class Turn:
     trace_id: str
     start_unix_nano: int
     response: str | None = None
+    # Where the request was read: "span" (a span's recorded input), "log_prompt" (a log record
+    # of the prompt), "log_message" (a logged message event); "" when not said.
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +231,9 @@ class Session:
     unreadable: list[UnreadableItem] = field(default_factory=list)
     unreadable_count: int = 0
     tenant: str = ""
+    # What named the session: "configured:<attribute>", "shape:<attribute>" (an attribute
+    # shaped like a session key), "trace" (no key: the trace is a session of its own); "" unsaid.
+    key_source: str = ""
 
     @property
     def key(self) -> str:

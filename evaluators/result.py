@@ -216,6 +216,8 @@ class Coverage:
             "close_reason": s.close_reason,
             "spans": s.span_count,
             "content_capture": s.content_capture,
+            **({"key_source": s.key_source} if s.key_source else {}),
+            **_user_requests(s),
             "catalog": {
                 "state": s.catalog.state,
                 "skills": sorted(e.name for e in s.catalog.skills.values()),
@@ -262,7 +264,6 @@ class Coverage:
 # The coverage line names each turn's request, cut, for the session page; the evidence itself
 # (the whole request) is the judge's.
 MAX_TURNS_SHOWN = 50
-MAX_REQUEST_CHARS = 2000
 
 
 def user_request(turn: Turn) -> str:
@@ -273,6 +274,22 @@ def user_request(turn: Turn) -> str:
 
 def _cut(text: str) -> str:
     return text if len(text) <= MAX_REQUEST_CHARS else text[:MAX_REQUEST_CHARS] + " [...]"
+
+
+def _user_requests(s: Session) -> dict[str, Any]:
+    """What the user asked in each turn, in the user's own words (injected context removed),
+    the first ``MAX_REQUESTS_LISTED`` each cut at ``MAX_REQUEST_CHARS``; and where the first
+    was read ("not_recorded" when no turn recorded one: rules on user messages matched
+    nothing, and the judges were told so)."""
+    return {
+        "turn_count": len(s.turns),
+        "user_requests": [user_request(t)[:MAX_REQUEST_CHARS] for t in s.turns[:MAX_REQUESTS_LISTED]],
+        "user_request_source": (s.turns[0].source or "recorded") if s.turns else "not_recorded",
+    }
+
+
+MAX_REQUESTS_LISTED = 20  # requests a coverage line lists (``turn_count`` counts them all)
+MAX_REQUEST_CHARS = 2000  # characters of each listed request
 
 
 def _unreadable(s: Session) -> dict[str, Any]:

@@ -410,6 +410,27 @@ USER_ROLES: tuple[str, ...] = ("user", "human")
 # Context a harness puts before the user's own words in the same message, left out of the
 # request: Copilot CLI's "<current_datetime>...</current_datetime>" line.
 USER_TEXT_PREAMBLE: re.Pattern[str] = re.compile(r"\A\s*<current_datetime>[^<]*</current_datetime>\s*")
+# -- the user's own words (``user_request``): markers of what harnesses inject, as data;
+# the rule itself (structured context is removed, prose is kept) is general.
+# Tag names a person pastes as markup: a block of these in a request is the user's own text.
+USER_MARKUP_TAGS: frozenset[str] = frozenset(
+    {
+        *("html", "head", "body", "div", "span", "p", "pre", "code", "a", "b", "i", "em", "strong"),
+        *("table", "thead", "tbody", "tr", "td", "th", "ul", "ol", "li", "blockquote", "br", "hr"),
+        *("svg", "script", "style", "form", "input", "button", "img", "h1", "h2", "h3", "h4", "h5"),
+    }
+)
+# Whole messages a harness writes itself, never the user: OpenCode's (and Kilo's) title
+# request, sent as a user message beside the quoted prompt.
+HARNESS_MESSAGES: re.Pattern[str] = re.compile(r"Generate a title for this conversation:?")
+# A request the harness wrapped whole in double quotes: OpenCode's ``run`` joins its
+# arguments, quoting each one that holds a space.
+QUOTED_REQUEST: re.Pattern[str] = re.compile(r'\A"([^"]*)"\Z')
+# Files a harness expands into the user's message after the words that named them: Gemini
+# CLI's @path expansion.
+INLINED_FILES_BLOCK: re.Pattern[str] = re.compile(
+    r"^-{3} Content from referenced files -{3}$.*?(?:^-{3} End of content -{3}$|\Z)", re.MULTILINE | re.DOTALL
+)
 # Where a message keeps its body, first present wins: GenAI semconv messages use "parts".
 MESSAGE_BODY_KEYS: tuple[str, ...] = ("parts", "content")
 # Where a recorded request keeps its message list, first non-empty wins: {"messages": [...]}

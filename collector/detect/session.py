@@ -35,6 +35,7 @@ from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.expectations import NO_RULES, Expected, Rules
 from collector.detect.outcome import text_outcome
 from collector.detect.transcript import Injection, MessageCall, MessageResult, injections_in
+from collector.detect.user_request import user_request
 from collector.otlp.views import Encoded, EventView, LogView, SpanView
 from evaluators.evidence import (
     Catalog,
@@ -318,8 +319,9 @@ class SessionEvidence:
                 if self._first_sight((role, raw)):
                     fresh.append((role, raw))
         for text in messages.user_texts(view, fresh):
-            if self._new_request(text):
-                self.turns.append(Turn(text, view.span_id, view.trace_id, start))
+            request = self._new_request(text)
+            if request:
+                self.turns.append(Turn(request, view.span_id, view.trace_id, start, source=_FROM_SPAN))
         # Read when the session closes, and only the answers that end a turn: a chat span per
         # model call records one, and most are superseded by a later one in the same turn.
         # (Measured: 4 us a span saved, 12 KB more per open 50-span session; a raw answer is
@@ -357,9 +359,11 @@ class SessionEvidence:
             self._log_calls.append(checked)
         prompt_key = facts.LOG_USER_PROMPTS.get(event)
         if prompt_key is not None:
-            text = view.attrs.text(prompt_key)
-            if text and self._new_request(text):
-                self.turns.append(Turn(text, seen.span_id, seen.trace_id, seen.time_unix_nano))
+            request = self._new_request(view.attrs.text(prompt_key) or "")
+            if request:
+                self.turns.append(
+                    Turn(request, seen.span_id, seen.trace_id, seen.time_unix_nano, source=_FROM_LOG_PROMPT)
+                )
         answer_key = facts.LOG_AGENT_RESPONSES.get(event)
         if answer_key is not None:
             answer = view.attrs.text(answer_key)
@@ -428,8 +432,11 @@ class SessionEvidence:
             return
         self._content_seen = True
         text = messages.message_text(first_present(message, facts.MESSAGE_BODY_KEYS))
-        if role == "user" and text and self._new_request(text):
-            self.turns.append(Turn(text, seen.span_id, seen.trace_id, seen.time_unix_nano))
+        request = self._new_request(text) if role == "user" else ""
+        if request:
+            self.turns.append(
+                Turn(request, seen.span_id, seen.trace_id, seen.time_unix_nano, source=_FROM_LOG_MESSAGE)
+            )
         elif role == "answer" and text:
             self._answers.append((seen.time_unix_nano, text))
         self._scan(_json(message), seen)
@@ -469,13 +476,21 @@ class SessionEvidence:
         if call.name in facts.CATALOG_TOOLS and call.result:
             self._scan(call.result, _Seen(call.trace_id, call.span_id, call.start_unix_nano))
 
-    def _new_request(self, text: str) -> bool:
-        """True the first time this session reads a user request (every later span repeats
-        it); never for what a harness records in place of one (``facts.PLACEHOLDER_PROMPTS``)."""
-        if text in self._turn_texts or text in facts.PLACEHOLDER_PROMPTS:
-            return False
+    def _new_request(self, text: str) -> str:
+        """The user's own words in a user message (``user_request``) the first time this
+        session reads them (every later span repeats them), else "": also for what a harness
+        records in place of a request (``facts.PLACEHOLDER_PROMPTS``) and for a message that
+        holds only what the harness injected.  Each text is read once, not once a span."""
+        if not text or text in self._turn_texts or text in facts.PLACEHOLDER_PROMPTS:
+            return ""
         self._turn_texts.add(text)
-        return True
+        request = user_request(text)
+        if request == text:
+            return request
+        if not request or request in self._turn_texts:
+            return ""
+        self._turn_texts.add(request)
+        return request
 
     def _first_sight(self, item: tuple[str, str]) -> bool:
         """True the first time this session reads ``item`` (tagged text, remembered by hash)."""
@@ -979,6 +994,9 @@ class SessionEvidence:
 
 
 _NO_ID = "#"  # starts the key of a history call recorded without an id
+# Where a turn's request was read (``Turn.source``): a span's recorded input, a log record
+# of the prompt (``facts.LOG_USER_PROMPTS``), a logged GenAI message event.
+_FROM_SPAN, _FROM_LOG_PROMPT, _FROM_LOG_MESSAGE = "span", "log_prompt", "log_message"
 _MAX_ANCESTORS = 64  # a chain of links this long is cut (a cycle, or a very deep trace)
 _ACTIVATIONS = ("skill_tool", "log_event")  # loads that activate a skill: a tool call, a logged activation
 _NAME_NOT_RECORDED = "the skill's name was not recorded"

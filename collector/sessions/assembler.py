@@ -50,6 +50,7 @@ from collector.detect.session import SessionEvidence
 from collector.otlp.received import Accepted
 from collector.otlp.views import Attributes, LogView, ResourceView, SpanView
 from collector.sessions.config import Sessions as SessionsConfig
+from collector.sessions.keys import SessionKeys, mentions_skills
 from collector.state.store import Closed, Reopenable
 from collector.telemetry import RateLimitedLog
 from evaluators.evidence import TENANT_SEPARATOR, Session, UnreadableItem, session_key, split_session_key
@@ -74,6 +75,14 @@ SLICE_SECONDS = 0.002
 # Why a log record with neither a session key nor a trace id is not taken.
 UNCORRELATED = "log record with no session key and no trace_id to correlate it"
 _ZERO_SPAN = bytes(8)
+_CONFIGURED = "configured:"
+_MAX_ALIASES = 100_000  # shaped keys remembered as leading to a configured key's session
+
+
+def _shaped(source: str) -> bool:
+    return source.startswith("shape:")
+
+
 UNREADABLE_REASONS = ("too_deep", "bad_value", "internal_error")
 _UNREADABLE_DETAIL_CHARS = 300
 log = logging.getLogger("skillgauge")
@@ -87,12 +96,14 @@ class OpenSession:
         "first_request",
         "ids",
         "key",
+        "key_source",
         "last_request",
         "last_seen",
         "opened_at",
         "provisional",
         "requests",
         "revision",
+        "skill_named",
         "spans",
         "traces",
     )
@@ -101,6 +112,10 @@ class OpenSession:
         self, key: str, revision: int, now: float, provisional: bool, evidence: SessionEvidence
     ) -> None:
         self.key = key
+        # What named it: "configured:<attribute>", "shape:<attribute>" (``SessionKeys``), or
+        # "trace" for a trace no key named (provisional until a sibling names one).
+        self.key_source = "trace"
+        self.skill_named = False  # an item of it had an attribute named for a skill
         self.evidence = evidence  # what its spans and log records showed so far
         self.revision = revision
         self.first_request = 0
@@ -232,7 +247,11 @@ class Assembler:
         self._clock = clock
         self._rules = rules
         self._keys = tuple(k.split(":", 1) for k in config.keys)
+        self._finder = SessionKeys(config.keys, config.keys_by_shape)
         self._body_keys = tuple(key for where, key in self._keys if where == "span")
+        # Key (``session_key``) of a session a key found by shape named -> the session a
+        # configured key named that took it in: later items under the shaped key go there.
+        self._aliases: OrderedDict[str, str] = OrderedDict()
         # Ordered by last activity, so the idle scan stops at the first live session.
         self._open: OrderedDict[str, OpenSession] = OrderedDict()
         self._opened_order: deque[tuple[float, str, int]] = deque()
@@ -249,6 +268,9 @@ class Assembler:
         self.reopened = 0
         # Traces that named no session and closed holding nothing to evaluate (``nothing_to_evaluate``).
         self.discarded = 0
+        # Traces that named no session and were kept, each a session of its own: they showed
+        # an agent at work or skill evidence (``nothing_to_evaluate``, ``mentions_skills``).
+        self.unkeyed = 0
         self.bodies_cut = 0  # skill bodies cut at ``sessions.max_skill_body_chars``
 
     @property
@@ -359,8 +381,8 @@ class Assembler:
         """The open session a usable span joins, counted in it; None for a span that an
         evaluation before a restart already accounted for, or that its session has taken
         already (a re-sent span)."""
-        key = self._key_of(values, resource_values, tenant)
         trace = scoped(tenant, trace_id)
+        key, source = self._key_and_source(values, resource_values, tenant, trace)
         if self.skip is not None and self.skip(key, trace, request_id):
             result.accepted += 1  # evaluated before the restart: accounted for
             return None
@@ -369,7 +391,9 @@ class Assembler:
             result.accepted += 1
             self._duplicate("traces")
             return None
-        session = self._session_for(key, trace, now, request_id, tenant)
+        session = self._session_for(key, trace, now, request_id, tenant, source)
+        if session.provisional and not session.skill_named:
+            session.skill_named = mentions_skills(values)
         session.ids.add(ident)
         session.spans += 1
         session.bytes += size
@@ -401,13 +425,13 @@ class Assembler:
                     session: OpenSession | None = None
                     try:
                         view = LogView(record, scope, resource)
-                        key = self._log_key_of(view, tenant)
                         trace_id = scoped(
                             tenant,
                             record.trace_id
                             if len(record.trace_id) == 16 and record.trace_id != _ZERO_TRACE
                             else b"",
                         )
+                        key, source = self._log_key_and_source(view, tenant, trace_id)
                         if key is None and not trace_id:
                             # Not an invalid record: one no session can use.  Counted apart, and
                             # named by its event, so a sender sees which of its events these are.
@@ -423,7 +447,9 @@ class Assembler:
                             result.accepted += 1
                             self._duplicate("logs")
                             continue
-                        session = self._session_for(key, trace_id, now, request_id, tenant)
+                        session = self._session_for(key, trace_id, now, request_id, tenant, source)
+                        if session.provisional and not session.skill_named:
+                            session.skill_named = mentions_skills(view.attrs)
                         session.ids.add(ident)
                         session.bytes += len(encoded)
                         session.last_seen = now
@@ -560,38 +586,67 @@ class Assembler:
             )
 
     def _key_of(self, values: Attributes, resource: Attributes, tenant: str) -> str | None:
+        """The session key an item names (``_key_and_source``), or None."""
+        return self._key_and_source(values, resource, tenant)[0]
+
+    def _key_and_source(
+        self, values: Attributes, resource: Attributes, tenant: str, trace: bytes = b""
+    ) -> tuple[str | None, str]:
         """The session key: the first configured key present, on the item or its resource,
-        within ``tenant`` (``session_key``)."""
-        for where, key in self._keys:
-            attrs = values if where == "span" else resource
-            if key in attrs:  # most spans carry none of the keys, or one
-                value = attrs.get(key)
-                # Only text names a session: a key that also holds numbers (Codex CLI's
-                # thread.id is, on most spans, the OS thread's number) names none there.
-                if type(value) is str and value:
-                    return session_key(tenant, value)
-        return None
+        else one found by its shape (``SessionKeys``), within ``tenant`` (``session_key``);
+        and what named it (``OpenSession.key_source``; "trace" for none).  ``trace``
+        (``scoped``): the item's trace, when it is being placed; bound to a session a key
+        named, the item joins it whatever a shaped key says (``_session_for``), so none is
+        looked for (a lookup costs a hash of the item's key names: hundreds on a span that
+        flattens its messages)."""
+        found = self._finder.configured(values, resource)
+        if found is None and not self._keyed(trace):
+            found = self._finder.shaped(values, resource)
+        if found is None:
+            return None, "trace"
+        key = session_key(tenant, found.value)
+        if found.source == "shape":
+            key = self._aliases.get(key, key)
+        return key, f"{found.source}:{found.attribute}"
+
+    def _keyed(self, trace: bytes) -> bool:
+        """Whether ``trace`` is bound to an open session a key named (not a provisional one)."""
+        owner = self._trace_owner.get(trace) if trace else None
+        session = self._open.get(owner) if owner is not None else None
+        return session is not None and not session.provisional
 
     def _log_key_of(self, view: LogView, tenant: str) -> str | None:
-        """A log record's session key: as a span's, else under the same keys among the fields
-        its body holds (``LogView.message_fields``: a harness that names the session only
-        in its log lines' fields)."""
-        key = self._key_of(view.attrs, view.resource.attrs, tenant)
+        return self._log_key_and_source(view, tenant)[0]
+
+    def _log_key_and_source(self, view: LogView, tenant: str, trace: bytes = b"") -> tuple[str | None, str]:
+        """A log record's session key: as a span's, else under the configured span keys among
+        the fields its body holds (``LogView.message_fields``: a harness that names the
+        session only in its log lines' fields)."""
+        key, source = self._key_and_source(view.attrs, view.resource.attrs, tenant, trace)
         if key is not None or not self._body_keys:
-            return key
+            return key, source
         found = view.message_fields
         if found is None:
-            return None
+            return None, source
         for name in self._body_keys:
             value = found[1].get(name)
             if type(value) is str and value:
-                return session_key(tenant, value)
-        return None
+                return session_key(tenant, value), f"configured:{name}"
+        return None, source
 
     def _session_for(
-        self, key: str | None, trace_id: bytes, now: float, request_id: int, tenant: str
+        self,
+        key: str | None,
+        trace_id: bytes,
+        now: float,
+        request_id: int,
+        tenant: str,
+        source: str = "trace",
     ) -> OpenSession:
-        """``trace_id``: ``scoped`` to ``tenant``."""
+        """``trace_id``: ``scoped`` to ``tenant``; ``source``: what named ``key``.  A key found
+        by shape yields to a configured one: a trace bound to a session a configured key named
+        stays there, and a session a shaped key named is folded into the configured one that
+        names one of its traces (its key then leads there)."""
         owner = self._trace_owner.get(trace_id) if trace_id else None
         if key is None:
             if owner is not None and owner in self._open:
@@ -600,11 +655,20 @@ class Assembler:
             key = session_key(tenant, trace_id[-16:].hex())
             session = self._open.get(key) or self._start(key, now, provisional=True)
         else:
-            session = self._open.get(key) or self._start(key, now, provisional=False)
-            if owner is not None and owner != key:
-                provisional = self._open.get(owner)
-                if provisional is not None and provisional.provisional:
-                    self._fold(provisional, into=session)
+            bound = self._open.get(owner) if owner is not None and owner != key else None
+            if bound is not None and _shaped(source) and bound.key_source.startswith(_CONFIGURED):
+                return self._touch(bound, request_id)
+            session = self._open.get(key) or self._start(key, now, provisional=False, source=source)
+            if _shaped(session.key_source) and not _shaped(source):
+                session.key_source = source  # a configured key names it too
+            if bound is not None and (
+                bound.provisional or (_shaped(bound.key_source) and not _shaped(session.key_source))
+            ):
+                if not bound.provisional:
+                    self._aliases[bound.key] = session.key
+                    if len(self._aliases) > _MAX_ALIASES:
+                        self._aliases.popitem(last=False)
+                self._fold(bound, into=session)
         if trace_id and trace_id not in session.traces:
             session.traces.add(trace_id)
             self._trace_owner[trace_id] = session.key
@@ -619,7 +683,7 @@ class Assembler:
                 session.requests.append(request_id)
         return session
 
-    def _start(self, key: str, now: float, provisional: bool) -> OpenSession:
+    def _start(self, key: str, now: float, provisional: bool, source: str = "trace") -> OpenSession:
         recent = self._forget_recent(key)
         revision = max(self._revisions.pop(key, 0), recent.revision if recent else 0) + 1
         if revision > 1:
@@ -630,6 +694,7 @@ class Assembler:
             evidence = SessionEvidence(self._rules)
             evidence.catalog.limit = self._config.max_catalog_entries
         session = OpenSession(key, revision, now, provisional, evidence)
+        session.key_source = source
         if recent is not None:  # late spans: the new revision carries the earlier ones too
             session.first_request = recent.first_request
             session.traces = recent.traces
@@ -652,6 +717,7 @@ class Assembler:
         into.first_request = min(firsts) if firsts else 0
         into.last_request = max(into.last_request, provisional.last_request)
         into.ids |= provisional.ids
+        into.skill_named = into.skill_named or provisional.skill_named
         into.requests = sorted({*into.requests, *provisional.requests})
         for trace_id in provisional.traces:
             into.traces.add(trace_id)
@@ -722,9 +788,12 @@ class Assembler:
         tenant, session_id = split_session_key(session.key)
         finished = self._bounded(session.evidence.finish(session_id, session.revision, reason))
         finished.tenant = tenant
-        if session.provisional and not session.evidence.model_seen and nothing_to_evaluate(finished):
-            self.discarded += 1  # a trace of the harness's own housekeeping: not a session
-            return
+        finished.key_source = session.key_source
+        if session.provisional:
+            if not (session.evidence.model_seen or session.skill_named) and nothing_to_evaluate(finished):
+                self.discarded += 1  # a trace of the harness's own housekeeping: not a session
+                return
+            self.unkeyed += 1  # no key named it: a session of its own, evaluated, said so
         keep = not session.provisional and reason in _REOPEN_WHOLE
         self.closed_by_reason[reason] = self.closed_by_reason.get(reason, 0) + 1
         if self._on_record is not None:
@@ -880,8 +949,8 @@ class Assembler:
                             if span_problem(span) is not None:
                                 continue
                             view = SpanView(span, scope, resource)
-                            key = self._key_of(view.attrs, resource.attrs, tenant)
-                            if self._belongs(key, span.trace_id, entry.session, traces, tenant):
+                            key, source = self._key_and_source(view.attrs, resource.attrs, tenant)
+                            if self._belongs(key, source, span.trace_id, entry.session, traces, tenant):
                                 ids.add(span.trace_id + span.span_id)
                                 evidence.observe_span(view)
             else:
@@ -891,8 +960,8 @@ class Assembler:
                         scope = scope_logs.scope.name
                         for record in scope_logs.log_records:
                             log_view = LogView(record, scope, resource)
-                            key = self._log_key_of(log_view, tenant)
-                            if self._belongs(key, record.trace_id, entry.session, traces, tenant):
+                            key, source = self._log_key_and_source(log_view, tenant)
+                            if self._belongs(key, source, record.trace_id, entry.session, traces, tenant):
                                 ids.add(log_id(record))
                                 evidence.observe_log(log_view)
         self.seed_revision(entry.session, entry.revision)
@@ -904,10 +973,13 @@ class Assembler:
         self._trim_reopenable()
 
     @staticmethod
-    def _belongs(found: str | None, trace_id: bytes, key: str, traces: set[bytes], tenant: str) -> bool:
-        """Whether an item whose own session key is ``found`` belongs to session ``key`` of
-        ``traces``."""
-        return found == key or (found is None and scoped(tenant, trace_id) in traces)
+    def _belongs(
+        found: str | None, source: str, trace_id: bytes, key: str, traces: set[bytes], tenant: str
+    ) -> bool:
+        """Whether an item whose own session key is ``found`` (named by ``source``) belongs to
+        session ``key`` of ``traces``: a key found by shape yields to the trace's session, as
+        when the item was first placed."""
+        return found == key or ((found is None or _shaped(source)) and scoped(tenant, trace_id) in traces)
 
     def _bounded(self, session: Session) -> Session:
         """The closed session with each skill body cut to ``sessions.max_skill_body_chars``."""

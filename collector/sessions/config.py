@@ -17,6 +17,9 @@ _KEY = re.compile(r"^(span|resource):\S+$")
 
 class Sessions(Strict):
     keys: tuple[str, ...] = facts.SESSION_KEYS
+    # When no configured key is present: an attribute whose name ends in conversation_id,
+    # session_id, session.id or thread_id (any namespace) names the session.
+    keys_by_shape: bool = True
     idle_timeout: Seconds = 300.0
     max_duration: Seconds = 6 * 3600.0
     max_spans: int = Field(20_000, gt=0)

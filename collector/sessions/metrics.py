@@ -48,6 +48,13 @@ class SessionsMetrics:
             "not evaluated.",
             registry=r,
         )
+        self.sessions_unkeyed = Counter(
+            "skillgauge_sessions_unkeyed",
+            "Traces that named no session (no configured key, none shaped like one) and were "
+            "evaluated as a session of their own, as they showed an agent at work or skill "
+            "evidence; their coverage line says key_source trace.",
+            registry=r,
+        )
         self.skill_bodies_cut = Counter(
             "skillgauge_skill_bodies_cut",
             "Skill bodies cut at sessions.max_skill_body_chars (the load says body_truncated in "

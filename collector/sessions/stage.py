@@ -79,6 +79,7 @@ class SessionsStage:
         self._checkpointed_at = 0.0
         self._reopened_seen = 0
         self._discarded_seen = 0
+        self._unkeyed_seen = 0
         self._bodies_cut_seen = 0
 
     # -- intake ---------------------------------------------------------------------------
@@ -443,6 +444,9 @@ class SessionsStage:
         )
         if discarded:
             self.metrics.traces_discarded.inc(discarded)
+        unkeyed, self._unkeyed_seen = self.assembler.unkeyed - self._unkeyed_seen, self.assembler.unkeyed
+        if unkeyed:
+            self.metrics.sessions_unkeyed.inc(unkeyed)
         cut, self._bodies_cut_seen = (
             self.assembler.bodies_cut - self._bodies_cut_seen,
             self.assembler.bodies_cut,
