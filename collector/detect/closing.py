@@ -8,9 +8,10 @@ them in order.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from collector.detect import facts, log_calls, messages, names, skill_tools
+from collector.detect import facts, log_calls, messages, names, skill_shapes, skill_tools
 from collector.detect.content import parse_json
 from collector.detect.detectors import READ_DETECTORS, load_of
 from collector.detect.gathered import Gathered, Seen
@@ -51,6 +52,7 @@ def run(gathered: Gathered) -> Closed:
     # not content the harness recorded: the session's content capture is read before.
     capture = content_capture(calls, g.content_seen, bool(g.turns))
     calls, loads = complete_from_log_calls(calls, loads, g.log_calls, g.links, checks=True)
+    loads = loads_by_shape(calls, loads, g.catalog, g.known_skills)
     loads = settle_from_records(loads, g.log_results, g.activated, g.unnamed_activations)
     loads = name_from_requests(loads, g.active_skills)
     loads = attach_injections(loads, g.injected)
@@ -161,6 +163,24 @@ def content_capture(calls: list[ToolCall], content_seen: bool, has_turns: bool) 
         return "present" if any(has_content(c) for c in calls) else "missing"
     # No tool ran.  With no prompt content either, silence proves nothing.
     return "no_tools" if content_seen or has_turns else "missing"
+
+
+def loads_by_shape(
+    calls: list[ToolCall], loads: list[SkillLoad], catalog: Catalog, known: Mapping[str, str]
+) -> list[SkillLoad]:
+    """Calls no detector claimed, read again once the session's catalog and the registry
+    (``known``) are known: a tool whose arguments name one of their skills
+    (``skill_shapes.detect_named``)."""
+    if not calls or not (catalog.skills or known):
+        return list(loads)
+    claimed = {(load.trace_id, load.span_id) for load in loads}
+    found = list(loads)
+    for call in calls:
+        if (call.trace_id, call.span_id) not in claimed:
+            load = skill_shapes.detect_named(call, catalog, known)
+            if load is not None:
+                found.append(load)
+    return found
 
 
 # -- records that settle loads ---------------------------------------------------------

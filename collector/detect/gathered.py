@@ -6,6 +6,7 @@ them and never writes back.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from collector.detect.log_calls import LoggedCall
@@ -41,4 +42,4 @@ class Gathered:
     injected: dict[str, tuple[Injection, Seen]] = field(default_factory=dict)  # folded skill ->
     message_calls: dict[str, tuple[MessageCall, Seen]] = field(default_factory=dict)
     message_results: dict[str, MessageResult] = field(default_factory=dict)
-    known_skills: dict[str, str] = field(default_factory=dict)  # the registry: folded -> name
+    known_skills: Mapping[str, str] = field(default_factory=dict)  # the registry: folded -> name

@@ -492,6 +492,7 @@ class SessionEvidence:
                 injected=dict(self._injected),
                 message_calls=dict(self._message_calls),
                 message_results=dict(self._message_results),
+                known_skills=self._rules.known_skills,
             )
         )
         expected = dict(self._expected)
