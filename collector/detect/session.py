@@ -14,7 +14,17 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from collector.detect import catalogs, closing, facts, log_calls, messages, names, skill_tools, transcript
+from collector.detect import (
+    catalog_shapes,
+    catalogs,
+    closing,
+    facts,
+    log_calls,
+    messages,
+    names,
+    skill_tools,
+    transcript,
+)
 from collector.detect.closing import NO_ID, json_text
 from collector.detect.content import first_present, has_marker, parse_json, result_text, tool_call
 from collector.detect.detectors import load_of
@@ -48,6 +58,14 @@ _CATALOG_RAW: tuple[str, ...] = catalogs.RAW_MARKERS
 _CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(
     zip(catalogs.RAW_MARKERS, catalogs.MARKERS, strict=True)
 )
+
+
+_CUES = (catalog_shapes.CUE, catalog_shapes.CUE.capitalize(), catalog_shapes.CUE.upper())
+
+
+def _cued(text: str) -> bool:
+    """Whether text says "skill" in any of its usual cases (a catalog by shape is framed so)."""
+    return _has_any(text, _CUES)
 
 
 def _has_any(text: str, markers: tuple[str, ...] | list[str]) -> bool:
@@ -355,6 +373,13 @@ class SessionEvidence:
             return
         if call.name in facts.CATALOG_TOOLS and call.result:
             self._scan(call.result, Seen(call.trace_id, call.span_id, call.start_unix_nano))
+        elif call.result and _cued(call.name):
+            # A tool the table does not know whose name says "skill": its result may list them.
+            listed = catalog_shapes.json_list_entries(parse_json(call.result))
+            if listed:
+                self.catalog.advertise(listed, catalog_shapes.SHAPE)
+            else:
+                self._catalog_in(result_text(call), [], self._known_in(call.result))
 
     def _new_request(self, text: str) -> bool:
         """True the first time this session reads a user request (every later span repeats
@@ -380,7 +405,8 @@ class SessionEvidence:
         """
         # A decoded string holds only the catalog markers the raw text holds: look for those.
         catalog_markers = [marker for in_raw, marker in _CATALOG_MARKERS if in_raw in raw]
-        wants_catalog = bool(catalog_markers)
+        known = self._known_in(raw)
+        wants_catalog = bool(catalog_markers) or known or _cued(raw)
         wants_blocks = _has_any(raw, _BLOCK_MARKERS)
         wants_injections = _has_any(raw, _INJECTION_MARKERS)
         if not (wants_catalog or wants_blocks or wants_injections):
@@ -396,19 +422,35 @@ class SessionEvidence:
         )
         if wants_catalog:
             for text in strings:
-                for marker in catalog_markers:  # usually one; in this loop, no call per string
-                    if marker in text:
-                        # The same catalog comes back inside every later history: parse it once.
-                        if self._first_sight(("catalog", text)):
-                            found = catalogs.find(text)
-                            if found is not None:
-                                self.catalog.advertise(found[1], found[0])
-                        break
+                self._catalog_in(text, catalog_markers, known)
         if wants_blocks and found_blocks:
             self._keep_blocks(found_blocks, seen)
         if wants_injections:
             for injection in injections_in(strings):
                 self._injected.setdefault(fold_skill_name(injection.skill), (injection, seen))
+
+    def _catalog_in(self, text: str, markers: list[str], known: bool) -> None:
+        """The catalog one string of prompt text lists: by a table's shape (the fast path,
+        ``catalogs``), else by its shape alone (``catalog_shapes``).  The same catalog comes
+        back inside every later history: each string is parsed once."""
+        marked = any(marker in text for marker in markers)
+        if not (marked or _cued(text) or known) or not self._first_sight(("catalog", text)):
+            return
+        if marked:
+            found = catalogs.find(text)
+            if found is not None:
+                self.catalog.advertise(found[1], found[0])
+                return
+        entries = catalog_shapes.find(text, self._rules.known_skills if known else ())
+        if entries:
+            self.catalog.advertise(entries, catalog_shapes.SHAPE)
+
+    def _known_in(self, raw: str) -> bool:
+        """Whether ``raw`` names a skill of the registry (which frames a catalog by itself)."""
+        for name in self._rules.known_skills.values():  # noqa: SIM110 - no generator per text
+            if name in raw:
+                return True
+        return False
 
     def _keep_blocks(self, found: list[MessageCall | MessageResult], seen: Seen) -> None:
         """The tool calls (and their results) of one piece of history that may load a skill.

@@ -99,9 +99,11 @@ def detect_named(call: ToolCall, catalog: Catalog, known: Mapping[str, str]) -> 
         return None
     skill = listed[0]
     if call.error is None and (call.result is None or not call.result.strip()):
-        return _load(call, skill, "unresolved", None, None)  # an output redacted, or none
+        # An output redacted, or none: unresolved, unless the span says the call ran.
+        ran = call.succeeded or call.skill_resolved
+        return _load(call, skill, "loaded" if ran else "unresolved", None, None)
     status, message = outcome(call)
-    text = result_text(call)
+    text = result_text(call) or call.result or ""
     if status != "loaded":
         refusal = f"{message or ''}\n{call.error or ''}\n{text}"
         return _load(call, skill, status, message, None) if _names(refusal, skill) else None
