@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.detect import documents, facts, families, skill_shapes
+from collector.detect import documents, families, skill_shapes
 from collector.detect.content import arguments_of, result_text
 from collector.detect.file_reads import read_load
 from evaluators.evidence import SkillLoad, ToolCall
@@ -24,10 +24,8 @@ def detect(call: ToolCall) -> SkillLoad | None:
     # Cheap tests first: a SKILL.md has a front matter line and a description field.
     if not result or "---" not in result or "description" not in result or not families.unnamed(call):
         return None
-    folded = call.name.casefold()
-    for word in facts.WRITE_TOOL_WORDS:
-        if word in folded:
-            return None
+    if families.writes(call):
+        return None
     text = result_text(call)
     document = documents.find(text)
     if document is None or skill_shapes.names_by_value(call, document.name):

@@ -43,3 +43,13 @@ def unnamed(call: ToolCall) -> bool:
     """A call of a tool the table does not know, with no attribute naming its skill: one only
     its shape can tell (``skill_shapes``, ``any_reads``)."""
     return not call.skill_attribute and not known(call)
+
+
+def writes(call: ToolCall) -> bool:
+    """Whether the tool's name says it writes (``facts.WRITE_TOOL_WORDS``): what it returns
+    echoes what it wrote, and loads nothing."""
+    folded = call.name.casefold()
+    for word in facts.WRITE_TOOL_WORDS:  # noqa: SIM110 - a loop makes no generator per call
+        if word in folded:
+            return True
+    return False

@@ -19,6 +19,7 @@ from collector.detect import (
     catalogs,
     closing,
     facts,
+    frameworks,
     log_calls,
     messages,
     names,
@@ -60,12 +61,15 @@ _CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(
 )
 
 
-_CUES = (catalog_shapes.CUE, catalog_shapes.CUE.capitalize(), catalog_shapes.CUE.upper())
-
-
 def _cued(text: str) -> bool:
-    """Whether text says "skill" in any of its usual cases (a catalog by shape is framed so)."""
-    return _has_any(text, _CUES)
+    """Whether text may say "skill" in one of its usual cases (skill, Skill, SKILL): a catalog
+    by shape is framed so.  Two substring tests; "kill" alone lets a few more texts through."""
+    return "kill" in text or "KILL" in text
+
+
+# Substrings one of which a catalog by shape holds in raw (JSON) text: an item line, a
+# description field, a tag's name.
+_SHAPE_RAW = ("\\n- ", "\n- ", "\\n* ", "\n* ", "escription", "name=")
 
 
 def _has_any(text: str, markers: tuple[str, ...] | list[str]) -> bool:
@@ -80,22 +84,6 @@ MAX_UNREADABLE_NAMED = 20  # unreadable items named per session (all are counted
 K = TypeVar("K")
 V = TypeVar("V")
 
-_framework_cache: dict[tuple[str, str], str] = {}
-
-
-def framework_of(scope: str, service: str = "") -> str:
-    """The framework an instrumentation scope names, else the resource's service name, else ""."""
-    found = _framework_cache.get((scope, service))
-    if found is None:
-        found = facts.FRAMEWORK_SCOPE_NAMES.get(scope) or next(
-            (fw for prefix, fw in facts.FRAMEWORK_SCOPES if scope.startswith(prefix)), ""
-        )
-        if not found and service:
-            found = next((fw for prefix, fw in facts.FRAMEWORK_SERVICES if service.startswith(prefix)), "")
-        if len(_framework_cache) < 1024:
-            _framework_cache[(scope, service)] = found
-    return found
-
 
 def _service(view: SpanView | LogView) -> str:
     return view.resource.attrs.text(facts.SERVICE_NAME_KEY) or ""
@@ -108,6 +96,7 @@ class SessionEvidence:
         "_answers",
         "_content_seen",
         "_expected",
+        "_framework_shape",
         "_injected",
         "_last_prompts",
         "_links",
@@ -134,7 +123,8 @@ class SessionEvidence:
 
     def __init__(self, rules: Rules = NO_RULES) -> None:
         self._rules = rules
-        self.framework = ""
+        self.framework = ""  # as the table names it
+        self._framework_shape = ""  # as the telemetry names itself (``frameworks.by_shape``)
         self.span_count = 0
         self.tool_calls: list[ToolCall] = []
         self.skill_loads: list[SkillLoad] = []
@@ -173,7 +163,7 @@ class SessionEvidence:
         if not span.attributes:
             self._links[span.span_id] = span.parent_span_id
         if not self.framework:
-            self.framework = framework_of(view.scope, _service(view))
+            self._name_framework(view, view.name)
         if self._rules.by_attribute or _EXPECTED in view.attrs or _EXPECTED in view.resource.attrs:
             self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs))
         if not self.model_seen:
@@ -243,7 +233,7 @@ class SessionEvidence:
 
     def observe_log(self, view: LogView) -> None:
         if not self.framework:
-            self.framework = framework_of(view.scope, _service(view))
+            self._name_framework(view, "")
         self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs))
         record = view.record
         seen = Seen(
@@ -299,6 +289,15 @@ class SessionEvidence:
                     self._scan_unread(content, seen)
         for prompt in messages.other_prompt_texts(view.attrs):
             self._scan_unread(prompt, seen)
+
+    def _name_framework(self, view: SpanView | LogView, span_name: str) -> None:
+        """The framework by the table; until one is named, the first name by shape."""
+        service = _service(view)
+        self.framework = frameworks.known(view.scope, service)
+        if not self.framework and not self._framework_shape:
+            attrs = view.resource.attrs
+            sdk = next((attrs.text(key) or "" for key in frameworks.sdk_keys() if key in attrs), "")
+            self._framework_shape = frameworks.by_shape(view.scope, service, sdk, span_name)
 
     def _scan_unread(self, raw: Encoded, seen: Seen) -> None:
         """``_scan`` what a log record's ``raw`` holds that this session's log records have
@@ -406,7 +405,7 @@ class SessionEvidence:
         # A decoded string holds only the catalog markers the raw text holds: look for those.
         catalog_markers = [marker for in_raw, marker in _CATALOG_MARKERS if in_raw in raw]
         known = self._known_in(raw)
-        wants_catalog = bool(catalog_markers) or known or _cued(raw)
+        wants_catalog = bool(catalog_markers) or known or (_cued(raw) and _has_any(raw, _SHAPE_RAW))
         wants_blocks = _has_any(raw, _BLOCK_MARKERS)
         wants_injections = _has_any(raw, _INJECTION_MARKERS)
         if not (wants_catalog or wants_blocks or wants_injections):
@@ -422,7 +421,14 @@ class SessionEvidence:
         )
         if wants_catalog:
             for text in strings:
-                self._catalog_in(text, catalog_markers, known)
+                # _cued, inline (a call per string costs), or a table's marker.
+                if (
+                    known
+                    or "kill" in text
+                    or "KILL" in text
+                    or (catalog_markers and _has_any(text, catalog_markers))
+                ):
+                    self._catalog_in(text, catalog_markers, known)
         if wants_blocks and found_blocks:
             self._keep_blocks(found_blocks, seen)
         if wants_injections:
@@ -433,7 +439,7 @@ class SessionEvidence:
         """The catalog one string of prompt text lists: by a table's shape (the fast path,
         ``catalogs``), else by its shape alone (``catalog_shapes``).  The same catalog comes
         back inside every later history: each string is parsed once."""
-        marked = any(marker in text for marker in markers)
+        marked = _has_any(text, markers)
         if not (marked or _cued(text) or known) or not self._first_sight(("catalog", text)):
             return
         if marked:
@@ -483,6 +489,7 @@ class SessionEvidence:
         """Take in the evidence of a provisional session that turned out to be part of this one."""
         self.span_count += other.span_count
         self.framework = self.framework or other.framework
+        self._framework_shape = self._framework_shape or other._framework_shape
         self.model_seen = self.model_seen or other.model_seen
         self.tool_calls += other.tool_calls
         self.skill_loads += other.skill_loads
@@ -544,7 +551,7 @@ class SessionEvidence:
         return Session(
             session_id=session_id,
             revision=revision,
-            framework=self.framework or "unknown",
+            framework=self.framework or self._framework_shape or "unknown",
             turns=closed.turns,
             tool_calls=closed.tool_calls,
             skill_loads=closed.skill_loads,
@@ -588,4 +595,4 @@ def _keep_first(mine: dict[K, V], theirs: dict[K, V]) -> None:
         mine.setdefault(key, value)
 
 
-__all__ = ["SessionEvidence", "framework_of", "result_text"]
+__all__ = ["SessionEvidence", "result_text"]

@@ -11,7 +11,8 @@ a path) and its result carries that skill's body, or its error names the skill:
   naming the skill, a refusal naming it, or nothing recorded (a redacted or empty output):
   then an ``unresolved`` load of the skill named.
 
-Only tools the table does not know are read (``families.unnamed``).
+Only tools the table does not know are read (``families.unnamed``), and never one whose name
+says it writes (``families.writes``).
 """
 
 from __future__ import annotations
@@ -22,15 +23,12 @@ from typing import Any
 
 from collector.detect import documents, names
 from collector.detect.content import arguments_of, parse_json, result_text
-from collector.detect.families import unnamed
+from collector.detect.families import unnamed, writes
 from collector.detect.outcome import outcome
 from collector.detect.transcript import all_strings
 from evaluators.evidence import Catalog, LoadStatus, SkillLoad, ToolCall, fold_skill_name
 
 _MAX_VALUES = 16  # argument values looked at
-_HEADING = re.compile(r"^#{1,3}[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
-_HEADING_LINES = 12  # a heading naming the skill is looked for in a text's first lines
-_NOT_SLUG = re.compile(r"[^a-z0-9]+")
 _SKILL_WORD = "skill"
 _ACK_MAX_CHARS = 240  # a one-line result naming the skill acknowledges its load
 _DESCRIPTION_WORDS = 3  # a body shares this many of its catalog description's words
@@ -61,7 +59,7 @@ def names_by_value(call: ToolCall, skill: str) -> bool:
 
 
 def detect(call: ToolCall) -> SkillLoad | None:
-    if not unnamed(call):
+    if not unnamed(call) or writes(call):
         return None
     values = named_values(call)
     if not values:
@@ -90,7 +88,7 @@ def detect(call: ToolCall) -> SkillLoad | None:
 
 def detect_named(call: ToolCall, catalog: Catalog, known: Mapping[str, str]) -> SkillLoad | None:
     """A call's load of a skill its arguments name by a catalog's or the registry's name."""
-    if not unnamed(call):
+    if not unnamed(call) or writes(call):
         return None
     listed = [
         v for v in named_values(call) if fold_skill_name(v) in catalog.skills or fold_skill_name(v) in known
@@ -124,20 +122,10 @@ def _headed_body(call: ToolCall, skill: str) -> str | None:
     """The text of the result (or of a string inside it) under a heading naming ``skill``."""
     parsed = parse_json(call.result)
     strings = all_strings(parsed) if isinstance(parsed, (dict, list)) else [result_text(call)]
-    want = _slug(skill)
     for text in strings:
-        if "#" not in text:
-            continue
-        head = "\n".join(text.split("\n", _HEADING_LINES)[:_HEADING_LINES])
-        for heading in _HEADING.finditer(head):
-            slug = _slug(heading.group(1))
-            if slug == want or slug.endswith("-" + want):
-                return text.strip()
+        if documents.headed_by(text, skill):
+            return text.strip()
     return None
-
-
-def _slug(text: str) -> str:
-    return _NOT_SLUG.sub("-", text.casefold()).strip("-")
 
 
 def _names(text: str, skill: str) -> bool:
