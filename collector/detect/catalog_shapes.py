@@ -52,8 +52,17 @@ _HEADING_OR_FRONT_MATTER = re.compile(r"^(?:#{1,6}\s|---\s*$)", re.MULTILINE)
 
 
 def _framed_as_skills(frame: str) -> bool:
-    """A tag, key or lead line that frames a block as skills (not only as tools)."""
+    """A tag, key or lead text that frames a block as skills (not only as tools)."""
     return CUE in frame.casefold()
+
+
+def _lead_frames(lead: str) -> bool:
+    """A lead line that introduces a list of skills: a heading, a bold line or a line ending
+    in a colon, that says "skill" (a paragraph that mentions skills introduces nothing: a
+    tool's description explaining its arguments is one)."""
+    stripped = lead.strip()
+    introduces = stripped.startswith(("#", "**")) or stripped.endswith(":")
+    return introduces and _framed_as_skills(stripped) and not _tools_only(stripped)
 
 
 def _entries(found: list[tuple[str, str]], skip_bodies: bool = False) -> list[CatalogEntry] | None:
@@ -106,7 +115,7 @@ def markdown_entries(text: str, known: Collection[str]) -> list[CatalogEntry] | 
         start, items = run
         lead = _lead_line(text, start)
         found = _entries([(m.group("name"), m.group("description")) for m in items])
-        if _accepted(found, _framed_as_skills(lead) and not _tools_only(lead), known):
+        if _accepted(found, _lead_frames(lead), known):
             entries += found or []
     return entries or None
 
@@ -183,7 +192,7 @@ def yaml_entries(text: str, known: Collection[str]) -> list[CatalogEntry] | None
         return None
     entries = _entries([(m.group("name"), m.group("description")) for m in found])
     lead = _lead_line(text, found[0].start())
-    return entries if _accepted(entries, _framed_as_skills(lead), known) else None
+    return entries if _accepted(entries, _lead_frames(lead), known) else None
 
 
 _FORMATS: tuple[tuple[str, Callable[[str, Collection[str]], list[CatalogEntry] | None]], ...] = (
