@@ -56,7 +56,7 @@ def run(gathered: Gathered) -> Closed:
     loads = settle_from_records(loads, g.log_results, g.activated, g.unnamed_activations)
     loads = name_from_requests(loads, g.active_skills)
     loads = attach_injections(loads, g.injected)
-    loads = add_message_calls(calls, loads, g.message_calls, g.message_results)
+    loads = add_message_calls(calls, loads, g.message_calls, g.message_results, g.catalog, g.known_skills)
     loads = keep_names(loads, g.catalog)
     turns = sorted(g.turns, key=lambda t: t.start_unix_nano)
     turns = merge_restated_turns(turns, g.answers)
@@ -303,10 +303,14 @@ def add_message_calls(
     loads: list[SkillLoad],
     message_calls: dict[str, tuple[MessageCall, Seen]],
     message_results: dict[str, MessageResult],
+    catalog: Catalog | None = None,
+    known: Mapping[str, str] | None = None,
 ) -> list[SkillLoad]:
     """Calls seen only in histories: skill calls the harness never ran as tools (denied,
-    invalid), and reads whose span was not exported.  A call a span recorded too is the
-    span's: by call id, or by skill when the history has no ids."""
+    invalid), by the table or by their shape (``skill_shapes``, with the session's
+    ``catalog`` and the registry's ``known`` names), and reads whose span was not exported.
+    A call a span recorded too is the span's: by call id, or by skill when the history has
+    no ids."""
     loads = _own(loads)
     span_call_ids = {c.call_id for c in calls if c.call_id}
     span_skills = {load.key for load in loads if load.signal == "skill_tool"}
@@ -318,6 +322,14 @@ def add_message_calls(
         if key is None:
             read = _history_read(call_id, call, seen, message_results)
             if read is None:
+                shaped = (
+                    None
+                    if on_span
+                    else _history_skill_call(call_id, call, seen, message_results, catalog, known)
+                )
+                if shaped is not None and (shaped.key not in span_skills or not shaped.skill):
+                    span_skills.add(shaped.key)
+                    loads.append(shaped)
                 continue
             # The span or log record of the same call (by id, else by what it read).
             same = by_call_id.get(call_id) if on_span else span_reads.get((read.signal, read.key))
@@ -376,8 +388,37 @@ def _history_read(
     result = results.get(call_id)
     if result is None:
         return None  # no outcome: nothing to tell a read from a write
+    as_span = _as_span(call_id, call, seen, result)
+    for detect in READ_DETECTORS:
+        load = detect(as_span)
+        if load is not None:
+            return load
+    return None
+
+
+def _history_skill_call(
+    call_id: str,
+    call: MessageCall,
+    seen: Seen,
+    results: dict[str, MessageResult],
+    catalog: Catalog | None,
+    known: Mapping[str, str] | None,
+) -> SkillLoad | None:
+    """A skill tool call no row names that only a history shows, told by its shape."""
+    result = results.get(call_id)
+    if result is None:
+        return None
+    as_span = _as_span(call_id, call, seen, result)
+    load = skill_shapes.detect(as_span)
+    if load is None and catalog is not None:
+        load = skill_shapes.detect_named(as_span, catalog, known or {})
+    return replace(load, signal="chat_message") if load is not None else None
+
+
+def _as_span(call_id: str, call: MessageCall, seen: Seen, result: MessageResult) -> ToolCall:
+    """A history's call and its result, as its tool span would record them."""
     arguments = call.arguments if isinstance(call.arguments, str) else json_text(call.arguments)
-    as_span = ToolCall(
+    return ToolCall(
         name=call.name,
         span_id=seen.span_id,
         trace_id=seen.trace_id,
@@ -389,11 +430,6 @@ def _history_read(
         else json_text(result.value),
         error=result.text or "the tool reported an error" if result.is_error else None,
     )
-    for detect in READ_DETECTORS:
-        load = detect(as_span)
-        if load is not None:
-            return load
-    return None
 
 
 # -- turns -----------------------------------------------------------------------------

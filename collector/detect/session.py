@@ -581,9 +581,9 @@ def _call_skill(call: MessageCall) -> str:
 
 
 def _may_load(call: MessageCall) -> bool:
-    """Whether a history call may be a skill load: a skill tool, or arguments naming a
-    SKILL.md (read by whatever tool)."""
-    if skill_tools.argument_key(call.name) is not None:
+    """Whether a history call may be a skill load: a skill tool (the table's, or one whose
+    name says "skill"), or arguments naming a SKILL.md (read by whatever tool)."""
+    if skill_tools.argument_key(call.name) is not None or _cued(call.name):
         return True
     arguments = call.arguments
     text = arguments if isinstance(arguments, str) else json_text(arguments) if arguments is not None else ""

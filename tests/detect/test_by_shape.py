@@ -2,7 +2,7 @@
 work taken out of ``collector.detect.facts`` (monkeypatched), still detected.
 
 - A skill tool no row names: its arguments name the skill whose body, acknowledgement or
-  refusal its result holds.
+  refusal its result holds; also a call only a history shows.
 - A catalog no row's shape knows, in five formats: XML elements under a tag (Strands, real),
   XML entries named in their tag (CrewAI, real), a Markdown list (OpenAI Agents, real), and a
   JSON array and a YAML sequence, each derived from the real Strands recording by re-encoding
@@ -106,6 +106,15 @@ def test_a_skill_tool_no_row_names_is_found_by_its_shape(
     assert by_row and all(signal == "skill_tool" for _, _, signal, _ in by_row), shape
     monkeypatch.delitem(facts.SKILL_TOOLS, tool)
     assert rows(scenario_session(framework, scenario)) == by_row, shape
+
+
+def test_a_skill_call_only_a_history_shows_is_found_by_its_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Claude Code refused the call before it ran (no tool span): only the raw request body's
+    # history shows it, with "<tool_use_error>Unknown skill: relese-notes" as its result.
+    by_row = rows(scenario_session("claude_code", "missing_skill_raw_bodies"))
+    assert by_row == [("relese-notes", "failed", "chat_message", False)]
+    monkeypatch.delitem(facts.SKILL_TOOLS, "Skill")
+    assert rows(scenario_session("claude_code", "missing_skill_raw_bodies")) == by_row
 
 
 def test_what_the_rules_make_of_skill_tools_they_cannot_tell_is_nothing_rather_than_a_guess(
