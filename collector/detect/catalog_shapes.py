@@ -51,6 +51,12 @@ _TOOL_KEYS = frozenset({"parameters", "input_schema", "inputSchema", "function",
 _HEADING_OR_FRONT_MATTER = re.compile(r"^(?:#{1,6}\s|---\s*$)", re.MULTILINE)
 
 
+def cued(text: str) -> bool:
+    """Whether text may say "skill" in one of its usual cases (skill, Skill, SKILL), as a block
+    framed as skills does.  Two substring tests; "kill" alone lets a few more texts through."""
+    return "kill" in text or "KILL" in text
+
+
 def _framed_as_skills(frame: str) -> bool:
     """A tag, key or lead text that frames a block as skills (not only as tools)."""
     return CUE in frame.casefold()

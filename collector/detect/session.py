@@ -20,13 +20,13 @@ from collector.detect import (
     closing,
     facts,
     frameworks,
+    history_calls,
     log_calls,
     messages,
     names,
-    skill_tools,
     transcript,
 )
-from collector.detect.closing import NO_ID, json_text
+from collector.detect.closing import json_text
 from collector.detect.content import first_present, has_marker, parse_json, result_text, tool_call
 from collector.detect.detectors import load_of
 from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
@@ -61,10 +61,7 @@ _CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(
 )
 
 
-def _cued(text: str) -> bool:
-    """Whether text may say "skill" in one of its usual cases (skill, Skill, SKILL): a catalog
-    by shape is framed so.  Two substring tests; "kill" alone lets a few more texts through."""
-    return "kill" in text or "KILL" in text
+_cued = catalog_shapes.cued
 
 
 # Substrings one of which a catalog by shape holds in raw (JSON) text: an item line, a
@@ -459,31 +456,9 @@ class SessionEvidence:
         return False
 
     def _keep_blocks(self, found: list[MessageCall | MessageResult], seen: Seen) -> None:
-        """The tool calls (and their results) of one piece of history that may load a skill.
-
-        A call without an id (some providers' parts) is known by its tool, skill and position among
-        such calls in this history, so the same call read again is kept once; its result is
-        the next result of the same tool."""
-        waiting: dict[str, list[str]] = {}  # tool -> id-less calls without a result yet
-        positions: dict[tuple[str, str], int] = {}
-        for block in found:
-            if isinstance(block, MessageCall):
-                call_id = block.call_id
-                if not call_id:
-                    at = (block.name, _call_skill(block))
-                    positions[at] = positions.get(at, -1) + 1
-                    call_id = f"{NO_ID}{at[0]}:{at[1]}:{positions[at]}"
-                    waiting.setdefault(block.name, []).append(call_id)
-                    block = MessageCall(call_id, block.name, block.arguments)
-                if _may_load(block):
-                    self._message_calls.setdefault(call_id, (block, seen))
-            else:
-                call_id = block.call_id
-                if not call_id:
-                    queue = waiting.get(block.name)
-                    call_id = queue.pop(0) if queue else ""
-                if call_id:
-                    self._message_results.setdefault(call_id, block)
+        """The tool calls (and their results) of one piece of history that may load a skill
+        (``history_calls.keep``)."""
+        history_calls.keep(found, seen, self._message_calls, self._message_results)
 
     def absorb(self, other: SessionEvidence) -> None:
         """Take in the evidence of a provisional session that turned out to be part of this one."""
@@ -567,27 +542,6 @@ class SessionEvidence:
 
 
 _ACTIVATIONS = ("skill_tool", "log_event")  # loads that activate a skill: a tool call, a logged activation
-
-
-def _call_skill(call: MessageCall) -> str:
-    """The skill a history call names, as far as its arguments tell (for keying)."""
-    key = skill_tools.argument_key(call.name)
-    arguments = call.arguments
-    if key is not None:
-        return names.decoded(skill_tools.skill_argument(arguments, key))
-    return (
-        json_text(arguments) if arguments is not None and not isinstance(arguments, str) else arguments or ""
-    )
-
-
-def _may_load(call: MessageCall) -> bool:
-    """Whether a history call may be a skill load: a skill tool (the table's, or one whose
-    name says "skill"), or arguments naming a SKILL.md (read by whatever tool)."""
-    if skill_tools.argument_key(call.name) is not None or _cued(call.name):
-        return True
-    arguments = call.arguments
-    text = arguments if isinstance(arguments, str) else json_text(arguments) if arguments is not None else ""
-    return facts.HISTORY_CALL_MARKER in text
 
 
 def _keep_first(mine: dict[K, V], theirs: dict[K, V]) -> None:
