@@ -190,6 +190,24 @@ def test_a_catalog_re_encoded_from_a_real_recording_is_found_by_its_shape(
     assert sorted(catalog.skills) == ["csv-cleanup", "incident-report", "release-notes"], format_
 
 
+def test_the_operators_registry_frames_a_catalog_no_lead_calls_one_of_skills(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Pydantic AI lists its skills as "capabilities ... loaded using the `load_capability`
+    # tool": nothing says "skill", so by shape alone it is no catalog (its row taken out).  With
+    # the operator's registry (skills.paths) holding those names, it is one.
+    spec = json.loads((FRAMEWORKS / "pydantic_ai" / "expected.json").read_text())["scenarios"]["no_skill"]
+    files = [str(FRAMEWORKS / "pydantic_ai" / f) for f in spec["files"]]
+    monkeypatch.setattr(session_module, "_CATALOG_MARKERS", ())
+    alone = asyncio.run(replay(files, parse({})))
+    assert [c.session.catalog.state for c in alone.coverages] == ["not_recorded"]
+    registry = parse({"skills": {"paths": [str(FRAMEWORKS.parent / "skills")]}})
+    (coverage,) = asyncio.run(replay(files, registry)).coverages
+    catalog = coverage.session.catalog
+    assert (catalog.state, catalog.source) == ("advertised", catalog_shapes.SHAPE)
+    assert sorted(catalog.skills) == ["csv-cleanup", "incident-report", "release-notes"]
+
+
 # -- injected skills -----------------------------------------------------------------------
 
 
@@ -315,3 +333,19 @@ def test_a_registry_name_frames_a_catalog_no_lead_line_calls_one_of_skills() -> 
     assert catalog_shapes.find(text) is None
     found = catalog_shapes.find(text, {"release-notes": "release-notes"})
     assert found is not None and [e.name for e in found] == ["release-notes", "csv-cleanup"]
+
+
+def test_with_the_operators_registry_every_recording_still_matches_its_ground_truth() -> None:
+    # The registry's names frame catalogs and name skills by themselves: none of it may turn
+    # a recording's prose, tool lists or bodies into loads or catalogs its recorder did not see.
+    config = parse({"skills": {"paths": [str(FRAMEWORKS.parent / "skills")]}})
+    differ = []
+    for expected in sorted(FRAMEWORKS.glob("*/expected.json")):
+        for name, spec in json.loads(expected.read_text())["scenarios"].items():
+            outcome = asyncio.run(replay([str(expected.parent / f) for f in spec["files"]], config))
+            (session,) = [c.session for c in outcome.coverages if c.session.session_id == spec["session_id"]]
+            got = sorted((x.skill.lower(), x.status, x.signal, x.has_body) for x in session.skill_loads)
+            want = sorted((x["skill"].lower(), x["status"], x["signal"], bool(x["has_body"])) for x in spec["loads"])
+            if got != want or session.catalog.state != spec["catalog"]["state"]:
+                differ.append(f"{expected.parent.name}/{name}")
+    assert differ == []
