@@ -99,7 +99,7 @@ class Chain:
         self.sessions_stage = SessionsStage(
             config.sessions,
             config.storage,
-            Rules.compile(config.expectations),
+            Rules.compile(config.expectations, [s.name for s in self.runner.registry.skills.values()]),
             self.store,
             SessionsMetrics(self.registry),
             self.runner,

@@ -16,10 +16,10 @@ LOAD_STATUSES: tuple[LoadStatus, ...] = ("loaded", "failed", "denied", "unresolv
 
 # Where a load was seen.  One value per signal family in collector/detect/.
 Signal = Literal[
-    "skill_tool",  # a framework's native skill tool: skills(), Skill(), load_skill(), ...
+    "skill_tool",  # a skill tool: a native one (skills(), Skill(), load_skill(), ...) or one by shape
     "file_read",  # a read tool whose path ends in SKILL.md and whose result is a SKILL.md
     "shell_read",  # cat/head/tail/sed of a SKILL.md in a shell tool
-    "injected",  # a body injected without a tool call (Deep Agents pinned, Claude follow-up)
+    "injected",  # a SKILL.md body in a message without a tool call (pinned, framed by its name)
     "skill_attribute",  # gen_ai.skill.name / skill_name span attributes
     "log_event",  # Claude Code skill_activated / tool_result log records
     "chat_message",  # a call visible only in chat/cycle span messages (e.g. a denial)

@@ -1,16 +1,17 @@
 """Signal: a SKILL.md returned by a tool no row of ``facts`` knows.
 
-Runs after every named detector.  A call whose result holds a SKILL.md (front matter with a
+Gated on tools the table does not know, with no attribute naming a skill.  A call whose result holds a SKILL.md (front matter with a
 name and a description, however wrapped) read that skill, unless the tool's name says it
 writes (``facts.WRITE_TOOL_WORDS``: an edit tool echoing what it wrote).  The path is the
-argument ending in ``SKILL.md`` when there is one.
+argument ending in ``SKILL.md`` when there is one.  A call whose arguments name the skill by
+its name, not its path, is a skill tool (``skill_shapes``), not a read.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from collector.detect import documents, facts
+from collector.detect import documents, families, skill_shapes
 from collector.detect.content import arguments_of, result_text
 from collector.detect.file_reads import read_load
 from evaluators.evidence import SkillLoad, ToolCall
@@ -21,15 +22,13 @@ _SKILL_FILE = "SKILL.md"
 def detect(call: ToolCall) -> SkillLoad | None:
     result = call.result
     # Cheap tests first: a SKILL.md has a front matter line and a description field.
-    if not result or "---" not in result or "description" not in result:
+    if not result or "---" not in result or "description" not in result or not families.unnamed(call):
         return None
-    folded = call.name.casefold()
-    for word in facts.WRITE_TOOL_WORDS:
-        if word in folded:
-            return None
+    if families.writes(call):
+        return None
     text = result_text(call)
     document = documents.find(text)
-    if document is None:
+    if document is None or skill_shapes.names_by_value(call, document.name):
         return None
     path = _skill_path(arguments_of(call)) or f"{document.name}/{_SKILL_FILE}"
     return read_load(call, path, "file_read", text)

@@ -9,12 +9,36 @@ a result says before its document, where a harness's refusal or exit code would 
 
 from __future__ import annotations
 
+import re
+
 from collector.detect import facts
 from collector.detect.content import flatten_text, parse_json
 from evaluators import skill_md
 from evaluators.skill_md import SkillDocument
 
 _DEPTH = 3  # envelopes inside envelopes, this many at most
+_HEADING = re.compile(r"^#{1,3}[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
+_HEADING_LINES = 12  # a heading naming a skill is looked for in a text's first lines
+_NOT_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def headed_by(text: str, skill: str) -> bool:
+    """Whether one of the first lines of ``text`` is a Markdown heading naming ``skill``
+    ("# Release notes" or "# Skill: release-notes" for ``release-notes``): how a skill's
+    body opens when it comes without its front matter."""
+    if "#" not in text:
+        return False
+    want = _slug(skill)
+    head = "\n".join(text.split("\n", _HEADING_LINES)[:_HEADING_LINES])
+    for heading in _HEADING.finditer(head):
+        slug = _slug(heading.group(1))
+        if slug == want or slug.endswith("-" + want):
+            return True
+    return False
+
+
+def _slug(text: str) -> str:
+    return _NOT_SLUG.sub("-", text.casefold()).strip("-")
 
 
 def find(text: str | None) -> SkillDocument | None:

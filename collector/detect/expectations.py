@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from collector.detect.config import Expectation
 from collector.otlp.views import Attributes
-from evaluators.evidence import Because
+from evaluators.evidence import Because, fold_skill_name
 
 EXPECTED_SKILLS_ATTRIBUTE = "skillgauge.expected_skills"
 _SHOWN = 200  # characters of a matched request kept around the match
@@ -39,14 +40,17 @@ class Expected:
 
 @dataclass(frozen=True, slots=True)
 class Rules:
-    """Config expectations, compiled once."""
+    """Config expectations, compiled once; with the operator's registry's skill names
+    (``known_skills``, folded -> as written), which detection reads as skills' names."""
 
     by_message: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...]
     by_attribute: tuple[tuple[dict[str, str], tuple[str, ...]], ...]
+    known_skills: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def compile(cls, rules: tuple[Expectation, ...]) -> Rules:
+    def compile(cls, rules: tuple[Expectation, ...], known_skills: Iterable[str] = ()) -> Rules:
         return cls(
+            known_skills={fold_skill_name(name): name for name in known_skills},
             by_message=tuple(
                 (re.compile(r.when.user_message), r.expect) for r in rules if r.when.user_message
             ),

@@ -562,6 +562,8 @@ INJECTION_MARKERS: tuple[str, ...] = (
     ACTIVATED_SKILL_MARKER,
     INLINED_FILE_MARKER,
     CAPABILITY_SKILL_MARKER,
+    'name="',  # any tag naming a skill around its body (``transcript``'s rule by shape)
+    'name=\\"',  # the same in JSON text
 )
 
 # -- catalogs ---------------------------------------------------------------------------
@@ -798,6 +800,17 @@ FRAMEWORK_SCOPE_NAMES: dict[str, str] = {
     "ai": "ai_sdk",  # Vercel AI SDK 4-6, and 7's legacy integration
     "gen_ai": "ai_sdk",  # Vercel AI SDK 7's OpenTelemetry integration (@ai-sdk/otel)
 }
+
+# What an instrumentation library puts before the name of what it instruments: for a scope
+# no row names, the framework is the part after it (``frameworks.by_shape``).
+INSTRUMENTATION_PREFIXES: tuple[str, ...] = (
+    "openinference.instrumentation.",
+    "opentelemetry.instrumentation.",
+    "@arizeai/openinference-instrumentation-",
+    "@opentelemetry/instrumentation-",
+    "io.opentelemetry.",
+    "opentelemetry-instrumentation-",
+)
 
 # Resource ``service.name`` -> framework, by prefix, when no scope names one.
 SERVICE_NAME_KEY = "service.name"

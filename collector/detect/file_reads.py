@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collector.detect import documents, facts, names
+from collector.detect import documents, facts, families, names
 from collector.detect.content import arguments_of, result_text
 from collector.detect.outcome import outcome
 from evaluators.evidence import Signal, SkillLoad, ToolCall
@@ -10,7 +10,7 @@ from evaluators.evidence import Signal, SkillLoad, ToolCall
 
 def skill_path(call: ToolCall) -> str | None:
     arguments = arguments_of(call)
-    if call.name not in facts.READ_TOOLS and not _reads_by_command(arguments):
+    if call.name not in facts.READ_TOOLS and not families.reads_by_command(arguments):
         return None
     if isinstance(arguments, dict):
         for key in facts.PATH_ARGUMENTS:
@@ -23,10 +23,6 @@ def skill_path(call: ToolCall) -> str | None:
     if isinstance(arguments, str) and arguments.strip().endswith("SKILL.md"):
         return arguments.strip()
     return None
-
-
-def _reads_by_command(arguments: object) -> bool:
-    return isinstance(arguments, dict) and arguments.get(facts.READ_COMMAND_ARGUMENT) in facts.READ_COMMANDS
 
 
 def detect(call: ToolCall) -> SkillLoad | None:

@@ -1,21 +1,21 @@
 """Signal: a tool span whose attributes name the skill it loads (GenAI semconv
 ``gen_ai.skill.name`` on ``execute_tool``), whatever the tool is called.
 
-Runs after the other detectors: a call they recognised is theirs.  The load counts as
+Gated on tools the table does not know: a skill, read or shell tool is its own detector's.  The load counts as
 loaded only when the span shows it succeeded (a resolved-skill attribute, or a result that
 is no refusal); a span with neither is unresolved.
 """
 
 from __future__ import annotations
 
-from collector.detect import documents, names
+from collector.detect import documents, families, names
 from collector.detect.content import result_text
 from collector.detect.outcome import outcome
 from evaluators.evidence import SkillLoad, ToolCall
 
 
 def detect(call: ToolCall) -> SkillLoad | None:
-    if not call.skill_attribute:
+    if not call.skill_attribute or families.known(call):
         return None
     skill = names.decoded(call.skill_attribute)
     status, message = outcome(call)

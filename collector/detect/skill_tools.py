@@ -1,28 +1,24 @@
-"""Signal: a harness's native skill tool (``skills``, ``Skill``, ``load_skill``, ...)."""
+"""Signal: a skill tool: a harness's native one (``skills``, ``Skill``, ``load_skill``, ...) by
+the table, any other by its shape (``skill_shapes``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from collector.detect import documents, facts, names
+from collector.detect import documents, facts, families, names, skill_shapes
 from collector.detect.content import arguments_of, result_text
 from collector.detect.outcome import outcome
 from evaluators.evidence import SkillLoad, ToolCall
 
-
-def argument_key(tool: str) -> str | None:
-    key = facts.SKILL_TOOLS.get(tool)
-    if key is None:
-        for suffix, suffix_key in facts.SKILL_TOOL_SUFFIXES.items():
-            if tool.endswith(suffix):
-                return suffix_key
-    return key
+argument_key = families.skill_argument_key
 
 
 def detect(call: ToolCall) -> SkillLoad | None:
+    """A skill tool the table names (the fast path), or one shaped like a skill tool: a tool
+    no row knows, its arguments naming the skill whose body or refusal it returned."""
     key = argument_key(call.name)
     if key is None:
-        return None
+        return skill_shapes.detect(call)
     arguments = arguments_of(call)
     # A single-argument tool may record its argument as a bare string.
     recorded = skill_argument(arguments, key)

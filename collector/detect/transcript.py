@@ -8,13 +8,15 @@ row of ``facts``: a dict is a block when a key, its "type" value or a tag says s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from collector.detect import facts
+from collector.detect import documents, facts
 from collector.detect.content import flatten_text, parse_json
 from evaluators import skill_md
+from evaluators.evidence import fold_skill_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +185,30 @@ def _walk(value: Any, strings: list[str] | None, found: list[MessageCall | Messa
             _walk(item, strings, found)
 
 
+# A skill's body framed by a tag that names it, under any tag: <x name="skill" path="...">body</x>.
+_FRAMED_MARKER = 'name="'
+_FRAMED = re.compile(
+    r'<(?P<tag>[A-Za-z_][\w.:-]*)\s(?P<attrs>[^<>]*?\bname="(?P<name>[^"]+)"[^<>]*)>(?P<body>.*?)(?:</(?P=tag)>|\Z)',
+    re.DOTALL,
+)
+_PATH_ATTRIBUTE = re.compile(r'\b(?:path|location|file)="(?P<path>[^"]*)"')
+
+
+def _framed(text: str) -> Iterator[Injection]:
+    """Skill bodies by shape: a tag whose ``name`` attribute names the skill, around a body
+    that opens as that skill's does (its front matter, or a heading naming it).  A catalog's
+    entries hold descriptions, never such bodies."""
+    for match in _FRAMED.finditer(text):
+        skill, body = match.group("name").strip(), match.group("body").strip()
+        document = skill_md.try_parse(body) if body.startswith("---") else None
+        if document is not None and fold_skill_name(document.name) == fold_skill_name(skill):
+            body = document.body
+        elif not documents.headed_by(body, skill):
+            continue
+        path = _PATH_ATTRIBUTE.search(match.group("attrs"))
+        yield Injection(skill, body, path.group("path") if path else None, follows_tool=False)
+
+
 def injections(value: Any) -> Iterator[Injection]:
     return injections_in(all_strings(value))
 
@@ -216,6 +242,8 @@ def injections_in(strings: Iterable[str]) -> Iterator[Injection]:
             for match in facts.CAPABILITY_SKILL_TAG.finditer(text):
                 if match.group(1) == match.group(2).strip():
                     yield Injection(match.group(1), match.group(3).strip(), None, follows_tool=True)
+        if _FRAMED_MARKER in text:
+            yield from _framed(text)
         if text.startswith(facts.BASE_DIRECTORY_PREFIX):
             base = facts.BASE_DIRECTORY.match(text)
             if base is not None:

@@ -83,7 +83,8 @@ def test_a_catalog_in_a_system_instruction_no_row_names_is_found() -> None:
 
 @pytest.mark.parametrize(
     ("service", "framework"),
-    [("gemini-cli", "gemini_cli"), ("codex_cli_rs", "codex_cli"), ("acme-agent", "unknown")],
+    # A service no row names leaves the name the scope gives itself ("acme.telemetry").
+    [("gemini-cli", "gemini_cli"), ("codex_cli_rs", "codex_cli"), ("acme-agent", "acme")],
 )
 def test_the_framework_is_named_from_the_service_when_no_scope_names_it(service: str, framework: str) -> None:
     traces = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")

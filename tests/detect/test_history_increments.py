@@ -16,7 +16,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from support import FRAMEWORKS
 
 from collector.config import parse
-from collector.detect import messages, session
+from collector.detect import histories, messages
 from collector.detect.session import SessionEvidence
 from collector.otlp.views import Encoded, ResourceView, SpanView, encoded_of
 from collector.receiver.errors import ReceiveError
@@ -46,7 +46,7 @@ def _histories_cut() -> list[tuple[int, int]]:
                     for span in scope_spans.spans:
                         view = SpanView(span, scope_spans.scope.name, resource)
                         for role, raw in messages.prompt_fields(view):
-                            part = evidence._unread_part(raw, role) if isinstance(raw, Encoded) else None
+                            part = evidence.histories.unread_part(raw, role) if isinstance(raw, Encoded) else None
                             if part is not None:
                                 cut.append((len(raw), len(part.encode())))
     return cut
@@ -54,7 +54,7 @@ def _histories_cut() -> list[tuple[int, int]]:
 
 def _unread(evidence: SessionEvidence, text: str) -> str:
     """What ``evidence`` reads of ``text``: the unread part, or all of it."""
-    part = evidence._unread_part(Encoded.of(text), "messages")
+    part = evidence.histories.unread_part(Encoded.of(text), "messages")
     return text if part is None else part
 
 
@@ -62,7 +62,7 @@ def test_reading_histories_incrementally_detects_exactly_what_reading_them_whole
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     incremental = _sessions()
-    monkeypatch.setattr(session, "_HISTORIES", 0)  # remember none: every history is read whole
+    monkeypatch.setattr(histories, "REMEMBERED", 0)  # remember none: every history is read whole
     whole = _sessions()
     assert not _histories_cut()
 
@@ -134,20 +134,20 @@ def test_a_continuation_is_remembered_without_copying_the_text_it_shares() -> No
     for n in range(3):
         _unread(evidence, history)
         history = history[:-1] + f', {{"turn": {n}, "m": "{"z" * 20_000}"}}]'
-    newest, older = evidence._histories["messages"][:2]
+    newest, older = evidence.histories.by_reader["messages"][:2]
     assert b"".join(newest.chunks) == history[: history.rindex(", {")].encode()  # up to its bracket
     assert len(older.chunks) > 2 and newest.end > older.end
-    whole = older.end // session._CHUNK
+    whole = older.end // histories.CHUNK
     assert all(a is b for a, b in zip(newest.chunks[:whole], older.chunks[:whole], strict=True))
 
 
 def test_a_continuation_is_compared_as_bytes_and_only_its_new_part_is_decoded() -> None:
     evidence = SessionEvidence()
     first = encoded_of(AnyValue(string_value=_WIDE))
-    assert first is not None and evidence._unread_part(first, "messages") is None  # read whole
+    assert first is not None and evidence.histories.unread_part(first, "messages") is None  # read whole
     later = encoded_of(AnyValue(string_value=_WIDE[:-1] + ', {"b": "\u2014"}]'))
     assert later is not None
-    part = evidence._unread_part(later, "messages")
+    part = evidence.histories.unread_part(later, "messages")
     assert part is not None and json.loads(part) == [{"b": "\u2014"}]
     assert later._text is None  # what it shares with the first was never made a str
 
@@ -177,16 +177,16 @@ def test_what_one_reader_has_read_is_still_unread_for_another() -> None:
     log record read is read whole by the next span, then continued."""
     evidence = SessionEvidence()
     earlier, later = '[{"a": 1}]', '[{"a": 1}, {"b": 2}]'
-    assert evidence._unread_part(Encoded.of(earlier), "log") is None
-    assert evidence._unread_part(Encoded.of(later), "messages") is None
+    assert evidence.histories.unread_part(Encoded.of(earlier), "log") is None
+    assert evidence.histories.unread_part(Encoded.of(later), "messages") is None
     assert json.loads(_unread(evidence, later[:-1] + ', {"c": 3}]')) == [{"c": 3}]
-    assert json.loads(evidence._unread_part(Encoded.of(later), "log") or "") == [{"b": 2}]
+    assert json.loads(evidence.histories.unread_part(Encoded.of(later), "log") or "") == [{"b": 2}]
 
 
 def test_text_that_is_not_a_json_array_is_read_as_it_is() -> None:
     evidence = SessionEvidence()
     for raw in ('{"messages": [1]}', "[not json]", "plain text", '[{"a": 1}] '):
-        assert evidence._unread_part(Encoded.of(raw), "messages") is None
+        assert evidence.histories.unread_part(Encoded.of(raw), "messages") is None
 
 
 def test_json_text_reads_as_the_standard_library_reads_it() -> None:

@@ -96,7 +96,7 @@ from support import FRAMEWORKS, Server, trace_requests  # noqa: E402
 
 # The collector's modules the in-process measurements run (some may move: repoint them here).
 from collector.config import parse  # noqa: E402
-from collector.detect import session as session_module  # noqa: E402
+from collector.detect import histories as histories_module  # noqa: E402
 from collector.otlp.views import value_of  # noqa: E402
 from collector.sessions.assembler import Accepted, Assembler  # noqa: E402
 
@@ -411,12 +411,12 @@ def long_session_cost(
         long_us = min(long_us, long_run())
         short_us = min(short_us, short_run())
     # Remember no history: each is read whole.
-    remembered = session_module._HISTORIES
-    session_module._HISTORIES = 0
+    remembered = histories_module.REMEMBERED
+    histories_module.REMEMBERED = 0
     try:
         whole = long_run()
     finally:
-        session_module._HISTORIES = remembered
+        histories_module.REMEMBERED = remembered
     return long_us, short_us, whole
 
 

@@ -1,0 +1,40 @@
+"""The signal detectors of tool calls, and the one rule that picks among them.
+
+Each detector is gated on what distinguishes its calls (its tool names, a skill attribute, a
+returned SKILL.md), and the gates do not overlap: a call is claimed by at most one detector,
+whatever the order below (``claims``; a test replays every recording to hold this).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from collector.detect import any_reads, file_reads, shell_reads, skill_attributes, skill_tools
+from evaluators.evidence import SkillLoad, ToolCall
+
+Detector = Callable[[ToolCall], SkillLoad | None]
+
+# Each signal family: tool call -> a skill load or None.
+DETECTORS: dict[str, Detector] = {
+    "skill_tools": skill_tools.detect,  # a tool the table names, or one shaped like a skill tool
+    "file_reads": file_reads.detect,
+    "shell_reads": shell_reads.detect,
+    "skill_attributes": skill_attributes.detect,  # a tool no other detector knows, naming its skill
+    "any_reads": any_reads.detect,  # any other tool that returned a SKILL.md
+}
+
+READ_DETECTORS: tuple[Detector, ...] = (file_reads.detect, shell_reads.detect)  # calls only a history shows
+
+
+def load_of(call: ToolCall) -> SkillLoad | None:
+    """The skill load a tool call records, by the detector that claims it (None: no load)."""
+    for detect in DETECTORS.values():
+        load = detect(call)
+        if load is not None:
+            return load
+    return None
+
+
+def claims(call: ToolCall) -> list[str]:
+    """Every detector that claims ``call`` (at most one, by the gates' design)."""
+    return [name for name, detect in DETECTORS.items() if detect(call) is not None]

@@ -1,0 +1,55 @@
+"""Which family of tools a call belongs to by the table's names: a skill tool, a read tool, a
+shell tool, or none the table knows.  Each detector is gated on its family, so that a call
+is judged by one detector only (``detectors.claims``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from collector.detect import facts
+from collector.detect.content import arguments_of
+from evaluators.evidence import ToolCall
+
+
+def skill_argument_key(tool: str) -> str | None:
+    """The argument holding the skill's name for a skill tool the table names, else None."""
+    key = facts.SKILL_TOOLS.get(tool)
+    if key is None:
+        for suffix, suffix_key in facts.SKILL_TOOL_SUFFIXES.items():
+            if tool.endswith(suffix):
+                return suffix_key
+    return key
+
+
+def reads_by_command(arguments: Any) -> bool:
+    """An editor tool whose command argument says it reads (``facts.READ_COMMANDS``)."""
+    return isinstance(arguments, dict) and arguments.get(facts.READ_COMMAND_ARGUMENT) in facts.READ_COMMANDS
+
+
+def is_read(call: ToolCall) -> bool:
+    return call.name in facts.READ_TOOLS or reads_by_command(arguments_of(call))
+
+
+def is_shell(call: ToolCall) -> bool:
+    return call.name in facts.SHELL_TOOLS
+
+
+def known(call: ToolCall) -> bool:
+    """Whether the table names the call's tool as a skill, read or shell tool."""
+    return skill_argument_key(call.name) is not None or is_shell(call) or is_read(call)
+
+
+def unnamed(call: ToolCall) -> bool:
+    """A call of a tool the table does not know, with no attribute naming its skill: one only
+    its shape can tell (``skill_shapes``, ``any_reads``)."""
+    return not call.skill_attribute and not known(call)
+
+
+def writes(call: ToolCall) -> bool:
+    """Whether the tool's name says it writes (``facts.WRITE_TOOL_WORDS``): what it returns
+    echoes what it wrote, and loads nothing."""
+    folded = call.name.casefold()
+    for word in facts.WRITE_TOOL_WORDS:  # noqa: SIM110 - a loop makes no generator per call
+        if word in folded:
+            return True
+    return False

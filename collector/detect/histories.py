@@ -1,0 +1,149 @@
+"""Message histories read before, so that a later one is read only for what it adds.
+
+Each chat span records the whole conversation so far, so reading every history whole costs
+the square of a session's length.  ``Histories.unread_part`` compares a history's bytes with
+the few read before (per reader) and returns only the messages a continuation adds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import orjson
+
+from collector.detect import facts
+from collector.detect.content import parse_json
+from collector.otlp.views import Encoded
+
+CHUNK = 16_384  # bytes in each piece of a remembered history
+
+
+class History:
+    """A message history read before: a JSON array, or an object holding one under its first
+    history key (``facts.HISTORY_KEYS``).  Kept as its UTF-8 bytes up to the array's closing
+    bracket (``end``), in pieces of ``CHUNK`` bytes compared in place with a later history's
+    bytes, and the bytes from that bracket on (``tail``: "]" for an array).  One that
+    continues it shares its whole pieces: remembering a continuation copies only what it
+    adds."""
+
+    __slots__ = ("chunks", "end", "tail")
+    chunks: list[bytes]
+    end: int
+    tail: bytes
+
+    def __init__(self, raw: Encoded, end: int, before: History | None = None) -> None:
+        self.end = end
+        self.tail = raw.piece(end, len(raw))
+        # ``raw`` continues ``before``: its whole pieces are this one's first.
+        kept = before.end // CHUNK if before is not None else 0
+        shared: list[bytes] = before.chunks[:kept] if before is not None else []
+        self.chunks = shared + [raw.piece(at, min(at + CHUNK, end)) for at in range(kept * CHUNK, end, CHUNK)]
+
+    def starts(self, raw: Encoded) -> bool:
+        """``raw``'s first ``self.end`` bytes are this history's."""
+        at = 0
+        for chunk in self.chunks:
+            if not raw.has_at(chunk, at):
+                return False
+            at += len(chunk)
+        return True
+
+
+def _array_end(raw: Encoded, parsed: Any) -> int | None:
+    """Where the message array of a history read whole closes in ``raw`` (``parsed``): its
+    last byte for an array; for an object, the bracket that closes its first history key's
+    array (a list), found where the rest of the object, parsed, is exactly the keys after
+    it; None for anything else."""
+    if isinstance(parsed, list):
+        return len(raw) - 1
+    if not isinstance(parsed, dict):
+        return None
+    key = next((k for k in facts.HISTORY_KEYS if parsed.get(k)), None)
+    if key is None or not isinstance(parsed[key], list):
+        return None
+    keys = list(parsed)
+    after = keys[keys.index(key) + 1 :]
+    text = raw.piece(0, len(raw))
+    if not after:  # "]", then "}", whitespace around them
+        close = len(text.rstrip()) - 1
+        bracket = len(text[:close].rstrip()) - 1
+        return bracket if text[close] == _BRACE_CLOSE and text[bracket] == _CLOSE else None
+    rest = {k: parsed[k] for k in after}
+    follows = re.compile(rb"\]\s*,\s*(" + re.escape(json.dumps(after[0]).encode()) + rb")\s*:")
+    for found in follows.finditer(text):
+        try:
+            if orjson.loads(b"{" + text[found.start(1) :]) == rest:
+                return found.start()
+        except orjson.JSONDecodeError:
+            continue
+    return None
+
+
+def _remember(histories: list[History], history: History) -> None:
+    histories.insert(0, history)
+    del histories[REMEMBERED:]
+
+
+REMEMBERED = 4  # message histories remembered per reader (see ``unread_part``); 0 reads each whole
+_OPEN, _CLOSE, _COMMA, _BRACE, _BRACE_CLOSE = ord("["), ord("]"), ord(","), ord("{"), ord("}")
+_ENDS = (_COMMA, _CLOSE)  # what may follow the text a history shares with one read before
+_BRACKETS = ((_OPEN, _CLOSE), (_BRACE, _BRACE_CLOSE))  # a history's first and last bytes
+
+
+class Histories:
+    """The histories one session has read, newest first, for each reader."""
+
+    __slots__ = ("by_reader",)
+
+    def __init__(self) -> None:
+        self.by_reader: dict[str, list[History]] = {}
+
+    def absorb(self, other: Histories) -> None:
+        """What ``other`` read stays read: its histories continue here without a re-read."""
+        for reader, theirs in other.by_reader.items():
+            self.by_reader[reader] = [*self.by_reader.get(reader, []), *theirs][:REMEMBERED]
+
+    def unread_part(self, raw: Encoded, reader: str) -> str | None:
+        """The messages of a history that ``reader`` has not read yet in this session, as a
+        JSON array ("" when it has read them all); None when ``raw`` is to be read whole (no
+        history, or none that continues one it read before).  Readers take different things
+        from a history (a span's messages give user turns, a log record's content does not),
+        so what one has read is not read for another.
+
+        Each chat span records the whole conversation so far, so reading every history whole
+        costs the square of a session's length.  A history is a JSON array of messages, or an
+        object holding one (``History``).  When ``raw`` continues one read before (the same
+        bytes up to that one's array's closing bracket, then a comma and more elements, then
+        the same bytes from that bracket on), only the elements added are new: parsing is
+        deterministic, so the shared text parses to the same values.  A few histories are
+        remembered per session (sub-agents keep conversations of their own), each as pieces
+        of its bytes: comparing bytes reads them once, where hashing or decoding them would
+        cost more (decoding text that is not ASCII ~10x), and only the new part is decoded."""
+        size = len(raw)
+        if not size or (raw.byte(0), raw.byte(size - 1)) not in _BRACKETS:
+            return None
+        histories = self.by_reader.setdefault(reader, [])
+        for history in histories:
+            end, tail = history.end, history.tail  # where its array closes, and from there on
+            rest = size - len(tail)  # where this one's array would close
+            if (
+                rest < end
+                or raw.byte(end) not in _ENDS
+                or not raw.has_at(tail, rest)
+                or not history.starts(raw)
+            ):
+                continue
+            if rest == end:
+                return ""  # the same history again (a retried or duplicated span)
+            if raw.byte(end) == _COMMA:
+                unread = "[" + raw.text_from(end + 1, rest) + "]"
+                if not isinstance(parse_json(unread), list):
+                    return None
+                _remember(histories, History(raw, rest, history))
+                return unread
+        close = _array_end(raw, parse_json(raw.text()))
+        if close is not None:
+            _remember(histories, History(raw, close))
+        return None
