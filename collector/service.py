@@ -63,7 +63,7 @@ from collector.status.config import Status
 from collector.status.metrics import StatusMetrics
 from collector.status.summary import Summary, every, log_periodically
 from collector.status.view import SessionPage, SessionQuery, State
-from collector.telemetry import SkillLabels
+from collector.telemetry import CacheSizes, SkillLabels
 from evaluators.evidence import session_key
 from evaluators.result import EvaluationResult
 
@@ -103,6 +103,9 @@ class Chain:
             SessionsMetrics(self.registry),
             self.runner,
         )
+        assembler = self.sessions_stage.assembler
+        reopen_limit = config.sessions.reopen_cache_bytes
+        CacheSizes(self.registry, {"reopen": lambda: (assembler.recent_bytes, reopen_limit)})
         self.spool = SpoolStage(
             self.store,
             self.sessions_stage,

@@ -36,6 +36,7 @@ from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.outcome import text_outcome
 from collector.detect.transcript import Injection, MessageCall, MessageResult, injections_in
 from collector.otlp.views import Encoded, EventView, LogView, SpanView
+from evaluators.bytecache import ByteCache, register, text_bytes
 from evaluators.evidence import (
     Catalog,
     ContentCapture,
@@ -163,20 +164,19 @@ _BRACKETS = ((_OPEN, _CLOSE), (_BRACE, _BRACE_CLOSE))  # a history's first and l
 K = TypeVar("K")
 V = TypeVar("V")
 
-_framework_cache: dict[tuple[str, str], str] = {}
+_framework_cache: ByteCache[tuple[str, str], str] = register(ByteCache("frameworks", 1024 * 1024))
 
 
 def framework_of(scope: str, service: str = "") -> str:
     """The framework an instrumentation scope names, else the resource's service name, else ""."""
-    found = _framework_cache.get((scope, service))
+    found = _framework_cache.get((scope, service), None)
     if found is None:
         found = facts.FRAMEWORK_SCOPE_NAMES.get(scope) or next(
             (fw for prefix, fw in facts.FRAMEWORK_SCOPES if scope.startswith(prefix)), ""
         )
         if not found and service:
             found = next((fw for prefix, fw in facts.FRAMEWORK_SERVICES if service.startswith(prefix)), "")
-        if len(_framework_cache) < 1024:
-            _framework_cache[(scope, service)] = found
+        _framework_cache.put((scope, service), found, text_bytes(scope) + text_bytes(service))
     return found
 
 

@@ -82,6 +82,7 @@ log = logging.getLogger("skillgauge")
 class OpenSession:
     __slots__ = (
         "bytes",
+        "carried",
         "ending",
         "evidence",
         "first_request",
@@ -108,6 +109,7 @@ class OpenSession:
         self.opened_at = now
         self.last_seen = now
         self.bytes = 0
+        self.carried = 0  # bytes of the earlier revisions' items it carries (``reopen_cache_bytes``)
         self.spans = 0  # counted over the revisions it carries, as its evidence is
         self.ending = False
         self.provisional = provisional
@@ -138,6 +140,7 @@ class _Recent:
     spans: int
     ids: set[bytes]
     requests: list[int]
+    bytes: int  # the items' bytes, every revision's: what its evidence costs, about
 
 
 def scoped(tenant: str, trace_id: bytes) -> bytes:
@@ -239,6 +242,7 @@ class Assembler:
         self._trace_owner: dict[bytes, str] = {}
         self._revisions: OrderedDict[str, int] = OrderedDict()  # closed sessions' last revision
         self._recent: OrderedDict[str, _Recent] = OrderedDict()  # for reopening, bounded
+        self.recent_bytes = 0  # what ``_recent`` holds, in its sessions' item bytes
         self._recent_owner: dict[bytes, str] = {}  # trace -> the key of the ``_recent`` entry holding it
         # Reopenable revisions a restart found in the store, not yet rebuilt (``restore``):
         # they share ``reopen_cache`` with ``_recent``, and go first.
@@ -617,6 +621,7 @@ class Assembler:
             evidence.catalog.limit = self._config.max_catalog_entries
         session = OpenSession(key, revision, now, provisional, evidence)
         if recent is not None:  # late spans: the new revision carries the earlier ones too
+            session.carried = recent.bytes
             session.first_request = recent.first_request
             session.traces = recent.traces
             session.spans = recent.spans
@@ -734,7 +739,9 @@ class Assembler:
                 session.spans,
                 session.ids,
                 session.requests,
+                session.bytes + session.carried,
             )
+            self.recent_bytes += session.bytes + session.carried
             for trace_id in session.traces:
                 self._recent_owner[trace_id] = session.key
             if self._on_keep is not None and self._config.reopen_cache:
@@ -753,11 +760,13 @@ class Assembler:
             self._on_forget(session.key)  # what it kept before this revision is not reopened
 
     def _trim_reopenable(self) -> None:
-        """Hold ``_recent`` and ``_dormant`` together to ``reopen_cache``, dormant ones first."""
+        """Hold ``_recent`` and ``_dormant`` together to ``reopen_cache``, dormant ones first,
+        and ``_recent`` to ``reopen_cache_bytes``, the oldest out first."""
         while self._dormant and len(self._recent) + len(self._dormant) > self._config.reopen_cache:
             key, _ = self._dormant.popitem(last=False)
             self._forget(key)
-        while len(self._recent) > self._config.reopen_cache:
+        limit = self._config.reopen_cache_bytes
+        while self._recent and (len(self._recent) > self._config.reopen_cache or self.recent_bytes > limit):
             key = next(iter(self._recent))
             self._forget_recent(key)
             self._forget(key)
@@ -765,6 +774,7 @@ class Assembler:
     def _forget_recent(self, key: str) -> _Recent | None:
         recent = self._recent.pop(key, None)
         if recent is not None:
+            self.recent_bytes -= recent.bytes
             for trace_id in recent.traces:
                 if self._recent_owner.get(trace_id) == key:
                     del self._recent_owner[trace_id]
@@ -856,6 +866,7 @@ class Assembler:
         tenant = split_session_key(entry.session)[0]  # every request it kept is its tenant's
         traces = {bytes.fromhex(t) for t in entry.traces}
         ids: set[bytes] = set()  # what it took, so a re-sent copy is still one item
+        held = 0  # its items' bytes
         for request in requests:
             if isinstance(request, ExportTraceServiceRequest):
                 for resource_spans in request.resource_spans:
@@ -868,6 +879,7 @@ class Assembler:
                             view = SpanView(span, scope, resource)
                             key = self._key_of(view.attrs, resource.attrs, tenant)
                             if self._belongs(key, span.trace_id, entry.session, traces, tenant):
+                                held += span.ByteSize()
                                 ids.add(span.trace_id + span.span_id)
                                 evidence.observe_span(view)
             else:
@@ -879,12 +891,21 @@ class Assembler:
                             log_view = LogView(record, scope, resource)
                             key = self._log_key_of(log_view, tenant)
                             if self._belongs(key, record.trace_id, entry.session, traces, tenant):
+                                held += record.ByteSize()
                                 ids.add(log_id(record))
                                 evidence.observe_log(log_view)
         self.seed_revision(entry.session, entry.revision)
         self._recent[entry.session] = _Recent(
-            evidence, entry.revision, entry.first_request, traces, entry.spans, ids, list(entry.requests)
+            evidence,
+            entry.revision,
+            entry.first_request,
+            traces,
+            entry.spans,
+            ids,
+            list(entry.requests),
+            held,
         )
+        self.recent_bytes += held
         for trace_id in traces:
             self._recent_owner[trace_id] = entry.session
         self._trim_reopenable()
