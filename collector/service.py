@@ -19,7 +19,6 @@ import contextlib
 import errno
 import gc
 import logging
-import re
 import signal
 import ssl
 import sys
@@ -42,12 +41,19 @@ from collector.export.fanout import Fanout
 from collector.export.metrics import ExportMetrics
 from collector.export.otlp import OtlpExporter
 from collector.export.outbox import SpoolOutbox
+from collector.logsafety import escape_logs
 from collector.otlp.received import Received
 from collector.receiver import auth as listener_auth
 from collector.receiver import grpc as grpc_receiver
 from collector.receiver import http as http_receiver
 from collector.receiver.config import Listener
-from collector.receiver.connections import CappedSite, ConnectionCap, beyond_open_files
+from collector.receiver.connections import (
+    AcceptErrors,
+    CappedSite,
+    ConnectionCap,
+    fit_to_open_files,
+    open_files_limit,
+)
 from collector.receiver.metrics import ReceiverMetrics
 from collector.receiver.redact import redacting
 from collector.sessions.metrics import SessionsMetrics
@@ -69,6 +75,8 @@ from evaluators.result import EvaluationResult
 
 log = logging.getLogger("skillgauge")
 _MAX_CONNECTIONS = "receivers.otlp.http.max_connections"
+_MAX_GRPC = "receivers.otlp.grpc.max_connections"
+_MAX_STATUS = "status.max_connections"
 
 
 class Chain:
@@ -256,9 +264,12 @@ class Service:
             chain.fanout.exporters.append(exporter)
             await exporter.start()
         await chain.start()  # after the exporters: a restart re-exports through them
+        caps, warnings = fit_to_open_files(self._caps(), open_files_limit())
+        for warning in warnings:
+            log.warning("%s", warning)
         if receivers.grpc is not None:
             self._grpc, self.ports["grpc"] = await grpc_receiver.start(
-                receivers.grpc,
+                receivers.grpc.model_copy(update={"max_connections": caps[_MAX_GRPC]}),
                 chain.intake,
                 answered("grpc"),
                 self.config.auth_for(receivers.grpc),
@@ -281,15 +292,13 @@ class Service:
                 # A connection that sends no complete request headers in time is closed.
                 keepalive_timeout=receivers.http.read_timeout,
                 cap=ConnectionCap(
-                    receivers.http.max_connections,
+                    caps[_MAX_CONNECTIONS],
                     _MAX_CONNECTIONS,
                     receiver_metrics.http_connections,
                     receiver_metrics.http_connections_refused,
                 ),
             )
             self._runners.append(runner)
-            if (warning := beyond_open_files(receivers.http.max_connections, _MAX_CONNECTIONS)) is not None:
-                log.warning("%s", warning)
         status_cfg = self.config.status
         host, _, port = status_cfg.endpoint.rpartition(":")
         self._status, self.ports["status"] = await self._serve(
@@ -304,6 +313,13 @@ class Service:
             int(port),
             "status.endpoint",
             tls=_tls(status_cfg),
+            cap=ConnectionCap(
+                caps[_MAX_STATUS],
+                _MAX_STATUS,
+                chain.status_metrics.connections,
+                chain.status_metrics.connections_refused,
+                "status API",
+            ),
         )
         # What start-up built (modules, handlers, the recovered state) lives as long as the
         # process: keep it out of every later full garbage collection.
@@ -316,6 +332,16 @@ class Service:
                 log_periodically(self._summary, every(self.config.status.summary_interval), log),
                 name="skillgauge-summary",
             )
+
+    def _caps(self) -> dict[str, int]:
+        """Each listener's configured connection cap, by its config field."""
+        otlp = self.config.receivers.otlp
+        caps = {_MAX_STATUS: self.config.status.max_connections}
+        if otlp.grpc is not None:
+            caps[_MAX_GRPC] = otlp.grpc.max_connections
+        if otlp.http is not None:
+            caps[_MAX_CONNECTIONS] = otlp.http.max_connections
+        return caps
 
     async def _serve(
         self,
@@ -513,32 +539,6 @@ def _safe_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
 
 
-# C0 and C1 controls (newlines, ESC for ANSI sequences), line/paragraph separators and
-# bidirectional overrides: what would let logged span text forge lines or hide itself.
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-class EscapeControls(logging.Filter):
-    """Escapes control characters in every log message, whatever put them there.
-
-    Span-derived strings are logged with ``%r`` already; this is the net under that rule, for
-    a message that forgets it.  Tracebacks (added by the formatter) are left as they are."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if _UNSAFE.search(message):
-            record.msg = _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), message)
-            record.args = None
-        return True
-
-
-def escape_logs() -> None:
-    """Install ``EscapeControls`` on every handler of the root logger (once)."""
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, EscapeControls) for f in handler.filters):
-            handler.addFilter(EscapeControls())
-
-
 # How long a thread may hold the GIL while another waits for it (Python's default: 5 ms).
 # The store's writer needs it back after every SQLite call; at 5 ms a busy event loop made
 # each commit, and so each acknowledgement, wait tens of milliseconds.
@@ -556,6 +556,7 @@ async def serve(config: Config) -> None:
     escape_logs()
     sys.setswitchinterval(SWITCH_INTERVAL)
     gc.set_threshold(*GC_THRESHOLDS)
+    asyncio.get_running_loop().set_exception_handler(AcceptErrors())
     service = Service(config)
     try:
         await service.start()

@@ -195,8 +195,51 @@ class HttpListener(Listener):
     max_connections: int = Field(default=1024, gt=0)
 
 
+class KeepaliveServerParameters(Strict):
+    """As the Collector's configgrpc ``keepalive.server_parameters``: a connection idle (no
+    call) for ``max_connection_idle``, or open for ``max_connection_age``, is sent GOAWAY
+    and closed ``max_connection_age_grace`` later, calls in flight or not; the server pings
+    a connection quiet for ``time`` and drops it when no answer comes within ``timeout``.
+    None: never."""
+
+    max_connection_idle: Seconds | None = None
+    max_connection_age: Seconds | None = None
+    max_connection_age_grace: Seconds | None = None
+    time: Seconds = 2 * 3600.0
+    timeout: Seconds = 20.0
+
+
+class KeepaliveEnforcementPolicy(Strict):
+    """As configgrpc's ``keepalive.enforcement_policy``: a client pinging more often than
+    ``min_time`` (or at all without a call in flight, unless ``permit_without_stream``) is
+    told to calm down, then disconnected."""
+
+    min_time: Seconds = 300.0
+    permit_without_stream: bool = False
+
+
+class Keepalive(Strict):
+    server_parameters: KeepaliveServerParameters = KeepaliveServerParameters()
+    enforcement_policy: KeepaliveEnforcementPolicy = KeepaliveEnforcementPolicy()
+
+
+class GrpcListener(Listener):
+    """The gRPC listener.  At most ``max_connections`` connections are held: one beyond
+    that is closed as soon as it is accepted.  A connection must complete its handshake (TLS,
+    and the client's HTTP/2 preface and SETTINGS) within ``handshake_timeout`` or it is
+    closed, so connections that send nothing cannot hold their places.  A connection carries
+    at most ``max_concurrent_streams`` calls at once.  Every call, its body included, must
+    arrive within ``read_timeout`` of its start or it is cancelled (``DEADLINE_EXCEEDED``)."""
+
+    max_connections: int = Field(default=1024, gt=0)
+    handshake_timeout: Seconds = 10.0
+    max_concurrent_streams: int = Field(default=100, gt=0)
+    read_timeout: Seconds = Field(default=30.0, gt=0)
+    keepalive: Keepalive = Keepalive()
+
+
 class OtlpReceivers(Strict):
-    grpc: Listener | None = Listener(endpoint="0.0.0.0:4317")
+    grpc: GrpcListener | None = GrpcListener(endpoint="0.0.0.0:4317")
     http: HttpListener | None = HttpListener(endpoint="0.0.0.0:4318")
 
 
