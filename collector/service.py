@@ -31,10 +31,12 @@ import grpc
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from collector import __version__
+from collector import __version__, tenants
+from collector.component import Retryable
 from collector.config import Config
 from collector.detect.expectations import Rules
 from collector.evaluate.config import Budget
+from collector.evaluate.judge import tenant_budgets
 from collector.evaluate.metrics import EvaluateMetrics
 from collector.evaluate.runner import Runner
 from collector.export.fanout import Fanout
@@ -96,12 +98,15 @@ class Chain:
         )
         self.fanout = Fanout()
         self.recorder = Recorder(self.store, CoverageMetrics(self.registry, skills), self.fanout)
+        limits = config.tenant_limits
+        budgets = tenant_budgets(tenants.usd_per_day(limits))
         self.runner = Runner(
             self.recorder,
             config,
             EvaluateMetrics(self.registry, skills),
             store=self._store_result,
             pending=self.store,
+            tenant_budgets=budgets,
         )
         self.sessions_stage = SessionsStage(
             config.sessions,
@@ -110,8 +115,10 @@ class Chain:
             self.store,
             SessionsMetrics(self.registry),
             self.runner,
+            tenants.max_open(limits),
         )
         assembler = self.sessions_stage.assembler
+        self.tenants = tenants.TenantFigures(self.registry, limits, lambda: assembler.open_by_tenant, budgets)
         reopen_limit = config.sessions.reopen_cache_bytes
         CacheSizes(self.registry, {"reopen": lambda: (assembler.recent_bytes, reopen_limit)})
         self.spool = SpoolStage(
@@ -133,10 +140,15 @@ class Chain:
         session = session_key(result.tenant, result.session_id)
         await self.store.save_result(result.key, session, result.revision, result.to_dict())
 
-    async def admit(self) -> None:
-        """Raise ``Retryable`` when the chain cannot take a request now; first wait, for at
-        most ``sessions.pending_wait``, while the queue to the assembler is full
-        (``SessionsStage.room``)."""
+    async def admit(self, tenant: str = "") -> None:
+        """Raise ``Retryable`` when the chain cannot take a request from ``tenant`` now (at
+        its own ``max_open_sessions`` first); else wait, for at most ``sessions.pending_wait``,
+        while the queue to the assembler is full (``SessionsStage.room``)."""
+        try:
+            self.sessions_stage.assembler.admit_tenant(tenant)
+        except Retryable as refusal:
+            self.tenants.refused_open(tenant, refusal)
+            raise
         await self.sessions_stage.room()
         self.spool.admit()
 

@@ -57,10 +57,11 @@ def _export(
     ) -> Message:
         # ``tenant``: the bearer token's, passed by ``BearerInterceptor`` ("" without auth).
         try:
-            await admit()  # refuse under backpressure before paying for the read and the decode
+            sender = listener_auth.sender_tenant(tenant)
+            await admit(sender)  # refuse under backpressure before paying for the read and the decode
             body = await _message(requests, read_timeout)
             request = decode.decode(signal, body, "protobuf")
-            item = Received(signal, request, "grpc", raw=body, tenant=listener_auth.sender_tenant(tenant))
+            item = Received(signal, request, "grpc", raw=body, tenant=sender)
             await intake.consume(item)
             result = item.outcome
         except ANSWERED as failure:

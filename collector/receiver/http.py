@@ -63,11 +63,11 @@ def make_handler(
         encoding: decode.Encoding = "protobuf"
         try:
             encoding = decode.media_encoding(request.content_type)
-            await admit()  # refuse under backpressure before reading and decoding the body
+            tenant = listener_auth.sender_tenant(request.get(listener_auth.TENANT, ""))
+            await admit(tenant)  # refuse under backpressure before reading and decoding the body
             body = await _read_body(request, limit, listener.read_timeout)
             message = decode.decode(signal, body, encoding)
             raw = body if encoding == "protobuf" else None
-            tenant = listener_auth.sender_tenant(request.get(listener_auth.TENANT, ""))
             item = Received(signal, message, "http", raw=raw, tenant=tenant)
             await intake.consume(item)
             result = item.outcome

@@ -79,6 +79,10 @@ _UNREADABLE_DETAIL_CHARS = 300
 log = logging.getLogger("skillgauge")
 
 
+class TenantLimited(Retryable):
+    """Backpressure for one tenant: it reached a limit of its own."""
+
+
 class OpenSession:
     __slots__ = (
         "bytes",
@@ -220,10 +224,14 @@ class Assembler:
         on_duplicate: Callable[[str], None] | None = None,
         on_keep: OnKeep | None = None,
         on_forget: OnForget | None = None,
+        tenant_max_open: dict[str, int] | None = None,
     ) -> None:
         """``on_keep``/``on_forget``: a closed session becomes reopenable whole, or stops
-        being so (evicted from ``reopen_cache``, or closed for a reason that starts afresh)."""
+        being so (evicted from ``reopen_cache``, or closed for a reason that starts afresh).
+        ``tenant_max_open``: tenants' own ``max_open_sessions`` (within ``max_open``)."""
         self._config = config
+        self._tenant_max_open = dict(tenant_max_open or {})
+        self.open_by_tenant: dict[str, int] = {}  # sessions open, by tenant (``""`` the default)
         self._on_duplicate = on_duplicate  # (signal): a re-sent item, taken and not counted again
         self.duplicates: dict[str, int] = {}
         self._on_unreadable = on_unreadable
@@ -497,6 +505,12 @@ class Assembler:
         sessions is looked into."""
         result = check_spans(request)
         headroom = self._config.max_open - len(self._open) - promised
+        limit = f"sessions.max_open ({self._config.max_open} sessions open or admitted)"
+        if tenant in self._tenant_max_open:
+            own = self._tenant_max_open[tenant] - self.open_by_tenant.get(tenant, 0)
+            if own < headroom:
+                headroom = max(0, own)
+                limit = f"tenant {tenant}'s max_open_sessions ({self._tenant_max_open[tenant]} open)"
         if result.accepted <= headroom:
             result.opens = result.accepted
             return result
@@ -532,10 +546,7 @@ class Assembler:
                 kept = [span for i, span in enumerate(spans) if i not in indexes]
                 del spans[:]
                 spans.extend(kept)
-            why = (
-                f"span would open a session past sessions.max_open ({self._config.max_open} "
-                "sessions open or admitted); retry it later"
-            )
+            why = f"span would open a session past {limit}; retry it later"
             for _ in range(count):
                 result.reject(why)
             result.accepted -= count
@@ -547,6 +558,15 @@ class Assembler:
         if len(self._open) >= self._config.max_open:
             raise Retryable(
                 f"{len(self._open)} sessions open (sessions.max_open); retry later", retry_after=5.0
+            )
+
+    def admit_tenant(self, tenant: str) -> None:
+        """Raise ``TenantLimited`` while ``tenant`` has its own ``max_open_sessions`` open."""
+        limit = self._tenant_max_open.get(tenant)
+        if limit is not None and self.open_by_tenant.get(tenant, 0) >= limit:
+            raise TenantLimited(
+                f"tenant {tenant} has {limit} sessions open, its max_open_sessions; retry later",
+                retry_after=5.0,
             )
 
     def _key_of(self, values: Attributes, resource: Attributes, tenant: str) -> str | None:
@@ -630,11 +650,17 @@ class Assembler:
             for trace_id in recent.traces:
                 self._trace_owner.setdefault(trace_id, key)
         self._open[key] = session
+        self._count_open(key, 1)
         self._opened_order.append((now, key, revision))
         return session
 
+    def _count_open(self, key: str, change: int) -> None:
+        tenant = split_session_key(key)[0]
+        self.open_by_tenant[tenant] = self.open_by_tenant.get(tenant, 0) + change
+
     def _fold(self, provisional: OpenSession, into: OpenSession) -> None:
         del self._open[provisional.key]
+        self._count_open(provisional.key, -1)
         into.evidence.absorb(provisional.evidence)
         into.bytes += provisional.bytes
         into.spans += provisional.spans
@@ -704,6 +730,7 @@ class Assembler:
     def _close(self, session: OpenSession, reason: str) -> None:
         if self._open.pop(session.key, None) is None:
             return
+        self._count_open(session.key, -1)
         for trace_id in session.traces:
             if self._trace_owner.get(trace_id) == session.key:
                 del self._trace_owner[trace_id]

@@ -49,7 +49,9 @@ class SessionsStage:
         store: Spool,
         metrics: SessionsMetrics,
         next: Consumer[Session],
+        tenant_max_open: dict[str, int] | None = None,
     ) -> None:
+        """``tenant_max_open``: tenants' own ``max_open_sessions``."""
         self.config = config
         self.storage = storage
         self.store = store
@@ -64,6 +66,7 @@ class SessionsStage:
             on_duplicate=lambda signal: metrics.duplicates.labels(signal).inc(),
             on_keep=store.keep_reopenable,
             on_forget=store.forget_reopenable,
+            tenant_max_open=tenant_max_open,
         )
         self._closed: list[Session] = []  # closed by the assembler, not yet handed on
         self._pending: deque[Spooled] = deque()  # spooled, acknowledged, not assembled

@@ -359,3 +359,24 @@ def test_closed_sessions_kept_for_reopening_are_bounded_in_bytes_the_oldest_out_
     late = {s.session_id: (s.revision, s.span_count) for s, r in closed if r == "shutdown"}
     # s1 was let go: its late span makes the next revision, but without the earlier span
     assert late == {"s1": (2, 1), "s5": (2, 2)}
+
+
+def test_one_request_cannot_open_sessions_past_its_tenants_own_limit() -> None:
+    config = parse({})
+    asm = Assembler(config.sessions, lambda s, r: None, tenant_max_open={"team-a": 3})
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    for n in range(1, 11):
+        span = spans.add(trace_id=n.to_bytes(16, "big"), span_id=n.to_bytes(8, "big"), name="x")
+        span.attributes.add(key="session.id").value.string_value = f"s{n}"
+    other = ExportTraceServiceRequest()
+    other.CopyFrom(request)
+    result = asm.cap_new_sessions(request, tenant="team-a")
+    assert (result.accepted, result.over_max_open, result.opens) == (3, 7, 3)
+    assert "tenant team-a's max_open_sessions (3 open)" in result.message
+    asm.add_spans(request, tenant="team-a")
+    assert asm.open_by_tenant == {"team-a": 3}
+    with pytest.raises(Backpressure, match="tenant team-a has 3 sessions open"):
+        asm.admit_tenant("team-a")
+    asm.admit_tenant("team-b")  # another tenant: not held back
+    assert asm.cap_new_sessions(other, tenant="team-b").accepted == 10
