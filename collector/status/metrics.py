@@ -13,7 +13,7 @@ class StatusMetrics:
         r = registry
         self.status_rejected = Counter(
             "skillgauge_status_rejected_requests",
-            "Status API requests refused, by endpoint (metrics, sessions, ui) and reason (unauthenticated; not_loopback: no auth, not sessions_open, a remote client).",
+            "Status API requests refused, by endpoint (metrics, sessions, ui) and reason (unauthenticated; not_loopback: no auth, not sessions_open, a remote client; login_failed, login_throttled, foreign_origin: page logins).",
             ["endpoint", "reason"],
             registry=r,
         )
