@@ -36,7 +36,7 @@ import hashlib
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -198,12 +198,35 @@ def _log_digest(encoded: bytes) -> bytes:
     return b"L" + hashlib.blake2b(encoded, digest_size=16).digest()
 
 
+Steps = Generator[None, None, Accepted]  # pauses (yields) now and then; returns the answer
+
+
+def finish(steps: Steps) -> Accepted:
+    """What ``steps`` return, run without pausing."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
 def check_spans(request: ExportTraceServiceRequest) -> Accepted:
     """What ``add_spans`` will accept and reject, found without assembling anything."""
+    return finish(checking_spans(request))
+
+
+def checking_spans(request: ExportTraceServiceRequest, slice_seconds: float = SLICE_SECONDS) -> Steps:
+    """``check_spans``, pausing once ``slice_seconds`` have passed since it started or last
+    paused, so that a caller on the event loop lets other work (health checks) through."""
     result = Accepted()
+    clock = time.perf_counter
+    pause_at = clock() + slice_seconds
     for resource_spans in request.resource_spans:
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
+                if clock() >= pause_at:
+                    yield
+                    pause_at = clock() + slice_seconds
                 problem = span_problem(span)
                 if problem is None:
                     result.accepted += 1
@@ -503,7 +526,19 @@ class Assembler:
         from ``request`` (from ``tenant``) and counted as rejected; ``opens`` is how many
         sessions the rest may open.  Only a request with more spans than there are free
         sessions is looked into."""
-        result = check_spans(request)
+        return finish(self.capping_new_sessions(request, promised, tenant))
+
+    def capping_new_sessions(
+        self,
+        request: ExportTraceServiceRequest,
+        promised: int = 0,
+        tenant: str = "",
+        checked: Accepted | None = None,
+    ) -> Steps:
+        """``cap_new_sessions``, pausing (yielding) as ``checking_spans`` does; ``checked``:
+        what ``check_spans`` found already, when known (then it does not pause unless the
+        request may open more sessions than there is room for)."""
+        result = checked if checked is not None else (yield from checking_spans(request))
         headroom = self._config.max_open - len(self._open) - promised
         limit = f"sessions.max_open ({self._config.max_open} sessions open or admitted)"
         if tenant in self._tenant_max_open:
@@ -516,10 +551,15 @@ class Assembler:
             return result
         usable: list[tuple[tuple[int, int, int], bytes, str | None]] = []  # (where, trace, key)
         keyed: dict[bytes, str] = {}  # trace -> the key a sibling span in this request names
+        clock = time.perf_counter
+        pause_at = clock() + SLICE_SECONDS
         for r, resource_spans in enumerate(request.resource_spans):
             resource = ResourceView(resource_spans.resource)
             for s, scope_spans in enumerate(resource_spans.scope_spans):
                 for i, span in enumerate(scope_spans.spans):
+                    if clock() >= pause_at:
+                        yield
+                        pause_at = clock() + SLICE_SECONDS
                     if span_problem(span) is None:
                         key = self._key_of(SpanView(span, "", resource).attrs, resource.attrs, tenant)
                         trace = scoped(tenant, span.trace_id)
@@ -528,7 +568,10 @@ class Assembler:
                             keyed.setdefault(trace, key)
         new: set[str] = set()
         dropped: dict[tuple[int, int], set[int]] = {}  # (resource, scope) -> span indexes
-        for (r, s, i), trace_id, key in usable:
+        for n, ((r, s, i), trace_id, key) in enumerate(usable):
+            if n % 4096 == 4095 and clock() >= pause_at:
+                yield
+                pause_at = clock() + SLICE_SECONDS
             if key is None:
                 owner = self._trace_owner.get(trace_id)
                 provisional = session_key(tenant, trace_id[-16:].hex())
