@@ -564,7 +564,9 @@ SWITCH_INTERVAL = 0.0005
 GC_THRESHOLDS = (2_000, 3, 300)
 
 
-async def serve(config: Config) -> None:
+async def serve(config: Config) -> str | None:
+    """Run until SIGTERM or SIGINT, then stop; None, or why storage still failed at the end
+    (what stopping closed may not all be recorded: the next start evaluates it again)."""
     escape_logs()
     sys.setswitchinterval(SWITCH_INTERVAL)
     gc.set_threshold(*GC_THRESHOLDS)
@@ -582,3 +584,4 @@ async def serve(config: Config) -> None:
     await stop.wait()
     log.info("signal received: draining")
     await service.stop()
+    return service.chain.store.faults.unavailable
