@@ -69,6 +69,7 @@ from collector.state.store import MemorySpool, Spool, open_spool
 from collector.status import extension as status
 from collector.status.config import Status
 from collector.status.metrics import StatusMetrics
+from collector.status.readers import StatusReads
 from collector.status.summary import Summary, every, log_periodically
 from collector.status.view import SessionPage, SessionQuery, State
 from collector.telemetry import CacheSizes, SkillLabels
@@ -96,6 +97,7 @@ class Chain:
             if store is not None
             else open_spool(config.storage.path, outbox_capacity, config.storage.max_bytes)
         )
+        self.reads = StatusReads(self.store)  # the status API's, several at once
         self.fanout = Fanout()
         self.recorder = Recorder(self.store, CoverageMetrics(self.registry, skills), self.fanout)
         limits = config.tenant_limits
@@ -185,6 +187,7 @@ class Chain:
         self.draining = True
         await self.intake.shutdown(timeout)
         await self.store.shutdown(timeout)
+        self.reads.close()
 
     # -- the status view ---------------------------------------------------------------------
 
@@ -215,13 +218,13 @@ class Chain:
                 "why_no_results": "the session is still open; it is evaluated when it closes "
                 f"(idle {self.config.sessions.idle_timeout:g}s, max duration, end attribute or limits)",
             }
-        return summary, await self.store.revisions(key, self._not_before())
+        return summary, await self.reads.revisions(key, self._not_before())
 
     async def sessions(self, query: SessionQuery) -> SessionPage:
-        return await self.store.sessions(query, self._not_before())
+        return await self.reads.sessions(query, self._not_before())
 
     async def overview(self, since: float, tenant: str | None = None) -> dict[str, Any]:
-        return await self.store.overview(since, self._not_before(), tenant)
+        return await self.reads.overview(since, self._not_before(), tenant)
 
     def _not_before(self) -> float:
         """Results evaluated before this are past ``storage.retention`` (the next checkpoint
