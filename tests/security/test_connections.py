@@ -19,7 +19,9 @@ import grpc
 import pytest
 from support import Server, export_grpc, metric_value, wait_for
 
+from collector.config import ConfigError, parse
 from collector.receiver.connections import RESERVED_FILES, AcceptErrors, fit_to_open_files
+from collector.receiver.grpc import server_options
 
 OPEN_FILES = 1024
 IDLE = 1_500
@@ -289,3 +291,34 @@ def test_a_grpc_call_whose_message_stalls_is_answered_at_the_read_timeout(tmp_pa
         assert _grpc_export_succeeds(srv)
     finally:
         srv.stop()
+
+
+def test_grpc_limits_and_keepalive_become_grpc_core_options() -> None:
+    grpc_config = {
+        "endpoint": "127.0.0.1:0",
+        "max_connections": 300,
+        "handshake_timeout": "5s",
+        "max_concurrent_streams": 20,
+        "keepalive": {
+            "server_parameters": {"max_connection_idle": "10m", "max_connection_age": "1h", "time": "30s"},
+            "enforcement_policy": {"min_time": "10s", "permit_without_stream": True},
+        },
+    }
+    listener = parse({"receivers": {"otlp": {"grpc": grpc_config}}}).receivers.otlp.grpc
+    assert listener is not None
+    options = dict(server_options(listener))
+    assert options["grpc.max_allowed_incoming_connections"] == 300
+    assert options["grpc.server_handshake_timeout_ms"] == 5_000
+    assert options["grpc.max_concurrent_streams"] == 20
+    assert options["grpc.max_connection_idle_ms"] == 600_000
+    assert options["grpc.max_connection_age_ms"] == 3_600_000
+    assert options["grpc.max_connection_age_grace_ms"] == 2**31 - 1  # not set: never
+    assert options["grpc.keepalive_time_ms"] == 30_000
+    assert options["grpc.http2.min_ping_interval_without_data_ms"] == 10_000
+    assert options["grpc.keepalive_permit_without_calls"] == 1
+
+
+def test_a_grpc_limit_typo_is_refused() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse({"receivers": {"otlp": {"grpc": {"endpoint": "127.0.0.1:0", "max_conections": 5}}}})
+    assert "max_conections" in str(err.value)
