@@ -52,6 +52,17 @@ class Config(Strict):
         return listener.auth or self.auth
 
     @property
+    def connection_caps(self) -> dict[str, int]:
+        """Each listener's ``max_connections``, by its config field."""
+        otlp = self.receivers.otlp
+        caps = {"status.max_connections": self.status.max_connections}
+        if otlp.grpc is not None:
+            caps["receivers.otlp.grpc.max_connections"] = otlp.grpc.max_connections
+        if otlp.http is not None:
+            caps["receivers.otlp.http.max_connections"] = otlp.http.max_connections
+        return caps
+
+    @property
     def tenant_limits(self) -> dict[str, TenantLimits]:
         """The tenants the receivers' tokens name, each with its own limits (merged over
         the entries and auth sections that name it)."""

@@ -50,6 +50,7 @@ from collector.receiver import grpc as grpc_receiver
 from collector.receiver import http as http_receiver
 from collector.receiver.config import Listener
 from collector.receiver.connections import (
+    RESERVED_FILES,
     AcceptErrors,
     CappedSite,
     ConnectionCap,
@@ -279,7 +280,8 @@ class Service:
             chain.fanout.exporters.append(exporter)
             await exporter.start()
         await chain.start()  # after the exporters: a restart re-exports through them
-        caps, warnings = fit_to_open_files(self._caps(), open_files_limit())
+        wanted = self.config.connection_caps
+        caps, warnings = fit_to_open_files(wanted, open_files_limit(sum(wanted.values()) + RESERVED_FILES))
         for warning in warnings:
             log.warning("%s", warning)
         if receivers.grpc is not None:
@@ -347,16 +349,6 @@ class Service:
                 log_periodically(self._summary, every(self.config.status.summary_interval), log),
                 name="skillgauge-summary",
             )
-
-    def _caps(self) -> dict[str, int]:
-        """Each listener's configured connection cap, by its config field."""
-        otlp = self.config.receivers.otlp
-        caps = {_MAX_STATUS: self.config.status.max_connections}
-        if otlp.grpc is not None:
-            caps[_MAX_GRPC] = otlp.grpc.max_connections
-        if otlp.http is not None:
-            caps[_MAX_CONNECTIONS] = otlp.http.max_connections
-        return caps
 
     async def _serve(
         self,

@@ -44,9 +44,15 @@ REFUSAL = (
 RESERVED_FILES = 128
 
 
-def open_files_limit() -> int | None:
-    """The process's soft ``RLIMIT_NOFILE``; None when unlimited."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+def open_files_limit(wanted: int = 0) -> int | None:
+    """The process's soft ``RLIMIT_NOFILE`` (None when unlimited), first raised towards
+    ``wanted`` as far as the hard limit allows (as Go programs do at start): a service
+    manager's default soft limit of 1024 is not what the operator chose."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < wanted and (hard == resource.RLIM_INFINITY or hard > soft):
+        raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        soft = raised
     return None if soft == resource.RLIM_INFINITY else soft
 
 

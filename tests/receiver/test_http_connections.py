@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import resource
 import socket
 import urllib.request
 from pathlib import Path
@@ -147,12 +146,7 @@ def test_a_cap_above_the_open_file_limit_is_lowered_with_a_warning() -> None:
 
 
 def test_serve_warns_at_startup_when_the_open_file_limit_is_below_the_cap(tmp_path: Path) -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (512, hard))  # serve inherits it
-    try:
-        srv = Server(tmp_path)  # max_connections: the default 1024
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    srv = Server(tmp_path, open_files=512)  # max_connections: the default 1024
     try:
         line = next(x for x in srv.log().splitlines() if "(ulimit -n)" in x and "otlp.http" in x)
         assert (

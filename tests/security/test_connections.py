@@ -11,8 +11,6 @@ import resource
 import socket
 import time
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -20,23 +18,12 @@ import pytest
 from support import Server, export_grpc, metric_value, wait_for
 
 from collector.config import ConfigError, parse
-from collector.receiver.connections import RESERVED_FILES, AcceptErrors, fit_to_open_files
+from collector.receiver.connections import RESERVED_FILES, AcceptErrors, fit_to_open_files, open_files_limit
 from collector.receiver.grpc import server_options
 
 OPEN_FILES = 1024
 IDLE = 1_500
 EMPTY = json.dumps({"resourceSpans": []}).encode()
-
-
-@contextmanager
-def open_files_limit(soft: int) -> Iterator[None]:
-    """``ulimit -n soft`` for the processes started inside (they inherit it)."""
-    old_soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (old_soft, hard))
 
 
 def _healthz(srv: Server) -> int:
@@ -76,8 +63,7 @@ def _closed_by_server(sock: socket.socket, timeout: float) -> bool:
 
 
 def test_idle_grpc_connections_cannot_take_the_process_down_at_its_open_file_limit(tmp_path: Path) -> None:
-    with open_files_limit(OPEN_FILES):
-        srv = Server(tmp_path)
+    srv = Server(tmp_path, open_files=OPEN_FILES)
     idle: list[socket.socket] = []
     try:
         lowered = [line for line in srv.log().splitlines() if "lowered to" in line]
@@ -322,3 +308,15 @@ def test_a_grpc_limit_typo_is_refused() -> None:
     with pytest.raises(ConfigError) as err:
         parse({"receivers": {"otlp": {"grpc": {"endpoint": "127.0.0.1:0", "max_conections": 5}}}})
     assert "max_conections" in str(err.value)
+
+
+def test_the_soft_open_file_limit_is_raised_towards_what_the_listeners_need() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert hard == resource.RLIM_INFINITY or hard >= 3_000, "this test needs a hard limit of 3,000 files"
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1_000, hard))
+    try:
+        assert open_files_limit(3_000) == 3_000  # as a service manager's soft 1024 is lifted
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (3_000, hard)
+        assert open_files_limit(2_000) == 3_000  # never lowered
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
