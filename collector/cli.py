@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import gc
 import json
 import logging
 import os
+import sqlite3
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -61,21 +63,49 @@ def setup_logging(level: str, name: str = "%(name)s") -> None:
     logging.getLogger("httpx2").setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
+# serve stopped with its storage full or failing: what it acknowledged is kept for the next
+# start, but the sessions it closed may not all be recorded (sysexits' EX_TEMPFAIL).
+EXIT_STORAGE_FULL = 75
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _storage_full(err: BaseException) -> bool:
+    if isinstance(err, OSError):
+        return err.errno in _FULL
+    return isinstance(err, sqlite3.OperationalError) and "full" in str(err)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from collector.service import serve
     from collector.state.lock import DataDirLocked
 
     config = _config(args.config)
     setup_logging(config.log_level)
+    log = logging.getLogger("skillgauge")
     try:
-        asyncio.run(serve(config))
+        failing = asyncio.run(serve(config))
     except DataDirLocked as err:  # a usage error, like an invalid config: exit 2
-        logging.getLogger("skillgauge").error("%s", err)
+        log.error("%s", err)
         return 2
-    except (OSError, RuntimeError) as err:
-        logging.getLogger("skillgauge").error("%s", err)
-        return 1
-    return 0
+    except (OSError, RuntimeError, sqlite3.Error) as err:
+        if _storage_full(err):
+            failing = str(err)
+        elif isinstance(err, sqlite3.Error):
+            raise
+        else:
+            log.error("%s", err)
+            return 1
+    if failing is None:
+        return 0
+    log.error(
+        "stopped with storage failing (%s) in %s: what was acknowledged stays in the request log and"
+        " the sessions closed at shutdown are evaluated again at the next start - free space on that"
+        " disk and start serve again (exit %d)",
+        failing,
+        config.storage.path,
+        EXIT_STORAGE_FULL,
+    )
+    return EXIT_STORAGE_FULL
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -187,6 +217,10 @@ def parser() -> argparse.ArgumentParser:
         "serve",
         help="receive OTLP, evaluate sessions as they close",
         description="Receive OTLP traces and logs, evaluate each session as it closes, serve /metrics and the status API.",
+        epilog="Exit codes: 0 stopped cleanly (SIGTERM/SIGINT); 1 could not start (a port, a file);"
+        " 2 invalid config or the data directory is another serve's;"
+        f" {EXIT_STORAGE_FULL} stopped with its storage full or failing (what was acknowledged is kept"
+        " and evaluated at the next start).",
     )
     serve.add_argument("--config", metavar="FILE", help=config_help)
     serve.set_defaults(func=cmd_serve)

@@ -25,7 +25,7 @@ from collector.detect.config import Expectation
 from collector.evaluate.config import Evaluators, Judge, Skills
 from collector.evaluate.prices import model_problem
 from collector.export.config import Export
-from collector.receiver.config import BearerAuth, Listener, Receivers, Redact
+from collector.receiver.config import NO_LIMITS, BearerAuth, Listener, Receivers, Redact, TenantLimits
 from collector.sessions.config import Sessions
 from collector.state.config import Storage
 from collector.status.config import Status
@@ -55,6 +55,34 @@ class Config(Strict):
         if listener.auth == "none":
             return None
         return listener.auth or self.auth
+
+    @property
+    def connection_caps(self) -> dict[str, int]:
+        """Each listener's ``max_connections``, by its config field."""
+        otlp = self.receivers.otlp
+        caps = {"status.max_connections": self.status.max_connections}
+        if otlp.grpc is not None:
+            caps["receivers.otlp.grpc.max_connections"] = otlp.grpc.max_connections
+        if otlp.http is not None:
+            caps["receivers.otlp.http.max_connections"] = otlp.http.max_connections
+        return caps
+
+    @property
+    def tenant_limits(self) -> dict[str, TenantLimits]:
+        """The tenants the receivers' tokens name, each with its own limits (merged over
+        the entries and auth sections that name it)."""
+        merged: dict[str, TenantLimits] = {}
+        otlp = self.receivers.otlp
+        for listener in (otlp.grpc, otlp.http):
+            auth = self.auth_for(listener) if listener is not None else None
+            for tenant, limits in (auth.tenant_limits if auth is not None else {}).items():
+                merged[tenant] = merged.get(tenant, NO_LIMITS).merged(limits, tenant)
+        return merged
+
+    @model_validator(mode="after")
+    def _tenant_limits_agree(self) -> Config:
+        self.tenant_limits  # noqa: B018 - raises when two sections give a tenant different limits
+        return self
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> Config:

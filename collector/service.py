@@ -19,7 +19,6 @@ import contextlib
 import errno
 import gc
 import logging
-import re
 import signal
 import ssl
 import sys
@@ -32,23 +31,33 @@ import grpc
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from collector import __version__
+from collector import __version__, tenants
+from collector.component import Retryable
 from collector.config import Config
 from collector.configtypes import size_text
 from collector.detect.expectations import Rules
 from collector.evaluate.config import Budget
+from collector.evaluate.judge import tenant_budgets
 from collector.evaluate.metrics import EvaluateMetrics
 from collector.evaluate.runner import Runner
 from collector.export.fanout import Fanout
 from collector.export.metrics import ExportMetrics
 from collector.export.otlp import OtlpExporter
 from collector.export.outbox import SpoolOutbox
+from collector.logsafety import escape_logs
 from collector.otlp.received import Received
 from collector.receiver import auth as listener_auth
 from collector.receiver import grpc as grpc_receiver
 from collector.receiver import http as http_receiver
 from collector.receiver.config import Listener
-from collector.receiver.connections import CappedSite, ConnectionCap, beyond_open_files
+from collector.receiver.connections import (
+    RESERVED_FILES,
+    AcceptErrors,
+    CappedSite,
+    ConnectionCap,
+    fit_to_open_files,
+    open_files_limit,
+)
 from collector.receiver.metrics import ReceiverMetrics
 from collector.receiver.redact import redacting
 from collector.sessions.metrics import SessionsMetrics
@@ -62,14 +71,17 @@ from collector.state.store import MemorySpool, Spool, open_spool
 from collector.status import extension as status
 from collector.status.config import Status
 from collector.status.metrics import StatusMetrics
+from collector.status.readers import StatusReads
 from collector.status.summary import Summary, every, log_periodically
 from collector.status.view import SessionPage, SessionQuery, State
-from collector.telemetry import SkillLabels
+from collector.telemetry import CacheSizes, SkillLabels
 from evaluators.evidence import session_key
 from evaluators.result import EvaluationResult
 
 log = logging.getLogger("skillgauge")
 _MAX_CONNECTIONS = "receivers.otlp.http.max_connections"
+_MAX_GRPC = "receivers.otlp.grpc.max_connections"
+_MAX_STATUS = "status.max_connections"
 
 
 class Chain:
@@ -87,14 +99,18 @@ class Chain:
             if store is not None
             else open_spool(config.storage.path, outbox_capacity, config.storage.max_bytes)
         )
+        self.reads = StatusReads(self.store)  # the status API's, several at once
         self.fanout = Fanout()
         self.recorder = Recorder(self.store, CoverageMetrics(self.registry, skills), self.fanout)
+        limits = config.tenant_limits
+        budgets = tenant_budgets(tenants.usd_per_day(limits))
         self.runner = Runner(
             self.recorder,
             config,
             EvaluateMetrics(self.registry, skills),
             store=self._store_result,
             pending=self.store,
+            tenant_budgets=budgets,
         )
         self.sessions_stage = SessionsStage(
             config.sessions,
@@ -103,7 +119,12 @@ class Chain:
             self.store,
             SessionsMetrics(self.registry),
             self.runner,
+            tenants.max_open(limits),
         )
+        assembler = self.sessions_stage.assembler
+        self.tenants = tenants.TenantFigures(self.registry, limits, lambda: assembler.open_by_tenant, budgets)
+        reopen_limit = config.sessions.reopen_cache_bytes
+        CacheSizes(self.registry, {"reopen": lambda: (assembler.recent_bytes, reopen_limit)})
         self.spool = SpoolStage(
             self.store,
             self.sessions_stage,
@@ -123,10 +144,15 @@ class Chain:
         session = session_key(result.tenant, result.session_id)
         await self.store.save_result(result.key, session, result.revision, result.to_dict())
 
-    async def admit(self) -> None:
-        """Raise ``Retryable`` when the chain cannot take a request now; first wait, for at
-        most ``sessions.pending_wait``, while the queue to the assembler is full
-        (``SessionsStage.room``)."""
+    async def admit(self, tenant: str = "") -> None:
+        """Raise ``Retryable`` when the chain cannot take a request from ``tenant`` now (at
+        its own ``max_open_sessions`` first); else wait, for at most ``sessions.pending_wait``,
+        while the queue to the assembler is full (``SessionsStage.room``)."""
+        try:
+            self.sessions_stage.assembler.admit_tenant(tenant)
+        except Retryable as refusal:
+            self.tenants.refused_open(tenant, refusal)
+            raise
         await self.sessions_stage.room()
         self.spool.admit()
 
@@ -163,6 +189,7 @@ class Chain:
         self.draining = True
         await self.intake.shutdown(timeout)
         await self.store.shutdown(timeout)
+        self.reads.close()
 
     # -- the status view ---------------------------------------------------------------------
 
@@ -197,7 +224,7 @@ class Chain:
                 "why_no_results": "the session is still open; it is evaluated when it closes "
                 f"(idle {self.config.sessions.idle_timeout:g}s, max duration, end attribute or limits)",
             }
-        return summary, await self.store.revisions(key, self._not_before())
+        return summary, await self.reads.revisions(key, self._not_before())
 
     def open_sessions(self, tenant: str | None = None) -> list[dict[str, Any]]:
         also = self._also_closed_by()
@@ -211,10 +238,10 @@ class Chain:
         )
 
     async def sessions(self, query: SessionQuery) -> SessionPage:
-        return await self.store.sessions(query, self._not_before())
+        return await self.reads.sessions(query, self._not_before())
 
     async def overview(self, since: float, tenant: str | None = None) -> dict[str, Any]:
-        return await self.store.overview(since, self._not_before(), tenant)
+        return await self.reads.overview(since, self._not_before(), tenant)
 
     def _not_before(self) -> float:
         """Results evaluated before this are past ``storage.retention`` (the next checkpoint
@@ -269,9 +296,13 @@ class Service:
             chain.fanout.exporters.append(exporter)
             await exporter.start()
         await chain.start()  # after the exporters: a restart re-exports through them
+        wanted = self.config.connection_caps
+        caps, warnings = fit_to_open_files(wanted, open_files_limit(sum(wanted.values()) + RESERVED_FILES))
+        for warning in warnings:
+            log.warning("%s", warning)
         if receivers.grpc is not None:
             self._grpc, self.ports["grpc"] = await grpc_receiver.start(
-                receivers.grpc,
+                receivers.grpc.model_copy(update={"max_connections": caps[_MAX_GRPC]}),
                 chain.intake,
                 answered("grpc"),
                 self.config.auth_for(receivers.grpc),
@@ -294,15 +325,13 @@ class Service:
                 # A connection that sends no complete request headers in time is closed.
                 keepalive_timeout=receivers.http.read_timeout,
                 cap=ConnectionCap(
-                    receivers.http.max_connections,
+                    caps[_MAX_CONNECTIONS],
                     _MAX_CONNECTIONS,
                     receiver_metrics.http_connections,
                     receiver_metrics.http_connections_refused,
                 ),
             )
             self._runners.append(runner)
-            if (warning := beyond_open_files(receivers.http.max_connections, _MAX_CONNECTIONS)) is not None:
-                log.warning("%s", warning)
         status_cfg = self.config.status
         host, _, port = status_cfg.endpoint.rpartition(":")
         self._status, self.ports["status"] = await self._serve(
@@ -317,6 +346,13 @@ class Service:
             int(port),
             "status.endpoint",
             tls=_tls(status_cfg),
+            cap=ConnectionCap(
+                caps[_MAX_STATUS],
+                _MAX_STATUS,
+                chain.status_metrics.connections,
+                chain.status_metrics.connections_refused,
+                "status API",
+            ),
         )
         # What start-up built (modules, handlers, the recovered state) lives as long as the
         # process: keep it out of every later full garbage collection.
@@ -526,32 +562,6 @@ def _safe_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
 
 
-# C0 and C1 controls (newlines, ESC for ANSI sequences), line/paragraph separators and
-# bidirectional overrides: what would let logged span text forge lines or hide itself.
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-class EscapeControls(logging.Filter):
-    """Escapes control characters in every log message, whatever put them there.
-
-    Span-derived strings are logged with ``%r`` already; this is the net under that rule, for
-    a message that forgets it.  Tracebacks (added by the formatter) are left as they are."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if _UNSAFE.search(message):
-            record.msg = _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), message)
-            record.args = None
-        return True
-
-
-def escape_logs() -> None:
-    """Install ``EscapeControls`` on every handler of the root logger (once)."""
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, EscapeControls) for f in handler.filters):
-            handler.addFilter(EscapeControls())
-
-
 # How long a thread may hold the GIL while another waits for it (Python's default: 5 ms).
 # The store's writer needs it back after every SQLite call; at 5 ms a busy event loop made
 # each commit, and so each acknowledgement, wait tens of milliseconds.
@@ -565,10 +575,13 @@ SWITCH_INTERVAL = 0.0005
 GC_THRESHOLDS = (2_000, 3, 300)
 
 
-async def serve(config: Config) -> None:
+async def serve(config: Config) -> str | None:
+    """Run until SIGTERM or SIGINT, then stop; None, or why storage still failed at the end
+    (what stopping closed may not all be recorded: the next start evaluates it again)."""
     escape_logs()
     sys.setswitchinterval(SWITCH_INTERVAL)
     gc.set_threshold(*GC_THRESHOLDS)
+    asyncio.get_running_loop().set_exception_handler(AcceptErrors())
     service = Service(config)
     try:
         await service.start()
@@ -582,3 +595,4 @@ async def serve(config: Config) -> None:
     await stop.wait()
     log.info("signal received: draining")
     await service.stop()
+    return service.chain.store.faults.unavailable

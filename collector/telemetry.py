@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from evaluators.bytecache import CACHES
 from evaluators.evidence import fold_skill_name
 
 MAX_SKILL_LABELS = 200
@@ -104,3 +108,38 @@ class RateLimitedLog:
         self._last = now
         self.suppressed = 0
         return True
+
+
+class CacheSizes:
+    """``skillgauge_cache_bytes{cache}`` and ``skillgauge_cache_max_bytes{cache}``: what each
+    byte-sized cache holds now and may hold, read at each scrape: every
+    ``evaluators.bytecache.CACHES`` entry, and ``held``, caches kept elsewhere (name -> a
+    function giving the bytes held and the most it may hold).
+    ``skillgauge_cache_evictions_total{cache}`` counts the entries pushed out to make room."""
+
+    def __init__(self, registry: CollectorRegistry, held: dict[str, Callable[[], tuple[int, int]]]) -> None:
+        self._held = held
+        registry.register(self)
+
+    def describe(self) -> list[Metric]:
+        return []  # read at each scrape: the module-level caches may be made after this
+
+    def collect(self) -> Iterator[Metric]:
+        held = GaugeMetricFamily(
+            "skillgauge_cache_bytes", "Estimated bytes each cache holds.", labels=["cache"]
+        )
+        limit = GaugeMetricFamily(
+            "skillgauge_cache_max_bytes", "The most each cache may hold, in bytes.", labels=["cache"]
+        )
+        evicted = CounterMetricFamily(
+            "skillgauge_cache_evictions", "Entries pushed out of each cache to make room.", labels=["cache"]
+        )
+        for name, cache in sorted(CACHES.items()):
+            held.add_metric([name], cache.bytes)
+            limit.add_metric([name], cache.max_bytes)
+            evicted.add_metric([name], cache.evictions)
+        for name, read in sorted(self._held.items()):
+            now, most = read()
+            held.add_metric([name], now)
+            limit.add_metric([name], most)
+        yield from (held, limit, evicted)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
 import yaml
+
+from evaluators.bytecache import memo_by_text
 
 NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _HEADER = re.compile(r"^\s*@@[^\n]*@@[ \t]*\n")
@@ -72,7 +73,7 @@ def try_parse(text: str | None) -> SkillDocument | None:
     return _cached(text)
 
 
-@lru_cache(maxsize=512)
+@memo_by_text("skill_md", 16 * 1024 * 1024, value_factor=2.0)  # name, description, body, meta
 def _cached(text: str) -> SkillDocument | None:
     # The same few SKILL.md files are read in thousands of sessions.
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import socket
 import ssl
 import subprocess
@@ -107,7 +108,8 @@ class Server:
     ``env`` adds environment variables (for ``${env:VAR}`` in the config); ``status_token``
     is sent to /metrics and /v1/sessions; ``status_ssl`` is the client context for a status
     API with ``tls`` (https); ``wait=False`` returns before serve is ready (call
-    ``wait_ready``, which learns the ports, before using them)."""
+    ``wait_ready``, which learns the ports, before using them); ``open_files`` runs serve
+    under ``ulimit -n open_files`` (soft and hard)."""
 
     def __init__(
         self,
@@ -118,6 +120,7 @@ class Server:
         status_token: str | None = None,
         status_ssl: ssl.SSLContext | None = None,
         wait: bool = True,
+        open_files: int | None = None,
     ) -> None:
         self.status_token = status_token
         self.status_ssl = status_ssl
@@ -141,6 +144,7 @@ class Server:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "collector", "serve", "--config", str(self.config_path)],
             stdout=self._log, stderr=subprocess.STDOUT, env=env,
+            preexec_fn=None if open_files is None else lambda: _limit_open_files(open_files),
         )
         if wait:
             self.wait_ready()
@@ -209,6 +213,10 @@ class Server:
                 self.proc.wait()
         self._log.close()
         return self.proc.returncode
+
+
+def _limit_open_files(limit: int) -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 
 
 def export_grpc(server: Server, body: bytes) -> None:

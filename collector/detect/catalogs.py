@@ -6,13 +6,13 @@ catalog advertised as empty, or None when the text holds no catalog of that shap
 
 from __future__ import annotations
 
-import functools
 import html
 import json
 import re
 from collections.abc import Callable
 
 from collector.detect import facts
+from evaluators.bytecache import memo_by_text
 from evaluators.evidence import CatalogEntry
 
 
@@ -108,7 +108,7 @@ RAW_MARKERS: tuple[str, ...] = (
 )
 
 
-@functools.lru_cache(maxsize=256)
+@memo_by_text("catalogs", 32 * 1024 * 1024, value_factor=2.0)  # entries: ~2x the text
 def find(text: str) -> tuple[str, list[CatalogEntry]] | None:
     """The first shape that parses, with its entries.  Cached: every session of an agent
     shows the same catalog (the result is shared and must not be modified)."""

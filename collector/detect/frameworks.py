@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 
 from collector.detect import facts
+from evaluators.bytecache import ByteCache, register, text_bytes
 
-_known_cache: dict[tuple[str, str], str] = {}
-_shape_cache: dict[tuple[str, str, str, str], str] = {}
-_CACHE_ENTRIES = 1024
+_known_cache: ByteCache[tuple[str, str], str] = register(ByteCache("frameworks", 1024 * 1024))
+_shape_cache: ByteCache[tuple[str, str, str, str], str] = register(ByteCache("framework_shapes", 1024 * 1024))
 
 # Names that name no framework: SDK defaults, placeholders, languages, conventions.
 _NO_NAME: frozenset[str] = frozenset(
@@ -68,22 +68,21 @@ _SDK_KEYS: tuple[str, ...] = ("telemetry.distro.name", "telemetry.sdk.name")
 
 def known(scope: str, service: str = "") -> str:
     """The framework the table names by scope, else by service name, else ""."""
-    found = _known_cache.get((scope, service))
+    found = _known_cache.get((scope, service), None)
     if found is None:
         found = facts.FRAMEWORK_SCOPE_NAMES.get(scope) or next(
             (fw for prefix, fw in facts.FRAMEWORK_SCOPES if scope.startswith(prefix)), ""
         )
         if not found and service:
             found = next((fw for prefix, fw in facts.FRAMEWORK_SERVICES if service.startswith(prefix)), "")
-        if len(_known_cache) < _CACHE_ENTRIES:
-            _known_cache[(scope, service)] = found
+        _known_cache.put((scope, service), found, text_bytes(scope) + text_bytes(service))
     return found
 
 
 def by_shape(scope: str, service: str = "", sdk: str = "", span_name: str = "") -> str:
     """The name the telemetry gives itself, normalised (``a-b.c`` -> ``a_b``), or ""."""
     key = (scope, service, sdk, span_name)
-    found = _shape_cache.get(key)
+    found = _shape_cache.get(key, None)
     if found is None:
         found = (
             _scope_name(scope)
@@ -91,8 +90,7 @@ def by_shape(scope: str, service: str = "", sdk: str = "", span_name: str = "") 
             or _normalised(sdk)
             or _span_name(span_name)
         )
-        if len(_shape_cache) < _CACHE_ENTRIES:
-            _shape_cache[key] = found
+        _shape_cache.put(key, found, sum(text_bytes(part) for part in key))
     return found
 
 

@@ -34,7 +34,7 @@ INVALID_VERDICT_ATTEMPTS = 2  # the first verdict and one retry
 class JudgeEnv:
     judge: Judge
     prices: Callable[[str], Prices | None]
-    budgets: Callable[[str], Budgets]  # by evaluation
+    budgets: Callable[[str, str], Budgets]  # by evaluation and tenant
     observer: JudgeObserver = field(default_factory=NullObserver)
     session_tokens: SessionTokens = field(default_factory=lambda: SessionTokens(None))
 
@@ -88,7 +88,7 @@ async def execute(task: JudgeTask, env: JudgeEnv) -> EvaluationResult:
     request, session, where = task.request, task.session, dict(task.where)
     model = request.model
     prices = env.prices(model)
-    budgets = env.budgets(task.evaluation)
+    budgets = env.budgets(task.evaluation, session.tenant)
     tally = _Tally(model)
     problems: list[str] = []
     key = (session.key, session.revision)

@@ -15,6 +15,16 @@ from evaluators.judge.budget import Budget, Budgets, Limits, SessionTokens
 from evaluators.judge.pricing import Prices
 
 
+def tenant_budgets(
+    usd_per_day: dict[str, float], clock: Callable[[], float] = time.time
+) -> dict[str, Budget]:
+    """A judge budget for each tenant with a ``judge_usd_per_day`` of its own."""
+    return {
+        tenant: Budget(f"tenant {tenant or '(default)'}", Limits(usd_per_day=usd), clock)
+        for tenant, usd in usd_per_day.items()
+    }
+
+
 def _limits(budget: BudgetConfig) -> Limits:
     return Limits(budget.tokens_per_hour, budget.tokens_per_day, budget.usd_per_hour, budget.usd_per_day)
 
@@ -43,9 +53,11 @@ def judge_env(
     observer: JudgeObserver,
     judge: Judge | None = None,
     clock: Callable[[], float] = time.time,
+    tenant_budgets: dict[str, Budget] | None = None,
 ) -> JudgeEnv | None:
     """What ``execute`` needs to call the judge (None: no judge is configured): the judge
-    itself, prices, and the budgets, shared by every call in this process."""
+    itself, prices, and the budgets, shared by every call in this process.  A tenant with a
+    budget of its own (``tenant_budgets``) is held to it first, then to the others."""
     judge = judge if judge is not None else build_judge(config, observer)
     if judge is None:
         return None
@@ -55,6 +67,11 @@ def judge_env(
         for name, e in config.evaluators.judged()
     }
     fallback = Budgets([judge_budget])
+    own = tenant_budgets or {}
+
+    def budgets(name: str, tenant: str) -> Budgets:
+        shared = per_evaluation.get(name, fallback)
+        return shared if tenant not in own else Budgets([own[tenant], *shared.budgets])
 
     def prices(model: str) -> Prices | None:
         price = config.judge.price(model)
@@ -67,7 +84,7 @@ def judge_env(
     return JudgeEnv(
         judge=judge,
         prices=prices,
-        budgets=lambda name: per_evaluation.get(name, fallback),
+        budgets=budgets,
         observer=observer,
         session_tokens=SessionTokens(config.judge.max_session_input_tokens),
     )

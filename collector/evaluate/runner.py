@@ -52,6 +52,7 @@ from collector.telemetry import RateLimitedLog
 from evaluators import suite
 from evaluators.evidence import Session
 from evaluators.judge.base import Judge, JudgeFailure, JudgeReply, JudgeRequest
+from evaluators.judge.budget import Budget
 from evaluators.judge.verdicts import Level, Scale
 from evaluators.plan import CustomSpec, JudgeTask, Policy, Settings
 from evaluators.registry import SkillRegistry, load_registry
@@ -169,7 +170,9 @@ class Runner:
         clock: Callable[[], float] = time.time,
         store: StoreResult | None = None,
         pending: PendingWork | None = None,
+        tenant_budgets: dict[str, Budget] | None = None,
     ) -> None:
+        """``tenant_budgets``: the judge budgets of tenants that have their own."""
         self.next = next
         # Exactly once: every judge verdict is committed (``store``) as soon as it arrives, and
         # verdicts committed before a restart (``recovered``, by idempotency key) are reused
@@ -184,7 +187,7 @@ class Runner:
         self.config = config or Defaults()
         self.metrics = metrics or EvaluateMetrics(CollectorRegistry())
         self.registry = load_registry(self.config.skills.paths)  # validated with the config
-        self._env = judge_env(self.config, self.metrics, judge, clock)
+        self._env = judge_env(self.config, self.metrics, judge, clock, tenant_budgets)
         self.judge = self._env.judge if self._env is not None else None
         self.settings = settings_from(self.config, self.registry, self._env is not None)
         # The judge evaluations configured on, named in every coverage line.

@@ -83,17 +83,17 @@ OnReject = Callable[[str], None]  # called with the gRPC method or HTTP path ref
 
 
 class BearerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Answers UNAUTHENTICATED before the handler (and before the body is decoded); calls a
-    unary handler that takes a ``tenant`` keyword with the token's tenant."""
+    """Answers UNAUTHENTICATED before the handler (and before the body is read); calls a
+    stream-unary handler that takes a ``tenant`` keyword with the token's tenant."""
 
     def __init__(self, bearer: Bearer, on_reject: OnReject) -> None:
         self._bearer = bearer
         self._on_reject = on_reject
 
-        async def deny(_request: Any, context: grpc.aio.ServicerContext) -> None:
+        async def deny(_requests: Any, context: grpc.aio.ServicerContext) -> None:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, MESSAGE)
 
-        self._deny = grpc.unary_unary_rpc_method_handler(deny)
+        self._deny = grpc.stream_unary_rpc_method_handler(deny)
 
     async def intercept_service(
         self,
@@ -107,18 +107,18 @@ class BearerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             self._on_reject(str(handler_call_details.method))
             return self._deny
         handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
+        if handler is None or handler.stream_unary is None:
             return handler
         return _with_tenant(handler, tenant)
 
 
 def _with_tenant(handler: grpc.RpcMethodHandler, tenant: str) -> grpc.RpcMethodHandler:
-    inner = handler.unary_unary
+    inner = handler.stream_unary
 
-    async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await inner(request, context, tenant=tenant)
+    async def call(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await inner(requests, context, tenant=tenant)
 
-    return grpc.unary_unary_rpc_method_handler(
+    return grpc.stream_unary_rpc_method_handler(
         call,
         request_deserializer=handler.request_deserializer,
         response_serializer=handler.response_serializer,

@@ -44,12 +44,49 @@ def _token_lines(bearer_token: SecretStr | None, bearer_token_file: str | None, 
     return tokens
 
 
-class TenantToken(Strict):
-    """One entry of ``auth.tokens``: a token (or a file of tokens) and the tenant it names."""
+class TenantLimits(Strict):
+    """One tenant's own limits (None: none of its own; the global ones always apply):
+    ``judge_usd_per_day`` of judge spend a UTC day, beyond which its evaluations are
+    ``skipped / budget_exhausted``; ``max_open_sessions`` open at once, at which its
+    requests are refused with backpressure (UNAVAILABLE / 503 and a retry delay)."""
+
+    judge_usd_per_day: float | None = Field(default=None, gt=0)
+    max_open_sessions: int | None = Field(default=None, gt=0)
+
+    def merged(self, other: TenantLimits, tenant: str) -> TenantLimits:
+        """These limits and ``other``'s (another entry of the same tenant); one value per limit."""
+        values = {}
+        for name in ("judge_usd_per_day", "max_open_sessions"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if mine is not None and theirs is not None and mine != theirs:
+                raise ValueError(
+                    f"tenant {tenant!r} has {name} {mine:g} in one entry and {theirs:g} in another"
+                    " - set each of its limits once"
+                )
+            values[name] = mine if mine is not None else theirs
+        return TenantLimits(**values)
+
+
+NO_LIMITS = TenantLimits()
+
+
+class TenantToken(TenantLimits):
+    """One entry of ``auth.tokens``: a token (or a file of tokens), the tenant it names, and
+    that tenant's own limits (``TenantLimits``)."""
 
     bearer_token: SecretStr | None = None
     bearer_token_file: str | None = None
     tenant: str = ""
+
+    @model_validator(mode="after")
+    def _limits_name_a_tenant(self) -> TenantToken:
+        limited = self.judge_usd_per_day is not None or self.max_open_sessions is not None
+        if limited and self.tenant == ALL_TENANTS:
+            raise ValueError(
+                'an operator token (tenant "*") has no limits of its own: set judge_usd_per_day and'
+                " max_open_sessions on a tenant's entry"
+            )
+        return self
 
     @field_validator("tenant")
     @classmethod
@@ -78,6 +115,7 @@ class BearerAuth(Strict):
     bearer_token_file: str | None = None
     tokens: tuple[TenantToken, ...] | None = None
     _tokens: tuple[tuple[bytes, str], ...] = PrivateAttr(default=())
+    _limits: dict[str, TenantLimits] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _load(self) -> BearerAuth:
@@ -104,7 +142,20 @@ class BearerAuth(Strict):
                         "- give each tenant a token of its own"
                     )
         self._tokens = tuple((token.encode(), tenant) for token, tenant in loaded.items())
+        for entry in self.tokens or ():
+            if entry.tenant != ALL_TENANTS:
+                limits = TenantLimits(
+                    judge_usd_per_day=entry.judge_usd_per_day, max_open_sessions=entry.max_open_sessions
+                )
+                self._limits[entry.tenant] = self._limits.get(entry.tenant, NO_LIMITS).merged(
+                    limits, entry.tenant
+                )
         return self
+
+    @property
+    def tenant_limits(self) -> dict[str, TenantLimits]:
+        """Each tenant an entry names (``""`` for the default), with its own limits."""
+        return dict(self._limits)
 
     @property
     def tokens_with_tenants(self) -> tuple[tuple[bytes, str], ...]:
@@ -195,8 +246,51 @@ class HttpListener(Listener):
     max_connections: int = Field(default=1024, gt=0)
 
 
+class KeepaliveServerParameters(Strict):
+    """As the Collector's configgrpc ``keepalive.server_parameters``: a connection idle (no
+    call) for ``max_connection_idle``, or open for ``max_connection_age``, is sent GOAWAY
+    and closed ``max_connection_age_grace`` later, calls in flight or not; the server pings
+    a connection quiet for ``time`` and drops it when no answer comes within ``timeout``.
+    None: never."""
+
+    max_connection_idle: Seconds | None = None
+    max_connection_age: Seconds | None = None
+    max_connection_age_grace: Seconds | None = None
+    time: Seconds = 2 * 3600.0
+    timeout: Seconds = 20.0
+
+
+class KeepaliveEnforcementPolicy(Strict):
+    """As configgrpc's ``keepalive.enforcement_policy``: a client pinging more often than
+    ``min_time`` (or at all without a call in flight, unless ``permit_without_stream``) is
+    told to calm down, then disconnected."""
+
+    min_time: Seconds = 300.0
+    permit_without_stream: bool = False
+
+
+class Keepalive(Strict):
+    server_parameters: KeepaliveServerParameters = KeepaliveServerParameters()
+    enforcement_policy: KeepaliveEnforcementPolicy = KeepaliveEnforcementPolicy()
+
+
+class GrpcListener(Listener):
+    """The gRPC listener.  At most ``max_connections`` connections are held: one beyond
+    that is closed as soon as it is accepted.  A connection must complete its handshake (TLS,
+    and the client's HTTP/2 preface and SETTINGS) within ``handshake_timeout`` or it is
+    closed, so connections that send nothing cannot hold their places.  A connection carries
+    at most ``max_concurrent_streams`` calls at once.  Every call, its body included, must
+    arrive within ``read_timeout`` of its start or it is cancelled (``DEADLINE_EXCEEDED``)."""
+
+    max_connections: int = Field(default=1024, gt=0)
+    handshake_timeout: Seconds = 10.0
+    max_concurrent_streams: int = Field(default=100, gt=0)
+    read_timeout: Seconds = Field(default=30.0, gt=0)
+    keepalive: Keepalive = Keepalive()
+
+
 class OtlpReceivers(Strict):
-    grpc: Listener | None = Listener(endpoint="0.0.0.0:4317")
+    grpc: GrpcListener | None = GrpcListener(endpoint="0.0.0.0:4317")
     http: HttpListener | None = HttpListener(endpoint="0.0.0.0:4318")
 
 

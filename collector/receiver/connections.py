@@ -1,4 +1,5 @@
-"""A cap on the connections one OTLP/HTTP listener holds open.
+"""Caps on the connections each listener holds open, fitted under the open-file limit, and
+accept errors logged once an interval.
 
 aiohttp's server has no such cap: ``CappedSite`` is its ``TCPSite`` with every accepted
 connection passed through a ``ConnectionCap``.  A connection is counted from the moment
@@ -6,7 +7,14 @@ it is handed to the HTTP protocol (after the TLS handshake, when there is one) u
 closes.  A connection beyond the cap is refused at once, before anything is read from
 it: it is sent a fixed ``503 Service Unavailable`` with ``Retry-After: 1`` and
 ``Connection: close`` and closed.  A client that had already sent its request may see
-the connection reset instead of the answer; OTLP exporters retry both.
+the connection reset instead of the answer; OTLP exporters retry both.  (gRPC core caps
+its own listener: ``receiver.grpc.server_options``.)
+
+``fit_to_open_files`` lowers the caps when together they could use up the process's file
+descriptors, so that the store, the log and the status API always have some.  When accepts
+fail all the same (EMFILE, ENFILE, ENOBUFS, ENOMEM), asyncio stops accepting on that
+listener for a second and retries; ``AcceptErrors`` logs it once a minute with a count,
+without a traceback, instead of once per failure.
 """
 
 from __future__ import annotations
@@ -15,7 +23,9 @@ import asyncio
 import logging
 import resource
 import ssl
+import time
 from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import Counter, Gauge
@@ -29,25 +39,83 @@ REFUSAL = (
 )
 
 
-def beyond_open_files(limit: int, field: str) -> str | None:
-    """A warning when ``limit`` connections cannot all be open: each needs a file
-    descriptor, and the process's soft ``RLIMIT_NOFILE`` is below ``limit``; else None."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or soft > limit:
-        return None
-    return (
-        f"{field} is {limit} but this process may open only {soft} files (ulimit -n): accepts will"
-        f" fail before the cap is reached - raise the limit (ulimit -n, LimitNOFILE=) or lower {field}"
-    )
+# Descriptors the process needs besides its connections: the store and its segments, the
+# lock, the log, the event loop's, gRPC core's own, outgoing export and judge connections.
+RESERVED_FILES = 128
+
+
+def open_files_limit(wanted: int = 0) -> int | None:
+    """The process's soft ``RLIMIT_NOFILE`` (None when unlimited), first raised towards
+    ``wanted`` as far as the hard limit allows (as Go programs do at start): a service
+    manager's default soft limit of 1024 is not what the operator chose."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < wanted and (hard == resource.RLIM_INFINITY or hard > soft):
+        raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        soft = raised
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def fit_to_open_files(caps: dict[str, int], limit: int | None) -> tuple[dict[str, int], list[str]]:
+    """Each listener's connection cap (config field -> cap), lowered in proportion when
+    together with ``RESERVED_FILES`` they exceed ``limit`` open files, and a warning for each
+    cap lowered.  Every cap stays at least 1."""
+    wanted = sum(caps.values())
+    if limit is None or wanted + RESERVED_FILES <= limit:
+        return dict(caps), []
+    room = max(len(caps), limit - RESERVED_FILES)
+    fitted = {field: max(1, cap * room // wanted) for field, cap in caps.items()}
+    warnings = [
+        f"{field} is {cap} but this process may open only {limit} files (ulimit -n), {RESERVED_FILES}"
+        f" of them kept for its own files: lowered to {fitted[field]} - raise the limit (ulimit -n,"
+        f" LimitNOFILE=) or lower {field}"
+        for field, cap in caps.items()
+        if fitted[field] < cap
+    ]
+    return fitted, warnings
+
+
+_ACCEPT_FAILED = "socket.accept() out of system resource"
+
+
+class AcceptErrors:
+    """An event loop exception handler: a failed accept (asyncio pauses that listener for a
+    second, then retries) is logged at ERROR at most once per ``every`` seconds, with the
+    count of failures since the last line and no traceback; anything else goes to
+    ``fallback`` (the loop's default handler)."""
+
+    def __init__(self, every: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.failures = 0  # since the start
+        self._log = RateLimitedLog(log, logging.ERROR, every, clock)
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("message") != _ACCEPT_FAILED:
+            loop.default_exception_handler(context)
+            return
+        self.failures += 1
+        error = context.get("exception")
+        try:
+            where = context["socket"].getsockname()
+        except (KeyError, OSError):
+            where = "?"
+        self._log(
+            "cannot accept connections on %s: %s - retrying each second; raise the open-file limit"
+            " (ulimit -n, LimitNOFILE=) or lower the listeners' max_connections",
+            where,
+            error.strerror if isinstance(error, OSError) and error.strerror else error,
+        )
 
 
 class ConnectionCap:
     """At most ``limit`` connections open at once; ``open`` and ``refused`` are the
     operator's view of it, and a refusal is logged at WARN at most once a minute."""
 
-    def __init__(self, limit: int, field: str, open_gauge: Gauge, refused: Counter) -> None:
+    def __init__(
+        self, limit: int, field: str, open_gauge: Gauge, refused: Counter, what: str = "OTLP/HTTP"
+    ) -> None:
         self.limit = limit
         self.field = field  # the config field that sets ``limit``, named in the warning
+        self.what = what  # the listener, as the warning names it
         self.open = 0
         self._gauge = open_gauge
         self._refused = refused
@@ -62,8 +130,9 @@ class ConnectionCap:
             self._refused.inc()
             peer = transport.get_extra_info("peername")
             self._warn(
-                "OTLP/HTTP: refused a connection from %s: %d connections are open, the %s limit"
+                "%s: refused a connection from %s: %d connections are open, the %s limit"
                 " - raise it or spread clients over more instances",
+                self.what,
                 peer[0] if isinstance(peer, tuple) else peer,
                 self.open,
                 self.field,

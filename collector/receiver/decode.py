@@ -17,6 +17,7 @@ import binascii
 import json
 import logging
 import re
+from collections.abc import Generator
 from typing import Any, Literal, TypeVar
 
 from google.protobuf import json_format
@@ -81,8 +82,33 @@ def parse_protobuf(message_type: type[M], body: bytes) -> M:
     return message  # type: ignore[no-any-return]  # protobuf stubs type messages loosely
 
 
+Steps = Generator[None, None, M]  # pauses (yields) between slices; returns the message
+_SLICE_ITEMS = 2_000  # spans or log records converted between two pauses
+# (resources, scopes, items) keys of each request type, as OTLP/JSON and as protobuf names them
+_NESTING = (
+    (("resourceSpans", "resource_spans"), ("scopeSpans", "scope_spans"), ("spans",)),
+    (("resourceLogs", "resource_logs"), ("scopeLogs", "scope_logs"), ("logRecords", "log_records")),
+)
+
+
+def finish(steps: Steps[M]) -> M:
+    """What ``steps`` return, run without pausing."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
 def parse_json(message_type: type[M], body: bytes) -> M:
-    """``body`` as a ``message_type``.  Text that is not UTF-8, and a lone surrogate escaped in
+    """``body`` as a ``message_type`` (``parsing_json`` without pauses)."""
+    return finish(parsing_json(message_type, body))
+
+
+def parsing_json(message_type: type[M], body: bytes) -> Steps[M]:
+    """``body`` as a ``message_type``, converted ``_SLICE_ITEMS`` spans or log records at a
+    time with a pause (a yield) after each slice, so that a caller on the event loop lets
+    other work through.  Text that is not UTF-8, and a lone surrogate escaped in
     a string ("\\ud83d": what JavaScript's ``JSON.stringify`` writes for a string cut in the
     middle of a character), which protobuf refuses with the whole request, are read with
     U+FFFD in their place, and logged."""
@@ -104,7 +130,7 @@ def parse_json(message_type: type[M], body: bytes) -> M:
     message = message_type()
     try:
         try:
-            json_format.ParseDict(data, message, ignore_unknown_fields=True)
+            yield from _parse_sliced(data, message)
         except json_format.ParseError as err:
             if _SURROGATE not in str(err).lower():
                 raise
@@ -116,6 +142,47 @@ def parse_json(message_type: type[M], body: bytes) -> M:
     except RecursionError:
         raise InvalidRequest(_TOO_DEEP) from None
     return message  # type: ignore[no-any-return]
+
+
+def _parse_sliced(data: dict[str, Any], message: Message) -> Generator[None, None, None]:
+    """``json_format.ParseDict(data, message)``, resource by resource, scope by scope and
+    ``_SLICE_ITEMS`` items at a time, pausing after each slice.  Anything not shaped as a
+    request's lists is converted whole, so its errors are the same."""
+    found = next(
+        ((keys, key) for keys in _NESTING for key in keys[0] if isinstance(data.get(key), list)), None
+    )
+    if found is None:
+        json_format.ParseDict(data, message, ignore_unknown_fields=True)
+        return
+    (resources_keys, scopes_keys, items_keys), resources_key = found
+    json_format.ParseDict(_without(data, resources_key), message, ignore_unknown_fields=True)
+    resources = getattr(message, resources_keys[1])
+    for resource in data[resources_key]:
+        target = resources.add()
+        scopes_key = next((k for k in scopes_keys if isinstance(resource, dict) and k in resource), None)
+        if scopes_key is None or not isinstance(resource[scopes_key], list):
+            json_format.ParseDict(resource, target, ignore_unknown_fields=True)
+            continue
+        json_format.ParseDict(_without(resource, scopes_key), target, ignore_unknown_fields=True)
+        for scope in resource[scopes_key]:
+            into = getattr(target, scopes_keys[1]).add()
+            items_key = next((k for k in items_keys if isinstance(scope, dict) and k in scope), None)
+            if items_key is None or not isinstance(scope[items_key], list):
+                json_format.ParseDict(scope, into, ignore_unknown_fields=True)
+                continue
+            json_format.ParseDict(_without(scope, items_key), into, ignore_unknown_fields=True)
+            items = scope[items_key]
+            for start in range(0, len(items), _SLICE_ITEMS):
+                part = type(into)()
+                json_format.ParseDict(
+                    {items_key: items[start : start + _SLICE_ITEMS]}, part, ignore_unknown_fields=True
+                )
+                getattr(into, items_keys[-1]).extend(getattr(part, items_keys[-1]))
+                yield
+
+
+def _without(node: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in node.items() if k != key}
 
 
 def _without_lone_surrogates(value: Any) -> Any:

@@ -63,11 +63,14 @@ def make_handler(
         encoding: decode.Encoding = "protobuf"
         try:
             encoding = decode.media_encoding(request.content_type)
-            await admit()  # refuse under backpressure before reading and decoding the body
-            body = await _read_body(request, limit, listener.read_timeout)
-            message = decode.decode(signal, body, encoding)
-            raw = body if encoding == "protobuf" else None
             tenant = listener_auth.sender_tenant(request.get(listener_auth.TENANT, ""))
+            await admit(tenant)  # refuse under backpressure before reading and decoding the body
+            body = await _read_body(request, limit, listener.read_timeout)
+            if encoding == "json":  # converted in slices: the event loop runs in between
+                message = await _with_pauses(decode.parsing_json(decode.REQUEST_TYPES[signal], body))
+            else:
+                message = decode.decode(signal, body, encoding)
+            raw = body if encoding == "protobuf" else None
             item = Received(signal, message, "http", raw=raw, tenant=tenant)
             await intake.consume(item)
             result = item.outcome
@@ -92,6 +95,16 @@ def make_handler(
         )
 
     return handle
+
+
+async def _with_pauses(steps: decode.Steps[Message]) -> Message:
+    """What ``steps`` return, the event loop running at each of their pauses."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+        await asyncio.sleep(0)
 
 
 async def _read_body(request: web.Request, limit: int, timeout: float) -> bytes:

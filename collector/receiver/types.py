@@ -10,9 +10,10 @@ from collector.otlp.received import Received
 
 Intake = Consumer[Received]  # takes one decoded request; fills its ``outcome``
 OnAnswer = Callable[[str, str, str], None]  # (signal, outcome, reason): count the answer
-# Raises ``Retryable`` when the chain cannot take a request now (after a bounded wait for room).
-Admit = Callable[[], Awaitable[None]]
+# Raises ``Retryable`` when the chain cannot take a request from the tenant now (after a
+# bounded wait for room).
+Admit = Callable[[str], Awaitable[None]]
 
 
-async def admits_all() -> None:
+async def admits_all(tenant: str = "") -> None:
     """An ``Admit`` that never refuses."""

@@ -36,7 +36,7 @@ import hashlib
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -88,9 +88,14 @@ _UNREADABLE_DETAIL_CHARS = 300
 log = logging.getLogger("skillgauge")
 
 
+class TenantLimited(Retryable):
+    """Backpressure for one tenant: it reached a limit of its own."""
+
+
 class OpenSession:
     __slots__ = (
         "bytes",
+        "carried",
         "ending",
         "evidence",
         "first_request",
@@ -123,6 +128,7 @@ class OpenSession:
         self.opened_at = now
         self.last_seen = now
         self.bytes = 0
+        self.carried = 0  # bytes of the earlier revisions' items it carries (``reopen_cache_bytes``)
         self.spans = 0  # counted over the revisions it carries, as its evidence is
         self.ending = False
         self.provisional = provisional
@@ -153,6 +159,7 @@ class _Recent:
     spans: int
     ids: set[bytes]
     requests: list[int]
+    bytes: int  # the items' bytes, every revision's: what its evidence costs, about
 
 
 def scoped(tenant: str, trace_id: bytes) -> bytes:
@@ -206,12 +213,35 @@ def _log_digest(encoded: bytes) -> bytes:
     return b"L" + hashlib.blake2b(encoded, digest_size=16).digest()
 
 
+Steps = Generator[None, None, Accepted]  # pauses (yields) now and then; returns the answer
+
+
+def finish(steps: Steps) -> Accepted:
+    """What ``steps`` return, run without pausing."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
 def check_spans(request: ExportTraceServiceRequest) -> Accepted:
     """What ``add_spans`` will accept and reject, found without assembling anything."""
+    return finish(checking_spans(request))
+
+
+def checking_spans(request: ExportTraceServiceRequest, slice_seconds: float = SLICE_SECONDS) -> Steps:
+    """``check_spans``, pausing once ``slice_seconds`` have passed since it started or last
+    paused, so that a caller on the event loop lets other work (health checks) through."""
     result = Accepted()
+    clock = time.perf_counter
+    pause_at = clock() + slice_seconds
     for resource_spans in request.resource_spans:
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
+                if clock() >= pause_at:
+                    yield
+                    pause_at = clock() + slice_seconds
                 problem = span_problem(span)
                 if problem is None:
                     result.accepted += 1
@@ -232,10 +262,14 @@ class Assembler:
         on_duplicate: Callable[[str], None] | None = None,
         on_keep: OnKeep | None = None,
         on_forget: OnForget | None = None,
+        tenant_max_open: dict[str, int] | None = None,
     ) -> None:
         """``on_keep``/``on_forget``: a closed session becomes reopenable whole, or stops
-        being so (evicted from ``reopen_cache``, or closed for a reason that starts afresh)."""
+        being so (evicted from ``reopen_cache``, or closed for a reason that starts afresh).
+        ``tenant_max_open``: tenants' own ``max_open_sessions`` (within ``max_open``)."""
         self._config = config
+        self._tenant_max_open = dict(tenant_max_open or {})
+        self.open_by_tenant: dict[str, int] = {}  # sessions open, by tenant (``""`` the default)
         self._on_duplicate = on_duplicate  # (signal): a re-sent item, taken and not counted again
         self.duplicates: dict[str, int] = {}
         self._on_unreadable = on_unreadable
@@ -258,6 +292,7 @@ class Assembler:
         self._trace_owner: dict[bytes, str] = {}
         self._revisions: OrderedDict[str, int] = OrderedDict()  # closed sessions' last revision
         self._recent: OrderedDict[str, _Recent] = OrderedDict()  # for reopening, bounded
+        self.recent_bytes = 0  # what ``_recent`` holds, in its sessions' item bytes
         self._recent_owner: dict[bytes, str] = {}  # trace -> the key of the ``_recent`` entry holding it
         # Reopenable revisions a restart found in the store, not yet rebuilt (``restore``):
         # they share ``reopen_cache`` with ``_recent``, and go first.
@@ -519,21 +554,46 @@ class Assembler:
         sessions is looked into.
 
         Raises ``Retryable`` (nothing taken) instead when the request's new sessions would
-        all fit in ``max_open`` once open ones close: a sender retries backpressure, while a
-        partial success is final (OTLP senders, the Collector among them, must not retry it),
-        so only what no retry could ever take, a request opening more than ``max_open``
-        sessions by itself, is rejected in part."""
-        result = check_spans(request)
+        all fit once open ones close: a sender retries backpressure, while a partial success
+        is final (OTLP senders, the Collector among them, must not retry it), so only what no
+        retry could ever take, a request opening more sessions by itself than its limit, is
+        rejected in part."""
+        return finish(self.capping_new_sessions(request, promised, tenant))
+
+    def capping_new_sessions(
+        self,
+        request: ExportTraceServiceRequest,
+        promised: int = 0,
+        tenant: str = "",
+        checked: Accepted | None = None,
+    ) -> Steps:
+        """``cap_new_sessions``, pausing (yielding) as ``checking_spans`` does; ``checked``:
+        what ``check_spans`` found already, when known (then it does not pause unless the
+        request may open more sessions than there is room for)."""
+        result = checked if checked is not None else (yield from checking_spans(request))
         headroom = self._config.max_open - len(self._open) - promised
+        limit = f"sessions.max_open ({self._config.max_open} sessions open or admitted)"
+        ceiling = self._config.max_open  # the most sessions this tenant could ever hold open
+        if tenant in self._tenant_max_open:
+            ceiling = min(ceiling, self._tenant_max_open[tenant])
+            own = self._tenant_max_open[tenant] - self.open_by_tenant.get(tenant, 0)
+            if own < headroom:
+                headroom = max(0, own)
+                limit = f"tenant {tenant}'s max_open_sessions ({self._tenant_max_open[tenant]} open)"
         if result.accepted <= headroom:
             result.opens = result.accepted
             return result
         usable: list[tuple[tuple[int, int, int], bytes, str | None]] = []  # (where, trace, key)
         keyed: dict[bytes, str] = {}  # trace -> the key a sibling span in this request names
+        clock = time.perf_counter
+        pause_at = clock() + SLICE_SECONDS
         for r, resource_spans in enumerate(request.resource_spans):
             resource = ResourceView(resource_spans.resource)
             for s, scope_spans in enumerate(resource_spans.scope_spans):
                 for i, span in enumerate(scope_spans.spans):
+                    if clock() >= pause_at:
+                        yield
+                        pause_at = clock() + SLICE_SECONDS
                     if span_problem(span) is None:
                         key = self._key_of(SpanView(span, "", resource).attrs, resource.attrs, tenant)
                         trace = scoped(tenant, span.trace_id)
@@ -543,7 +603,10 @@ class Assembler:
         new: set[str] = set()
         over: set[str] = set()  # the sessions past the headroom
         dropped: dict[tuple[int, int], set[int]] = {}  # (resource, scope) -> span indexes
-        for (r, s, i), trace_id, key in usable:
+        for n, ((r, s, i), trace_id, key) in enumerate(usable):
+            if n % 4096 == 4095 and clock() >= pause_at:
+                yield
+                pause_at = clock() + SLICE_SECONDS
             if key is None:
                 owner = self._trace_owner.get(trace_id)
                 provisional = session_key(tenant, trace_id[-16:].hex())
@@ -555,10 +618,10 @@ class Assembler:
             else:
                 over.add(key)
                 dropped.setdefault((r, s), set()).add(i)
-        if over and len(new) + len(over) <= self._config.max_open:
+        if over and len(new) + len(over) <= ceiling:
             raise Retryable(
                 f"{len(self._open)} sessions open and {promised} admitted leave no room for the "
-                f"{len(new) + len(over)} this request opens (sessions.max_open); retry later",
+                f"{len(new) + len(over)} this request opens ({limit}); retry later",
                 retry_after=5.0,
             )
         count = sum(len(d) for d in dropped.values())
@@ -568,10 +631,7 @@ class Assembler:
                 kept = [span for i, span in enumerate(spans) if i not in indexes]
                 del spans[:]
                 spans.extend(kept)
-            why = (
-                f"span would open a session past sessions.max_open ({self._config.max_open} "
-                "sessions open or admitted); retry it later"
-            )
+            why = f"span would open a session past {limit}; retry it later"
             for _ in range(count):
                 result.reject(why)
             result.accepted -= count
@@ -583,6 +643,15 @@ class Assembler:
         if len(self._open) >= self._config.max_open:
             raise Retryable(
                 f"{len(self._open)} sessions open (sessions.max_open); retry later", retry_after=5.0
+            )
+
+    def admit_tenant(self, tenant: str) -> None:
+        """Raise ``TenantLimited`` while ``tenant`` has its own ``max_open_sessions`` open."""
+        limit = self._tenant_max_open.get(tenant)
+        if limit is not None and self.open_by_tenant.get(tenant, 0) >= limit:
+            raise TenantLimited(
+                f"tenant {tenant} has {limit} sessions open, its max_open_sessions; retry later",
+                retry_after=5.0,
             )
 
     def _key_of(self, values: Attributes, resource: Attributes, tenant: str) -> str | None:
@@ -696,6 +765,7 @@ class Assembler:
         session = OpenSession(key, revision, now, provisional, evidence)
         session.key_source = source
         if recent is not None:  # late spans: the new revision carries the earlier ones too
+            session.carried = recent.bytes
             session.first_request = recent.first_request
             session.traces = recent.traces
             session.spans = recent.spans
@@ -704,11 +774,17 @@ class Assembler:
             for trace_id in recent.traces:
                 self._trace_owner.setdefault(trace_id, key)
         self._open[key] = session
+        self._count_open(key, 1)
         self._opened_order.append((now, key, revision))
         return session
 
+    def _count_open(self, key: str, change: int) -> None:
+        tenant = split_session_key(key)[0]
+        self.open_by_tenant[tenant] = self.open_by_tenant.get(tenant, 0) + change
+
     def _fold(self, provisional: OpenSession, into: OpenSession) -> None:
         del self._open[provisional.key]
+        self._count_open(provisional.key, -1)
         into.evidence.absorb(provisional.evidence)
         into.bytes += provisional.bytes
         into.spans += provisional.spans
@@ -779,6 +855,7 @@ class Assembler:
     def _close(self, session: OpenSession, reason: str) -> None:
         if self._open.pop(session.key, None) is None:
             return
+        self._count_open(session.key, -1)
         for trace_id in session.traces:
             if self._trace_owner.get(trace_id) == session.key:
                 del self._trace_owner[trace_id]
@@ -817,7 +894,9 @@ class Assembler:
                 session.spans,
                 session.ids,
                 session.requests,
+                session.bytes + session.carried,
             )
+            self.recent_bytes += session.bytes + session.carried
             for trace_id in session.traces:
                 self._recent_owner[trace_id] = session.key
             if self._on_keep is not None and self._config.reopen_cache:
@@ -836,11 +915,13 @@ class Assembler:
             self._on_forget(session.key)  # what it kept before this revision is not reopened
 
     def _trim_reopenable(self) -> None:
-        """Hold ``_recent`` and ``_dormant`` together to ``reopen_cache``, dormant ones first."""
+        """Hold ``_recent`` and ``_dormant`` together to ``reopen_cache``, dormant ones first,
+        and ``_recent`` to ``reopen_cache_bytes``, the oldest out first."""
         while self._dormant and len(self._recent) + len(self._dormant) > self._config.reopen_cache:
             key, _ = self._dormant.popitem(last=False)
             self._forget(key)
-        while len(self._recent) > self._config.reopen_cache:
+        limit = self._config.reopen_cache_bytes
+        while self._recent and (len(self._recent) > self._config.reopen_cache or self.recent_bytes > limit):
             key = next(iter(self._recent))
             self._forget_recent(key)
             self._forget(key)
@@ -848,6 +929,7 @@ class Assembler:
     def _forget_recent(self, key: str) -> _Recent | None:
         recent = self._recent.pop(key, None)
         if recent is not None:
+            self.recent_bytes -= recent.bytes
             for trace_id in recent.traces:
                 if self._recent_owner.get(trace_id) == key:
                     del self._recent_owner[trace_id]
@@ -939,6 +1021,7 @@ class Assembler:
         tenant = split_session_key(entry.session)[0]  # every request it kept is its tenant's
         traces = {bytes.fromhex(t) for t in entry.traces}
         ids: set[bytes] = set()  # what it took, so a re-sent copy is still one item
+        held = 0  # its items' bytes
         for request in requests:
             if isinstance(request, ExportTraceServiceRequest):
                 for resource_spans in request.resource_spans:
@@ -951,6 +1034,7 @@ class Assembler:
                             view = SpanView(span, scope, resource)
                             key, source = self._key_and_source(view.attrs, resource.attrs, tenant)
                             if self._belongs(key, source, span.trace_id, entry.session, traces, tenant):
+                                held += span.ByteSize()
                                 ids.add(span.trace_id + span.span_id)
                                 evidence.observe_span(view)
             else:
@@ -962,12 +1046,21 @@ class Assembler:
                             log_view = LogView(record, scope, resource)
                             key, source = self._log_key_and_source(log_view, tenant)
                             if self._belongs(key, source, record.trace_id, entry.session, traces, tenant):
+                                held += record.ByteSize()
                                 ids.add(log_id(record))
                                 evidence.observe_log(log_view)
         self.seed_revision(entry.session, entry.revision)
         self._recent[entry.session] = _Recent(
-            evidence, entry.revision, entry.first_request, traces, entry.spans, ids, list(entry.requests)
+            evidence,
+            entry.revision,
+            entry.first_request,
+            traces,
+            entry.spans,
+            ids,
+            list(entry.requests),
+            held,
         )
+        self.recent_bytes += held
         for trace_id in traces:
             self._recent_owner[trace_id] = entry.session
         self._trim_reopenable()

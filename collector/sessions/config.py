@@ -37,6 +37,8 @@ class Sessions(Strict):
     end_attribute: str = "skillgauge.session.end"
     # Closed sessions kept in memory so late spans reopen them whole (a new revision).
     reopen_cache: int = Field(2_000, ge=0)
+    # ... and at most this many bytes of them (their items' bytes as received), the oldest out first.
+    reopen_cache_bytes: Bytes = 64 * 1024**2
     check_interval: Seconds = 1.0
 
     @field_validator("keys")

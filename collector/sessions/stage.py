@@ -30,7 +30,7 @@ from collector.component import Consumer, Retryable
 from collector.detect.expectations import Rules
 from collector.otlp import wire
 from collector.otlp.received import Accepted, Received, Signal, Spooled
-from collector.sessions.assembler import Assembler
+from collector.sessions.assembler import Assembler, Steps, checking_spans
 from collector.sessions.config import Sessions
 from collector.sessions.metrics import SessionsMetrics
 from collector.state.config import Storage
@@ -38,6 +38,18 @@ from collector.state.store import Closed, Recovery, Spool
 from evaluators.evidence import Session, split_session_key
 
 log = logging.getLogger("skillgauge")
+
+
+async def stepped(steps: Steps) -> Accepted:
+    """What ``steps`` return, the event loop running at each of their pauses."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        await asyncio.sleep(0)
+
+
 _CLOSE_BATCH = 8  # sessions closed (and planned for evaluation) per event-loop turn
 
 
@@ -50,7 +62,9 @@ class SessionsStage:
         store: Spool,
         metrics: SessionsMetrics,
         next: Consumer[Session],
+        tenant_max_open: dict[str, int] | None = None,
     ) -> None:
+        """``tenant_max_open``: tenants' own ``max_open_sessions``."""
         self.config = config
         self.storage = storage
         self.store = store
@@ -65,11 +79,13 @@ class SessionsStage:
             on_duplicate=lambda signal: metrics.duplicates.labels(signal).inc(),
             on_keep=store.keep_reopenable,
             on_forget=store.forget_reopenable,
+            tenant_max_open=tenant_max_open,
         )
         self._closed: list[Session] = []  # closed by the assembler, not yet handed on
         self._pending: deque[Spooled] = deque()  # spooled, acknowledged, not assembled
         self._waiting: deque[asyncio.Future[None]] = deque()  # callers of ``room``, oldest first
         self._promised = 0  # sessions that admitted, not yet assembled requests may open
+        self._checking = asyncio.Lock()  # one ``check`` at a time
         self._assembling = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -137,13 +153,20 @@ class SessionsStage:
                 if self._pending:
                     return
 
-    def check(self, request: ExportTraceServiceRequest, tenant: str = "") -> Accepted:
+    async def check(self, request: ExportTraceServiceRequest, tenant: str = "") -> Accepted:
         """What of a trace request is taken, before it is spooled: the spans that would open
         a session past ``sessions.max_open`` are removed from it and rejected (partial
         success), so one request cannot open sessions without bound.  Until the request is
-        assembled, the sessions it may open are promised (``release`` gives them back)."""
-        result = self.assembler.cap_new_sessions(request, self._promised, tenant)
-        self._promised += result.opens
+        assembled, the sessions it may open are promised (``release`` gives them back).
+        A large request is checked in slices, the event loop (other requests, health checks)
+        running in between.  The sessions a request may open are counted one request at a
+        time, so each sees what was promised before it: at once, unless it may open more
+        sessions than there is room for (then in slices too, while later requests wait)."""
+        checked = await stepped(checking_spans(request))
+        async with self._checking:
+            steps = self.assembler.capping_new_sessions(request, self._promised, tenant, checked)
+            result = await stepped(steps)
+            self._promised += result.opens
         if result.over_max_open:
             self.metrics.rejected.labels("traces", "max_open").inc(result.over_max_open)
         return result

@@ -17,7 +17,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector.component import Consumer, Retryable
 from collector.otlp.received import Accepted, Received, Spooled
-from collector.sessions.assembler import check_spans
+from collector.sessions.assembler import checking_spans
+from collector.sessions.stage import stepped
 from collector.spool.metrics import SpoolMetrics
 from collector.state.store import Faults, Spool
 from collector.telemetry import RateLimitedLog
@@ -35,9 +36,7 @@ class SpoolStage:
         max_bytes: int,
         admit_next: Callable[[], None],
         metrics: SpoolMetrics,
-        check: Callable[[ExportTraceServiceRequest, str], Accepted] = lambda request, _tenant: check_spans(
-            request
-        ),
+        check: Callable[[ExportTraceServiceRequest, str], Awaitable[Accepted]] | None = None,
         release: Callable[[Accepted], None] = lambda outcome: None,
         room: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
@@ -46,7 +45,7 @@ class SpoolStage:
         self.next = next
         self._max_bytes = max_bytes
         self._admit_next = admit_next
-        self._check = check  # may remove spans from a trace request (sessions.max_open)
+        self._check = check or _checked  # may remove spans from a trace request (sessions.max_open)
         self._release = release  # what ``check`` promised, for a request never handed on
         # Waits (bounded) while a bound downstream that lifts by itself is reached: a request
         # admitted before its body was read may find the queue full again.
@@ -93,7 +92,7 @@ class SpoolStage:
         self.admit()
         if item.signal == "traces":
             assert isinstance(item.request, ExportTraceServiceRequest)
-            checked = self._check(item.request, item.tenant)
+            checked = await self._check(item.request, item.tenant)
             item.outcome.take(checked)
             if checked.over_max_open:  # spans were removed: spool what is left
                 item = replace(item, raw=None)
@@ -107,3 +106,8 @@ class SpoolStage:
 
     async def shutdown(self, timeout: float) -> None:
         await self.next.shutdown(timeout)
+
+
+async def _checked(request: ExportTraceServiceRequest, _tenant: str) -> Accepted:
+    """What of ``request`` will be taken (``checking_spans``), the event loop running in between."""
+    return await stepped(checking_spans(request))

@@ -73,14 +73,24 @@ class Recorder:
                 closed_at = round(time.time() - (time.monotonic() - item.closed_at), 3)
                 summary = encode_record({**coverage.to_dict(), "closed_at": closed_at})
                 ready.append((item, (session.key, session.revision, records, summary)))
-            except Exception:  # the revision stays unfinished: a restart evaluates it again
-                log.exception("recording session %r revision %d failed", session.session_id, session.revision)
+            except Exception as err:  # the revision stays unfinished: a restart evaluates it again
+                if not is_storage_error(err):
+                    log.exception(
+                        "recording session %r revision %d failed", session.session_id, session.revision
+                    )
+                    continue
+                log.error(
+                    "recording session %r revision %d failed: %s", session.session_id, session.revision, err
+                )
         try:
             await self._while_storage_fails(
                 lambda: self.store.save_coverage([recorded for _, recorded in ready])
             )
-        except Exception:  # as above, for every revision of the batch
-            log.exception("recording %d evaluated sessions failed", len(ready))
+        except Exception as err:  # as above, for every revision of the batch
+            if not is_storage_error(err):
+                log.exception("recording %d evaluated sessions failed", len(ready))
+            else:  # a full disk: told once by the store, and again at exit
+                log.error("recording %d evaluated sessions failed: %s", len(ready), err)
             return
         now = time.monotonic()
         for item, (key, _, _, _) in ready:

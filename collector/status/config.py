@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from collector.configtypes import Endpoint, Seconds
 from collector.receiver.config import Secured
@@ -25,6 +25,8 @@ class Status(Secured):
     # (what agents said, to anyone who can reach the port).  With auth, the token decides.
     sessions_open: bool = False
     trace_url: str | None = None
+    # Beyond this many connections open at once, a new one is answered 503 and closed.
+    max_connections: int = Field(default=256, gt=0)
 
     @field_validator("trace_url")
     @classmethod

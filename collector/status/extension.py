@@ -4,8 +4,9 @@ GET /v1/sessions/{id} and the /ui/ pages, beside the chain (it reads a ``StatusV
 With auth configured, /metrics, /v1/sessions* and /ui/ need the bearer token (sessions hold
 what agents said); /healthz and /readyz stay open, because Kubernetes probes send no
 credentials and say nothing about any session.  A browser cannot send a bearer header, so
-the /ui/ pages also take the token from a cookie that ``POST /ui/login`` sets (HttpOnly,
-SameSite=Strict, path /ui/, Secure on TLS); /ui/login itself is open.  Without auth,
+the /ui/ pages also take a page session's cookie, which ``POST /ui/login`` sets and
+``POST /ui/logout`` ends (``login``: the cookie holds a session id, never the token);
+/ui/login and /ui/logout themselves are open.  Without auth,
 /v1/sessions* and /ui/ answer loopback clients only (127.0.0.0/8, ::1) unless
 ``status.sessions_open: true``; others get 403.
 
@@ -28,11 +29,11 @@ from collector.receiver import auth as listener_auth
 from collector.receiver.config import BearerAuth
 from collector.status import pages
 from collector.status import query as session_query
+from collector.status.login import PageLogin
 from collector.status.tenancy import detail_tenant, held, open_rows
 from collector.status.view import SessionPage, StatusView
 
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/ui/login"})
-COOKIE = "skillgauge_status_token"
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/ui/login", "/ui/logout"})
 NOT_LOOPBACK = (
     "/v1/sessions answers only clients on this host (loopback) while no auth is configured: "
     "configure a bearer token (auth), or set status.sessions_open: true to serve every client"
@@ -52,16 +53,6 @@ def _endpoint(path: str) -> str:
     if path == "/v1/sessions" or path.startswith("/v1/sessions/"):
         return "sessions"
     return "ui" if path == "/ui" or path.startswith("/ui/") else ""
-
-
-def _credentials(request: web.Request) -> str | None:
-    """The bearer header, or for a page the token in the login cookie."""
-    header = request.headers.get("Authorization")
-    if header is None and _endpoint(request.path) == "ui":
-        token = request.cookies.get(COOKIE)
-        if token:
-            return f"Bearer {token}"
-    return header
 
 
 def _unauthenticated(view: StatusView) -> listener_auth.Refusal:
@@ -164,27 +155,15 @@ def app(
         page = await view.sessions(scoped) if scoped is not None else SessionPage()
         return web.json_response({"sessions": page.rows, "next_cursor": page.next_cursor})
 
-    async def login_form(_: web.Request) -> web.Response:
-        if bearer is None:
-            return web.Response(status=303, headers={"Location": "/ui/"})
-        return pages.render("login.html", failed=False)
+    async def no_login(_: web.Request) -> web.Response:  # nothing to log in to
+        return web.Response(status=303, headers={"Location": "/ui/"})
 
-    async def login(request: web.Request) -> web.Response:
-        if bearer is None:
-            return web.Response(status=303, headers={"Location": "/ui/"})
-        token = str((await request.post()).get("token", "")).strip()
-        if not bearer.allows(f"Bearer {token}"):
-            view.count_refusal("ui")
-            response = pages.render("login.html", failed=True)
-            response.set_status(401)
-            return response
-        response = web.Response(status=303, headers={"Location": "/ui/"})
-        response.set_cookie(COOKIE, token, path="/ui/", httponly=True, samesite="Strict", secure=tls)
-        return response
-
+    page_login = PageLogin(bearer, view, tls) if bearer is not None else None
     middlewares: list[Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]] = []
-    if bearer is not None:
-        middlewares.append(listener_auth.middleware(bearer, _unauthenticated(view), _guarded, _credentials))
+    if bearer is not None and page_login is not None:
+        middlewares.append(
+            listener_auth.middleware(bearer, _unauthenticated(view), _guarded, page_login.credentials)
+        )
     elif not sessions_open:
         middlewares.append(_loopback_only(view))
     application = web.Application(middlewares=middlewares)  # type: ignore[arg-type]
@@ -193,7 +172,8 @@ def app(
     application.router.add_get("/readyz", readyz)
     application.router.add_get("/v1/sessions", sessions)
     application.router.add_get("/v1/sessions/{session_id}", session)
-    application.router.add_get("/ui/login", login_form)
-    application.router.add_post("/ui/login", login)
+    application.router.add_get("/ui/login", page_login.form if page_login else no_login)
+    application.router.add_post("/ui/login", page_login.login if page_login else no_login)
+    application.router.add_post("/ui/logout", page_login.logout if page_login else no_login)
     application.add_routes(pages.routes(view, trace_link))
     return application

@@ -59,7 +59,8 @@ def render(template: str, **context: Any) -> web.Response:
             # No script runs on these pages, and nothing loads from elsewhere.
             "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
             "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "no-referrer",
+            # Same-origin requests carry their origin (the login's Origin check), others nothing.
+            "Referrer-Policy": "same-origin",
             "Cache-Control": "no-store",
         },
     )

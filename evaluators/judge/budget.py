@@ -50,6 +50,7 @@ class Budget:
     clock: Callable[[], float]
     _hour: _Window = field(default_factory=lambda: _Window(HOUR))
     _day: _Window = field(default_factory=lambda: _Window(DAY))
+    refused: int = 0  # calls refused, since the start
 
     def _roll(self) -> None:
         now = self.clock()
@@ -67,6 +68,7 @@ class Budget:
         )
         for what, limit, used, more in checks:
             if limit is not None and used + more > limit:
+                self.refused += 1
                 return f"{self.name} {what} budget {limit:g} reached ({used:g} used or reserved, this call needs up to {more:g})"
         return None
 

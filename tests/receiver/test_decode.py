@@ -5,6 +5,7 @@ import json
 import logging
 
 import pytest
+from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -156,3 +157,33 @@ def test_values_nested_deeper_than_protobuf_reads_are_left_out_and_the_rest_is_r
     while value.HasField("array_value") and value.array_value.values:
         depth, value = depth + 1, value.array_value.values[0]
     assert 20 < depth < 60 and not value.HasField("string_value")  # cut where protobuf can read
+
+
+def test_a_large_json_request_is_converted_in_slices_to_the_same_message() -> None:
+    spans = [{"traceId": f"{n + 1:032x}", "spanId": f"{n + 1:016x}", "name": f"s{n}"} for n in range(5_000)]
+    traces = {
+        "resourceSpans": [
+            {"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "a"}}]},
+             "scopeSpans": [{"scope": {"name": "x"}, "spans": spans}, {"scope": {"name": "y"}, "spans": spans[:10]}]},
+            {"scopeSpans": [{"spans": spans[:3]}]},
+        ]
+    }
+    records = [{"body": {"stringValue": f"r{n}"}, "timeUnixNano": "1"} for n in range(4_500)]
+    logs = {"resource_logs": [{"scope_logs": [{"scope": {"name": "z"}, "log_records": records}]}]}
+    for message_type, data in ((ExportTraceServiceRequest, traces), (ExportLogsServiceRequest, logs)):
+        text = json.dumps(data)
+        steps = decode.parsing_json(message_type, text.encode())
+        pauses = 0
+        while True:
+            try:
+                next(steps)
+                pauses += 1
+            except StopIteration as done:
+                sliced = done.value
+                break
+        assert pauses >= 3  # at least one pause per 2,000 items
+        whole = message_type()
+        fresh = json.loads(text)
+        decode._hex_ids_to_base64(fresh)
+        json_format.ParseDict(fresh, whole)
+        assert sliced == whole

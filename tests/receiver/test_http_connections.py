@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import resource
 import socket
 import urllib.request
 from pathlib import Path
@@ -13,7 +12,7 @@ import pytest
 from support import Server, metric_value, wait_for
 
 from collector.config import ConfigError, parse
-from collector.receiver.connections import beyond_open_files
+from collector.receiver.connections import RESERVED_FILES, fit_to_open_files
 
 CAP = 4
 EMPTY = json.dumps({"resourceSpans": []}).encode()
@@ -137,25 +136,22 @@ def test_max_connections_must_be_a_positive_whole_number(value: object, expected
     assert f"receivers.otlp.http.max_connections: {expected}" in str(err.value)
 
 
-def test_a_cap_above_the_open_file_limit_is_warned_about() -> None:
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    assert beyond_open_files(soft - 1, "receivers.otlp.http.max_connections") is None
-    warning = beyond_open_files(soft, "receivers.otlp.http.max_connections")
-    assert warning is not None
-    assert f"may open only {soft} files" in warning and "lower receivers.otlp.http.max_connections" in warning
+def test_a_cap_above_the_open_file_limit_is_lowered_with_a_warning() -> None:
+    field = "receivers.otlp.http.max_connections"
+    assert fit_to_open_files({field: 100}, 100 + RESERVED_FILES) == ({field: 100}, [])
+    fitted, (warning,) = fit_to_open_files({field: 1024}, 512)
+    assert fitted == {field: 512 - RESERVED_FILES}
+    assert "may open only 512 files" in warning and f"lowered to {512 - RESERVED_FILES}" in warning
+    assert "lower receivers.otlp.http.max_connections" in warning
 
 
 def test_serve_warns_at_startup_when_the_open_file_limit_is_below_the_cap(tmp_path: Path) -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (512, hard))  # serve inherits it
+    srv = Server(tmp_path, open_files=512)  # max_connections: the default 1024
     try:
-        srv = Server(tmp_path)  # max_connections: the default 1024
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    try:
-        line = next(x for x in srv.log().splitlines() if "(ulimit -n)" in x)
+        line = next(x for x in srv.log().splitlines() if "(ulimit -n)" in x and "otlp.http" in x)
         assert (
-            "WARNING" in line and "max_connections is 1024 but this process may open only 512 files" in line
+            "WARNING" in line
+            and "receivers.otlp.http.max_connections is 1024 but this process may open only 512 files" in line
         )
     finally:
         srv.stop()

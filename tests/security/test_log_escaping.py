@@ -10,7 +10,7 @@ from pathlib import Path
 
 from support import Server, wait_for
 
-from collector.service import EscapeControls
+from collector.logsafety import EscapeControls
 
 EVIL = "evil\n2026-01-01 00:00:00,000 INFO skillgauge: forged line\x1b[31m red \u202egnp.exe"
 

@@ -361,3 +361,39 @@ def test_the_same_spans_from_another_tenant_are_its_own_not_a_resend() -> None:
     asm.close_all()
     assert sorted((s.tenant, s.span_count) for s, _ in closed) == [("team-a", spans), ("team-b", spans)]
     assert asm.duplicates.get("traces") == spans
+
+
+def test_closed_sessions_kept_for_reopening_are_bounded_in_bytes_the_oldest_out_first() -> None:
+    asm, closed, clock = make(idle_timeout="5s", reopen_cache_bytes=3_500)
+    for n in range(1, 6):  # five sessions of about 1 KB each
+        asm.add_spans(one_span(n, 1, {"session.id": f"s{n}", "pad": "x" * 1_000}), request_id=n)
+    clock.now += 10
+    asm.close_due()
+    assert 0 < asm.recent_bytes <= 3_500
+    for n in (1, 5):  # a late span for the oldest and for the newest
+        asm.add_spans(one_span(n, 2, {"session.id": f"s{n}"}), request_id=10 + n)
+    asm.close_all()
+    late = {s.session_id: (s.revision, s.span_count) for s, r in closed if r == "shutdown"}
+    # s1 was let go: its late span makes the next revision, but without the earlier span
+    assert late == {"s1": (2, 1), "s5": (2, 2)}
+
+
+def test_one_request_cannot_open_sessions_past_its_tenants_own_limit() -> None:
+    config = parse({})
+    asm = Assembler(config.sessions, lambda s, r: None, tenant_max_open={"team-a": 3})
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    for n in range(1, 11):
+        span = spans.add(trace_id=n.to_bytes(16, "big"), span_id=n.to_bytes(8, "big"), name="x")
+        span.attributes.add(key="session.id").value.string_value = f"s{n}"
+    other = ExportTraceServiceRequest()
+    other.CopyFrom(request)
+    result = asm.cap_new_sessions(request, tenant="team-a")
+    assert (result.accepted, result.over_max_open, result.opens) == (3, 7, 3)
+    assert "tenant team-a's max_open_sessions (3 open)" in result.message
+    asm.add_spans(request, tenant="team-a")
+    assert asm.open_by_tenant == {"team-a": 3}
+    with pytest.raises(Backpressure, match="tenant team-a has 3 sessions open"):
+        asm.admit_tenant("team-a")
+    asm.admit_tenant("team-b")  # another tenant: not held back
+    assert asm.cap_new_sessions(other, tenant="team-b").accepted == 10

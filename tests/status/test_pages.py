@@ -136,7 +136,8 @@ def test_pages_need_the_token_and_the_login_form_sets_it(served: Server) -> None
         driver.get(f"{served.status_url}/ui/sessions/strands-right_skill-0001")
         assert driver.find_element(By.ID, "session-id").text == "strands-right_skill-0001"
     text = served.metrics()
-    assert metric_value(text, "skillgauge_status_rejected_requests_total", endpoint="ui") >= 2
+    assert metric_value(text, "skillgauge_status_rejected_requests_total", endpoint="ui", reason="unauthenticated") >= 1
+    assert metric_value(text, "skillgauge_status_rejected_requests_total", endpoint="ui", reason="login_failed") >= 1
 
 
 def test_session_page_shows_catalog_loads_evaluations_and_trace_link(

@@ -1,0 +1,76 @@
+"""Memory follows what is open: sessions that closed with large catalogs of their own leave
+no more behind than the byte-sized caches hold (``skillgauge_cache_bytes{cache}``).
+
+Measured from outside: the resident set of a real ``skillgauge serve`` read from /proc.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from support import Server, export_grpc, metric_value, wait_for
+
+SESSIONS = 80
+CATALOG_BYTES = 2 * 1024 * 1024
+MAX_GROWTH = 200 * 1024 * 1024
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
+def catalog(n: int) -> str:
+    """A catalog of its own for session ``n``: about 2 MB of skills none other shows."""
+    entry = "<skill><name>s{n}-{i}</name><description>" + "d" * 180 + " {n}.{i}</description></skill>\n"
+    count = CATALOG_BYTES // len(entry)
+    return "<available_skills>\n" + "".join(entry.format(n=n, i=i) for i in range(count)) + "</available_skills>"
+
+
+def session_request(n: int) -> bytes:
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add(
+        trace_id=(n + 1).to_bytes(16, "big"),
+        span_id=(n + 1).to_bytes(8, "big"),
+        name="chat",
+        start_time_unix_nano=1_700_000_000_000_000_000,
+        end_time_unix_nano=1_700_000_001_000_000_000,
+    )
+    span.attributes.add(key="session.id").value.string_value = f"catalog-{n}"
+    span.attributes.add(key="gen_ai.system_instructions").value.string_value = catalog(n)
+    span.attributes.add(key="skillgauge.session.end").value.bool_value = True
+    return request.SerializeToString()
+
+
+def _closed(srv: Server) -> float:
+    return metric_value(srv.metrics(), "skillgauge_sessions_closed_total", reason="end_attribute")
+
+
+def test_closed_sessions_with_large_catalogs_of_their_own_give_their_memory_back(tmp_path: Path) -> None:
+    srv = Server(tmp_path)
+    try:
+        for n in range(2):  # warm up: modules, the store, the first caches
+            export_grpc(srv, session_request(SESSIONS + n))
+        wait_for(lambda: _closed(srv) == 2, timeout=60)
+        before = rss_bytes(srv.proc.pid)
+        for n in range(SESSIONS):
+            export_grpc(srv, session_request(n))
+        wait_for(lambda: _closed(srv) == SESSIONS + 2, timeout=300, interval=0.5)
+        status, page = srv.get_json(f"/v1/sessions/catalog-{SESSIONS - 1}")
+        assert status == 200 and page["revisions"], page  # evaluated and recorded
+        text = srv.metrics()
+        after = rss_bytes(srv.proc.pid)
+        cached = {
+            name: metric_value(text, "skillgauge_cache_bytes", cache=name)
+            for name in ("catalogs", "json", "skill_md", "frameworks", "reopen")
+        }
+        print(f"RSS {before / 2**20:.0f} MB -> {after / 2**20:.0f} MB; caches {cached}")
+        assert after - before < MAX_GROWTH, f"RSS grew {(after - before) / 2**20:.0f} MB"
+        assert 0 < cached["catalogs"] <= 32 * 2**20
+        assert 0 < cached["reopen"] <= 64 * 2**20  # sessions.reopen_cache_bytes
+        assert "skillgauge_cache_max_bytes" in text
+    finally:
+        srv.stop()
