@@ -1,4 +1,4 @@
-"""The ``skillgauge`` command: serve | replay | check-config | config."""
+"""The ``skillgauge`` command: serve | replay | check-config | config | recover."""
 
 from __future__ import annotations
 
@@ -148,6 +148,37 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_recover(args: argparse.Namespace) -> int:
+    from collector.state.lock import DataDirLocked
+    from collector.state.recover import recover
+
+    config = _config(args.config)
+    path = config.storage.path
+    if path == ":memory:":
+        print('skillgauge recover: storage.path is ":memory:": nothing to recover', file=sys.stderr)
+        return 1
+    try:
+        done = recover(path, force=args.force)
+    except DataDirLocked as err:
+        print(f"skillgauge recover: {err}", file=sys.stderr)
+        return 2
+    except (OSError, RuntimeError) as err:
+        print(f"skillgauge recover: {err}", file=sys.stderr)
+        return 1
+    if done.sound:
+        print(f"{done.database}: sound; nothing to recover (--force rebuilds it anyway)")
+        return 0
+    for aside in done.moved_aside:
+        print(f"moved aside: {aside}")
+    print(
+        f"{done.database}: rebuilt with {done.requests} requests from {done.files} segment files; "
+        "the next serve replays them and evaluates their sessions again"
+    )
+    for file in done.unframed:
+        print(f"not recovered (written without frames, left in place): {file}", file=sys.stderr)
+    return 0
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     sys.stdout.write(defaults_yaml())
     return 0
@@ -214,6 +245,16 @@ def parser() -> argparse.ArgumentParser:
     )
     check.add_argument("config", metavar="FILE", help="the YAML config file to validate")
     check.set_defaults(func=cmd_check_config)
+    rec = sub.add_parser(
+        "recover",
+        help="rebuild a missing or damaged database from the request segments",
+        description="Move the data directory's database aside (never deleted) and rebuild it from "
+        "the request segment files, so that the next serve replays every request they hold. "
+        "Run it when serve refuses to start because its database is missing, empty or damaged.",
+    )
+    rec.add_argument("--config", metavar="FILE", help=config_help)
+    rec.add_argument("--force", action="store_true", help="rebuild even a sound database")
+    rec.set_defaults(func=cmd_recover)
     show = sub.add_parser(
         "config",
         help="print configuration",

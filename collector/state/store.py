@@ -65,6 +65,7 @@ from collector.component import Retryable
 from collector.export.outbox import Entry, MemoryOutbox
 from collector.state import queries, sql
 from collector.state.segments import SEGMENT_BYTES, Segments, Spooled, Write
+from collector.state.vouch import StoreRefused, vouch
 from collector.status.view import SessionPage, SessionQuery
 
 log = logging.getLogger(__name__)
@@ -513,6 +514,21 @@ _EXPIRE = (
 )
 
 
+def initialise(path: Path) -> None:
+    """Create the spool's tables at ``path`` (a new file) or bring an older spool's up to date."""
+    setup = sqlite3.connect(path)
+    try:
+        setup.execute(f"PRAGMA page_size={_PAGE_SIZE}")  # a new file only: set before WAL
+        setup.execute("PRAGMA journal_mode=WAL")
+        setup.executescript(_SCHEMA)
+        if "tenant" not in {row[1] for row in setup.execute("PRAGMA table_info(spooled)")}:
+            # A spool from before tenants: its requests are the default tenant's.
+            setup.execute("ALTER TABLE spooled ADD COLUMN tenant TEXT NOT NULL DEFAULT ''")
+        queries.migrate(setup)
+    finally:
+        setup.close()
+
+
 class SqliteSpool:
     durable = True
 
@@ -532,15 +548,13 @@ class SqliteSpool:
         segment_bytes, self._wal_size_limit = sizes_for(max_bytes)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            setup = sqlite3.connect(self.path)
-            setup.execute(f"PRAGMA page_size={_PAGE_SIZE}")  # a new file only: set before WAL
-            setup.execute("PRAGMA journal_mode=WAL")
-            setup.executescript(_SCHEMA)
-            if "tenant" not in {row[1] for row in setup.execute("PRAGMA table_info(spooled)")}:
-                # A spool from before tenants: its requests are the default tenant's.
-                setup.execute("ALTER TABLE spooled ADD COLUMN tenant TEXT NOT NULL DEFAULT ''")
-            queries.migrate(setup)
-            setup.close()
+        except OSError as err:
+            raise RuntimeError(
+                f"storage.path: cannot open the spool at {self.path}: {err} - {_open_fix(err)}"
+            ) from None
+        vouch(self.path.parent)  # before anything is written: a database we cannot trust is refused
+        try:
+            initialise(self.path)
         except (OSError, sqlite3.Error) as err:
             raise RuntimeError(
                 f"storage.path: cannot open the spool at {self.path}: {err} - {_open_fix(err)}"
@@ -553,7 +567,14 @@ class SqliteSpool:
         self._last_refused = 0  # bytes of the last request refused for a failed write
         self._retries_waiting = 0  # failed writes nobody waits for, not yet tried again
         self._next_id = 1  # set by ``_load``
-        self._recovery = self._load()
+        try:
+            self._recovery = self._load()
+        except sqlite3.DatabaseError as err:  # damage quick_check did not see: the same refusal
+            raise StoreRefused(
+                f"storage.path: refusing to start: the database {self.path} is damaged ({err}). "
+                "Nothing was deleted. Run `skillgauge recover --config FILE` to rebuild it from the "
+                f"request segments, or move {self.path.parent} aside to start with an empty store"
+            ) from None
         self._queue: queue.SimpleQueue[_Work] = queue.SimpleQueue()
         # Reads for the status API: one connection of their own (WAL: they never wait for the
         # writer), used from a worker thread (``asyncio.to_thread``), one read at a time.
@@ -725,7 +746,7 @@ class SqliteSpool:
 
         def insert(db: sqlite3.Connection) -> int:
             # The bytes first: a row is never committed without them (see ``segments``).
-            where = self._segments.append(payload)
+            where = self._segments.append(payload, signal, tenant)
             try:
                 db.execute(
                     "INSERT INTO spooled VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -1261,7 +1282,8 @@ def _open_fix(err: OSError | sqlite3.Error) -> str:
     if isinstance(err, sqlite3.DatabaseError) and not isinstance(err, sqlite3.OperationalError):
         # "file is not a database", "database disk image is malformed"
         return (
-            "the file is damaged: restore the directory from a backup, or move it aside to start "
+            "the file is damaged: run `skillgauge recover --config FILE` to rebuild it from the "
+            "request segments, restore the directory from a backup, or move it aside to start "
             "with an empty spool (what it held is then not evaluated)"
         )
     return "check that the directory exists or can be created, is writable by this user and has free space"
