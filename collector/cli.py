@@ -1,4 +1,4 @@
-"""The ``skillgauge`` command: serve | replay | check-config | config | recover."""
+"""The ``skillgauge`` command: serve | replay | check-config | config | recover | migrate."""
 
 from __future__ import annotations
 
@@ -179,6 +179,40 @@ def cmd_recover(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from collector.db import migrate
+    from collector.state.lock import DataDirLock, DataDirLocked
+    from collector.state.vouch import StoreRefused, vouch
+
+    config = _config(args.config)
+    path = config.storage.path
+    if path == ":memory:":
+        print('skillgauge migrate: storage.path is ":memory:": nothing to migrate', file=sys.stderr)
+        return 1
+    try:
+        lock = DataDirLock(path).acquire()
+    except DataDirLocked as err:
+        print(f"skillgauge migrate: {err}", file=sys.stderr)
+        return 2
+    except RuntimeError as err:
+        print(f"skillgauge migrate: {err}", file=sys.stderr)
+        return 1
+    database = Path(path) / "skillgauge.sqlite"
+    try:
+        vouch(path)
+        revision = migrate.upgrade_sqlite(database)
+    except StoreRefused as err:
+        print(f"skillgauge migrate: {err}", file=sys.stderr)
+        return 1
+    except Exception as err:  # a driver's error: named, not a traceback
+        print(f"skillgauge migrate: {database}: {err}", file=sys.stderr)
+        return 1
+    finally:
+        lock.release()
+    print(f"{database}: at schema revision {revision} (the newest)")
+    return 0
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     sys.stdout.write(defaults_yaml())
     return 0
@@ -255,6 +289,14 @@ def parser() -> argparse.ArgumentParser:
     rec.add_argument("--config", metavar="FILE", help=config_help)
     rec.add_argument("--force", action="store_true", help="rebuild even a sound database")
     rec.set_defaults(func=cmd_recover)
+    mig = sub.add_parser(
+        "migrate",
+        help="bring the store's tables to this version's schema",
+        description="Apply the store's schema migrations (Alembic) under the data directory's lock "
+        "and exit; serve also applies them at start.",
+    )
+    mig.add_argument("--config", metavar="FILE", help=config_help)
+    mig.set_defaults(func=cmd_migrate)
     show = sub.add_parser(
         "config",
         help="print configuration",

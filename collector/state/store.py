@@ -62,6 +62,7 @@ from typing import Any, Literal, Protocol, TypeVar
 import orjson
 
 from collector.component import Retryable
+from collector.db import migrate
 from collector.export.outbox import Entry, MemoryOutbox
 from collector.state import queries, sql
 from collector.state.segments import SEGMENT_BYTES, Segments, Spooled, Write
@@ -83,93 +84,11 @@ def encode_record(record: dict[str, Any]) -> str:
     return orjson.dumps(record, option=orjson.OPT_SORT_KEYS).decode()
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS spooled (
-    id INTEGER PRIMARY KEY,
-    received_at REAL NOT NULL,
-    signal TEXT NOT NULL,
-    segment INTEGER NOT NULL,
-    offset INTEGER NOT NULL,
-    length INTEGER NOT NULL,
-    tenant TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE IF NOT EXISTS closed (
-    session TEXT NOT NULL,
-    revision INTEGER NOT NULL,
-    reason TEXT NOT NULL,
-    first_request INTEGER NOT NULL,
-    last_request INTEGER NOT NULL,
-    traces TEXT NOT NULL,
-    closed_at REAL NOT NULL,
-    PRIMARY KEY (session, revision)
-);
-CREATE TABLE IF NOT EXISTS results (
-    key TEXT PRIMARY KEY,
-    session TEXT NOT NULL,
-    revision INTEGER NOT NULL,
-    record TEXT NOT NULL,
-    superseded INTEGER NOT NULL DEFAULT 0,
-    created_at REAL NOT NULL DEFAULT (strftime('%s', 'now'))
-);
-CREATE INDEX IF NOT EXISTS results_session ON results (session, revision);
--- Retention deletes by age at every checkpoint: without these, each scanned the whole table
--- (a week of coverage lines by default), every few seconds.
-CREATE INDEX IF NOT EXISTS results_created_at ON results (created_at);
-CREATE TABLE IF NOT EXISTS coverage (
-    session TEXT NOT NULL,
-    revision INTEGER NOT NULL,
-    record TEXT NOT NULL,
-    evaluated_at REAL NOT NULL,
-    PRIMARY KEY (session, revision)
-);
-CREATE INDEX IF NOT EXISTS coverage_evaluated_at ON coverage (evaluated_at);
-CREATE TABLE IF NOT EXISTS outbox (
-    seq INTEGER PRIMARY KEY,
-    channel TEXT NOT NULL,
-    key TEXT NOT NULL,
-    payload BLOB NOT NULL,
-    enqueued_at REAL NOT NULL,
-    UNIQUE (channel, key)
-);
--- How many rows each channel's outbox holds, kept by the transactions that change them:
--- a put or an ack reads only its own keys, however many entries wait.
-CREATE TABLE IF NOT EXISTS outbox_rows (channel TEXT PRIMARY KEY, count INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS state (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS judge_pending (
-    key TEXT PRIMARY KEY,
-    session TEXT NOT NULL,
-    revision INTEGER NOT NULL,
-    evaluation TEXT NOT NULL,
-    enqueued_at REAL NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT NOT NULL DEFAULT ''
-);
--- Revisions later spans may reopen whole, and the requests each keeps from deletion.
-CREATE TABLE IF NOT EXISTS reopenable (
-    session TEXT PRIMARY KEY,
-    revision INTEGER NOT NULL,
-    first_request INTEGER NOT NULL,
-    traces TEXT NOT NULL,
-    spans INTEGER NOT NULL,
-    closed_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS held (
-    request INTEGER NOT NULL,
-    session TEXT NOT NULL,
-    PRIMARY KEY (request, session)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS held_session ON held (session);
-"""
 # Sessions whose latest revision a restart remembers (the assembler's bound on revisions).
 LATEST_REVISIONS = 100_000
 # Work other than requests per transaction: a request that arrives while a transaction runs
 # waits for it, so it stays short (~5 ms) even when a wave of closed sessions is queued.
 _OTHER_PER_GROUP = 64
-# Requests live in segment files; the tables hold small rows, most keyed by session (random
-# keys, so a wave of closed sessions dirties pages all over each index, and every dirty page
-# is written whole to the WAL at commit).  4 KB pages cost ~7 % less CPU a span than 16 KB
-# ones (new spools only: a spool keeps the page size it was made with).
-_PAGE_SIZE = 4096
 _WAL_SIZE_LIMIT = 64 * 1024 * 1024
 # How often the WAL's committed pages are copied into the database.  A page written many
 # times between two copies is copied once; the WAL grows by what the tables get meanwhile.
@@ -371,8 +290,7 @@ class MemorySpool:
         self.unfinished: dict[tuple[str, int], int] = {}
         self.faults = Faults()
         self._db = sqlite3.connect(":memory:", isolation_level=None)
-        self._db.executescript(_SCHEMA)
-        queries.migrate(self._db)
+        migrate.create_in_memory(self._db)
         self._revisions_capacity = revisions_capacity
         # The revisions in ``coverage``, oldest saved first: the ones to let go are known
         # without counting or scanning the tables.
@@ -504,9 +422,9 @@ _Work = tuple[
 ]
 _STOP: _Work = (lambda db: None, None, None, "write")  # shutdown: commit what is queued, then stop
 _INSERT_CLOSED = "INSERT OR REPLACE INTO closed (session, revision, reason, first_request, last_request, traces, closed_at)"
-_INSERT_RESULT = "INSERT OR IGNORE INTO results (key, session, revision, record)"
+_INSERT_RESULT = "INSERT OR IGNORE INTO results (key, session, revision, record, created_at)"
 _INSERT_PENDING = "INSERT OR IGNORE INTO judge_pending (key, session, revision, evaluation, enqueued_at)"
-# Retention, at every checkpoint: each searches an index of its own (see ``_SCHEMA``).
+# Retention, at every checkpoint: each searches an index of its own (``collector.db.schema``).
 _EXPIRE = (
     "DELETE FROM results WHERE created_at < ?",
     "DELETE FROM coverage WHERE evaluated_at < ?",
@@ -515,18 +433,9 @@ _EXPIRE = (
 
 
 def initialise(path: Path) -> None:
-    """Create the spool's tables at ``path`` (a new file) or bring an older spool's up to date."""
-    setup = sqlite3.connect(path)
-    try:
-        setup.execute(f"PRAGMA page_size={_PAGE_SIZE}")  # a new file only: set before WAL
-        setup.execute("PRAGMA journal_mode=WAL")
-        setup.executescript(_SCHEMA)
-        if "tenant" not in {row[1] for row in setup.execute("PRAGMA table_info(spooled)")}:
-            # A spool from before tenants: its requests are the default tenant's.
-            setup.execute("ALTER TABLE spooled ADD COLUMN tenant TEXT NOT NULL DEFAULT ''")
-        queries.migrate(setup)
-    finally:
-        setup.close()
+    """Create the spool's tables at ``path`` (a new file) or migrate an older spool's
+    (``collector.db.migrate``; the caller holds the data directory's lock)."""
+    migrate.upgrade_sqlite(path)
 
 
 class SqliteSpool:
@@ -852,7 +761,8 @@ class SqliteSpool:
         return await asyncio.to_thread(read)
 
     async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
-        await self._submit(_Rows(_INSERT_RESULT, [(key, session, revision, encode_record(record))]))
+        row = (key, session, revision, encode_record(record), time.time())
+        await self._submit(_Rows(_INSERT_RESULT, [row]))
 
     async def save_coverage(self, revisions: list[Recorded]) -> None:
         # One row holds a revision: its coverage line (a JSON object) with the results added
