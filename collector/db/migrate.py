@@ -8,6 +8,7 @@ starting together migrate one at a time and the others find the work done.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from pathlib import Path
 
@@ -53,6 +54,8 @@ def current(connection: sa.Connection) -> str | None:
 
 def upgrade(engine: sa.Engine) -> str:
     """Migrate the store behind ``engine`` to the newest revision; returns it."""
+    # Alembic tells at INFO what it is about to do at every start: the store says what matters.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     with engine.begin() as connection:
         command.upgrade(_config(connection), "head")
         return current(connection) or ""

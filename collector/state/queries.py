@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 import orjson
 
-from collector.state import sql
+from collector.db import sql
 from collector.status.view import SessionPage, SessionQuery, decode_cursor, encode_cursor
 from evaluators.evidence import LOAD_STATUSES
 

@@ -1,8 +1,8 @@
 """The store's tables.
 
 Also brings a spool made before migrations up to date: its tables are kept, the columns it
-lacks (``spooled.tenant``; the listing's columns of ``coverage``, filled in from each stored
-record) are added, and the indexes made.
+lacks (``spooled.tenant``; the listing's columns of ``coverage``) are added, and the indexes
+made.
 
 Revision ID: 0001
 Revises:
@@ -10,7 +10,6 @@ Revises:
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 import sqlalchemy as sa
@@ -184,17 +183,8 @@ def _upgrade_older_spool(before: set[str]) -> None:
     missing = [(name, kind, default) for name, kind, default in LISTING if name not in have]
     for name, kind, default in missing:
         op.add_column("coverage", _column(name, kind, default))
-    if missing:  # filled in from the stored records, once
-        from collector.state import queries
-
-        bind = op.get_bind()
-        rows = bind.exec_driver_sql(
-            "SELECT session, revision, record, evaluated_at FROM coverage WHERE summary IS NULL"
-        ).fetchall()
-        raw = bind.connection.dbapi_connection
-        if not isinstance(raw, sqlite3.Connection):  # only a SQLite spool is this old
-            raise RuntimeError(f"a store from before migrations on {bind.dialect.name}")
-        queries.index_revisions(raw, [tuple(r) for r in rows], replace=False)
+    # The new columns are filled in from each stored record by the store's start
+    # (``collector.state.startup``): that takes the listing's code, which a migration must not.
 
 
 def downgrade() -> None:
