@@ -123,7 +123,10 @@ outbox = Table(
     Column("key", Text, nullable=False),
     Column("payload", LargeBinary, nullable=False),
     Column("enqueued_at", Double, nullable=False),
+    Column("lease_owner", Text),
+    Column("lease_expires", Double),
     UniqueConstraint("channel", "key"),
+    Index("outbox_lease", "lease_owner", "lease_expires"),
 )
 
 # How many rows each channel's outbox holds, kept by the transactions that change them.
@@ -151,6 +154,10 @@ judge_pending = Table(
     Column("enqueued_at", Double, nullable=False),
     Column("attempts", Integer, nullable=False, server_default=text("0")),
     Column("last_error", Text, nullable=False, server_default=""),
+    # Which replica holds the call, until when (``collector.db.lease``).
+    Column("lease_owner", Text),
+    Column("lease_expires", Double),
+    Index("judge_pending_lease", "lease_owner", "lease_expires"),
 )
 
 # Revisions later spans may reopen whole, and the requests each keeps from deletion.
