@@ -25,3 +25,10 @@ def test_the_check_sees_the_database_layer_import_a_stage() -> None:
     assert violations(edges) == [
         "collector.db.writer imports collector.status.view: the database layer imports no stage"
     ]
+
+
+def test_the_check_sees_the_state_layer_import_the_export() -> None:
+    edges = {"collector.state.memory": {"collector.export.outbox"}, "collector.export.outbox": set()}
+    assert violations(edges) == [
+        "collector.state.memory imports collector.export.outbox: the state layer imports no export"
+    ]

@@ -7,12 +7,11 @@ import itertools
 import sqlite3
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from collector.db import migrate
 from collector.db.writer import Faults
-from collector.export.outbox import Entry, MemoryOutbox
 from collector.state import queries
 from collector.state.types import (
     Closed,
@@ -25,6 +24,7 @@ from collector.state.types import (
 )
 from collector.status.view import SessionPage, SessionQuery
 
+T = TypeVar("T")
 # Retention: the same statements as the durable store's (``collector.state.store.EXPIRE``).
 _EXPIRE = (
     "DELETE FROM coverage WHERE evaluated_at < ?",
@@ -49,8 +49,8 @@ class MemorySpool:
         # without counting or scanning the tables.
         self._kept: OrderedDict[tuple[str, int], None] = OrderedDict()
         self._next = 0
-        self._outbox: dict[str, MemoryOutbox] = {}
-        self._capacity = outbox_capacity
+        self.outbox_capacity = outbox_capacity
+        self.outbox_counts: dict[str, int] = {}
 
     async def append(self, signal: str, payload: bytes, tenant: str = "") -> int:
         self._next += 1
@@ -108,24 +108,11 @@ class MemorySpool:
     async def overview(self, since: float, not_before: float, tenant: str | None = None) -> dict[str, Any]:
         return queries.overview(self._db, since, not_before, tenant)
 
-    async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
-        box = self._outbox.get(channel)
-        if box is None:
-            box = self._outbox[channel] = MemoryOutbox(self._capacity)
-        return await box.put([Entry(key, payload, at) for key, payload, at in entries])
-
-    async def outbox_peek(self, channel: str, limit: int) -> list[tuple[str, bytes, float]]:
-        box = self._outbox.get(channel)
-        return [] if box is None else [(e.key, e.payload, e.enqueued_at) for e in await box.peek(limit)]
-
-    async def outbox_ack(self, channel: str, keys: list[str]) -> None:
-        box = self._outbox.get(channel)
-        if box is not None:
-            await box.ack(keys)
-
-    def outbox_len(self, channel: str) -> int:
-        box = self._outbox.get(channel)
-        return 0 if box is None else len(box)
+    async def transact(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` in a transaction of the in-memory database; its result once committed."""
+        with self._db:
+            self._db.execute("BEGIN")
+            return work(self._db)
 
     async def checkpoint(self, replay_from: int, keep_results_for: float | None = None) -> None:
         if keep_results_for is not None:

@@ -149,14 +149,13 @@ class SqliteSpool:
             raise RuntimeError(
                 f"storage.path: cannot open the spool at {self.path}: {err} - {_open_fix(err)}"
             ) from None
-        self._capacity = outbox_capacity
-        self._outbox_len: dict[str, int] = {}
+        self.outbox_capacity = outbox_capacity
         self._segments = Segments(self.path.parent / "requests", segment_bytes, write)
         self._quarantine = self.path.parent / "quarantine"
         self._free_db_bytes = 0  # free pages in the database file, as of the last checkpoint
         self._last_refused = 0  # bytes of the last request refused for a failed write
         try:
-            self._recovery, self._next_id, self._outbox_len = startup.load(self.path, self._segments)
+            self._recovery, self._next_id, self.outbox_counts = startup.load(self.path, self._segments)
         except sqlite3.DatabaseError as err:  # damage quick_check did not see: the same refusal
             raise StoreRefused(
                 f"storage.path: refusing to start: the database {self.path} is damaged ({err}). "
@@ -411,53 +410,9 @@ class SqliteSpool:
 
         return await asyncio.to_thread(run)
 
-    async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int:
-        capacity = self._capacity
-
-        def write(db: sqlite3.Connection) -> tuple[int, int]:
-            keys = list(dict.fromkeys(key for key, _, _ in entries))
-            waiting = sql.count_in(
-                db, "SELECT COUNT(*) FROM outbox WHERE key IN ({in}) AND channel = ?", keys, channel
-            )
-            sql.insert_rows(
-                db,
-                "INSERT OR REPLACE INTO outbox (channel, key, payload, enqueued_at)",
-                [(channel, key, payload, at) for key, payload, at in entries],
-            )
-            count = _outbox_add(db, channel, len(keys) - waiting)  # a key put again replaces its entry
-            over = max(0, count - capacity)
-            if over:
-                dropped = db.execute(
-                    "DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox WHERE channel = ? ORDER BY seq LIMIT ?)",
-                    (channel, over),
-                ).rowcount
-                count = _outbox_add(db, channel, -dropped)
-            return count, over
-
-        length, dropped = await self._submit(write)
-        self._outbox_len[channel] = length
-        return dropped
-
-    async def outbox_peek(self, channel: str, limit: int) -> list[tuple[str, bytes, float]]:
-        return await self._submit(
-            lambda db: [
-                (str(k), bytes(p), float(t))
-                for k, p, t in db.execute(
-                    "SELECT key, payload, enqueued_at FROM outbox WHERE channel = ? ORDER BY seq LIMIT ?",
-                    (channel, limit),
-                )
-            ]
-        )
-
-    async def outbox_ack(self, channel: str, keys: list[str]) -> None:
-        def write(db: sqlite3.Connection) -> int:
-            acked = sql.where_in(db, "DELETE FROM outbox WHERE key IN ({in}) AND channel = ?", keys, channel)
-            return _outbox_add(db, channel, -acked)
-
-        self._outbox_len[channel] = await self._submit(write)
-
-    def outbox_len(self, channel: str) -> int:
-        return self._outbox_len.get(channel, 0)
+    async def transact(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` in the writer's next transaction; its result once committed."""
+        return await self._submit(work)
 
     async def checkpoint(self, replay_from: int, keep_results_for: float | None = None) -> None:
         def write(db: sqlite3.Connection) -> None:
@@ -517,17 +472,6 @@ def _recount_outbox(db: sqlite3.Connection) -> None:
     count gone wrong), in the caller's transaction."""
     db.execute("DELETE FROM outbox_rows")
     db.execute("INSERT INTO outbox_rows SELECT channel, COUNT(*) FROM outbox GROUP BY channel")
-
-
-def _outbox_add(db: sqlite3.Connection, channel: str, change: int) -> int:
-    """Add ``change`` to the channel's row count (``outbox_rows``) in the caller's
-    transaction, so that a group rolled back takes its changes back too; returns the count."""
-    (count,) = db.execute(
-        "INSERT INTO outbox_rows (channel, count) VALUES (?, ?) "
-        "ON CONFLICT (channel) DO UPDATE SET count = count + excluded.count RETURNING count",
-        (channel, change),
-    ).fetchone()
-    return int(count)
 
 
 def _open_fix(err: OSError | sqlite3.Error) -> str:

@@ -4,15 +4,17 @@ implements it; ``collector.state.memory`` keeps it in memory)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sqlite3
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import orjson
 
 from collector.db.writer import Faults
 from collector.status.view import SessionPage, SessionQuery
 
+T = TypeVar("T")
 # An evaluated session revision: (session, revision, its results' records, its coverage line).
 Recorded = tuple[str, int, list[str], str]
 # Judge work waiting: (idempotency key, session, revision, evaluation, first queued at (epoch s)).
@@ -76,6 +78,10 @@ class Recovery:
 class Spool(Protocol):
     durable: bool
     faults: Faults
+    # The export outbox's bound (``export.otlp.queue_size``) and each channel's row count as
+    # of the start, kept up to date by ``collector.export.outbox.SpoolOutbox``.
+    outbox_capacity: int
+    outbox_counts: dict[str, int]
     # Closed revisions not yet evaluated (session, revision) -> the first request they need:
     # what a restart must replay for them.
     unfinished: dict[tuple[str, int], int]
@@ -136,13 +142,10 @@ class Spool(Protocol):
         self, since: float, not_before: float, tenant: str | None = None
     ) -> dict[str, Any]: ...
 
-    async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int: ...
-
-    async def outbox_peek(self, channel: str, limit: int) -> list[tuple[str, bytes, float]]: ...
-
-    async def outbox_ack(self, channel: str, keys: list[str]) -> None: ...
-
-    def outbox_len(self, channel: str) -> int: ...
+    async def transact(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` in a transaction of the store's; its result once committed (what an
+        owner's client, such as the export outbox, writes and reads through)."""
+        ...
 
     async def checkpoint(self, replay_from: int, keep_results_for: float | None = None) -> None:
         """Requests before ``replay_from`` are no longer needed: remember it and delete them
