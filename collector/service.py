@@ -37,6 +37,7 @@ from collector.config import Config
 from collector.detect.expectations import Rules
 from collector.evaluate.config import Budget
 from collector.evaluate.metrics import EvaluateMetrics
+from collector.evaluate.pending import StoredPending
 from collector.evaluate.runner import Runner
 from collector.export.fanout import Fanout
 from collector.export.metrics import ExportMetrics
@@ -93,7 +94,7 @@ class Chain:
             config,
             EvaluateMetrics(self.registry, skills),
             store=self._store_result,
-            pending=self.store,
+            pending=StoredPending(self.store) if self.store.durable else None,
         )
         self.sessions_stage = SessionsStage(
             config.sessions,

@@ -10,12 +10,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from collector.db import migrate
-from collector.db.writer import Faults
+from collector.db import migrate, sql
+from collector.db.writer import Faults, Rows
 from collector.state import queries
 from collector.state.types import (
     Closed,
-    PendingJudge,
     QuarantineReason,
     Recorded,
     Recovery,
@@ -90,14 +89,14 @@ class MemorySpool:
         for session, revision, _, _ in revisions:
             self.unfinished.pop((session, revision), None)
 
-    def pending_add(self, rows: list[PendingJudge]) -> None:
-        return None
-
-    def pending_failed(self, key: str, attempts: int, error: str) -> None:
-        return None
-
-    def pending_done(self, keys: list[str]) -> None:
-        return None
+    def defer(self, work: Callable[[sqlite3.Connection], Any] | Rows) -> None:
+        """Run a write nobody waits for at once, in a transaction of the in-memory database."""
+        with self._db:
+            self._db.execute("BEGIN")
+            if isinstance(work, Rows):
+                sql.insert_rows(self._db, work.insert, work.rows)
+            else:
+                work(self._db)
 
     async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
         return queries.revisions(self._db, session, not_before)

@@ -104,7 +104,6 @@ def sizes_for(max_bytes: int | None) -> tuple[int, int]:
 
 _INSERT_CLOSED = "INSERT OR REPLACE INTO closed (session, revision, reason, first_request, last_request, traces, closed_at)"
 _INSERT_RESULT = "INSERT OR IGNORE INTO results (key, session, revision, record, created_at)"
-_INSERT_PENDING = "INSERT OR IGNORE INTO judge_pending (key, session, revision, evaluation, enqueued_at)"
 # Retention, at every checkpoint: each searches an index of its own (``collector.db.schema``).
 _EXPIRE = (
     "DELETE FROM results WHERE created_at < ?",
@@ -378,21 +377,10 @@ class SqliteSpool:
         for session, revision, _, _ in revisions:
             self.unfinished.pop((session, revision), None)
 
-    def pending_add(self, rows: list[PendingJudge]) -> None:
-        if rows:
-            self._put(Rows(_INSERT_PENDING, list(rows)))
-
-    def pending_failed(self, key: str, attempts: int, error: str) -> None:
-        self._put(
-            lambda db: db.execute(
-                "UPDATE judge_pending SET attempts = ?, last_error = ? WHERE key = ?",
-                (attempts, error[:500], key),
-            )
-        )
-
-    def pending_done(self, keys: list[str]) -> None:
-        if keys:
-            self._put(lambda db: sql.where_in(db, "DELETE FROM judge_pending WHERE key IN ({in})", keys))
+    def defer(self, work: Callable[[sqlite3.Connection], Any] | Rows) -> None:
+        """Queue a write nobody waits for (committed with a later group, in order; retried
+        while storage fails)."""
+        self._put(work)
 
     async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
         return await self._read(queries.revisions, session, not_before)

@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import orjson
 
-from collector.db.writer import Faults
+from collector.db.writer import Faults, Rows
 from collector.status.view import SessionPage, SessionQuery
 
 T = TypeVar("T")
@@ -116,17 +116,9 @@ class Spool(Protocol):
         revisions' verdicts become superseded."""
         ...
 
-    def pending_add(self, rows: list[PendingJudge]) -> None:
-        """Note judge work queued (kept as first noted: a row queued again after a restart
-        keeps its time); committed with the next group, nobody waits."""
-        ...
-
-    def pending_failed(self, key: str, attempts: int, error: str) -> None:
-        """Note a failed call of waiting judge work (queued, nobody waits)."""
-        ...
-
-    def pending_done(self, keys: list[str]) -> None:
-        """Judge work that has its final row (queued, nobody waits)."""
+    def defer(self, work: Callable[[sqlite3.Connection], Any] | Rows) -> None:
+        """Queue a write nobody waits for, committed with the next group (what an owner's
+        client, such as the judge queue, notes through)."""
         ...
 
     async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
