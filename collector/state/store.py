@@ -5,15 +5,16 @@
   it came from, in ``spooled``);
 * which session revisions closed, up to which request, over which traces;
 * each judge verdict as it arrives, under its idempotency key (reused after a crash);
-* judge work not yet done (``judge_pending``): which evaluation of which closed revision, since
-  when it waits and how often its call failed; the revision itself is rebuilt from its
-  requests after a restart, as any revision closed but not evaluated, and its work queued
-  again with the time it first waited (``judge.max_wait`` counts across restarts);
-* each evaluated revision's coverage line, holding every result of the revision;
+* judge work not yet done (``judge_pending``, noted by ``collector.evaluate.pending`` through
+  ``defer``); the revision itself is rebuilt from its requests after a restart, as any
+  revision closed but not evaluated, and its work queued again with the time it first waited;
 * each evaluated revision's coverage line, holding every result of the revision, with what
   the status API's listing reads (``collector.state.queries``);
 * which evaluated revisions later spans may reopen whole, and the requests each keeps;
-* the export outbox.
+* the export outbox (``collector.export.outbox.SpoolOutbox``, through ``transact``).
+
+The tables are ``collector.db.schema``'s, made and migrated by Alembic at start
+(``collector.db.migrate``), after ``collector.state.vouch`` has found the database sound.
 
 Writes go through one writer thread that commits them in groups (``collector.db.writer``).
 
