@@ -1,4 +1,4 @@
-"""The ``skillgauge`` command: serve | replay | check-config | config."""
+"""The ``skillgauge`` command: serve | replay | check-config | config | recover | migrate."""
 
 from __future__ import annotations
 
@@ -185,6 +185,71 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_recover(args: argparse.Namespace) -> int:
+    from collector.state.lock import DataDirLocked
+    from collector.state.recover import recover
+
+    config = _config(args.config)
+    path = config.storage.path
+    if path == ":memory:":
+        print('skillgauge recover: storage.path is ":memory:": nothing to recover', file=sys.stderr)
+        return 1
+    try:
+        done = recover(path, force=args.force)
+    except DataDirLocked as err:
+        print(f"skillgauge recover: {err}", file=sys.stderr)
+        return 2
+    except (OSError, RuntimeError) as err:
+        print(f"skillgauge recover: {err}", file=sys.stderr)
+        return 1
+    if done.sound:
+        print(f"{done.database}: sound; nothing to recover (--force rebuilds it anyway)")
+        return 0
+    for aside in done.moved_aside:
+        print(f"moved aside: {aside}")
+    print(
+        f"{done.database}: rebuilt with {done.requests} requests from {done.files} segment files; "
+        "the next serve replays them and evaluates their sessions again"
+    )
+    for file in done.unframed:
+        print(f"not recovered (written without frames, left in place): {file}", file=sys.stderr)
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from collector.db import migrate
+    from collector.state.lock import DataDirLock, DataDirLocked
+    from collector.state.vouch import StoreRefused, vouch
+
+    config = _config(args.config)
+    path = config.storage.path
+    if path == ":memory:":
+        print('skillgauge migrate: storage.path is ":memory:": nothing to migrate', file=sys.stderr)
+        return 1
+    try:
+        lock = DataDirLock(path).acquire()
+    except DataDirLocked as err:
+        print(f"skillgauge migrate: {err}", file=sys.stderr)
+        return 2
+    except RuntimeError as err:
+        print(f"skillgauge migrate: {err}", file=sys.stderr)
+        return 1
+    database = Path(path) / "skillgauge.sqlite"
+    try:
+        vouch(path)
+        revision = migrate.upgrade_sqlite(database)
+    except StoreRefused as err:
+        print(f"skillgauge migrate: {err}", file=sys.stderr)
+        return 1
+    except Exception as err:  # a driver's error: named, not a traceback
+        print(f"skillgauge migrate: {database}: {err}", file=sys.stderr)
+        return 1
+    finally:
+        lock.release()
+    print(f"{database}: at schema revision {revision} (the newest)")
+    return 0
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     sys.stdout.write(defaults_yaml())
     return 0
@@ -255,6 +320,24 @@ def parser() -> argparse.ArgumentParser:
     )
     check.add_argument("config", metavar="FILE", help="the YAML config file to validate")
     check.set_defaults(func=cmd_check_config)
+    rec = sub.add_parser(
+        "recover",
+        help="rebuild a missing or damaged database from the request segments",
+        description="Move the data directory's database aside (never deleted) and rebuild it from "
+        "the request segment files, so that the next serve replays every request they hold. "
+        "Run it when serve refuses to start because its database is missing, empty or damaged.",
+    )
+    rec.add_argument("--config", metavar="FILE", help=config_help)
+    rec.add_argument("--force", action="store_true", help="rebuild even a sound database")
+    rec.set_defaults(func=cmd_recover)
+    mig = sub.add_parser(
+        "migrate",
+        help="bring the store's tables to this version's schema",
+        description="Apply the store's schema migrations (Alembic) under the data directory's lock "
+        "and exit; serve also applies them at start.",
+    )
+    mig.add_argument("--config", metavar="FILE", help=config_help)
+    mig.set_defaults(func=cmd_migrate)
     show = sub.add_parser(
         "config",
         help="print configuration",

@@ -39,6 +39,7 @@ from collector.detect.expectations import Rules
 from collector.evaluate.config import Budget
 from collector.evaluate.judge import tenant_budgets
 from collector.evaluate.metrics import EvaluateMetrics
+from collector.evaluate.pending import StoredPending
 from collector.evaluate.runner import Runner
 from collector.export.fanout import Fanout
 from collector.export.metrics import ExportMetrics
@@ -109,7 +110,7 @@ class Chain:
             config,
             EvaluateMetrics(self.registry, skills),
             store=self._store_result,
-            pending=self.store,
+            pending=StoredPending(self.store) if self.store.durable else None,
             tenant_budgets=budgets,
         )
         self.sessions_stage = SessionsStage(

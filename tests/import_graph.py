@@ -8,7 +8,8 @@ imports nothing of ``evaluators`` outside itself; the components
 (receiver, spool, sessions, detect, evaluate, export, status, state, otlp) import no module
 above them (``collector.config``, ``collector.service``, ``collector.cli``,
 ``collector.replay``); only ``collector.service`` (and the commands that run it) builds the
-whole flow.
+whole flow; the database layer (``collector.db``) imports no stage: nothing of ``collector``
+outside itself; the state layer (``collector.state``) imports no ``collector.export``.
 """
 
 from __future__ import annotations
@@ -104,6 +105,10 @@ def violations(edges: dict[str, set[str]]) -> list[str]:
             component = module.split(".")[1] if module.count(".") >= 1 else ""
             if module.startswith("collector.") and component in COMPONENTS and target in ABOVE:
                 found.append(f"{module} imports {target}: a component imports nothing above it")
+            if component == "db" and target.startswith("collector") and not target.startswith("collector.db"):
+                found.append(f"{module} imports {target}: the database layer imports no stage")
+            if component == "state" and target.startswith("collector.export"):
+                found.append(f"{module} imports {target}: the state layer imports no export")
     return found
 
 

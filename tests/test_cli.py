@@ -213,7 +213,7 @@ def _subcommands() -> dict[str, argparse.ArgumentParser]:
 
 def test_every_subcommand_documents_every_argument(capsys: pytest.CaptureFixture[str]) -> None:
     commands = _subcommands()
-    assert set(commands) == {"serve", "replay", "check-config", "config"}
+    assert set(commands) == {"serve", "replay", "check-config", "config", "recover", "migrate"}
     for name, command in commands.items():
         assert command.description, name
         with pytest.raises(SystemExit):

@@ -14,3 +14,21 @@ def test_the_check_sees_a_cycle_and_an_upward_import() -> None:
     found = violations(edges)
     assert any(v.startswith("import cycle") for v in found)
     assert any("a component imports nothing above it" in v for v in found)
+
+
+def test_the_check_sees_the_database_layer_import_a_stage() -> None:
+    edges = {
+        "collector.db.writer": {"collector.status.view", "collector.db.sql"},
+        "collector.db.sql": set(),
+        "collector.status.view": set(),
+    }
+    assert violations(edges) == [
+        "collector.db.writer imports collector.status.view: the database layer imports no stage"
+    ]
+
+
+def test_the_check_sees_the_state_layer_import_the_export() -> None:
+    edges = {"collector.state.memory": {"collector.export.outbox"}, "collector.export.outbox": set()}
+    assert violations(edges) == [
+        "collector.state.memory imports collector.export.outbox: the state layer imports no export"
+    ]

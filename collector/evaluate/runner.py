@@ -103,7 +103,7 @@ def settings_from(config: Evaluation, registry: SkillRegistry, judge_available: 
 
 
 class PendingWork(Protocol):
-    """Where queued judge work is noted (the spool): see ``collector.state.store``."""
+    """Where queued judge work is noted (the store): see ``collector.evaluate.pending``."""
 
     durable: bool
 

@@ -18,10 +18,13 @@ so the caller can count them (``skillgauge_export_dropped_total{reason="queue_fu
 
 from __future__ import annotations
 
+import sqlite3
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
+
+from collector.db import sql
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,40 +92,94 @@ class MemoryOutbox:
 
 
 class SpoolOutbox:
-    """The outbox of one channel, kept in the spool (durable with the SQLite spool)."""
+    """The outbox of one channel, kept in the store's ``outbox`` table through its
+    transactions (``Spool.transact``): durable with the SQLite store, in its in-memory
+    database with ``storage.path: ":memory:"``.  Each channel's row count is kept in
+    ``outbox_rows`` by the transactions that change it: a put or an ack reads only its own
+    keys, however many entries wait."""
 
-    def __init__(self, spool: SpoolStore, channel: str) -> None:
-        self._spool = spool
+    def __init__(self, store: SpoolStore, channel: str) -> None:
+        self._store = store
         self._channel = channel
-        self.durable = spool.durable
+        self.durable = store.durable
 
     async def put(self, entries: Sequence[Entry]) -> int:
-        return await self._spool.outbox_put(
-            self._channel, [(e.key, e.payload, e.enqueued_at) for e in entries]
-        )
+        channel, capacity = self._channel, self._store.outbox_capacity
+        rows = [(e.key, e.payload, e.enqueued_at) for e in entries]
+
+        def write(db: sqlite3.Connection) -> tuple[int, int]:
+            keys = list(dict.fromkeys(key for key, _, _ in rows))
+            waiting = sql.count_in(
+                db, "SELECT COUNT(*) FROM outbox WHERE key IN ({in}) AND channel = ?", keys, channel
+            )
+            sql.insert_rows(
+                db,
+                "INSERT OR REPLACE INTO outbox (channel, key, payload, enqueued_at)",
+                [(channel, key, payload, at) for key, payload, at in rows],
+            )
+            count = _count_add(db, channel, len(keys) - waiting)  # a key put again replaces its entry
+            over = max(0, count - capacity)
+            if over:
+                dropped = db.execute(
+                    "DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox WHERE channel = ? ORDER BY seq LIMIT ?)",
+                    (channel, over),
+                ).rowcount
+                count = _count_add(db, channel, -dropped)
+            return count, over
+
+        length, dropped = await self._store.transact(write)
+        self._store.outbox_counts[channel] = length
+        return dropped
 
     async def peek(self, limit: int) -> list[Entry]:
-        return [Entry(k, p, t) for k, p, t in await self._spool.outbox_peek(self._channel, limit)]
+        channel = self._channel
+        return await self._store.transact(
+            lambda db: [
+                Entry(str(k), bytes(p), float(t))
+                for k, p, t in db.execute(
+                    "SELECT key, payload, enqueued_at FROM outbox WHERE channel = ? ORDER BY seq LIMIT ?",
+                    (channel, limit),
+                )
+            ]
+        )
 
     async def ack(self, keys: Iterable[str]) -> None:
-        await self._spool.outbox_ack(self._channel, list(keys))
+        channel, acked_keys = self._channel, list(keys)
+
+        def write(db: sqlite3.Connection) -> int:
+            acked = sql.where_in(
+                db, "DELETE FROM outbox WHERE key IN ({in}) AND channel = ?", acked_keys, channel
+            )
+            return _count_add(db, channel, -acked)
+
+        self._store.outbox_counts[channel] = await self._store.transact(write)
 
     def __len__(self) -> int:
-        return self._spool.outbox_len(self._channel)
+        return self._store.outbox_counts.get(self._channel, 0)
 
     async def close(self) -> None:
         return None
 
 
+def _count_add(db: sqlite3.Connection, channel: str, change: int) -> int:
+    """Add ``change`` to the channel's row count (``outbox_rows``) in the caller's
+    transaction, so that a group rolled back takes its changes back too; returns the count."""
+    (count,) = db.execute(
+        "INSERT INTO outbox_rows (channel, count) VALUES (?, ?) "
+        "ON CONFLICT (channel) DO UPDATE SET count = count + excluded.count RETURNING count",
+        (channel, change),
+    ).fetchone()
+    return int(count)
+
+
+T = TypeVar("T")
+
+
 class SpoolStore(Protocol):
-    """The part of ``collector.state.store.Spool`` an outbox uses."""
+    """The part of ``collector.state.types.Spool`` an outbox uses."""
 
     durable: bool
+    outbox_capacity: int
+    outbox_counts: dict[str, int]
 
-    async def outbox_put(self, channel: str, entries: list[tuple[str, bytes, float]]) -> int: ...
-
-    async def outbox_peek(self, channel: str, limit: int) -> list[tuple[str, bytes, float]]: ...
-
-    async def outbox_ack(self, channel: str, keys: list[str]) -> None: ...
-
-    def outbox_len(self, channel: str) -> int: ...
+    async def transact(self, work: Callable[[sqlite3.Connection], T]) -> T: ...

@@ -20,28 +20,10 @@ from urllib.parse import quote
 
 import orjson
 
-from collector.state import sql
+from collector.db import sql
 from collector.status.view import SessionPage, SessionQuery, decode_cursor, encode_cursor
 from evaluators.evidence import LOAD_STATUSES
 
-# Created after ``store._SCHEMA`` and the migration of older spools (the columns they index).
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS verdicts (
-    session TEXT NOT NULL,
-    revision INTEGER NOT NULL,
-    evaluation TEXT NOT NULL,
-    status TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    skill TEXT,
-    passed INTEGER,
-    evaluated_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS verdicts_revision ON verdicts (session, revision);
-CREATE INDEX IF NOT EXISTS verdicts_evaluated_at ON verdicts (evaluated_at);
--- The listing: latest revisions, newest first, keyset-paged.
-CREATE INDEX IF NOT EXISTS coverage_listing ON coverage (latest, closed_at, session, revision);
-CREATE INDEX IF NOT EXISTS coverage_closed_at ON coverage (closed_at);
-"""
 # What the overview sums, one column each (summing JSON fields parsed every row per query
 # took seconds for a day of sessions).
 TOTALS = (
@@ -53,37 +35,11 @@ TOTALS = (
     "omission_failed",
     *(f"loads_{status}" for status in LOAD_STATUSES),
 )
-# Columns of ``coverage`` that spools from before the listing lack (added, then filled in).
-LISTING_COLUMNS = (
-    ("closed_at", "REAL"),
-    ("latest", "INTEGER NOT NULL DEFAULT 1"),
-    ("tenant", "TEXT NOT NULL DEFAULT ''"),
-    ("framework", "TEXT"),
-    ("summary", "TEXT"),
-    *((name, "REAL NOT NULL DEFAULT 0") for name in TOTALS),
-)
 EXPIRE = "DELETE FROM verdicts WHERE evaluated_at < ?"
 _MARK_LATEST = (
     "UPDATE coverage SET latest = (revision = (SELECT MAX(revision) FROM coverage c "
     "WHERE c.session = coverage.session)) WHERE session IN ({in})"
 )
-
-
-def migrate(db: sqlite3.Connection) -> None:
-    """Add the listing's columns and tables to a spool made before them, filling them in from
-    the stored records (once)."""
-    have = {row[1] for row in db.execute("PRAGMA table_info(coverage)")}
-    missing = [(name, kind) for name, kind in LISTING_COLUMNS if name not in have]
-    with db:
-        for name, kind in missing:
-            db.execute(f"ALTER TABLE coverage ADD COLUMN {name} {kind}")
-    db.executescript(SCHEMA)
-    if missing:
-        with db:
-            rows = db.execute(
-                "SELECT session, revision, record, evaluated_at FROM coverage WHERE summary IS NULL"
-            ).fetchall()
-            index_revisions(db, rows, replace=False)
 
 
 def summarize(line: dict[str, Any], closed_at: float) -> dict[str, Any]:

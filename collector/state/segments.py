@@ -13,6 +13,14 @@ A failed append (a full disk: some bytes written, then ``ENOSPC``) leaves the fi
 was before it: the file is cut back to its last whole request, so the next request's offset
 is where its bytes really are.  If the file cannot be cut back, its real end is read again;
 if even that fails, the next request starts a new file.
+
+Each request's bytes follow a small frame header (``Frame``: a magic, the signal, the tenant
+and the length): the files describe themselves, so that a database lost or damaged can be
+rebuilt from them (``skillgauge recover``).  No checksum: at 1 GB/s, a CRC-32 cost more CPU a
+request than the rest of its append; a frame cut short by a crash shows by its length, and a
+request that is not what its frame says is quarantined when it is replayed, as any is.  A row's offset is that of the
+request's bytes, after their header.  Files written before frames (no magic at their start)
+are read through their rows as before; ``frames`` cannot split them.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Callable
+import struct
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +39,32 @@ _SUFFIX = ".seg"
 SEGMENT_BYTES = 64 * 1024 * 1024  # a new file once this is reached: the unit that is freed
 # ``os.write``'s shape: the seam through which tests make a disk fill up mid-request.
 Write = Callable[[int, memoryview], int]
+# A frame header: magic, signal code, tenant length (its UTF-8 bytes follow), payload length.
+_MAGIC = b"SGR1"
+_HEADER = struct.Struct(">4sBHI")
+HEADER_BYTES = _HEADER.size  # a frame's bytes before its tenant's name and the request's
+_SIGNALS = {"traces": 1, "logs": 2}
+_SIGNAL_NAMES = {code: name for name, code in _SIGNALS.items()}
+
+
+# Up to this size a request is copied behind its header and written once; beyond it, the
+# header and the request are written apart (a write costs ~3 us; copying a MB, ~80 us).
+_COPY_UP_TO = 64 * 1024
+
+
+def _pieces(header: bytes, payload: bytes) -> tuple[memoryview, ...]:
+    if len(payload) <= _COPY_UP_TO:
+        return (memoryview(b"".join((header, payload))),)
+    return memoryview(header), memoryview(payload)
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One request as its segment file describes it (``Segments.frames``)."""
+
+    signal: str
+    tenant: str
+    where: Spooled
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +86,7 @@ class Segments:
         self._number = max(self.numbers(), default=0)
         self._fd: int | None = None
         self._size = 0
+        self._last_start = 0  # where the last append's frame begins (``trim``)
 
     def numbers(self) -> list[int]:
         return sorted(int(p.stem) for p in self.directory.glob(f"*{_SUFFIX}") if p.stem.isdigit())
@@ -58,7 +94,8 @@ class Segments:
     def _path(self, number: int) -> Path:
         return self.directory / f"{number:08d}{_SUFFIX}"
 
-    def append(self, payload: bytes) -> Spooled:
+    def append(self, payload: bytes, signal: str = "traces", tenant: str = "") -> Spooled:
+        """Write one request's frame; its ``Spooled`` points at the payload."""
         if self._fd is None or self._size >= self._segment_bytes:
             self.close()
             self._number += 1
@@ -66,16 +103,19 @@ class Segments:
                 self._path(self._number), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600
             )
             self._size = 0
-        view = memoryview(payload)
+        name = tenant.encode()
+        header = _HEADER.pack(_MAGIC, _SIGNALS.get(signal, 0), len(name), len(payload)) + name
+        start = self._size
         try:
-            while view:  # a regular file takes it all at once; a full disk writes less, then raises
-                view = view[self._write(self._fd, view) :]
+            for view in _pieces(header, payload):
+                while view:  # a regular file takes all at once; a full disk writes less, then raises
+                    view = view[self._write(self._fd, view) :]
         except BaseException:
-            self._cut_back(self._size)
+            self._cut_back(start)
             raise
-        where = Spooled(self._number, self._size, len(payload))
-        self._size += len(payload)
-        return where
+        offset = start + _HEADER.size + len(name)
+        self._size, self._last_start = offset + len(payload), start
+        return Spooled(self._number, offset, len(payload))
 
     def trim(self, where: Spooled) -> None:
         """Undo the last ``append`` (its row could not be committed): its bytes go."""
@@ -84,7 +124,7 @@ class Segments:
             and where.segment == self._number
             and where.offset + where.length == self._size
         ):
-            self._cut_back(where.offset)
+            self._cut_back(self._last_start)
 
     def _cut_back(self, size: int) -> None:
         """Make the file end at ``size`` (what its committed requests hold), or failing that
@@ -100,6 +140,35 @@ class Segments:
             self._size = os.fstat(self._fd).st_size
         except OSError:
             self.close()
+
+    def frames(self, number: int) -> Iterator[Frame]:
+        """The whole requests of file ``number``, in order; stops at the first frame that is
+        cut short or has no magic (a crash mid-append leaves one at the end).  Raises ``ValueError``
+        for a file written without frames."""
+        with self._path(number).open("rb") as file:
+            offset = 0
+            while True:
+                header = file.read(_HEADER.size)
+                if len(header) < _HEADER.size:
+                    if offset == 0 and header and not _MAGIC.startswith(header[:4]):
+                        raise ValueError(f"{self._path(number)} was written without frames")
+                    return
+                magic, code, name_length, size = _HEADER.unpack(header)
+                if magic != _MAGIC:
+                    if offset == 0:
+                        raise ValueError(f"{self._path(number)} was written without frames")
+                    return
+                name = file.read(name_length)
+                payload = file.read(size)
+                if len(name) < name_length or len(payload) < size:
+                    return
+                start = offset + _HEADER.size + name_length
+                yield Frame(
+                    _SIGNAL_NAMES.get(code, "unknown"),
+                    name.decode(errors="replace"),
+                    Spooled(number, start, size),
+                )
+                offset = start + size
 
     def read(self, where: Spooled) -> bytes:
         with self._path(where.segment).open("rb") as file:

@@ -33,3 +33,22 @@ def test_a_second_serve_on_the_same_data_directory_exits_2_and_a_killed_holder_f
             assert after.stop() == 0
     finally:
         holder.stop()
+
+
+def test_deleting_the_lock_file_does_not_let_a_second_serve_in(tmp_path: Path) -> None:
+    """The lock is the kernel's, held on the directory: ``rm skillgauge.lock`` under a running
+    serve leaves it held, and a second serve on the directory still exits 2."""
+    data = {"storage": {"path": str(tmp_path / "shared")}}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    holder = Server(tmp_path / "a", data)
+    try:
+        (tmp_path / "shared" / "skillgauge.lock").unlink()
+        second = Server(tmp_path / "b", data, wait=False)
+        assert second.proc.wait(timeout=30) == 2, second.log()
+        second.stop()
+        assert "in use by another skillgauge serve" in second.log()
+        assert holder.get_json("/readyz")[0] == 200  # the holder is untouched
+    finally:
+        holder.proc.send_signal(signal.SIGTERM)
+        assert holder.stop() == 0

@@ -99,6 +99,7 @@ from collector.config import parse  # noqa: E402
 from collector.detect import histories as histories_module  # noqa: E402
 from collector.otlp.views import value_of  # noqa: E402
 from collector.sessions.assembler import Accepted, Assembler  # noqa: E402
+from collector.sessions.keys import shaped_keys  # noqa: E402
 
 # The session keys (of ``sessions.keys``' defaults) that the traffic's recordings use.
 SESSION_KEYS = frozenset(
@@ -109,6 +110,15 @@ SESSION_KEYS = frozenset(
         "traceloop.association.properties.session_id",
     }
 )
+
+
+@functools.cache
+def is_session_key(name: str) -> bool:
+    """A configured session key of the traffic, or an attribute shaped like one (which keys a
+    session when no configured key is present): every one is rewritten with the session."""
+    return name in SESSION_KEYS or bool(shaped_keys((name,)))
+
+
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 ONE_SKILL = FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl"  # loads release-notes, with its body
 # Chat spans with growing histories: an array of messages (GenAI semantic conventions), or
@@ -166,7 +176,7 @@ def rekey(span: Span, session: str, salt: int) -> None:
     low = (int.from_bytes(span.trace_id, "big") ^ salt) & ((1 << 64) - 1)
     span.trace_id = TRACE_TAG + bytes(2) + low.to_bytes(8, "big")
     for kv in span.attributes:
-        if kv.key in SESSION_KEYS:
+        if is_session_key(kv.key):
             kv.value.string_value = session
 
 
@@ -179,7 +189,7 @@ def recorded_session(n: int, name: str) -> ExportTraceServiceRequest:
         rs = request.resource_spans.add()
         rs.resource.ParseFromString(resource)
         for kv in rs.resource.attributes:
-            if kv.key == "session.id":
+            if is_session_key(kv.key):
                 kv.value.string_value = name
         ss = rs.scope_spans.add()
         ss.scope.ParseFromString(scope)
@@ -215,7 +225,7 @@ def requests_for(
                 rs = request.resource_spans.add()
                 rs.resource.ParseFromString(resource)
                 for kv in rs.resource.attributes:
-                    if kv.key in SESSION_KEYS:
+                    if is_session_key(kv.key):
                         kv.value.string_value = name
                 ss = rs.scope_spans.add()
                 ss.scope.ParseFromString(scope)

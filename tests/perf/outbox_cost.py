@@ -16,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from collector.export.outbox import Entry, SpoolOutbox
 from collector.state.store import SqliteSpool
 
 ROUNDS = 300
@@ -25,14 +26,15 @@ async def measure(waiting: int) -> float:
     """Milliseconds a put and an ack, with ``waiting`` entries in the outbox."""
     with tempfile.TemporaryDirectory() as tmp:
         spool = SqliteSpool(Path(tmp), outbox_capacity=waiting + 10 * ROUNDS)
+        outbox = SpoolOutbox(spool, "traces")
         try:
             for start in range(0, waiting, 500):
                 batch = range(start, min(start + 500, waiting))
-                await spool.outbox_put("traces", [(f"old-{i}", b"x" * 300, 0.0) for i in batch])
+                await outbox.put([Entry(f"old-{i}", b"x" * 300, 0.0) for i in batch])
             began = time.perf_counter()
             for n in range(ROUNDS):
-                await spool.outbox_put("traces", [(f"new-{n}-{i}", b"x" * 300, 0.0) for i in range(10)])
-                await spool.outbox_ack("traces", [f"old-{n * 10 + i}" for i in range(10)])
+                await outbox.put([Entry(f"new-{n}-{i}", b"x" * 300, 0.0) for i in range(10)])
+                await outbox.ack([f"old-{n * 10 + i}" for i in range(10)])
             return (time.perf_counter() - began) / ROUNDS * 1e3
         finally:
             await spool.shutdown()

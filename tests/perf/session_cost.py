@@ -38,12 +38,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 from prometheus_client import CollectorRegistry  # noqa: E402
 
 from collector.config import parse  # noqa: E402
+from collector.db import migrate  # noqa: E402
 from collector.evaluate.runner import settings_from  # noqa: E402
 from collector.sessions.assembler import Assembler  # noqa: E402
 from collector.state import queries  # noqa: E402
 from collector.state.metrics import CoverageMetrics  # noqa: E402
-from collector.state.store import _SCHEMA as store_schema  # noqa: E402
-from collector.state.store import _with_results, encode_record  # noqa: E402
+from collector.state.types import encode_record, with_results  # noqa: E402
 from evaluators import suite  # noqa: E402
 from evaluators.evidence import Session  # noqa: E402
 from evaluators.registry import SkillRegistry  # noqa: E402
@@ -86,10 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     ]
     metrics = CoverageMetrics(CollectorRegistry())
     db = sqlite3.connect(":memory:", isolation_level=None)
-    db.executescript(store_schema)
-    queries.migrate(db)
+    migrate.create_in_memory(db)
     lines = [
-        (c.session.session_id, c.session.revision, _with_results(line, results), 0.0)
+        (c.session.session_id, c.session.revision, with_results(line, results), 0.0)
         for c, (results, line) in zip(coverages, records, strict=True)
     ]
     n = len(sessions)

@@ -24,3 +24,12 @@ def test_a_directory_that_cannot_be_made_is_a_clear_error(tmp_path: Path) -> Non
     (tmp_path / "file").write_text("")
     with pytest.raises(RuntimeError, match=r"storage\.path: cannot lock"):
         DataDirLock(tmp_path / "file" / "data").acquire()
+
+
+def test_a_deleted_lock_file_leaves_the_directory_locked(tmp_path: Path) -> None:
+    first = DataDirLock(tmp_path).acquire()
+    (tmp_path / LOCK_FILE).unlink()
+    with pytest.raises(DataDirLocked, match=r"in use by another skillgauge serve"):
+        DataDirLock(tmp_path).acquire()
+    first.release()
+    DataDirLock(tmp_path).acquire().release()

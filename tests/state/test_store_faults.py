@@ -23,6 +23,7 @@ from collector.config import parse
 from collector.otlp.received import Received
 from collector.receiver.errors import Backpressure, sorted_error
 from collector.service import Chain
+from collector.state.segments import HEADER_BYTES
 from collector.state.store import Closed, SqliteSpool
 
 
@@ -72,7 +73,7 @@ def test_a_request_cut_short_by_a_full_disk_is_cut_off_its_segment_and_the_next_
     refused, size = asyncio.run(first_life())
     assert refused.reason == "storage_error" and refused.retry_after > 0
     assert "No space left on device" in str(refused)
-    assert size == 2000  # the 300 bytes of the refused request are gone
+    assert size == 2 * (HEADER_BYTES + 1000)  # the 300 bytes of the refused request are gone
     replayed = [(i, p) for i, _, p, _ in SqliteSpool(tmp_path).requests(1)]
     assert replayed == [(1, b"a" * 1000), (2, b"c" * 1000)]
 
@@ -231,6 +232,9 @@ def test_a_damaged_spool_file_is_refused_with_its_path_and_a_fix_and_left_as_it_
     with pytest.raises(RuntimeError) as refused:
         SqliteSpool(tmp_path)
     message = str(refused.value)
-    assert message.startswith(f"storage.path: cannot open the spool at {db}: file is not a database")
-    assert "restore the directory from a backup, or move it aside" in message
+    assert message.startswith(
+        f"storage.path: refusing to start: the database {db} is damaged (file is not a database)"
+    )
+    assert "`skillgauge recover --config FILE`" in message
+    assert f"or move {tmp_path} aside" in message
     assert db.read_bytes() == damaged  # nothing written over what an operator may still recover

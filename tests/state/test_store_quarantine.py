@@ -14,6 +14,7 @@ from collector.config import parse
 from collector.otlp.received import Received
 from collector.receiver import decode
 from collector.service import Chain
+from collector.state.segments import HEADER_BYTES
 
 NAMES = ("right_skill", "no_skill", "missing_skill")
 
@@ -39,7 +40,7 @@ def test_a_request_that_is_not_otlp_any_more_is_quarantined_and_the_rest_replay(
     data = bytearray(segment.read_bytes())
     (second,) = trace_requests(FRAMEWORKS / "strands" / "no_skill.traces.jsonl")
     (first,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
-    start = len(first.SerializeToString())
+    start = 2 * HEADER_BYTES + len(first.SerializeToString())  # request 2's bytes, after its frame header
     length = len(second.SerializeToString())
     data[start : start + length] = b"\xff" * length  # request 2: same length, not protobuf
     segment.write_bytes(bytes(data))
@@ -67,7 +68,8 @@ def test_a_request_whose_segment_is_gone_is_quarantined_and_the_service_starts(t
     asyncio.run(_first_life(tmp_path))
     segment = tmp_path / "requests" / "00000001.seg"
     (first,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
-    segment.write_bytes(segment.read_bytes()[: len(first.SerializeToString()) + 10])  # torn after request 1
+    torn = 2 * HEADER_BYTES + len(first.SerializeToString()) + 10  # torn after request 1
+    segment.write_bytes(segment.read_bytes()[:torn])
 
     async def second_life() -> tuple[list[str], dict[str, int]]:
         chain = Chain(_config(tmp_path))  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from collector.component import Retryable
-from collector.state.segments import Spooled
+from collector.state.segments import HEADER_BYTES, Spooled
 from collector.state.store import Closed, SqliteSpool, encode_record
 
 RECORD = {"evaluation": "skill_omission", "status": "not_applicable", "explanation": "x" * 200}
@@ -142,7 +142,8 @@ def test_a_request_whose_bytes_are_gone_is_quarantined_with_a_warning_and_the_re
         spool._segments._segment_bytes = 1
         for payload in (b"one", b"two", b"three"):
             await spool.append("traces", payload)
-        (tmp_path / "requests" / "00000002.seg").write_bytes(b"t")  # torn
+        torn = tmp_path / "requests" / "00000002.seg"
+        torn.write_bytes(torn.read_bytes()[: HEADER_BYTES + 1])  # its frame header and b"t"
         replayed = [payload for _, _, payload, _ in spool.requests(1)]
         await spool.shutdown()
         return replayed
@@ -201,7 +202,7 @@ def test_a_request_whose_bytes_cannot_be_written_fails_alone_and_the_writer_goes
         spool = SqliteSpool(tmp_path)
         write = spool._segments.append
 
-        def full_disk(payload: bytes) -> Spooled:
+        def full_disk(payload: bytes, *where: str) -> Spooled:
             raise OSError(28, "No space left on device")
 
         spool._segments.append = full_disk  # type: ignore[method-assign]

@@ -1,0 +1,1 @@
+"""The shared store's database layer: its tables (``schema``) and their migrations."""
