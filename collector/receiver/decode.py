@@ -148,8 +148,16 @@ def _parse_sliced(data: dict[str, Any], message: Message) -> Generator[None, Non
     """``json_format.ParseDict(data, message)``, resource by resource, scope by scope and
     ``_SLICE_ITEMS`` items at a time, pausing after each slice.  Anything not shaped as a
     request's lists is converted whole, so its errors are the same."""
+    fields = message.DESCRIPTOR.fields_by_name
     found = next(
-        ((keys, key) for keys in _NESTING for key in keys[0] if isinstance(data.get(key), list)), None
+        (
+            (keys, key)
+            for keys in _NESTING
+            if keys[0][1] in fields  # this message's own lists: another signal's are unknown fields
+            for key in keys[0]
+            if isinstance(data.get(key), list)
+        ),
+        None,
     )
     if found is None:
         json_format.ParseDict(data, message, ignore_unknown_fields=True)

@@ -42,6 +42,16 @@ def test_log_record_ids_are_hex_too() -> None:
     assert req.resource_logs[0].scope_logs[0].log_records[0].span_id.hex() == "eee19b7ec3c1b174"
 
 
+def test_another_signals_lists_are_unknown_fields_not_a_crash() -> None:
+    """A logs request holding ``resourceSpans`` (found by the fuzz tests) reads as an empty
+    logs request, as stock OTLP/JSON parsing ignores unknown fields, not as a server error."""
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "x"}]}]}], "resourceLogs": []}
+    req = decode.decode("logs", json.dumps(body).encode(), "json")
+    assert isinstance(req, ExportLogsServiceRequest) and len(req.resource_logs) == 0
+    traces = decode.decode("traces", json.dumps({"resourceLogs": [{"scopeLogs": []}]}).encode(), "json")
+    assert isinstance(traces, ExportTraceServiceRequest) and len(traces.resource_spans) == 0
+
+
 def test_bad_hex_empties_the_id_instead_of_failing_the_request() -> None:
     body = {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz", "spanId": "eee19b7ec3c1b174"}]}]}]}
     req = decode.decode("traces", json.dumps(body).encode(), "json")
