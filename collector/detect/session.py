@@ -28,6 +28,7 @@ from collector.detect import (
 )
 from collector.detect.closing import json_text
 from collector.detect.content import first_present, has_marker, parse_json, result_text, tool_call
+from collector.detect.content import tool_description as tool_description_of
 from collector.detect.detectors import load_of
 from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.expectations import NO_RULES, Expected, Rules
@@ -173,6 +174,7 @@ class SessionEvidence:
         call = tool_call(view)
         if call is not None:
             self._observe_tool(call)
+            self._tool_description(view)
             return
         start = view.span.start_time_unix_nano
         if has_marker(view, facts.AGENT_SPAN_MARKERS):
@@ -191,6 +193,7 @@ class SessionEvidence:
         # are no conversation.  These are read for a catalog in their descriptions, and only
         # when they hold a catalog's marker (most hold none, and a walk of them costs).
         prompts += [("other", raw) for raw in messages.other_prompt_texts(view.attrs)]
+        prompts += [(messages.INPUT, raw) for raw in messages.input_texts(view.attrs)]
         prompts += [tools for tools in messages.tool_definitions(view) if _has_any(tools[1], _CATALOG_RAW)]
         # Chat spans repeat the system prompt and the history so far: a (role, text) pair this
         # session has read already can add no turn, catalog, call or injection.
@@ -327,7 +330,10 @@ class SessionEvidence:
         """One message of a model call, logged as a GenAI semconv event
         (``facts.LOG_MESSAGE_EVENTS``): a request, an answer, and catalogs, calls, results and
         injected bodies, as in a span's recorded messages.  A body without content (content
-        capture off) records nothing."""
+        capture off) records nothing.  A body written as the message's JSON text (Semantic
+        Kernel) is that message."""
+        if isinstance(body, str) and body.startswith("{"):
+            body = parse_json(body)
         message = (
             body.get(facts.LOG_CHOICE_MESSAGE_KEY) if role == "answer" and isinstance(body, dict) else body
         )
@@ -385,6 +391,18 @@ class SessionEvidence:
                 self.catalog.advertise(listed, catalog_shapes.SHAPE)
             else:
                 self._catalog_in(result_text(call), [], self._known_in(call.result))
+
+    def _tool_description(self, view: SpanView) -> None:
+        """A catalog in the description of the tool a tool span calls (a skill tool may list
+        the skills it loads there).  Every call of the tool repeats it: told by comparing it
+        with the last one read."""
+        text = tool_description_of(view)
+        if not text or text == self._last_prompts.get(_TOOL_DESCRIPTION):
+            return
+        self._last_prompts[_TOOL_DESCRIPTION] = text
+        markers = [marker for in_raw, marker in _CATALOG_MARKERS if in_raw in text]
+        if markers or (_cued(text) and _has_any(text, _SHAPE_RAW)):
+            self._catalog_in(text, markers, self._known_in(text))
 
     def _new_request(self, text: str) -> str:
         """The user's own words in a user message (``user_request``) the first time this
@@ -461,6 +479,9 @@ class SessionEvidence:
             if found is not None:
                 self.catalog.advertise(found[1], found[0])
                 return
+        if "\n" not in text and "\\n" in text:
+            # One line with escaped line breaks (a repr of objects holding prompt text): its lines.
+            text = text.replace("\\n", "\n")
         entries = catalog_shapes.find(text, self._rules.known_skills if known else ())
         if entries:
             self.catalog.advertise(entries, catalog_shapes.SHAPE)
@@ -562,6 +583,7 @@ class SessionEvidence:
 # Where a turn's request was read (``Turn.source``): a span's recorded input, a log record
 # of the prompt (``facts.LOG_USER_PROMPTS``), a logged GenAI message event.
 _FROM_SPAN, _FROM_LOG_PROMPT, _FROM_LOG_MESSAGE = "span", "log_prompt", "log_message"
+_TOOL_DESCRIPTION = "tool_description"  # the role under which the last tool description is kept
 _ACTIVATIONS = ("skill_tool", "log_event")  # loads that activate a skill: a tool call, a logged activation
 
 
