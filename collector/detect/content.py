@@ -40,28 +40,34 @@ def event_text(view: SpanView, events: tuple[tuple[str, str], ...]) -> str | Non
 @dataclass(frozen=True, slots=True)
 class ShapedToolKeys:
     """Where a span that no table marker calls a tool span keeps a tool call, by its keys'
-    shape (``facts.SHAPED_*``): the name's key, and the arguments', result's and error
-    flag's keys where present."""
+    shape (``facts.SHAPED_*``): the name's key (or, None, the span kind's key: the span's
+    name is the tool's), and the arguments', result's, error flag's, description's and call
+    id's keys where present."""
 
-    name: str
+    name: str | None
+    kind: str | None
     arguments: str | None
     result: str | None
     error: str | None
     description: str | None
+    call_id: str | None
 
 
 @functools.lru_cache(maxsize=1024)
 def shaped_tool_keys(shape: tuple[str, ...]) -> ShapedToolKeys | None:
     """The tool-call keys a span of this key shape holds, or None: worked out once a shape."""
     name = next((key for key in shape if key.endswith(facts.SHAPED_TOOL_NAME_SUFFIX)), None)
-    if name is None:
+    kind = next((key for key in shape if key.endswith(facts.SHAPED_SPAN_KIND_SUFFIXES)), None)
+    if name is None and kind is None:
         return None
     return ShapedToolKeys(
         name,
+        kind,
         next((key for key in shape if key.endswith(facts.SHAPED_ARGUMENT_SUFFIXES)), None),
         next((key for key in shape if key.endswith(facts.SHAPED_RESULT_SUFFIXES)), None),
         next((key for key in shape if key.endswith(facts.SHAPED_ERROR_SUFFIX)), None),
         next((key for key in shape if key.endswith(facts.SHAPED_DESCRIPTION_SUFFIX)), None),
+        next((key for key in shape if key.endswith(facts.SHAPED_CALL_ID_SUFFIX)), None),
     )
 
 
@@ -124,7 +130,12 @@ def tool_call(view: SpanView) -> ToolCall | None:
 
 def _shaped_call(view: SpanView, keys: ShapedToolKeys) -> ToolCall | None:
     attrs = view.attrs
-    name = attrs.text(keys.name)
+    if keys.name is not None:
+        name = attrs.text(keys.name)
+    elif keys.kind is not None and (attrs.text(keys.kind) or "").upper() == facts.SHAPED_TOOL_KIND:
+        name = view.name
+    else:
+        return None
     if not name:
         return None
     arguments = attrs.text(keys.arguments) if keys.arguments else None
@@ -142,7 +153,8 @@ def _shaped_call(view: SpanView, keys: ShapedToolKeys) -> ToolCall | None:
         span_id=view.span_id,
         trace_id=view.trace_id,
         start_unix_nano=view.span.start_time_unix_nano,
-        call_id=attrs.first_text(facts.TOOL_CALL_ID_KEYS),
+        call_id=attrs.first_text(facts.TOOL_CALL_ID_KEYS)
+        or (attrs.text(keys.call_id) if keys.call_id else None),
         arguments=arguments,
         result=result,
         error=error,

@@ -84,10 +84,17 @@ TOOL_RESULT_KEYS: tuple[str, ...] = (
 # ``.tool.name`` under a namespace of the harness's own (``haystack.tool.name``), its
 # arguments and result under keys ending as below (``haystack.agent.step.tool.input`` /
 # ``.output``), and a flag ending in ``.tool.error`` whose true value says the call failed.
+# Or a span kind of the harness's own, a key ending as below whose value is "TOOL" (any case;
+# Laminar's ``lmnr.span.type``): the span's name is the tool's, its input and output under
+# keys ending in ``.span.input`` / ``.span.output``, its call id under a key ending in
+# ``tool_call_id``.
 SHAPED_TOOL_NAME_SUFFIX = ".tool.name"
-SHAPED_ARGUMENT_SUFFIXES: tuple[str, ...] = (".tool.input", ".tool.arguments", ".tool.args")
-SHAPED_RESULT_SUFFIXES: tuple[str, ...] = (".tool.output", ".tool.result")
+SHAPED_SPAN_KIND_SUFFIXES: tuple[str, ...] = (".span.type", ".span.kind", ".span_kind")
+SHAPED_TOOL_KIND = "TOOL"
+SHAPED_ARGUMENT_SUFFIXES: tuple[str, ...] = (".tool.input", ".tool.arguments", ".tool.args", ".span.input")
+SHAPED_RESULT_SUFFIXES: tuple[str, ...] = (".tool.output", ".tool.result", ".span.output")
 SHAPED_ERROR_SUFFIX = ".tool.error"
+SHAPED_CALL_ID_SUFFIX = "tool_call_id"
 # A tool span's description of its tool (which may list the skills a skill tool loads:
 # Haystack's SkillToolset), by key or by a key's ending.
 TOOL_DESCRIPTION_KEYS: tuple[str, ...] = ("gen_ai.tool.description", "tool.description")

@@ -216,7 +216,7 @@ class SessionEvidence:
                 if self._first_sight((role, raw)):
                     fresh.append((role, raw))
         for text in messages.user_texts(view, fresh):
-            request = self._new_request(text)
+            request = self._new_request(text, Seen(view.trace_id, view.span_id, start))
             if request:
                 self.turns.append(Turn(request, view.span_id, view.trace_id, start, source=_FROM_SPAN))
         # Read when the session closes, and only the answers that end a turn: a chat span per
@@ -404,7 +404,7 @@ class SessionEvidence:
         if markers or (_cued(text) and _has_any(text, _SHAPE_RAW)):
             self._catalog_in(text, markers, self._known_in(text))
 
-    def _new_request(self, text: str) -> str:
+    def _new_request(self, text: str, seen: Seen | None = None) -> str:
         """The user's own words in a user message (``user_request``) the first time this
         session reads them (every later span repeats them), else "": also for what a harness
         records in place of a request (``facts.PLACEHOLDER_PROMPTS``) and for a message that
@@ -412,6 +412,9 @@ class SessionEvidence:
         if not text or text in self._turn_texts or text in facts.PLACEHOLDER_PROMPTS:
             return ""
         self._turn_texts.add(text)
+        if seen is not None and transcript.LOCATED_MARKER in text:  # a skill injected into the turn
+            for injection in transcript.located(text):
+                self._injected.setdefault(fold_skill_name(injection.skill), (injection, seen))
         request = user_request(text)
         if request == text:
             return request
