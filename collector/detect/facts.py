@@ -837,6 +837,12 @@ INSTRUMENTATION_PREFIXES: tuple[str, ...] = (
     "opentelemetry-instrumentation-",
 )
 
+# Span name -> framework, for a harness whose spans come under an observability SDK's scope
+# that many harnesses share (Laminar's ``lmnr.tracer``) and whose service name is the
+# application's: the harness's own traced method.  OpenHands SDK's Conversation.send_message
+# (the generic rules name such a session ``lmnr``, after the scope).
+FRAMEWORK_SPAN_NAMES: dict[str, str] = {"conversation.send_message": "openhands"}
+
 # Resource ``service.name`` -> framework, by prefix, when no scope names one.
 SERVICE_NAME_KEY = "service.name"
 FRAMEWORK_SERVICES: tuple[tuple[str, str], ...] = (

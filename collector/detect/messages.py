@@ -206,7 +206,9 @@ def tool_definitions(view: SpanView) -> list[tuple[str, str]]:
     return _field_texts(view, _TOOL_DEFINITIONS, {})
 
 
-def user_texts(view: SpanView, prompts: list[tuple[str, str]] | None = None) -> list[str]:
+def user_texts(
+    view: SpanView, prompts: list[tuple[str, str]] | None = None, flattened: bool = True
+) -> list[str]:
     """Every user request the span's recorded input holds, oldest first (histories repeat),
     without a harness's preamble (``facts.USER_TEXT_PREAMBLE``).  ``prompts``: the span's
     ``prompt_texts``, when the caller has them already."""
@@ -221,7 +223,8 @@ def user_texts(view: SpanView, prompts: list[tuple[str, str]] | None = None) -> 
                 for m in _messages(raw, unwrap=role == INPUT)
                 if m.get("role") in facts.USER_ROLES
             ]
-    found += _flattened_user_texts(view)
+    if flattened:
+        found += _flattened_user_texts(view)
     return [request for text in found if text and (request := _request(text))]
 
 

@@ -54,20 +54,16 @@ _CATALOG_NAMES = facts.CATALOG_NAME_ATTRIBUTES
 _LOGGED_MESSAGE_KEYS = (*facts.MESSAGE_BODY_KEYS, facts.LOG_MESSAGE_CALLS_KEY)
 _INJECTION_MARKERS: tuple[str, ...] = facts.INJECTION_MARKERS
 
-
 # Any catalog's marker as it survives in raw (JSON) text.
 _CATALOG_RAW: tuple[str, ...] = catalogs.RAW_MARKERS
 # Each catalog marker as it survives in raw (JSON) text, with the marker itself.
 _CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(
     zip(catalogs.RAW_MARKERS, catalogs.MARKERS, strict=True)
 )
-
-
 _cued = catalog_shapes.cued
 
 
-# Substrings one of which a catalog by shape holds in raw (JSON) text: an item line, a
-# description field, a tag's name.
+# Substrings one of which a catalog by shape holds in raw (JSON) text: an item, a description, a tag.
 _SHAPE_RAW = ("\\n- ", "\n- ", "\\n* ", "\n* ", "escription", "name=")
 
 
@@ -84,10 +80,6 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
-def _service(view: SpanView | LogView) -> str:
-    return view.resource.attrs.text(facts.SERVICE_NAME_KEY) or ""
-
-
 class SessionEvidence:
     __slots__ = (
         "_activated",
@@ -97,6 +89,7 @@ class SessionEvidence:
         "_expected",
         "_framework_shape",
         "_injected",
+        "_input_turns",
         "_last_prompts",
         "_links",
         "_log_calls",
@@ -128,6 +121,7 @@ class SessionEvidence:
         self.tool_calls: list[ToolCall] = []
         self.skill_loads: list[SkillLoad] = []
         self.turns: list[Turn] = []
+        self._input_turns: list[Turn] = []  # requests in ``messages.input_texts``, if no other
         self.catalog = Catalog()
         self.agent_spans: list[tuple[int, str, str]] = []  # (start, trace_id, span_id)
         self.model_seen = False  # a span in a GenAI convention (``facts.MODEL_ATTRIBUTE_PREFIXES``)
@@ -215,7 +209,14 @@ class SessionEvidence:
                 self._last_prompts[role] = raw
                 if self._first_sight((role, raw)):
                     fresh.append((role, raw))
-        for text in messages.user_texts(view, fresh):
+        inputs = [p for p in fresh if p[0] == messages.INPUT]
+        for text in messages.user_texts(view, inputs, flattened=False) if inputs else ():
+            request = user_request(text)  # read only where no table's field names a request
+            if request and all(t.user_message != request for t in self._input_turns):
+                self._input_turns.append(Turn(request, view.span_id, view.trace_id, start, source=_FROM_SPAN))
+        for text in messages.user_texts(
+            view, [p for p in fresh if p[0] != messages.INPUT] if inputs else fresh
+        ):
             request = self._new_request(text, Seen(view.trace_id, view.span_id, start))
             if request:
                 self.turns.append(Turn(request, view.span_id, view.trace_id, start, source=_FROM_SPAN))
@@ -298,8 +299,9 @@ class SessionEvidence:
 
     def _name_framework(self, view: SpanView | LogView, span_name: str) -> None:
         """The framework by the table; until one is named, the first name by shape."""
-        service = _service(view)
-        self.framework = frameworks.known(view.scope, service)
+        service = view.resource.attrs.text(facts.SERVICE_NAME_KEY) or ""
+        by_span = facts.FRAMEWORK_SPAN_NAMES.get(span_name, "")
+        self.framework = frameworks.known(view.scope, service) or by_span
         if not self.framework and not self._framework_shape:
             attrs = view.resource.attrs
             sdk = next((attrs.text(key) or "" for key in frameworks.sdk_keys() if key in attrs), "")
@@ -393,9 +395,7 @@ class SessionEvidence:
                 self._catalog_in(result_text(call), [], self._known_in(call.result))
 
     def _tool_description(self, view: SpanView) -> None:
-        """A catalog in the description of the tool a tool span calls (a skill tool may list
-        the skills it loads there).  Every call of the tool repeats it: told by comparing it
-        with the last one read."""
+        """A catalog in the description of a tool span's tool (repeated on every call)."""
         text = tool_description_of(view)
         if not text or text == self._last_prompts.get(_TOOL_DESCRIPTION):
             return
@@ -510,6 +510,7 @@ class SessionEvidence:
         self.tool_calls += other.tool_calls
         self.skill_loads += other.skill_loads
         self.turns += [t for t in other.turns if t.user_message not in self._turn_texts]
+        self._input_turns += other._input_turns
         self._turn_texts |= other._turn_texts
         self._answers += other._answers
         self.agent_spans += other.agent_spans
@@ -544,7 +545,7 @@ class SessionEvidence:
             Gathered(
                 tool_calls=list(self.tool_calls),
                 skill_loads=[replace(load) for load in self.skill_loads],
-                turns=[replace(turn) for turn in self.turns],
+                turns=[replace(turn) for turn in self.turns or self._input_turns],
                 catalog=replace(self.catalog, skills=dict(self.catalog.skills)),
                 answers=list(self._answers),
                 content_seen=self._content_seen,
