@@ -53,7 +53,7 @@ def listed_in_error(text: str) -> list[CatalogEntry] | None:
     found = facts.CATALOG_IN_ERRORS.search(text)
     if found is None:
         return None
-    listed = found.group(1).strip().rstrip(".")
+    listed = found.group(1).strip().rstrip(".\"'`")  # the end of a sentence, or of a quoted error
     return [
         CatalogEntry(name.strip()) for name in listed.split(facts.CATALOG_IN_ERRORS_SEPARATOR) if name.strip()
     ]

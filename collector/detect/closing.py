@@ -314,6 +314,10 @@ def add_message_calls(
     loads = _own(loads)
     span_call_ids = {c.call_id for c in calls if c.call_id}
     span_skills = {load.key for load in loads if load.signal == "skill_tool"}
+    span_loads: dict[str, SkillLoad] = {}
+    for load in loads:
+        if load.signal == "skill_tool":
+            span_loads.setdefault(load.key, load)
     span_reads = {(load.signal, load.key): load for load in loads}
     by_call_id = {load.tool_call_id: load for load in loads if load.tool_call_id}
     for call_id, (call, seen) in message_calls.items():
@@ -330,6 +334,8 @@ def add_message_calls(
                 if shaped is not None and (shaped.key not in span_skills or not shaped.skill):
                     span_skills.add(shaped.key)
                     loads.append(shaped)
+                elif shaped is not None and shaped.key in span_loads:
+                    _settle(span_loads[shaped.key], shaped)
                 continue
             # The span or log record of the same call (by id, else by what it read).
             same = by_call_id.get(call_id) if on_span else span_reads.get((read.signal, read.key))
@@ -350,20 +356,14 @@ def add_message_calls(
         if on_span:
             continue
         skill = names.decoded(skill_tools.skill_argument(call.arguments, key))
-        if fold_skill_name(skill) in span_skills and skill:
-            continue  # a tool span recorded it; this harness just puts no call id on spans
         result = message_results.get(call_id)
-        status: LoadStatus
-        message: str | None
-        body = None
-        if result is None:
-            status, message = "unresolved", None
-        else:
-            status, message = text_outcome(result.text, _parsed(result), result.is_error)
-            if status == "loaded" and facts.DENIALS.search(result.text):
-                status, message = "denied", result.text[:500]
-            elif status == "loaded":
-                body = skill_tools.body_of(result.text, skill)
+        status, message, body = _history_outcome(result, skill)
+        if fold_skill_name(skill) in span_skills and skill:
+            # A tool span recorded it; this harness just puts no call id on spans.
+            same = span_loads.get(fold_skill_name(skill))
+            if same is not None:
+                _settle(same, replace(same, status=status, message=message, body=body))
+            continue
         span_skills.add(fold_skill_name(skill))
         loads.append(
             SkillLoad(
@@ -379,6 +379,28 @@ def add_message_calls(
             )
         )
     return loads
+
+
+def _history_outcome(result: MessageResult | None, skill: str) -> tuple[LoadStatus, str | None, str | None]:
+    """A skill tool call's outcome as its result in a history shows it: (status, message, body)."""
+    if result is None:
+        return "unresolved", None, None
+    status, message = text_outcome(result.text, _parsed(result), result.is_error)
+    if status == "loaded" and facts.DENIALS.search(result.text):
+        return "denied", result.text[:500], None
+    return status, message, skill_tools.body_of(result.text, skill) if status == "loaded" else None
+
+
+def _settle(span_load: SkillLoad, history_load: SkillLoad) -> None:
+    """A tool span's load that kept no outcome (its result redacted or not recorded) takes
+    the outcome the history shows for the same call."""
+    if span_load.status == "unresolved" and history_load.status != "unresolved":
+        span_load.status, span_load.message, span_load.body, span_load.body_cut = (
+            history_load.status,
+            history_load.message,
+            history_load.body,
+            history_load.body_cut,
+        )
 
 
 def _history_read(

@@ -7,6 +7,7 @@ evidence; the skill detectors then only look at evidence, never at conventions.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -36,10 +37,57 @@ def event_text(view: SpanView, events: tuple[tuple[str, str], ...]) -> str | Non
     return None
 
 
-def tool_call(view: SpanView) -> ToolCall | None:
-    """The tool call a span records, or None if it is not a tool span."""
-    if not has_marker(view, facts.TOOL_SPAN_MARKERS):
+@dataclass(frozen=True, slots=True)
+class ShapedToolKeys:
+    """Where a span that no table marker calls a tool span keeps a tool call, by its keys'
+    shape (``facts.SHAPED_*``): the name's key (or, None, the span kind's key: the span's
+    name is the tool's), and the arguments', result's, error flag's, description's and call
+    id's keys where present."""
+
+    name: str | None
+    kind: str | None
+    arguments: str | None
+    result: str | None
+    error: str | None
+    description: str | None
+    call_id: str | None
+
+
+@functools.lru_cache(maxsize=1024)
+def shaped_tool_keys(shape: tuple[str, ...]) -> ShapedToolKeys | None:
+    """The tool-call keys a span of this key shape holds, or None: worked out once a shape."""
+    name = next((key for key in shape if key.endswith(facts.SHAPED_TOOL_NAME_SUFFIX)), None)
+    kind = next((key for key in shape if key.endswith(facts.SHAPED_SPAN_KIND_SUFFIXES)), None)
+    if name is None and kind is None:
         return None
+    return ShapedToolKeys(
+        name,
+        kind,
+        next((key for key in shape if key.endswith(facts.SHAPED_ARGUMENT_SUFFIXES)), None),
+        next((key for key in shape if key.endswith(facts.SHAPED_RESULT_SUFFIXES)), None),
+        next((key for key in shape if key.endswith(facts.SHAPED_ERROR_SUFFIX)), None),
+        next((key for key in shape if key.endswith(facts.SHAPED_DESCRIPTION_SUFFIX)), None),
+        next((key for key in shape if key.endswith(facts.SHAPED_CALL_ID_SUFFIX)), None),
+    )
+
+
+def tool_description(view: SpanView) -> str | None:
+    """The description of the tool a tool span calls, where the span records it."""
+    attrs = view.attrs
+    found = attrs.first_text(facts.TOOL_DESCRIPTION_KEYS)
+    if found is None:
+        shaped = shaped_tool_keys(attrs.shape())
+        if shaped is not None and shaped.description:
+            found = attrs.text(shaped.description)
+    return found
+
+
+def tool_call(view: SpanView) -> ToolCall | None:
+    """The tool call a span records, or None if it is not a tool span: by a table marker,
+    else by the shape of its keys (``shaped_tool_keys``)."""
+    if not has_marker(view, facts.TOOL_SPAN_MARKERS):
+        shaped = shaped_tool_keys(view.attrs.shape())
+        return None if shaped is None else _shaped_call(view, shaped)
     attrs = view.attrs
     if _has_any_key(attrs, facts.HOOK_SPAN_KEYS):
         return None
@@ -76,6 +124,40 @@ def tool_call(view: SpanView) -> ToolCall | None:
         else attrs.first_text(facts.SKILL_NAME_ATTRIBUTES),
         skill_resolved=any(key in attrs for key in facts.SKILL_RESOLVED_ATTRIBUTES),
         succeeded=view.is_ok and view.name in facts.STATUS_OUTCOME_TOOL_SPANS,
+        end_unix_nano=view.span.end_time_unix_nano,
+    )
+
+
+def _shaped_call(view: SpanView, keys: ShapedToolKeys) -> ToolCall | None:
+    attrs = view.attrs
+    if keys.name is not None:
+        name = attrs.text(keys.name)
+    elif keys.kind is not None and (attrs.text(keys.kind) or "").upper() == facts.SHAPED_TOOL_KIND:
+        name = view.name
+    else:
+        return None
+    if not name:
+        return None
+    arguments = attrs.text(keys.arguments) if keys.arguments else None
+    result = attrs.text(keys.result) if keys.result else None
+    if arguments is not None and is_redacted(arguments):
+        arguments = None
+    if result is not None and is_redacted(result):
+        result = None
+    error = _error(view)
+    if error is None and keys.error and str(attrs.get(keys.error)).lower() == "true":
+        error = _error_text(result) or "tool error"
+        result = None
+    return ToolCall(
+        name=name,
+        span_id=view.span_id,
+        trace_id=view.trace_id,
+        start_unix_nano=view.span.start_time_unix_nano,
+        call_id=attrs.first_text(facts.TOOL_CALL_ID_KEYS)
+        or (attrs.text(keys.call_id) if keys.call_id else None),
+        arguments=arguments,
+        result=result,
+        error=error,
         end_unix_nano=view.span.end_time_unix_nano,
     )
 
@@ -179,6 +261,14 @@ def flatten_text(value: Any) -> str:
 def result_text(call: ToolCall) -> str:
     parsed = parse_json(call.result)
     return flatten_text(parsed) if parsed is not None else (call.result or "")
+
+
+def _error_text(result: str | None) -> str:
+    """A failed call's recorded result as its error: ``{"error": "..."}``'s text, or the text."""
+    parsed = parse_json(result)
+    if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
+        return str(parsed["error"])
+    return result or ""
 
 
 def first_present(d: dict[str, Any], keys: tuple[str, ...]) -> Any:

@@ -80,6 +80,25 @@ TOOL_RESULT_KEYS: tuple[str, ...] = (
     "tool_response",  # Pydantic AI, instrumentation version 2
     "traceloop.entity.output",  # OpenLLMetry's @tool spans: the return value as JSON
 )
+# A tool span by the shape of its keys, where no marker above says so: a key ending in
+# ``.tool.name`` under a namespace of the harness's own (``haystack.tool.name``), its
+# arguments and result under keys ending as below (``haystack.agent.step.tool.input`` /
+# ``.output``), and a flag ending in ``.tool.error`` whose true value says the call failed.
+# Or a span kind of the harness's own, a key ending as below whose value is "TOOL" (any case;
+# Laminar's ``lmnr.span.type``): the span's name is the tool's, its input and output under
+# keys ending in ``.span.input`` / ``.span.output``, its call id under a key ending in
+# ``tool_call_id``.
+SHAPED_TOOL_NAME_SUFFIX = ".tool.name"
+SHAPED_SPAN_KIND_SUFFIXES: tuple[str, ...] = (".span.type", ".span.kind", ".span_kind")
+SHAPED_TOOL_KIND = "TOOL"
+SHAPED_ARGUMENT_SUFFIXES: tuple[str, ...] = (".tool.input", ".tool.arguments", ".tool.args", ".span.input")
+SHAPED_RESULT_SUFFIXES: tuple[str, ...] = (".tool.output", ".tool.result", ".span.output")
+SHAPED_ERROR_SUFFIX = ".tool.error"
+SHAPED_CALL_ID_SUFFIX = "tool_call_id"
+# A tool span's description of its tool (which may list the skills a skill tool loads:
+# Haystack's SkillToolset), by key or by a key's ending.
+TOOL_DESCRIPTION_KEYS: tuple[str, ...] = ("gen_ai.tool.description", "tool.description")
+SHAPED_DESCRIPTION_SUFFIX = ".tool.description"
 # Span events that carry arguments / results: (event name, attribute).
 TOOL_ARGUMENT_EVENTS: tuple[tuple[str, str], ...] = (("gen_ai.tool.message", "content"),)  # Strands legacy
 TOOL_RESULT_EVENTS: tuple[tuple[str, str], ...] = (
@@ -408,8 +427,14 @@ RESPONSE_FIELDS: tuple[tuple[str, str], ...] = (
 # Message roles of a user request: "human" is LangChain's (Deep Agents, LangGraph).
 USER_ROLES: tuple[str, ...] = ("user", "human")
 # Context a harness puts before the user's own words in the same message, left out of the
-# request: Copilot CLI's "<current_datetime>...</current_datetime>" line.
-USER_TEXT_PREAMBLE: re.Pattern[str] = re.compile(r"\A\s*<current_datetime>[^<]*</current_datetime>\s*")
+# request: Copilot CLI's "<current_datetime>...</current_datetime>" line, and a label alone
+# on the first line that says what follows is the request ("New task:", "Task:", "User
+# request:", smolagents' "New task:\n<prompt>").
+USER_TEXT_PREAMBLE: re.Pattern[str] = re.compile(
+    r"\A\s*(?:<current_datetime>[^<]*</current_datetime>\s*"
+    r"|(?:new |the |user(?:'s)? )?(?:task|request|query|question|prompt|user message)[ \t]*:[ \t]*\n\s*(?=\S))",
+    re.IGNORECASE,
+)
 # -- the user's own words (``user_request``): markers of what harnesses inject, as data;
 # the rule itself (structured context is removed, prose is kept) is general.
 # Tag names a person pastes as markup: a block of these in a request is the user's own text.
@@ -812,6 +837,12 @@ INSTRUMENTATION_PREFIXES: tuple[str, ...] = (
     "opentelemetry-instrumentation-",
 )
 
+# Span name -> framework, for a harness whose spans come under an observability SDK's scope
+# that many harnesses share (Laminar's ``lmnr.tracer``) and whose service name is the
+# application's: the harness's own traced method.  OpenHands SDK's Conversation.send_message
+# (the generic rules name such a session ``lmnr``, after the scope).
+FRAMEWORK_SPAN_NAMES: dict[str, str] = {"conversation.send_message": "openhands"}
+
 # Resource ``service.name`` -> framework, by prefix, when no scope names one.
 SERVICE_NAME_KEY = "service.name"
 FRAMEWORK_SERVICES: tuple[tuple[str, str], ...] = (
@@ -834,6 +865,11 @@ PROMPT_KEY_WORDS: tuple[str, ...] = (
     "messages",
     "contents",
 )
+# Attributes outside the tables above that hold an operation's input in a harness's own
+# namespace (``haystack.agent.input``, ``haystack.pipeline.input_data``): by the key's last
+# part.  A message list in one (at its top, under a history key, or under one component's
+# name) holds the user's requests; any of them may hold a catalog.
+INPUT_KEY_ENDINGS: tuple[str, ...] = (".input", ".input_data")
 # Prefixes of keys another reader takes already (OpenInference's flattened messages).
 PROMPT_KEY_SKIP_PREFIXES: tuple[str, ...] = (FLATTENED_PREFIX, "llm.output_messages.")
 # Shorter text holds no catalog or history worth reading (a model name, a count).

@@ -32,6 +32,7 @@ _RESPONSE_ATTRIBUTES = tuple((key, "") for event, key in facts.RESPONSE_FIELDS i
 _RESPONSE_EVENTS = _index(tuple((event, key, "") for event, key in facts.RESPONSE_FIELDS))
 _PREAMBLE = facts.USER_TEXT_PREAMBLE
 _ENCODED_ROLES = frozenset({"messages"})  # see ``prompt_fields``
+INPUT = "input"  # the role of an ``input_texts`` text: read for requests as a history is
 
 
 def _fields(
@@ -172,6 +173,30 @@ def other_prompt_texts(attrs: Attributes) -> list[Encoded]:
     return found
 
 
+_INPUT_KEYS_OF: dict[tuple[str, ...], tuple[str, ...]] = {}  # key shape -> its input keys
+
+
+def input_texts(attrs: Attributes) -> list[Encoded]:
+    """The text, as UTF-8 bytes, of the string attributes no table names whose key says they
+    hold an operation's input in a harness's own namespace (``facts.INPUT_KEY_ENDINGS``)."""
+    shape = attrs.shape()
+    keys = _INPUT_KEYS_OF.get(shape)
+    if keys is None:
+        keys = tuple(
+            key
+            for key in shape
+            if key.endswith(facts.INPUT_KEY_ENDINGS) and key not in _KNOWN_KEYS and not _prompt_key(key)
+        )
+        if len(_INPUT_KEYS_OF) < SHAPES_KEPT:
+            _INPUT_KEYS_OF[shape] = keys
+    found: list[Encoded] = []
+    for key in keys:
+        raw = attrs.encoded(key)
+        if raw is not None and len(raw) >= facts.PROMPT_MIN_CHARS:
+            found.append(raw)
+    return found
+
+
 _TOOL_DEFINITIONS = tuple((key, "tools") for key in facts.TOOL_DEFINITION_KEYS)
 
 
@@ -181,7 +206,9 @@ def tool_definitions(view: SpanView) -> list[tuple[str, str]]:
     return _field_texts(view, _TOOL_DEFINITIONS, {})
 
 
-def user_texts(view: SpanView, prompts: list[tuple[str, str]] | None = None) -> list[str]:
+def user_texts(
+    view: SpanView, prompts: list[tuple[str, str]] | None = None, flattened: bool = True
+) -> list[str]:
     """Every user request the span's recorded input holds, oldest first (histories repeat),
     without a harness's preamble (``facts.USER_TEXT_PREAMBLE``).  ``prompts``: the span's
     ``prompt_texts``, when the caller has them already."""
@@ -190,13 +217,14 @@ def user_texts(view: SpanView, prompts: list[tuple[str, str]] | None = None) -> 
         if role == "user":
             parsed = parse_json(raw)
             found.append(_text_only(parsed if parsed is not None else raw))
-        elif role == "messages":
+        elif role in ("messages", INPUT):
             found += [
                 _text_only(first_present(m, facts.MESSAGE_BODY_KEYS))
-                for m in _messages(raw)
+                for m in _messages(raw, unwrap=role == INPUT)
                 if m.get("role") in facts.USER_ROLES
             ]
-    found += _flattened_user_texts(view)
+    if flattened:
+        found += _flattened_user_texts(view)
     return [request for text in found if text and (request := _request(text))]
 
 
@@ -350,8 +378,14 @@ def answer_text(raw: str) -> str | None:
     return (flatten_text(parsed) if parsed is not None else raw) or None
 
 
-def _messages(raw: str) -> list[dict[str, Any]]:
+def _messages(raw: str, unwrap: bool = False) -> list[dict[str, Any]]:
+    """The messages of a recorded history; with ``unwrap``, also one held under a single
+    component's name (``{"agent": {"messages": [...]}}``)."""
     parsed = parse_json(raw)
+    if unwrap and isinstance(parsed, dict) and len(parsed) == 1:
+        (inner,) = parsed.values()
+        if isinstance(inner, dict) and not _has_key(parsed, facts.HISTORY_KEYS):
+            parsed = inner
     if isinstance(parsed, dict):
         parsed = first_truthy(parsed, facts.HISTORY_KEYS)
     if isinstance(parsed, list):

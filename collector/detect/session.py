@@ -28,6 +28,7 @@ from collector.detect import (
 )
 from collector.detect.closing import json_text
 from collector.detect.content import first_present, has_marker, parse_json, result_text, tool_call
+from collector.detect.content import tool_description as tool_description_of
 from collector.detect.detectors import load_of
 from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.expectations import NO_RULES, Expected, Rules
@@ -53,20 +54,16 @@ _CATALOG_NAMES = facts.CATALOG_NAME_ATTRIBUTES
 _LOGGED_MESSAGE_KEYS = (*facts.MESSAGE_BODY_KEYS, facts.LOG_MESSAGE_CALLS_KEY)
 _INJECTION_MARKERS: tuple[str, ...] = facts.INJECTION_MARKERS
 
-
 # Any catalog's marker as it survives in raw (JSON) text.
 _CATALOG_RAW: tuple[str, ...] = catalogs.RAW_MARKERS
 # Each catalog marker as it survives in raw (JSON) text, with the marker itself.
 _CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(
     zip(catalogs.RAW_MARKERS, catalogs.MARKERS, strict=True)
 )
-
-
 _cued = catalog_shapes.cued
 
 
-# Substrings one of which a catalog by shape holds in raw (JSON) text: an item line, a
-# description field, a tag's name.
+# Substrings one of which a catalog by shape holds in raw (JSON) text: an item, a description, a tag.
 _SHAPE_RAW = ("\\n- ", "\n- ", "\\n* ", "\n* ", "escription", "name=")
 
 
@@ -83,10 +80,6 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
-def _service(view: SpanView | LogView) -> str:
-    return view.resource.attrs.text(facts.SERVICE_NAME_KEY) or ""
-
-
 class SessionEvidence:
     __slots__ = (
         "_activated",
@@ -96,6 +89,7 @@ class SessionEvidence:
         "_expected",
         "_framework_shape",
         "_injected",
+        "_input_turns",
         "_last_prompts",
         "_links",
         "_log_calls",
@@ -127,6 +121,7 @@ class SessionEvidence:
         self.tool_calls: list[ToolCall] = []
         self.skill_loads: list[SkillLoad] = []
         self.turns: list[Turn] = []
+        self._input_turns: list[Turn] = []  # requests in ``messages.input_texts``, if no other
         self.catalog = Catalog()
         self.agent_spans: list[tuple[int, str, str]] = []  # (start, trace_id, span_id)
         self.model_seen = False  # a span in a GenAI convention (``facts.MODEL_ATTRIBUTE_PREFIXES``)
@@ -173,6 +168,7 @@ class SessionEvidence:
         call = tool_call(view)
         if call is not None:
             self._observe_tool(call)
+            self._tool_description(view)
             return
         start = view.span.start_time_unix_nano
         if has_marker(view, facts.AGENT_SPAN_MARKERS):
@@ -191,6 +187,7 @@ class SessionEvidence:
         # are no conversation.  These are read for a catalog in their descriptions, and only
         # when they hold a catalog's marker (most hold none, and a walk of them costs).
         prompts += [("other", raw) for raw in messages.other_prompt_texts(view.attrs)]
+        prompts += [(messages.INPUT, raw) for raw in messages.input_texts(view.attrs)]
         prompts += [tools for tools in messages.tool_definitions(view) if _has_any(tools[1], _CATALOG_RAW)]
         # Chat spans repeat the system prompt and the history so far: a (role, text) pair this
         # session has read already can add no turn, catalog, call or injection.
@@ -212,8 +209,15 @@ class SessionEvidence:
                 self._last_prompts[role] = raw
                 if self._first_sight((role, raw)):
                     fresh.append((role, raw))
-        for text in messages.user_texts(view, fresh):
-            request = self._new_request(text)
+        inputs = [p for p in fresh if p[0] == messages.INPUT]
+        for text in messages.user_texts(view, inputs, flattened=False) if inputs else ():
+            request = user_request(text)  # read only where no table's field names a request
+            if request and all(t.user_message != request for t in self._input_turns):
+                self._input_turns.append(Turn(request, view.span_id, view.trace_id, start, source=_FROM_SPAN))
+        for text in messages.user_texts(
+            view, [p for p in fresh if p[0] != messages.INPUT] if inputs else fresh
+        ):
+            request = self._new_request(text, Seen(view.trace_id, view.span_id, start))
             if request:
                 self.turns.append(Turn(request, view.span_id, view.trace_id, start, source=_FROM_SPAN))
         # Read when the session closes, and only the answers that end a turn: a chat span per
@@ -295,8 +299,9 @@ class SessionEvidence:
 
     def _name_framework(self, view: SpanView | LogView, span_name: str) -> None:
         """The framework by the table; until one is named, the first name by shape."""
-        service = _service(view)
-        self.framework = frameworks.known(view.scope, service)
+        service = view.resource.attrs.text(facts.SERVICE_NAME_KEY) or ""
+        by_span = facts.FRAMEWORK_SPAN_NAMES.get(span_name, "")
+        self.framework = frameworks.known(view.scope, service) or by_span
         if not self.framework and not self._framework_shape:
             attrs = view.resource.attrs
             sdk = next((attrs.text(key) or "" for key in frameworks.sdk_keys() if key in attrs), "")
@@ -327,7 +332,10 @@ class SessionEvidence:
         """One message of a model call, logged as a GenAI semconv event
         (``facts.LOG_MESSAGE_EVENTS``): a request, an answer, and catalogs, calls, results and
         injected bodies, as in a span's recorded messages.  A body without content (content
-        capture off) records nothing."""
+        capture off) records nothing.  A body written as the message's JSON text (Semantic
+        Kernel) is that message."""
+        if isinstance(body, str) and body.startswith("{"):
+            body = parse_json(body)
         message = (
             body.get(facts.LOG_CHOICE_MESSAGE_KEY) if role == "answer" and isinstance(body, dict) else body
         )
@@ -386,7 +394,17 @@ class SessionEvidence:
             else:
                 self._catalog_in(result_text(call), [], self._known_in(call.result))
 
-    def _new_request(self, text: str) -> str:
+    def _tool_description(self, view: SpanView) -> None:
+        """A catalog in the description of a tool span's tool (repeated on every call)."""
+        text = tool_description_of(view)
+        if not text or text == self._last_prompts.get(_TOOL_DESCRIPTION):
+            return
+        self._last_prompts[_TOOL_DESCRIPTION] = text
+        markers = [marker for in_raw, marker in _CATALOG_MARKERS if in_raw in text]
+        if markers or (_cued(text) and _has_any(text, _SHAPE_RAW)):
+            self._catalog_in(text, markers, self._known_in(text))
+
+    def _new_request(self, text: str, seen: Seen | None = None) -> str:
         """The user's own words in a user message (``user_request``) the first time this
         session reads them (every later span repeats them), else "": also for what a harness
         records in place of a request (``facts.PLACEHOLDER_PROMPTS``) and for a message that
@@ -394,6 +412,9 @@ class SessionEvidence:
         if not text or text in self._turn_texts or text in facts.PLACEHOLDER_PROMPTS:
             return ""
         self._turn_texts.add(text)
+        if seen is not None and transcript.LOCATED_MARKER in text:  # a skill injected into the turn
+            for injection in transcript.located(text):
+                self._injected.setdefault(fold_skill_name(injection.skill), (injection, seen))
         request = user_request(text)
         if request == text:
             return request
@@ -461,6 +482,9 @@ class SessionEvidence:
             if found is not None:
                 self.catalog.advertise(found[1], found[0])
                 return
+        if "\n" not in text and "\\n" in text:
+            # One line with escaped line breaks (a repr of objects holding prompt text): its lines.
+            text = text.replace("\\n", "\n")
         entries = catalog_shapes.find(text, self._rules.known_skills if known else ())
         if entries:
             self.catalog.advertise(entries, catalog_shapes.SHAPE)
@@ -486,6 +510,7 @@ class SessionEvidence:
         self.tool_calls += other.tool_calls
         self.skill_loads += other.skill_loads
         self.turns += [t for t in other.turns if t.user_message not in self._turn_texts]
+        self._input_turns += other._input_turns
         self._turn_texts |= other._turn_texts
         self._answers += other._answers
         self.agent_spans += other.agent_spans
@@ -520,7 +545,7 @@ class SessionEvidence:
             Gathered(
                 tool_calls=list(self.tool_calls),
                 skill_loads=[replace(load) for load in self.skill_loads],
-                turns=[replace(turn) for turn in self.turns],
+                turns=[replace(turn) for turn in self.turns or self._input_turns],
                 catalog=replace(self.catalog, skills=dict(self.catalog.skills)),
                 answers=list(self._answers),
                 content_seen=self._content_seen,
@@ -562,6 +587,7 @@ class SessionEvidence:
 # Where a turn's request was read (``Turn.source``): a span's recorded input, a log record
 # of the prompt (``facts.LOG_USER_PROMPTS``), a logged GenAI message event.
 _FROM_SPAN, _FROM_LOG_PROMPT, _FROM_LOG_MESSAGE = "span", "log_prompt", "log_message"
+_TOOL_DESCRIPTION = "tool_description"  # the role under which the last tool description is kept
 _ACTIVATIONS = ("skill_tool", "log_event")  # loads that activate a skill: a tool call, a logged activation
 
 

@@ -209,6 +209,30 @@ def _framed(text: str) -> Iterator[Injection]:
         yield Injection(skill, body, path.group("path") if path else None, follows_tool=False)
 
 
+# A line naming a SKILL.md's location ("Skill location: /x/skills/<name>/SKILL.md"), then,
+# past a parenthesised note and blank lines, a body up to a closing tag's line or the end.
+LOCATED_MARKER = "/SKILL.md"
+_LOCATED = re.compile(
+    r"^[^\n<>]*?:[ \t]*(?P<path>\S*/(?P<name>[^/\s]+)/SKILL\.md)[ \t]*\n(?:[ \t]*\([^\n]*\)[ \t]*\n)?\s*"
+    r"(?P<body>.*?)(?=\n[ \t]*</[A-Za-z][\w.:-]*>|\Z)",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+def located(text: str) -> Iterator[Injection]:
+    """Skill bodies put into a message with the line naming their SKILL.md's location before
+    them (a harness injecting a skill on a keyword match): the folder names the skill, and
+    the body must open as that skill's does (its front matter, or a heading naming it)."""
+    for match in _LOCATED.finditer(text):
+        skill, body = match.group("name"), match.group("body").strip()
+        document = skill_md.try_parse(body) if body.startswith("---") else None
+        if document is not None and fold_skill_name(document.name) == fold_skill_name(skill):
+            body = document.body
+        elif not documents.headed_by(body, skill):
+            continue
+        yield Injection(skill, body, match.group("path"), follows_tool=False)
+
+
 def injections(value: Any) -> Iterator[Injection]:
     return injections_in(all_strings(value))
 
