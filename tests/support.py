@@ -45,6 +45,15 @@ def pb_varint(n: int) -> bytes:
     return out + bytes([n])
 
 
+def detectable(scenario: dict[str, Any]) -> dict[str, Any]:
+    """What detection is held to for a recorded scenario: its ground truth, except where the
+    scenario names a ``known_gap`` (what the recording holds that no rule reads yet, and what
+    detection reports instead): then the gap's ``detected`` fields.  The truth itself stays in
+    the file; ``tests/detect/test_recordings.py`` checks that each gap still differs from it."""
+    gap = scenario.get("known_gap")
+    return {**scenario, **gap["detected"]} if gap else scenario
+
+
 def trace_requests(path: Path) -> list[ExportTraceServiceRequest]:
     return [parse_json(ExportTraceServiceRequest, line.encode()) for line in path.read_text().splitlines() if line.strip()]
 

@@ -13,13 +13,13 @@ parameters) is no catalog, nor is a skill's own body (text with headings or fron
 
 from __future__ import annotations
 
-import functools
 import html
 import json
 import re
 from collections.abc import Callable, Collection
 
 from collector.detect import names
+from evaluators.bytecache import memo_by_text
 from evaluators.evidence import MAX_DESCRIPTION_CHARS, CatalogEntry, fold_skill_name
 
 SHAPE = "by_shape"
@@ -222,7 +222,7 @@ def find(text: str, known: Collection[str] = ()) -> list[CatalogEntry] | None:
     return None
 
 
-@functools.lru_cache(maxsize=256)
+@memo_by_text("catalog_shapes", 32 * 1024 * 1024, value_factor=2.0)  # entries: ~2x the text
 def _find(text: str) -> list[CatalogEntry] | None:
     """``find`` without a registry, cached: every session of an agent shows the same catalog
     (the result is shared and must not be modified)."""

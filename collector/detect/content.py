@@ -14,7 +14,7 @@ import orjson
 
 from collector.detect import facts
 from collector.otlp.views import Attributes, Encoded, SpanView
-from evaluators.bytecache import memo_by_text
+from evaluators.bytecache import ByteCache, memo_by_text, register, text_bytes
 from evaluators.evidence import ToolCall
 
 
@@ -53,9 +53,23 @@ class ShapedToolKeys:
     call_id: str | None
 
 
-@functools.lru_cache(maxsize=1024)
 def shaped_tool_keys(shape: tuple[str, ...]) -> ShapedToolKeys | None:
-    """The tool-call keys a span of this key shape holds, or None: worked out once a shape."""
+    """The tool-call keys a span of this key shape holds, or None: worked out once a shape
+    (kept in a cache sized in bytes, as every cache is)."""
+    found = _shaped_tool_keys.get(shape, _UNSEEN)
+    if found is _UNSEEN:
+        found = _tool_keys_of(shape)
+        _shaped_tool_keys.put(shape, found, sum(text_bytes(key) for key in shape))
+    return found  # type: ignore[return-value]
+
+
+_UNSEEN = object()
+_shaped_tool_keys: ByteCache[tuple[str, ...], ShapedToolKeys | None] = register(
+    ByteCache("shaped_tool_keys", 1024 * 1024)
+)
+
+
+def _tool_keys_of(shape: tuple[str, ...]) -> ShapedToolKeys | None:
     name = next((key for key in shape if key.endswith(facts.SHAPED_TOOL_NAME_SUFFIX)), None)
     kind = next((key for key in shape if key.endswith(facts.SHAPED_SPAN_KIND_SUFFIXES)), None)
     if name is None and kind is None:

@@ -30,7 +30,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
-from support import FRAMEWORKS, trace_requests
+from support import FRAMEWORKS, detectable, trace_requests
 
 from collector.config import parse
 from collector.detect import catalog_shapes, detectors, facts, skill_shapes
@@ -341,7 +341,8 @@ def test_with_the_operators_registry_every_recording_still_matches_its_ground_tr
     config = parse({"skills": {"paths": [str(FRAMEWORKS.parent / "skills")]}})
     differ = []
     for expected in sorted(FRAMEWORKS.glob("*/expected.json")):
-        for name, spec in json.loads(expected.read_text())["scenarios"].items():
+        for name, recorded in json.loads(expected.read_text())["scenarios"].items():
+            spec = detectable(recorded)
             outcome = asyncio.run(replay([str(expected.parent / f) for f in spec["files"]], config))
             (session,) = [c.session for c in outcome.coverages if c.session.session_id == spec["session_id"]]
             got = sorted((x.skill.lower(), x.status, x.signal, x.has_body) for x in session.skill_loads)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from support import FRAMEWORKS, trace_requests
+from support import FRAMEWORKS, detectable, trace_requests
 
 from collector.config import parse
 from collector.detect import catalogs, shell_reads
@@ -153,7 +153,7 @@ def test_replay_over_every_recording_prints_the_expected_coverage() -> None:
     checked = 0
     for expected_file in FRAMEWORKS.glob("*/expected.json"):
         spec = json.loads(expected_file.read_text())
-        for scenario in spec["scenarios"].values():
+        for scenario in map(detectable, spec["scenarios"].values()):
             got = coverage[scenario["session_id"]]
             assert got["framework"] == spec["framework"]
             assert got["catalog"]["state"] == scenario["catalog"]["state"]
