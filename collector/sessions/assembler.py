@@ -93,8 +93,6 @@ log = logging.getLogger("skillgauge")
 class Assembler(Admission):
     """Takes spans and log records in, each into its session."""
 
-    # -- intake ---------------------------------------------------------------------------
-
     def add_spans(
         self,
         request: ExportTraceServiceRequest,
