@@ -22,6 +22,7 @@ _MAX_ALIASES = 100_000  # shaped keys remembered as leading to a configured key'
 
 
 def shaped(source: str) -> bool:
+    """Whether ``source`` (``OpenSession.key_source``) is a key found by shape."""
     return source.startswith("shape:")
 
 
