@@ -30,8 +30,9 @@ from collector.component import Consumer, Retryable
 from collector.detect.expectations import Rules
 from collector.otlp import wire
 from collector.otlp.received import Accepted, Received, Signal, Spooled
-from collector.sessions.assembler import Assembler, Steps, checking_spans
+from collector.sessions.assembler import Assembler
 from collector.sessions.config import Sessions
+from collector.sessions.items import Steps, checking_spans
 from collector.sessions.metrics import SessionsMetrics
 from collector.state.config import Storage
 from collector.state.store import Closed, Recovery, Spool

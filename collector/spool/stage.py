@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector.component import Consumer, Retryable
 from collector.otlp.received import Accepted, Received, Spooled
-from collector.sessions.assembler import checking_spans
+from collector.sessions.items import checking_spans
 from collector.sessions.stage import stepped
 from collector.spool.metrics import SpoolMetrics
 from collector.state.store import Faults, Spool

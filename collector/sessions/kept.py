@@ -1,0 +1,84 @@
+"""Closed sessions kept for reopening, and forgotten.
+
+A session closed for a reason that lets it reopen whole (``idle_timeout``, ``end_attribute``)
+is kept (``_keep``) with its evidence, traces and item ids, so a late item reopens it as the
+next revision carrying the earlier ones, and a re-sent item is known as taken.  Kept sessions
+(``_recent``) and the reopenable revisions a restart found in the store and has not rebuilt
+yet (``_dormant``) share ``sessions.reopen_cache``, dormant ones out first; kept ones are
+also held to ``reopen_cache_bytes``, the oldest out first.  ``on_keep``/``on_forget`` hear
+of each session that becomes reopenable or stops being so.
+"""
+
+from __future__ import annotations
+
+from collector.sessions.held import Held, OpenSession, Recent
+from collector.state.store import Reopenable
+
+
+class Kept(Held):
+    """Keeps closed sessions for reopening, within ``reopen_cache``, and forgets them."""
+
+    def seed_revision(self, key: str, revision: int) -> None:
+        """The next session under ``key`` gets ``revision + 1`` (restored after a restart)."""
+        self._revisions[key] = max(self._revisions.get(key, 0), revision)
+
+    def _keep(self, session: OpenSession) -> None:
+        """Keep a session just closed, for reopening whole."""
+        self._recent[session.key] = Recent(
+            session.evidence,
+            session.revision,
+            session.first_request,
+            session.traces,
+            session.spans,
+            session.ids,
+            session.requests,
+            session.bytes + session.carried,
+        )
+        self.recent_bytes += session.bytes + session.carried
+        for trace_id in session.traces:
+            self._recent_owner[trace_id] = session.key
+        if self._on_keep is not None and self._config.reopen_cache:
+            self._on_keep(
+                Reopenable(
+                    session.key,
+                    session.revision,
+                    session.first_request,
+                    tuple(session.requests),
+                    tuple(sorted(t.hex() for t in session.traces)),
+                    session.spans,
+                )
+            )
+        self._trim_reopenable()
+
+    def _trim_reopenable(self) -> None:
+        """Hold ``_recent`` and ``_dormant`` together to ``reopen_cache``, dormant ones first,
+        and ``_recent`` to ``reopen_cache_bytes``, the oldest out first."""
+        while self._dormant and len(self._recent) + len(self._dormant) > self._config.reopen_cache:
+            key, _ = self._dormant.popitem(last=False)
+            self._forget(key)
+        limit = self._config.reopen_cache_bytes
+        while self._recent and (len(self._recent) > self._config.reopen_cache or self.recent_bytes > limit):
+            key = next(iter(self._recent))
+            self._forget_recent(key)
+            self._forget(key)
+
+    def _forget_recent(self, key: str) -> Recent | None:
+        recent = self._recent.pop(key, None)
+        if recent is not None:
+            self.recent_bytes -= recent.bytes
+            for trace_id in recent.traces:
+                if self._recent_owner.get(trace_id) == key:
+                    del self._recent_owner[trace_id]
+        return recent
+
+    def _forget(self, key: str) -> None:
+        self._drop_dormant(key)
+        if self._on_forget is not None:
+            self._on_forget(key)
+
+    def _drop_dormant(self, key: str) -> None:
+        entry = self._dormant.pop(key, None)
+        if entry is not None:
+            for trace in entry.traces:
+                if self._dormant_traces.get(bytes.fromhex(trace)) == key:
+                    del self._dormant_traces[bytes.fromhex(trace)]
