@@ -38,7 +38,7 @@ from otelcol_support import (
     validate,
     with_static_replicas,
 )
-from perf.bench import fresh, requests_for, templates
+from perf.bench import fresh, is_session_key, requests_for, templates
 from promserver import send_grpc
 from support import Server, metric_value, wait_for
 
@@ -46,8 +46,6 @@ from collector.otlp.views import value_of
 
 REPLICAS = 3
 IDLE = "10s"  # longer than a replica's restart plus the Collector's retry backoff (1-3 s)
-SESSION_KEYS = frozenset({"session.id", "gen_ai.conversation.id", "langsmith.metadata.session_id",
-                          "traceloop.association.properties.session_id"})  # the keys bench rewrites
 OPENCODE_FAMILY = ("opencode", "kilo_cli")  # resource service.name "opencode"
 SPANS = "skillgauge.session.spans"
 BENCH = re.compile(r"r[0-9]{12}$")  # the benchmark's session ids, as ``fresh`` re-keys them
@@ -162,13 +160,18 @@ def bench_traffic(round_: int, spans_per_request: int = 512) -> tuple[list[Expor
         request.ParseFromString(fresh(body, round_))
         requests.append(request)
         for span in _spans(request):
-            named = [value_of(kv.value) for kv in span.attributes if kv.key in SESSION_KEYS]
+            named = [value_of(kv.value) for kv in span.attributes if is_session_key(kv.key)]
             if named:
                 session_of.setdefault(span.trace_id, str(named[0]))
     for request in requests:
         for span in _spans(request):
             if not any(kv.key == "session.id" for kv in span.attributes):
-                span.attributes.add(key="session.id").value.string_value = session_of[span.trace_id]
+                # A trace nothing names (a recording made without a session) is a session of
+                # its own, as skillgauge keys it: named here after its trace, as ``fresh`` names
+                # the round's sessions (``BENCH``), past the numbers the named sessions take.
+                unnamed = f"r{round_ % 100_000:05d}9{int.from_bytes(span.trace_id[-4:], 'big') % 10**6:06d}"
+                named = session_of.get(span.trace_id, unnamed)
+                span.attributes.add(key="session.id").value.string_value = named
     return requests, spans_of(requests)
 
 

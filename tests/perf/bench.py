@@ -254,7 +254,7 @@ def replica_of(key: str, count: int) -> int:
 
 
 def _session_of(attributes: Any) -> str:
-    return next((kv.value.string_value for kv in attributes if kv.key in SESSION_KEYS), "")
+    return next((kv.value.string_value for kv in attributes if is_session_key(kv.key)), "")
 
 
 def route(bodies: list[bytes], count: int) -> tuple[list[list[bytes]], list[list[str]]]:
@@ -806,12 +806,12 @@ def one_skill_sessions(sessions: int) -> list[tuple[str, bytes]]:
         last: Span | None = None
         for rs in copy.resource_spans:
             for kv in rs.resource.attributes:
-                if kv.key in SESSION_KEYS:
+                if is_session_key(kv.key):
                     kv.value.string_value = name
             for ss in rs.scope_spans:
                 for span in ss.spans:
                     rekey(span, name, n + 1)
-                    if not any(kv.key in SESSION_KEYS for kv in span.attributes):
+                    if not any(is_session_key(kv.key) for kv in span.attributes):
                         kv = span.attributes.add()
                         kv.key, kv.value.string_value = "session.id", name
                     if last is None or span.end_time_unix_nano >= last.end_time_unix_nano:
