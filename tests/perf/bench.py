@@ -156,9 +156,20 @@ def templates() -> list[Template]:
                         for s in ss.spans
                     ]
         mean = sum(len(s) for _, _, s in spans) / max(1, len(spans))
-        if 1000 <= mean <= 2500:
+        if 1000 <= mean <= 2500 and _names_a_session(path):
             out.append(spans)
     return out
+
+
+def _names_a_session(path: Path) -> bool:
+    """Whether a recording names its session anywhere (a recording made without one, to show
+    an unkeyed trace, is no session the traffic could re-key)."""
+    return any(
+        is_session_key(kv.key)
+        for request in trace_requests(path)
+        for rs in request.resource_spans
+        for kv in [*rs.resource.attributes, *(a for ss in rs.scope_spans for sp in ss.spans for a in sp.attributes)]
+    )
 
 
 # Every request's session ids start with SESSION_TAG and its trace ids with TRACE_TAG + a round
