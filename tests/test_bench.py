@@ -92,9 +92,7 @@ def test_bench_routes_whole_sessions_to_replicas() -> None:
                         )
                         traces[n].add(span.trace_id)
         names[n].discard("")  # spans linked to their session by their trace only
-        # A recorded trace that nothing names (no session key at all) routes under the empty
-        # key, as the exporter routes it.
-        assert names[n] == set(owned[n]) - {""}
+        assert names[n] == set(owned[n])
     for a, b in ((0, 1), (0, 2), (1, 2)):
         assert not names[a] & names[b] and not traces[a] & traces[b], (a, b)
 

@@ -166,12 +166,7 @@ def bench_traffic(round_: int, spans_per_request: int = 512) -> tuple[list[Expor
     for request in requests:
         for span in _spans(request):
             if not any(kv.key == "session.id" for kv in span.attributes):
-                # A trace nothing names (a recording made without a session) is a session of
-                # its own, as skillgauge keys it: named here after its trace, as ``fresh`` names
-                # the round's sessions (``BENCH``), past the numbers the named sessions take.
-                unnamed = f"r{round_ % 100_000:05d}9{int.from_bytes(span.trace_id[-4:], 'big') % 10**6:06d}"
-                named = session_of.get(span.trace_id, unnamed)
-                span.attributes.add(key="session.id").value.string_value = named
+                span.attributes.add(key="session.id").value.string_value = session_of[span.trace_id]
     return requests, spans_of(requests)
 
 
