@@ -32,6 +32,35 @@ _INSERT = 'INSERT OR IGNORE INTO spooled (id, received_at, signal, segment, "off
 Row = tuple[int, float, str, int, int, int, str]
 
 
+class QueuedRows:
+    """Rows for one INSERT, queued from any thread and written by one queued write for all
+    that wait (``put`` queues work for the writer thread, which retries it while storage
+    fails): a row costs the writer no wake-up of its own."""
+
+    def __init__(self, put: Callable[[Callable[[sqlite3.Connection], Any]], None], insert: str) -> None:
+        self._put = put
+        self._insert = insert
+        self.rows: list[tuple[Any, ...]] = []  # queued, not yet inserted
+        self.lock = threading.Lock()  # ``rows``: callers add, the writer takes
+
+    def add(self, row: tuple[Any, ...]) -> None:
+        with self.lock:
+            self.rows.append(row)
+            first = len(self.rows) == 1
+        if first:
+            self._put(self._write)
+
+    def _write(self, db: sqlite3.Connection) -> None:
+        with self.lock:
+            rows, self.rows = self.rows, []
+        try:
+            sql.insert_rows(db, self._insert, rows)
+        except BaseException:  # this write is tried again (a full disk): the same rows, first
+            with self.lock:
+                self.rows[:0] = rows
+            raise
+
+
 class Appended:
     """Appends requests to ``segments`` and queues their rows; ``put`` queues work for the
     writer thread (retried there while storage fails)."""
@@ -40,39 +69,25 @@ class Appended:
         self, segments: Segments, put: Callable[[Callable[[sqlite3.Connection], Any]], None]
     ) -> None:
         self._segments = segments
-        self._put = put
-        self._rows: list[Row] = []  # queued, not yet inserted (``_write``)
-        self._lock = threading.Lock()  # ``_rows``: the loop adds, the writer takes
+        self._rows = QueuedRows(put, _INSERT)
 
     def append(self, request: int, signal: str, payload: bytes, tenant: str) -> Spooled:
         """Write request ``request``'s frame and queue its row; raises ``OSError`` (nothing of
         it kept) when the frame cannot be written."""
-        with self._segments.lock:
+        with self._segments.lock:  # until the row is queued: see ``drop_before``
             where = self._segments.append_locked(payload, signal, tenant, request)
-            row = (request, time.time(), signal, where.segment, where.offset, where.length, tenant)
-            with self._lock:
-                self._rows.append(row)
-                first = len(self._rows) == 1
-        if first:
-            self._put(self._write)
+            self._rows.add((request, time.time(), signal, where.segment, where.offset, where.length, tenant))
         return where
 
     def _write(self, db: sqlite3.Connection) -> None:
-        with self._lock:
-            rows, self._rows = self._rows, []
-        try:
-            sql.insert_rows(db, _INSERT, rows)
-        except BaseException:  # this write is tried again (a full disk): the same rows, first
-            with self._lock:
-                self._rows[:0] = rows
-            raise
+        self._rows._write(db)
 
     def drop_before(self, first_row_segment: int | None) -> None:
         """Drop the segment files before ``first_row_segment`` (the first file a committed
         row points into; None: no row) and before any file a queued row points into."""
         with self._segments.lock:
-            with self._lock:
-                queued = min((row[3] for row in self._rows), default=None)
+            with self._rows.lock:
+                queued = min((int(row[3]) for row in self._rows.rows), default=None)
             kept = [s for s in (first_row_segment, queued) if s is not None]
             self._segments.drop_before_locked(min(kept) if kept else None)
 

@@ -48,7 +48,7 @@ from collector.component import Retryable
 from collector.db import migrate, sql
 from collector.db.writer import Faults, Rows, WriteKind, Writer, describe, is_storage_error
 from collector.state import queries, startup
-from collector.state.appended import Appended, index_tail, unindexed
+from collector.state.appended import Appended, QueuedRows, index_tail, unindexed
 from collector.state.memory import MemorySpool
 from collector.state.segments import SEGMENT_BYTES, Segments, Spooled, Write
 from collector.state.types import (
@@ -174,6 +174,7 @@ class SqliteSpool:
         self._next_id = index_tail(self.path, self._segments, self._next_id)
         self._writer = Writer(self.path, self._wal_size_limit, self.faults, self._probe)
         self._appended = Appended(self._segments, self._put)  # requests, appended on the loop
+        self._closed_rows = QueuedRows(self._put, _INSERT_CLOSED)  # a write for all that wait
         self._put(self._probe, kind="probe")  # a full disk at startup: unavailable from the start
         self._put(_recount_outbox)  # before any put or ack; retried while storage fails
 
@@ -280,7 +281,7 @@ class SqliteSpool:
             ",".join(closed.traces),
             time.time(),
         )
-        self._put(Rows(_INSERT_CLOSED, [row]))
+        self._closed_rows.add(row)
 
     def keep_reopenable(self, entry: Reopenable) -> None:
         self._queue_reopen(entry)
