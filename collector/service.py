@@ -65,10 +65,11 @@ from collector.sessions.metrics import SessionsMetrics
 from collector.sessions.stage import SessionsStage
 from collector.spool.metrics import SpoolMetrics
 from collector.spool.stage import SpoolStage
+from collector.state.facade import open_spool
 from collector.state.lock import DataDirLock
 from collector.state.metrics import CoverageMetrics
 from collector.state.recorder import Recorder
-from collector.state.store import MemorySpool, Spool, open_spool
+from collector.state.types import Spool
 from collector.status import extension as status
 from collector.status.config import Status
 from collector.status.metrics import StatusMetrics
@@ -428,7 +429,7 @@ class Service:
                 "redact: values of %s are replaced by [REDACTED] as requests arrive",
                 ", ".join(cfg.redact.attributes),
             )
-        if isinstance(self.chain.store, MemorySpool):
+        if not self.chain.store.durable:
             log.warning('storage.path is ":memory:": spans are NOT durable; a crash loses open sessions')
         else:
             log.info("spool: %s (acknowledged spans survive a crash)", getattr(self.chain.store, "path", "?"))

@@ -12,7 +12,7 @@ of each session that becomes reopenable or stops being so.
 from __future__ import annotations
 
 from collector.sessions.held import Held, OpenSession, Recent
-from collector.state.store import Reopenable
+from collector.state.types import Reopenable
 
 
 class Kept(Held):

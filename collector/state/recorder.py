@@ -23,8 +23,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from collector.component import Consumer
+from collector.db.writer import is_storage_error
 from collector.state.metrics import CoverageMetrics
-from collector.state.store import Recorded, Spool, encode_record, is_storage_error
+from collector.state.types import Recorded, Spool, encode_record
 from evaluators.result import Coverage
 
 log = logging.getLogger("skillgauge")

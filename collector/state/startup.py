@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from pathlib import Path
 
-from collector.state import queries
+from collector.db.location import Location
+from collector.state import index
 from collector.state.segments import Segments
 from collector.state.types import LATEST_REVISIONS, Closed, Recovery, Reopenable
 
 
-def load(path: Path, segments: Segments) -> tuple[Recovery, int, dict[str, int]]:
-    """What a restart needs from the database at ``path``: the ``Recovery``, the next request
-    id, and each outbox channel's row count."""
+def load(location: Location, segments: Segments | None) -> tuple[Recovery, int, dict[str, int]]:
+    """What a restart needs from the database at ``location``: the ``Recovery``, the next
+    request id, and each outbox channel's row count."""
     outbox_len: dict[str, int] = {}
-    db = sqlite3.connect(path)
+    db = location.connect()
     try:
         recovery = Recovery()
         row = db.execute("SELECT value FROM state WHERE name = 'replay_from'").fetchone()
@@ -51,7 +51,8 @@ def load(path: Path, segments: Segments) -> tuple[Recovery, int, dict[str, int]]
                     int(spans),
                 )
             )
-        _move_blobs(db, segments)
+        if segments is not None:
+            _move_blobs(db, segments)
         _index_older_revisions(db)
         # Request ids only grow, across restarts too: ``replay_from`` may be past every row
         # left (SQLite would number the next row of an empty table 1, and a restart would
@@ -89,7 +90,7 @@ def _index_older_revisions(db: sqlite3.Connection) -> None:
     ).fetchall()
     if rows:
         with db:
-            queries.index_revisions(db, rows, replace=False)
+            index.index_revisions(db, rows, replace=False)
 
 
 def _move_blobs(db: sqlite3.Connection, segments: Segments) -> None:
@@ -109,3 +110,10 @@ def _move_blobs(db: sqlite3.Connection, segments: Segments) -> None:
             )
         db.execute("DROP TABLE requests")
     segments.close()
+
+
+def recount_outbox(db: sqlite3.Connection) -> None:
+    """Set ``outbox_rows`` from the rows themselves (a store from before it was kept, or a
+    count gone wrong), in the caller's transaction: the store's first write."""
+    db.execute("DELETE FROM outbox_rows")
+    db.execute("INSERT INTO outbox_rows SELECT channel, COUNT(*) FROM outbox GROUP BY channel")

@@ -1,6 +1,6 @@
 """What the store's owners hand each other: closed revisions, reopenable revisions, what a
-restart recovers, and the ``Spool`` interface the stages use (``collector.state.store``
-implements it; ``collector.state.memory`` keeps it in memory)."""
+restart recovers, and the ``Spool`` interface the stages use (``collector.state.facade.Store``
+implements it, on a SQLite file or in memory)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import orjson
 
+from collector.db.location import Location
 from collector.db.writer import Faults, Rows
-from collector.status.view import SessionPage, SessionQuery
 
 T = TypeVar("T")
 # An evaluated session revision: (session, revision, its results' records, its coverage line).
@@ -77,6 +77,7 @@ class Recovery:
 
 class Spool(Protocol):
     durable: bool
+    location: Location  # where its database is: what the status queries read
     faults: Faults
     # The export outbox's bound (``export.otlp.queue_size``) and each channel's row count as
     # of the start, kept up to date by ``collector.export.outbox.SpoolOutbox``.
@@ -120,19 +121,6 @@ class Spool(Protocol):
         """Queue a write nobody waits for, committed with the next group (what an owner's
         client, such as the judge queue, notes through)."""
         ...
-
-    async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
-        """A session's evaluated revisions (``queries.revisions``), evaluated at or after
-        ``not_before`` (unix seconds)."""
-        ...
-
-    async def sessions(self, query: SessionQuery, not_before: float) -> SessionPage:
-        """``queries.list_sessions``: latest revisions evaluated at or after ``not_before``."""
-        ...
-
-    async def overview(
-        self, since: float, not_before: float, tenant: str | None = None
-    ) -> dict[str, Any]: ...
 
     async def transact(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` in a transaction of the store's; its result once committed (what an

@@ -10,7 +10,7 @@ in the benchmark's ingest phase):
   results    each result as the JSON record the spool stores
   coverage   the coverage line, the same way
   metrics    ``CoverageMetrics.session_evaluated``
-  index      ``queries.index_revisions`` (in the spool's writer thread, off the event loop):
+  index      ``index.index_revisions`` (in the spool's writer thread, off the event loop):
              the row /v1/sessions lists and /v1/sessions/{id} serves
 
 Each figure is the best of ``--rounds`` passes, in microseconds a session.  The figures
@@ -41,7 +41,7 @@ from collector.config import parse  # noqa: E402
 from collector.db import migrate  # noqa: E402
 from collector.evaluate.runner import settings_from  # noqa: E402
 from collector.sessions.assembler import Assembler  # noqa: E402
-from collector.state import queries  # noqa: E402
+from collector.state import index  # noqa: E402
 from collector.state.metrics import CoverageMetrics  # noqa: E402
 from collector.state.types import encode_record, with_results  # noqa: E402
 from evaluators import suite  # noqa: E402
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         "results": lambda: [[encode_record(r.to_dict()) for r in c.results] for c in coverages],
         "coverage": lambda: [encode_record(c.to_dict()) for c in coverages],
         "metrics": lambda: [metrics.session_evaluated(c.session, c.results, 0.1) for c in coverages],
-        "index": lambda: queries.index_revisions(db, lines),
+        "index": lambda: index.index_revisions(db, lines),
     }
     total = 0.0
     for name, step in steps.items():

@@ -1,0 +1,214 @@
+"""The store the stages use (``Spool``), made of its owners' parts on one SQLite database:
+the data directory's file, or an in-memory database (``storage.path: ":memory:"``, replay)
+that runs the same code and keeps nothing beyond the process.
+
+* ``collector.state.requestlog``: every accepted request, committed before it is
+  acknowledged (segment files and the local ``spooled`` index);
+* ``collector.state.revisions``: closed revisions, and the reopenable ones with the requests
+  each keeps;
+* ``collector.state.verdicts``: judge verdicts and evaluated revisions (with what the status
+  queries read, ``collector.state.index``);
+* the judge queue (``collector.evaluate.pending``, through ``defer``) and the export outbox
+  (``collector.export.outbox``, through ``transact``) write their own tables.
+
+Writes go through one writer thread that commits them in groups (``collector.db.writer``);
+a write that fails for want of storage makes the store unavailable until one succeeds again
+(see there).  The tables are ``collector.db.schema``'s, made and migrated at start
+(``collector.state.database``) after ``collector.state.vouch`` has found the file sound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from collector.db.writer import Faults, Rows, WriteKind, Writer
+from collector.state import database, startup, verdicts
+from collector.state.requestlog import RequestLog
+from collector.state.revisions import Revisions
+from collector.state.segments import Segments, Write
+from collector.state.types import Closed, QuarantineReason, Recorded, Recovery, Reopenable
+from collector.state.vouch import StoreRefused
+
+T = TypeVar("T")
+# Evaluated revisions the in-memory store keeps for the status API (the latest ones).
+MEMORY_REVISIONS = 10_000
+
+
+class Store:
+    """The store of the data directory ``directory``, or in memory with ``directory`` None."""
+
+    def __init__(
+        self,
+        directory: str | Path | None,
+        outbox_capacity: int = 100_000,
+        *,
+        max_bytes: int | None = None,
+        write: Write = os.write,
+        revisions_capacity: int = MEMORY_REVISIONS,
+    ) -> None:
+        """``max_bytes`` (``storage.max_bytes``) sizes segment files and the WAL to fit it;
+        ``write`` is how segment bytes reach their file (``os.write``); in memory, only the
+        latest ``revisions_capacity`` evaluated revisions are kept."""
+        self.unfinished: dict[tuple[str, int], int] = {}
+        self.faults = Faults()
+        self.outbox_capacity = outbox_capacity
+        segment_bytes, wal_size_limit = database.sizes_for(max_bytes)
+        segments: Segments | None = None
+        if directory is None:
+            self.location = database.open_memory()
+            self._capacity: int | None = revisions_capacity
+        else:
+            self.location = database.open_file(Path(directory))
+            self._capacity = None
+            segments = Segments(Path(directory) / "requests", segment_bytes, write)
+        self.durable = self.location.durable
+        self._free_db_bytes = 0  # free pages in the database file, as of the last checkpoint
+        try:
+            self._recovery, next_id, self.outbox_counts = startup.load(self.location, segments)
+        except sqlite3.DatabaseError as err:  # damage quick_check did not see: the same refusal
+            raise StoreRefused(
+                f"storage.path: refusing to start: the database {self.path} is damaged ({err}). "
+                "Nothing was deleted. Run `skillgauge recover --config FILE` to rebuild it from the "
+                f"request segments, or move {Path(str(directory))} aside to start with an empty store"
+            ) from None
+        quarantine = None if directory is None else Path(directory) / "quarantine"
+        self.log = RequestLog(self.location, segments, self.faults, next_id, quarantine)
+        self._writer = Writer(self.location, wal_size_limit, self.faults, self.log.probe)
+        self.log.writer = self._writer
+        self.revisions = Revisions(self._writer.put)
+        self._writer.put(self.log.probe, "probe")  # a full disk at startup: unavailable from the start
+        self._writer.put(startup.recount_outbox)  # before any put or ack; retried while storage fails
+
+    @classmethod
+    def in_memory(cls, outbox_capacity: int = 100_000, revisions_capacity: int = MEMORY_REVISIONS) -> Store:
+        return cls(None, outbox_capacity, revisions_capacity=revisions_capacity)
+
+    @property
+    def path(self) -> Path | None:
+        """The database file (None in memory)."""
+        return self.location.path
+
+    @property
+    def commits(self) -> int:
+        """Transactions committed so far."""
+        return self._writer.commits
+
+    # -- the request log ------------------------------------------------------------------------
+
+    async def append(self, signal: str, payload: bytes, tenant: str = "") -> int:
+        return await self.log.append(signal, payload, tenant)
+
+    def requests(self, from_id: int) -> Iterator[tuple[int, str, bytes, str]]:
+        return self.log.requests(from_id)
+
+    async def read_requests(self, ids: tuple[int, ...]) -> list[tuple[int, str, bytes]]:
+        return await self.log.read_requests(ids)
+
+    def quarantine(
+        self, request_id: int, signal: str, payload: bytes, reason: QuarantineReason, why: str
+    ) -> None:
+        self.log.quarantine(request_id, signal, payload, reason, why)
+
+    # -- revisions ------------------------------------------------------------------------------
+
+    def recovery(self) -> Recovery:
+        return self._recovery
+
+    def record_closed(self, closed: Closed) -> None:
+        self.unfinished[(closed.session, closed.revision)] = closed.first_request
+        self.revisions.record_closed(closed)
+
+    def keep_reopenable(self, entry: Reopenable) -> None:
+        if self.durable:  # in memory, reopening reuses the evidence the assembler keeps
+            self.revisions.keep_reopenable(entry)
+
+    def forget_reopenable(self, session: str) -> None:
+        if self.durable:
+            self.revisions.forget_reopenable(session)
+
+    # -- verdicts and evaluated revisions -------------------------------------------------------
+
+    async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
+        await self._writer.submit(verdicts.result_row(key, session, revision, record))
+
+    async def save_coverage(self, revisions: list[Recorded]) -> None:
+        # One row holds a revision: its coverage line (a JSON object) with the results added
+        # as "results".  Only judge verdicts are read back, and only for unfinished revisions
+        # (``save_result``); a row per result, with three indexes each, cost ~30 us a session.
+        later = [(session, revision) for session, revision, _, _ in revisions if revision > 1]
+        if later:  # queued first: never committed after the lines that mark them done
+            self._writer.put(verdicts.supersede(later))
+        if revisions:  # parsed for the listing's columns in the writer thread, not on the loop
+            await self._writer.submit(verdicts.coverage_write(revisions, self._capacity))
+        for session, revision, _, _ in revisions:
+            self.unfinished.pop((session, revision), None)
+
+    # -- what the judge queue and the outbox write through ---------------------------------------
+
+    def defer(self, work: Callable[[sqlite3.Connection], Any] | Rows) -> None:
+        """Queue a write nobody waits for (committed with a later group, in order; retried
+        while storage fails)."""
+        self._writer.put(work)
+
+    async def transact(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` in the writer's next transaction; its result once committed."""
+        return await self._writer.submit(work)
+
+    def _submit(
+        self, work: Callable[[sqlite3.Connection], T] | Rows, *, kind: WriteKind = "write"
+    ) -> asyncio.Future[T]:
+        return self._writer.submit(work, kind=kind)
+
+    # -- upkeep ---------------------------------------------------------------------------------
+
+    async def checkpoint(self, replay_from: int, keep_results_for: float | None = None) -> None:
+        bounded = self._capacity is not None
+
+        def write(db: sqlite3.Connection) -> None:
+            db.execute("INSERT OR REPLACE INTO state (name, value) VALUES ('replay_from', ?)", (replay_from,))
+            cutoff = None if keep_results_for is None else time.time() - keep_results_for
+            Revisions.expire(db, replay_from, cutoff)
+            if cutoff is not None:
+                verdicts.expire(db, cutoff, bounded)
+            RequestLog.forget(db, replay_from)  # but the requests a reopenable revision holds
+
+        await self._writer.submit(write)
+
+        def drop(db: sqlite3.Connection) -> None:
+            # Files go once the rows that pointed into them are gone for good (committed above).
+            self.log.drop_files(db)
+            # Pages freed by deletions are reused before the file grows: not counted as used.
+            (free,) = db.execute("PRAGMA freelist_count").fetchone()
+            (page,) = db.execute("PRAGMA page_size").fetchone()
+            self._free_db_bytes = int(free) * int(page)
+
+        await self._writer.submit(drop)
+
+    def size_bytes(self) -> int:
+        """Bytes the store holds on disk, less the database's free pages (reused first)."""
+        if self.path is None:
+            return 0
+        total = self.log.size_bytes() - self._free_db_bytes
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(OSError):
+                total += Path(f"{self.path}{suffix}").stat().st_size
+        return max(0, total)
+
+    async def shutdown(self, timeout: float = 10.0) -> None:
+        await self._writer.stop(timeout)
+        self.log.close()
+        self.location.close()
+
+
+def open_spool(path: str, outbox_capacity: int = 100_000, max_bytes: int | None = None) -> Store:
+    """The store of ``storage.path`` (``":memory:"``: in memory)."""
+    if path == ":memory:":
+        return Store.in_memory(outbox_capacity)
+    return Store(path, outbox_capacity, max_bytes=max_bytes)
