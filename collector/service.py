@@ -96,11 +96,7 @@ class Chain:
         skills.reserve([skill for rule in config.expectations for skill in rule.expect])
         self.status_metrics = StatusMetrics(self.registry)
         outbox_capacity = config.export.otlp.queue_size if config.export.otlp else 100_000
-        self.store = (
-            store
-            if store is not None
-            else open_spool(config.storage.path, outbox_capacity, config.storage.max_bytes)
-        )
+        self.store = store if store is not None else open_spool(config.storage, outbox_capacity)
         self.reads = StatusReads(self.store)  # the status API's, several at once
         self.fanout = Fanout()
         self.recorder = Recorder(self.store, CoverageMetrics(self.registry, skills), self.fanout)

@@ -1,5 +1,6 @@
-"""Where a SQLite store's database is: a file in the data directory, or an in-memory
-database (``storage.path: ":memory:"``) that every connection of the process opens by name.
+"""Where a store's database is: a SQLite file in the data directory, an in-memory SQLite
+database (``storage.path: ":memory:"``) that every connection of the process opens by name,
+or a PostgreSQL database (``storage.shared``, through psycopg 3).
 
 The in-memory database is SQLite's ``memdb`` VFS under a name of its own: the writer thread,
 the readers and startup each open their own connection to it, exactly as they do to the
@@ -14,7 +15,7 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 _names = itertools.count(1)
 
@@ -23,8 +24,9 @@ _names = itertools.count(1)
 class Location:
     """How to connect to one SQLite store."""
 
-    path: Path | None  # the database file; None: in memory
-    uri: str = ""
+    path: Path | None  # the database file; None: in memory or PostgreSQL
+    uri: str = ""  # the in-memory database's name
+    url: str = ""  # PostgreSQL's (``postgresql://...``)
     keep: sqlite3.Connection | None = field(default=None, repr=False)
 
     @classmethod
@@ -39,9 +41,31 @@ class Location:
         location.keep = location.connect()
         return location
 
+    @classmethod
+    def postgresql(cls, url: str) -> Location:
+        return cls(None, url=url)
+
     @property
     def durable(self) -> bool:
-        return self.path is not None
+        return self.path is not None or bool(self.url)
+
+    @property
+    def dialect(self) -> Literal["sqlite", "postgresql"]:
+        return "postgresql" if self.url else "sqlite"
+
+    def __str__(self) -> str:
+        if self.url:
+            return redacted(self.url)
+        return str(self.path) if self.path is not None else ":memory:"
+
+    def connect_any(self) -> Any:
+        """A connection of the location's driver: sqlite3's, or psycopg's in autocommit mode
+        (transactions only as the caller begins them)."""
+        if self.url:
+            import psycopg
+
+            return psycopg.connect(self.url, autocommit=True)
+        return self.connect(autocommit=True, check_same_thread=False)
 
     def connect(self, *, autocommit: bool = False, check_same_thread: bool = True) -> sqlite3.Connection:
         """A connection of its own (``autocommit``: transactions only as the caller begins them)."""
@@ -57,3 +81,13 @@ class Location:
         if self.keep is not None:
             self.keep.close()
             self.keep = None
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password (for logs and messages)."""
+    import sqlalchemy as sa
+
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL: say nothing of it
+        return "(unreadable URL)"

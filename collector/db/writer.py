@@ -64,6 +64,10 @@ def is_storage_error(err: BaseException) -> bool:
     arguments: what makes the store unavailable and is worth retrying."""
     if isinstance(err, OSError):
         return True
+    if type(err).__module__.startswith("psycopg"):  # the shared store's server or connection
+        import psycopg
+
+        return isinstance(err, psycopg.OperationalError)
     return isinstance(err, sqlite3.OperationalError) or type(err) is sqlite3.DatabaseError
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from collector.db import engine as engines
 from collector.db import migrate
 from collector.db.location import Location
 from collector.state.segments import SEGMENT_BYTES
@@ -73,3 +74,27 @@ def open_fix(err: OSError | sqlite3.Error) -> str:
             "with an empty spool (what it held is then not evaluated)"
         )
     return "check that the directory exists or can be created, is writable by this user and has free space"
+
+
+def open_shared(url: str) -> Location:
+    """``storage.shared``'s PostgreSQL, migrated (under its advisory lock: replicas starting
+    together take turns); ``RuntimeError`` naming the setting and the fix when it cannot be."""
+    location = Location.postgresql(url)
+    try:
+        engine = engines.create(url)
+        try:
+            migrate.upgrade(engine)
+        finally:
+            engine.dispose()
+    except Exception as err:  # the driver's, the server's: named, with the way out
+        raise RuntimeError(
+            f"storage.shared: cannot open the shared store at {location}: {_first_line(err)} - check that "
+            "the server runs and is reachable from this host, that the database exists and that the "
+            "user may create tables in it (`skillgauge migrate --config FILE` tries it alone)"
+        ) from None
+    return location
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(getattr(err, "orig", None) or err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

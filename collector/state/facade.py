@@ -1,6 +1,13 @@
-"""The store the stages use (``Spool``), made of its owners' parts on one SQLite database:
-the data directory's file, or an in-memory database (``storage.path: ":memory:"``, replay)
-that runs the same code and keeps nothing beyond the process.
+"""The store the stages use (``Spool``), made of its owners' parts in two places:
+
+* local to the replica, in the data directory's SQLite database (or an in-memory one,
+  ``storage.path: ":memory:"``, replay: the same code, nothing kept beyond the process):
+  the request log and the closed and reopenable revisions that replay it;
+* shared: verdicts, evaluated revisions (what the status queries read), the judge queue and
+  the export outbox.  In the same SQLite database by default; in PostgreSQL with
+  ``storage.shared: postgresql://...``, written by a writer of its own
+  (``collector.db.pgwriter``) when sessions are recorded, never on the ingest path.  Shared
+  writes are functions of a ``collector.db.shared.Db``, in SQL both dialects read.
 
 * ``collector.state.requestlog``: every accepted request, committed before it is
   acknowledged (segment files and the local ``spooled`` index);
@@ -11,7 +18,7 @@ that runs the same code and keeps nothing beyond the process.
 * the judge queue (``collector.evaluate.pending``, through ``defer``) and the export outbox
   (``collector.export.outbox``, through ``transact``) write their own tables.
 
-Writes go through one writer thread that commits them in groups (``collector.db.writer``);
+Local writes go through one writer thread that commits them in groups (``collector.db.writer``);
 a write that fails for want of storage makes the store unavailable until one succeeds again
 (see there).  The tables are ``collector.db.schema``'s, made and migrated at start
 (``collector.state.database``) after ``collector.state.vouch`` has found the file sound.
@@ -21,21 +28,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
+import socket
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from collector.db.location import Location
+from collector.db.pgwriter import SharedWriter
+from collector.db.shared import Db
 from collector.db.writer import Faults, Rows, WriteKind, Writer
 from collector.state import database, startup, verdicts
+from collector.state.config import Storage
 from collector.state.requestlog import RequestLog
 from collector.state.revisions import Revisions
 from collector.state.segments import Segments, Write
 from collector.state.types import Closed, QuarantineReason, Recorded, Recovery, Reopenable
 from collector.state.vouch import StoreRefused
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 # Evaluated revisions the in-memory store keeps for the status API (the latest ones).
 MEMORY_REVISIONS = 10_000
@@ -52,10 +66,14 @@ class Store:
         max_bytes: int | None = None,
         write: Write = os.write,
         revisions_capacity: int = MEMORY_REVISIONS,
+        shared: str | None = None,
+        replica: str | None = None,
     ) -> None:
         """``max_bytes`` (``storage.max_bytes``) sizes segment files and the WAL to fit it;
         ``write`` is how segment bytes reach their file (``os.write``); in memory, only the
-        latest ``revisions_capacity`` evaluated revisions are kept."""
+        latest ``revisions_capacity`` evaluated revisions are kept.  ``shared``
+        (``storage.shared``) puts the shared tables in that PostgreSQL database; ``replica``
+        names this replica there (the judge work it queued is its own to finish)."""
         self.unfinished: dict[tuple[str, int], int] = {}
         self.faults = Faults()
         self.outbox_capacity = outbox_capacity
@@ -63,15 +81,20 @@ class Store:
         segments: Segments | None = None
         if directory is None:
             self.location = database.open_memory()
-            self._capacity: int | None = revisions_capacity
+            self._capacity: int | None = revisions_capacity if shared is None else None
         else:
             self.location = database.open_file(Path(directory))
             self._capacity = None
             segments = Segments(Path(directory) / "requests", segment_bytes, write)
         self.durable = self.location.durable
+        self.replica = replica or _replica_name(directory)
         self._free_db_bytes = 0  # free pages in the database file, as of the last checkpoint
         try:
-            self._recovery, next_id, self.outbox_counts = startup.load(self.location, segments)
+            self._recovery, next_id = startup.load_local(self.location, segments)
+            self.shared = self.location if shared is None else database.open_shared(shared)
+            self.outbox_counts = _once(
+                self.shared, lambda db: startup.load_shared(db, self._recovery, self.replica)
+            )
         except sqlite3.DatabaseError as err:  # damage quick_check did not see: the same refusal
             raise StoreRefused(
                 f"storage.path: refusing to start: the database {self.path} is damaged ({err}). "
@@ -83,8 +106,9 @@ class Store:
         self._writer = Writer(self.location, wal_size_limit, self.faults, self.log.probe)
         self.log.writer = self._writer
         self.revisions = Revisions(self._writer.put)
+        self._shared_writer = None if shared is None else SharedWriter(self.shared, self.faults)
         self._writer.put(self.log.probe, "probe")  # a full disk at startup: unavailable from the start
-        self._writer.put(startup.recount_outbox)  # before any put or ack; retried while storage fails
+        self.defer(startup.recount_outbox)  # before any put or ack; retried while storage fails
 
     @classmethod
     def in_memory(cls, outbox_capacity: int = 100_000, revisions_capacity: int = MEMORY_REVISIONS) -> Store:
@@ -136,7 +160,7 @@ class Store:
     # -- verdicts and evaluated revisions -------------------------------------------------------
 
     async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
-        await self._writer.submit(verdicts.result_row(key, session, revision, record))
+        await self.transact(verdicts.result_write(key, session, revision, record))
 
     async def save_coverage(self, revisions: list[Recorded]) -> None:
         # One row holds a revision: its coverage line (a JSON object) with the results added
@@ -144,22 +168,28 @@ class Store:
         # (``save_result``); a row per result, with three indexes each, cost ~30 us a session.
         later = [(session, revision) for session, revision, _, _ in revisions if revision > 1]
         if later:  # queued first: never committed after the lines that mark them done
-            self._writer.put(verdicts.supersede(later))
+            self.defer(verdicts.supersede(later))
         if revisions:  # parsed for the listing's columns in the writer thread, not on the loop
-            await self._writer.submit(verdicts.coverage_write(revisions, self._capacity))
+            await self.transact(verdicts.coverage_write(revisions, self._capacity))
         for session, revision, _, _ in revisions:
             self.unfinished.pop((session, revision), None)
 
     # -- what the judge queue and the outbox write through ---------------------------------------
 
-    def defer(self, work: Callable[[sqlite3.Connection], Any] | Rows) -> None:
-        """Queue a write nobody waits for (committed with a later group, in order; retried
-        while storage fails)."""
-        self._writer.put(work)
+    def defer(self, work: Callable[[Db], Any]) -> None:
+        """Queue a write of the shared store nobody waits for (committed with a later group,
+        in order; retried while storage fails)."""
+        if self._shared_writer is not None:
+            self._shared_writer.put(work)
+        else:
+            self._writer.put(lambda raw: work(Db(raw, "sqlite")))
 
-    async def transact(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``work`` in the writer's next transaction; its result once committed."""
-        return await self._writer.submit(work)
+    async def transact(self, work: Callable[[Db], T]) -> T:
+        """Run ``work`` in the shared store's next transaction; its result once committed."""
+        if self._shared_writer is not None:
+            value: T = await self._shared_writer.submit(work)
+            return value
+        return await self._writer.submit(lambda raw: work(Db(raw, "sqlite")))
 
     def _submit(
         self, work: Callable[[sqlite3.Connection], T] | Rows, *, kind: WriteKind = "write"
@@ -170,15 +200,15 @@ class Store:
 
     async def checkpoint(self, replay_from: int, keep_results_for: float | None = None) -> None:
         bounded = self._capacity is not None
+        cutoff = None if keep_results_for is None else time.time() - keep_results_for
 
         def write(db: sqlite3.Connection) -> None:
             db.execute("INSERT OR REPLACE INTO state (name, value) VALUES ('replay_from', ?)", (replay_from,))
-            cutoff = None if keep_results_for is None else time.time() - keep_results_for
             Revisions.expire(db, replay_from, cutoff)
-            if cutoff is not None:
-                verdicts.expire(db, cutoff, bounded)
             RequestLog.forget(db, replay_from)  # but the requests a reopenable revision holds
 
+        if cutoff is not None:
+            await self.transact(lambda db: verdicts.expire(db, cutoff, bounded))
         await self._writer.submit(write)
 
         def drop(db: sqlite3.Connection) -> None:
@@ -202,13 +232,41 @@ class Store:
         return max(0, total)
 
     async def shutdown(self, timeout: float = 10.0) -> None:
+        if self._shared_writer is not None:
+            await self._shared_writer.stop(timeout)
         await self._writer.stop(timeout)
         self.log.close()
         self.location.close()
 
 
-def open_spool(path: str, outbox_capacity: int = 100_000, max_bytes: int | None = None) -> Store:
-    """The store of ``storage.path`` (``":memory:"``: in memory)."""
-    if path == ":memory:":
-        return Store.in_memory(outbox_capacity)
-    return Store(path, outbox_capacity, max_bytes=max_bytes)
+def open_spool(storage: Storage, outbox_capacity: int = 100_000) -> Store:
+    """The store of ``storage.path`` (``":memory:"``: in memory) and ``storage.shared``."""
+    path = None if storage.path == ":memory:" else storage.path
+    store = Store(path, outbox_capacity, max_bytes=storage.max_bytes, shared=storage.shared)
+    if storage.shared is not None:
+        log.info(
+            "shared store: %s (the verdicts, sessions, judge queue and outbox of every replica); "
+            "this replica is %s",
+            store.shared,
+            store.replica,
+        )
+    return store
+
+
+def _replica_name(directory: str | Path | None) -> str:
+    """This replica's name in the shared store: its host and data directory (what stays the
+    same across its restarts), or its process in memory."""
+    where = f"pid {os.getpid()}" if directory is None else str(Path(directory).resolve())
+    return f"{socket.gethostname()}:{where}"
+
+
+def _once(location: Location, read: Callable[[Db], T]) -> T:
+    """``read`` in one transaction of a connection of its own (at start, before the writers)."""
+    connection = location.connect_any()
+    try:
+        connection.execute("BEGIN")
+        value = read(Db(connection, location.dialect))
+        connection.execute("COMMIT")
+        return value
+    finally:
+        connection.close()

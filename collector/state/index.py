@@ -8,20 +8,34 @@ session's latest revision, a small ``summary``, the overview's ``TOTALS``) and o
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 from urllib.parse import quote
 
 import orjson
 
-from collector.db import sql
 from collector.db.schema import TOTALS
+from collector.db.shared import ROWS_PER_STATEMENT, Db
 from evaluators.evidence import LOAD_STATUSES
 
-EXPIRE = "DELETE FROM verdicts WHERE evaluated_at < ?"
+EXPIRE = "DELETE FROM verdicts WHERE evaluated_at < :cutoff"
 _MARK_LATEST = (
-    "UPDATE coverage SET latest = (revision = (SELECT MAX(revision) FROM coverage c "
-    "WHERE c.session = coverage.session)) WHERE session IN ({in})"
+    "UPDATE coverage SET latest = CASE WHEN revision = (SELECT MAX(revision) FROM coverage c "
+    "WHERE c.session = coverage.session) THEN 1 ELSE 0 END WHERE session IN {in}"
+)
+_COVERAGE = (
+    "session",
+    "revision",
+    "record",
+    "evaluated_at",
+    "closed_at",
+    "tenant",
+    "framework",
+    "summary",
+    *TOTALS,
+)
+_VERDICTS = ("session", "revision", "evaluation", "status", "reason", "skill", "passed", "evaluated_at")
+_REPLACE = "ON CONFLICT (session, revision) DO UPDATE SET " + ", ".join(
+    f"{column} = excluded.{column}" for column in _COVERAGE[2:]
 )
 
 
@@ -72,7 +86,7 @@ def detail_path(session_id: str, tenant: str = "") -> str:
 Indexed = tuple[str, int, str, float]
 
 
-def index_revisions(db: sqlite3.Connection, revisions: list[Indexed], *, replace: bool = True) -> None:
+def index_revisions(db: Db, revisions: list[Indexed], *, replace: bool = True) -> None:
     """Store evaluated revisions with what the listing reads: ``coverage`` rows (inserted, or
     with ``replace=False`` only their listing columns updated) and their ``verdicts``; each
     session's latest revision marked.  The close time is the line's ``closed_at`` (unix
@@ -123,44 +137,46 @@ def prepare(revisions: list[Indexed]) -> Prepared:
     return rows, verdicts
 
 
-def store(db: sqlite3.Connection, prepared: Prepared, *, replace: bool = True) -> None:
+def store(db: Db, prepared: Prepared, *, replace: bool = True) -> None:
     """Write ``prepare``'s rows (see ``index_revisions``), in the caller's transaction."""
     rows, verdicts = prepared
     if replace:
-        sql.insert_rows(
-            db,
-            f"INSERT OR REPLACE INTO coverage (session, revision, record, evaluated_at, closed_at, tenant, "
-            f"framework, summary, {', '.join(TOTALS)})",
-            rows,
-        )
+        db.insert("coverage", _COVERAGE, rows, _REPLACE)
     else:
         db.executemany(
-            f"UPDATE coverage SET closed_at = ?, tenant = ?, framework = ?, summary = ?, "
-            f"{', '.join(f'{t} = ?' for t in TOTALS)} "
-            "WHERE session = ? AND revision = ?",
-            [(*row[4:], row[0], row[1]) for row in rows],
+            "UPDATE coverage SET "
+            + ", ".join(f"{column} = :{column}" for column in _COVERAGE[4:])
+            + " WHERE session = :session AND revision = :revision",
+            [dict(zip(_COVERAGE, row, strict=True)) for row in rows],
         )
     _delete_revisions(db, "verdicts", [(r[0], r[1]) for r in rows])  # of a revision recorded again
-    sql.insert_rows(db, "INSERT INTO verdicts", verdicts)
-    sql.where_in(db, _MARK_LATEST, sorted({r[0] for r in rows}))
+    db.insert("verdicts", _VERDICTS, verdicts)
+    sessions = sorted({r[0] for r in rows})
+    for start in range(0, len(sessions), ROWS_PER_STATEMENT):
+        names, params = db.in_("s", sessions[start : start + ROWS_PER_STATEMENT])
+        db.execute(_MARK_LATEST.replace("{in}", names), params)
 
 
-def forget_revisions(db: sqlite3.Connection, revisions: list[tuple[str, int]]) -> None:
+def forget_revisions(db: Db, revisions: list[tuple[str, int]]) -> None:
     """Delete these (session, revision) pairs' coverage rows and verdicts, each found by its
     index (no scan of either table)."""
     _delete_revisions(db, "coverage", revisions)
     _delete_revisions(db, "verdicts", revisions)
 
 
-def _delete_revisions(db: sqlite3.Connection, table: str, revisions: list[tuple[str, int]]) -> None:
+def _delete_revisions(db: Db, table: str, revisions: list[tuple[str, int]]) -> None:
     """Delete ``table``'s rows of these (session, revision) pairs, a chunk a statement.  The
     ``session IN`` lets SQLite search the table's (session, revision) index."""
-    for start in range(0, len(revisions), sql.ROWS_PER_STATEMENT):
-        chunk = revisions[start : start + sql.ROWS_PER_STATEMENT]
+    for start in range(0, len(revisions), ROWS_PER_STATEMENT):
+        chunk = revisions[start : start + ROWS_PER_STATEMENT]
+        names, params = db.in_("s", [r[0] for r in chunk])
+        pairs = [f"(:p{i}, :q{i})" for i in range(len(chunk))]
+        for i, (session, revision) in enumerate(chunk):
+            params[f"p{i}"], params[f"q{i}"] = session, revision
+        # SQLite reads a list of row values from VALUES; PostgreSQL types a list of rows.
+        listed = f"(VALUES {', '.join(pairs)})" if db.dialect == "sqlite" else f"({', '.join(pairs)})"
         db.execute(
-            f"DELETE FROM {table} WHERE session IN ({', '.join('?' * len(chunk))}) "
-            f"AND (session, revision) IN (VALUES {', '.join(['(?, ?)'] * len(chunk))})",
-            [r[0] for r in chunk] + [v for r in chunk for v in r],
+            f"DELETE FROM {table} WHERE session IN {names} AND (session, revision) IN {listed}", params
         )
 
 

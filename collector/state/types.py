@@ -4,7 +4,6 @@ implements it, on a SQLite file or in memory)."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
@@ -12,7 +11,8 @@ from typing import Any, Literal, Protocol, TypeVar
 import orjson
 
 from collector.db.location import Location
-from collector.db.writer import Faults, Rows
+from collector.db.shared import Db
+from collector.db.writer import Faults
 
 T = TypeVar("T")
 # An evaluated session revision: (session, revision, its results' records, its coverage line).
@@ -77,7 +77,9 @@ class Recovery:
 
 class Spool(Protocol):
     durable: bool
-    location: Location  # where its database is: what the status queries read
+    location: Location  # where its local database is (the request log's)
+    shared: Location  # where the shared tables are: what the status queries read
+    replica: str  # this replica's name in the shared store
     faults: Faults
     # The export outbox's bound (``export.otlp.queue_size``) and each channel's row count as
     # of the start, kept up to date by ``collector.export.outbox.SpoolOutbox``.
@@ -117,12 +119,12 @@ class Spool(Protocol):
         revisions' verdicts become superseded."""
         ...
 
-    def defer(self, work: Callable[[sqlite3.Connection], Any] | Rows) -> None:
+    def defer(self, work: Callable[[Db], Any]) -> None:
         """Queue a write nobody waits for, committed with the next group (what an owner's
         client, such as the judge queue, notes through)."""
         ...
 
-    async def transact(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    async def transact(self, work: Callable[[Db], T]) -> T:
         """Run ``work`` in a transaction of the store's; its result once committed (what an
         owner's client, such as the export outbox, writes and reads through)."""
         ...

@@ -1,4 +1,4 @@
-"""Judge verdicts and evaluated revisions in the store.
+"""Judge verdicts and evaluated revisions in the shared store.
 
 * each judge verdict as it arrives, under its idempotency key (``results``; read back after a
   crash, for revisions not yet evaluated, so that no verdict is paid twice);
@@ -6,56 +6,66 @@
   the status queries read (``collector.state.index``); earlier revisions' verdicts become
   superseded.
 
-With a bound (``capacity``: the in-memory store), the revisions saved longest ago go once
-more are kept: found by the ``coverage_evaluated_at`` index and a count kept in ``state``,
-so a save costs the same however many are kept.
+Each function returns a write (``Db`` -> result) in SQL both dialects read.  With a bound
+(``capacity``: the in-memory store), the revisions saved longest ago go once more are kept:
+found by the ``coverage_evaluated_at`` index and a count kept in ``state``, so a save costs
+the same however many are kept.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-from collector.db.writer import Rows
+from collector.db.shared import Db
 from collector.state import index
 from collector.state.types import Recorded, encode_record, with_results
 
-T = TypeVar("T")
-Submit = Callable[[Callable[[sqlite3.Connection], Any] | Rows], "Any"]
-
-_INSERT_RESULT = "INSERT OR IGNORE INTO results (key, session, revision, record, created_at)"
 # Retention, at every checkpoint: each searches an index of its own (``collector.db.schema``).
 EXPIRE = (
-    "DELETE FROM results WHERE created_at < ?",
-    "DELETE FROM coverage WHERE evaluated_at < ?",
+    "DELETE FROM results WHERE created_at < :cutoff",
+    "DELETE FROM coverage WHERE evaluated_at < :cutoff",
     index.EXPIRE,
 )
 _KEPT = "coverage_rows"  # the ``state`` row counting ``coverage`` under a bound
+Write = Callable[[Db], None]
 
 
-def result_row(key: str, session: str, revision: int, record: dict[str, Any]) -> Rows:
-    """One judged result, as a write."""
-    return Rows(_INSERT_RESULT, [(key, session, revision, encode_record(record), time.time())])
+def result_write(key: str, session: str, revision: int, record: dict[str, Any]) -> Write:
+    """One judged result (the first one stored under ``key`` stays)."""
+    row = (key, session, revision, encode_record(record), time.time())
 
-
-def supersede(later: list[tuple[str, int]]) -> Callable[[sqlite3.Connection], None]:
-    """A write marking the verdicts of revisions before each (session, revision) superseded."""
-
-    def write(db: sqlite3.Connection) -> None:
-        db.executemany("UPDATE results SET superseded = 1 WHERE session = ? AND revision < ?", later)
+    def write(db: Db) -> None:
+        db.insert(
+            "results",
+            ("key", "session", "revision", "record", "created_at"),
+            [row],
+            "ON CONFLICT (key) DO NOTHING",
+        )
 
     return write
 
 
-def coverage_write(revisions: list[Recorded], capacity: int | None) -> Callable[[sqlite3.Connection], None]:
+def supersede(later: list[tuple[str, int]]) -> Write:
+    """A write marking the verdicts of revisions before each (session, revision) superseded."""
+
+    def write(db: Db) -> None:
+        db.executemany(
+            "UPDATE results SET superseded = 1 WHERE session = :session AND revision < :revision",
+            [{"session": s, "revision": r} for s, r in later],
+        )
+
+    return write
+
+
+def coverage_write(revisions: list[Recorded], capacity: int | None) -> Write:
     """A write storing evaluated revisions (each a coverage line with its results) with their
-    listing columns; with ``capacity``, letting the oldest beyond it go."""
+    listing columns; with ``capacity`` (SQLite in memory), letting the oldest beyond it go."""
     now = time.time()
     rows = [(s, r, with_results(line, results), now) for s, r, results, line in revisions]
 
-    def write(db: sqlite3.Connection) -> None:
+    def write(db: Db) -> None:
         indexed = index.prepare(rows)  # parsed first: a bad line fails the write before it writes
         if capacity is None:
             index.store(db, indexed)
@@ -63,16 +73,19 @@ def coverage_write(revisions: list[Recorded], capacity: int | None) -> Callable[
         keys = list(dict.fromkeys((s, r) for s, r, _, _ in rows))
         known = sum(
             1
-            for key in keys
-            if db.execute("SELECT 1 FROM coverage WHERE session = ? AND revision = ?", key).fetchone()
+            for s, r in keys
+            if db.execute(
+                "SELECT 1 FROM coverage WHERE session = :s AND revision = :r", {"s": s, "r": r}
+            ).fetchone()
         )
         index.store(db, indexed)
         count = _kept(db) + len(keys) - known
         over = max(0, count - capacity)
         if over:
-            oldest = db.execute(
-                "SELECT session, revision FROM coverage ORDER BY evaluated_at, rowid LIMIT ?", (over,)
-            ).fetchall()
+            oldest = db.rows(
+                "SELECT session, revision FROM coverage ORDER BY evaluated_at, rowid LIMIT :over",
+                {"over": over},
+            )
             index.forget_revisions(db, [(str(s), int(r)) for s, r in oldest])
             count -= len(oldest)
         _set_kept(db, count)
@@ -80,18 +93,22 @@ def coverage_write(revisions: list[Recorded], capacity: int | None) -> Callable[
     return write
 
 
-def expire(db: sqlite3.Connection, cutoff: float, bounded: bool) -> None:
+def expire(db: Db, cutoff: float, bounded: bool) -> None:
     """Results, coverage lines and verdicts older than ``cutoff``, in the caller's transaction."""
     for statement in EXPIRE:
-        deleted = db.execute(statement, (cutoff,)).rowcount
+        deleted = db.execute(statement, {"cutoff": cutoff}).rowcount
         if bounded and statement.startswith("DELETE FROM coverage"):
             _set_kept(db, max(0, _kept(db) - deleted))
 
 
-def _kept(db: sqlite3.Connection) -> int:
-    row = db.execute("SELECT value FROM state WHERE name = ?", (_KEPT,)).fetchone()
+def _kept(db: Db) -> int:
+    row = db.execute("SELECT value FROM state WHERE name = :name", {"name": _KEPT}).fetchone()
     return int(row[0]) if row else 0
 
 
-def _set_kept(db: sqlite3.Connection, count: int) -> None:
-    db.execute("INSERT OR REPLACE INTO state (name, value) VALUES (?, ?)", (_KEPT, count))
+def _set_kept(db: Db, count: int) -> None:
+    db.execute(
+        "INSERT INTO state (name, value) VALUES (:name, :value) "
+        "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        {"name": _KEPT, "value": count},
+    )

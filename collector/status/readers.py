@@ -1,4 +1,4 @@
-"""The status API's reads of the store, several at once.
+"""The status API's reads of the shared store (every replica's sessions), several at once.
 
 Each read runs on a connection of its own from a small pool, in a worker thread: a slow
 listing of one tenant does not hold up another's page, and with the store's file in WAL
@@ -9,11 +9,12 @@ queries are ``collector.status.listing``'s.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
+import contextlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from collector.db.location import Location
+from collector.db.shared import Db
 from collector.state.types import Spool
 from collector.status import listing
 from collector.status.view import SessionPage, SessionQuery
@@ -28,27 +29,37 @@ class ReaderPool:
     def __init__(self, location: Location, size: int = READERS) -> None:
         self._location = location
         self._slots = asyncio.Semaphore(size)
-        self._idle: list[sqlite3.Connection] = []
-        self._all: list[sqlite3.Connection] = []
+        self._idle: list[Db] = []
+        self._all: list[Db] = []
 
-    def _connect(self) -> sqlite3.Connection:
-        connection = self._location.connect(check_same_thread=False)
-        connection.execute("PRAGMA query_only = 1")
-        self._all.append(connection)
-        return connection
+    def _connect(self) -> Db:
+        location = self._location
+        if location.dialect == "postgresql":
+            db = Db(location.connect_any(), "postgresql")
+        else:
+            db = Db(location.connect(check_same_thread=False), "sqlite")
+            db.connection.execute("PRAGMA query_only = 1")
+        self._all.append(db)
+        return db
 
     async def read(self, read: Callable[..., T], *args: Any) -> T:
-        """``read(connection, *args)`` in a worker thread, on a connection no other read holds."""
+        """``read(db, *args)`` in a worker thread, on a connection no other read holds (one
+        that failed is let go: the next read opens another)."""
         async with self._slots:
-            connection = self._idle.pop() if self._idle else self._connect()
+            db = self._idle.pop() if self._idle else await asyncio.to_thread(self._connect)
             try:
-                return await asyncio.to_thread(read, connection, *args)
-            finally:
-                self._idle.append(connection)
+                value = await asyncio.to_thread(read, db, *args)
+            except Exception:
+                self._all.remove(db)
+                with contextlib.suppress(Exception):
+                    db.connection.close()
+                raise
+            self._idle.append(db)
+            return value
 
     def close(self) -> None:
-        for connection in self._all:
-            connection.close()
+        for db in self._all:
+            db.connection.close()
         self._all.clear()
         self._idle.clear()
 
@@ -57,7 +68,7 @@ class StatusReads:
     """``revisions``, ``sessions`` and ``overview`` of the store's evaluated sessions."""
 
     def __init__(self, store: Spool, size: int = READERS) -> None:
-        self._pool = ReaderPool(store.location, size)
+        self._pool = ReaderPool(store.shared, size)
 
     async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
         return await self._pool.read(listing.revisions, session, not_before)

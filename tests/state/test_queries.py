@@ -311,9 +311,9 @@ def test_what_a_save_costs_the_memory_spool_does_not_grow_with_what_it_keeps() -
                 return 0
 
             # Counted on the writer's connection, where saves run.
-            await spool.transact(lambda db: db.set_progress_handler(count, 10))
+            await spool.transact(lambda db: db.connection.set_progress_handler(count, 10))
             await spool.save_coverage([_revision(f"new{n}", now) for n in range(20)])
-            await spool.transact(lambda db: db.set_progress_handler(None, 10))
+            await spool.transact(lambda db: db.connection.set_progress_handler(None, 10))
             await spool.shutdown()
             return steps[0]
 

@@ -100,6 +100,7 @@ def test_judge_verdicts_of_an_earlier_revision_are_not_reused_once_a_later_one_i
         await spool.save_result("s|1|selection", "s", 1, {"score": 1.0})
         await spool.save_result("s|2|selection", "s", 2, {"score": 0.0})
         await spool.save_result("t|1|selection", "t", 1, {"score": 0.5})
+        spool.record_closed(Closed("s", 3, "idle", 1, 1, ()))  # this replica's revision
         await spool.save_coverage([("s", 3, [encode_record({"score": 0.5})], encode_record({"spans": 2}))])
         await spool.shutdown()
 
