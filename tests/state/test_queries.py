@@ -1,6 +1,7 @@
-"""The store's reads for the status API, on both spools: a session's revisions, the listing
-(latest revision only, filters, keyset pages), the overview totals, retention; an older
-spool's coverage rows indexed at open; requests a reopenable revision keeps."""
+"""The store's reads for the status API, on the data directory's SQLite, in memory and with
+``storage.shared`` on a real PostgreSQL: a session's revisions, the listing (latest revision
+only, filters, keyset pages), the overview totals, retention; an older spool's coverage rows
+indexed at open; requests a reopenable revision keeps."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres import Postgres, postgres_server  # noqa: F401 - the module's own server
 
 from collector.state.facade import Store
 from collector.state.types import Reopenable, Spool, encode_record
@@ -73,10 +75,14 @@ async def fill(spool: Spool, now: float) -> None:
     await spool.save_coverage([("s3", 2, [failed], line("s3", 2, now - 50, "strands"))])
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "memory"])
-def test_listing_filters_pages_and_overview(tmp_path: Path, kind: str) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "memory", "postgresql"])
+def test_listing_filters_pages_and_overview(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    shared = request.getfixturevalue("postgres_server").url() if kind == "postgresql" else None
+
     async def run() -> None:
-        spool: Spool = Store(tmp_path) if kind == "sqlite" else memory_store()
+        spool: Spool = memory_store() if kind == "memory" else Store(tmp_path, shared=shared)
         now = time.time()
         await fill(spool, now)
         page = await StatusReads(spool).sessions(SessionQuery(limit=500), 0)
