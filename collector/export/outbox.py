@@ -1,8 +1,10 @@
 """The outbox: results waiting for a downstream acknowledgement.
 
 Lifecycle of an entry: ``put`` (the result is recorded) -> ``peek`` (the sender reads the
-oldest entries without removing them) -> ``ack`` (the downstream acknowledged them, or
-refused them for good) -> gone.  An entry that is peeked but never acked is peeked again:
+oldest entries without removing them; in the store, it leases them to its replica) -> ``ack``
+(the downstream acknowledged them, or refused them for good) -> gone.  Replicas sharing one
+store (``storage.shared``) each send what they lease; the entries of one that died are
+leased by another once its lease lapses.  An entry that is peeked but never acked is peeked again:
 a crash or an outage between send and ack re-sends it, and the deterministic span id
 (see ``encode``) lets the downstream deduplicate.
 
@@ -19,6 +21,7 @@ so the caller can count them (``skillgauge_export_dropped_total{reason="queue_fu
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -136,17 +139,27 @@ class SpoolOutbox:
         return dropped
 
     async def peek(self, limit: int) -> list[Entry]:
-        channel = self._channel
-        return await self._store.transact(
-            lambda db: [
-                Entry(str(k), bytes(p), float(t))
-                for k, p, t in db.rows(
-                    "SELECT key, payload, enqueued_at FROM outbox WHERE channel = :channel "
-                    "ORDER BY seq LIMIT :limit",
-                    {"channel": channel, "limit": limit},
-                )
+        """The oldest ``limit`` entries this replica may send: free ones, its own, and those
+        whose lease lapsed (a replica that died); each is leased to it for
+        ``store.lease_seconds`` again (a live replica renews what it peeks).  On PostgreSQL
+        rows another replica is leasing right now are skipped, not waited for."""
+        channel, owner, lease = self._channel, self._store.replica, self._store.lease_seconds
+
+        def claim(db: Db) -> list[Entry]:
+            now = time.time()
+            skip_locked = " FOR UPDATE SKIP LOCKED" if db.dialect == "postgresql" else ""
+            rows = db.rows(
+                "UPDATE outbox SET lease_owner = :owner, lease_expires = :until WHERE seq IN "
+                "(SELECT seq FROM outbox WHERE channel = :channel AND (lease_owner IS NULL OR "
+                "lease_owner = :owner OR lease_expires < :now) ORDER BY seq LIMIT :limit"
+                f"{skip_locked}) RETURNING seq, key, payload, enqueued_at",
+                {"owner": owner, "until": now + lease, "channel": channel, "now": now, "limit": limit},
+            )
+            return [
+                Entry(str(k), bytes(p), float(t)) for _, k, p, t in sorted(rows, key=lambda row: int(row[0]))
             ]
-        )
+
+        return await self._store.transact(claim)
 
     async def ack(self, keys: Iterable[str]) -> None:
         channel, acked_keys = self._channel, list(keys)
@@ -191,6 +204,8 @@ class SpoolStore(Protocol):
     """The part of ``collector.state.types.Spool`` an outbox uses."""
 
     durable: bool
+    replica: str  # who leases the entries it peeks
+    lease_seconds: float
     outbox_capacity: int
     outbox_counts: dict[str, int]
 

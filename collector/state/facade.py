@@ -68,12 +68,14 @@ class Store:
         revisions_capacity: int = MEMORY_REVISIONS,
         shared: str | None = None,
         replica: str | None = None,
+        lease_seconds: float = 30.0,
     ) -> None:
         """``max_bytes`` (``storage.max_bytes``) sizes segment files and the WAL to fit it;
         ``write`` is how segment bytes reach their file (``os.write``); in memory, only the
         latest ``revisions_capacity`` evaluated revisions are kept.  ``shared``
         (``storage.shared``) puts the shared tables in that PostgreSQL database; ``replica``
-        names this replica there (the judge work it queued is its own to finish)."""
+        names this replica there (the judge work it queued is its own to finish); the outbox
+        entries it sends are leased to it for ``lease_seconds`` (``storage.lease``)."""
         self.unfinished: dict[tuple[str, int], int] = {}
         self.faults = Faults()
         self.outbox_capacity = outbox_capacity
@@ -88,6 +90,7 @@ class Store:
             segments = Segments(Path(directory) / "requests", segment_bytes, write)
         self.durable = self.location.durable
         self.replica = replica or _replica_name(directory)
+        self.lease_seconds = lease_seconds
         self._free_db_bytes = 0  # free pages in the database file, as of the last checkpoint
         try:
             self._recovery, next_id = startup.load_local(self.location, segments)
@@ -242,7 +245,9 @@ class Store:
 def open_spool(storage: Storage, outbox_capacity: int = 100_000) -> Store:
     """The store of ``storage.path`` (``":memory:"``: in memory) and ``storage.shared``."""
     path = None if storage.path == ":memory:" else storage.path
-    store = Store(path, outbox_capacity, max_bytes=storage.max_bytes, shared=storage.shared)
+    store = Store(
+        path, outbox_capacity, max_bytes=storage.max_bytes, shared=storage.shared, lease_seconds=storage.lease
+    )
     if storage.shared is not None:
         log.info(
             "shared store: %s (the verdicts, sessions, judge queue and outbox of every replica); "

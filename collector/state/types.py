@@ -80,6 +80,7 @@ class Spool(Protocol):
     location: Location  # where its local database is (the request log's)
     shared: Location  # where the shared tables are: what the status queries read
     replica: str  # this replica's name in the shared store
+    lease_seconds: float  # how long work it takes (an outbox entry it peeks) stays its own
     faults: Faults
     # The export outbox's bound (``export.otlp.queue_size``) and each channel's row count as
     # of the start, kept up to date by ``collector.export.outbox.SpoolOutbox``.

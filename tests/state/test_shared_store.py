@@ -122,3 +122,33 @@ def test_a_bad_shared_url_is_refused_naming_the_setting(tmp_path: Path, postgres
         assert "no_such_database" in str(err) and "skillgauge migrate" in str(err)
     else:
         raise AssertionError("a store opened on a database that does not exist")
+
+
+def test_a_dead_replicas_exports_are_leased_by_another_once_its_lease_lapses(
+    postgres_server: Postgres,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    url = postgres_server.url()
+
+    async def run() -> None:
+        a = Store(tmp_path / "a", shared=url, lease_seconds=0.5)
+        b = Store(tmp_path / "b", shared=url, lease_seconds=0.5)
+        from_a, from_b = SpoolOutbox(a, "traces"), SpoolOutbox(b, "traces")
+        try:
+            await from_a.put([Entry(k, k.encode(), 1.0) for k in "xyz"])
+            taken = await from_a.peek(10)  # a sends them, and dies before the downstream answers
+            assert [e.key for e in taken] == ["x", "y", "z"]
+            assert await from_b.peek(10) == []  # leased to a, alive or not, until the lease lapses
+            deadline = time.monotonic() + 10
+            while not (took_over := await from_b.peek(10)):
+                assert time.monotonic() < deadline, "b never took a's entries over"
+                await asyncio.sleep(0.05)
+            assert took_over == taken
+            assert await from_a.peek(10) == []  # b holds them now
+            await from_b.ack(e.key for e in took_over)
+            assert len(from_b) == 0 == _count(url, "SELECT COUNT(*) FROM outbox")
+        finally:
+            await a.shutdown()
+            await b.shutdown()
+
+    asyncio.run(run())
