@@ -292,7 +292,12 @@ class Channel:
                     if self._stopping:
                         return
                     self._wake.clear()
-                    await self._wake.wait()
+                    # Shared with other replicas: look now and then for what a dead one left.
+                    poll = getattr(self.outbox, "poll_every", None)
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), poll)
+                    except TimeoutError:
+                        await self.outbox.refresh()  # type: ignore[attr-defined]
                     continue
                 delay = await self.send_once()
                 if delay:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from collector.db.location import Location
 from collector.db.shared import Db
 
 
@@ -104,6 +105,16 @@ class SpoolOutbox:
         self._store = store
         self._channel = channel
         self.durable = store.durable
+        # Replicas sharing the store: how often an idle sender looks for entries (``refresh``).
+        self.poll_every = store.lease_seconds if store.shared.dialect == "postgresql" else None
+
+    async def refresh(self) -> None:
+        """Read the channel's row count again (entries other replicas put or left)."""
+        channel = self._channel
+        rows = await self._store.transact(
+            lambda db: db.rows("SELECT count FROM outbox_rows WHERE channel = :channel", {"channel": channel})
+        )
+        self._store.outbox_counts[channel] = int(rows[0][0]) if rows else 0
 
     async def put(self, entries: Sequence[Entry]) -> int:
         channel, capacity = self._channel, self._store.outbox_capacity
@@ -206,6 +217,7 @@ class SpoolStore(Protocol):
     durable: bool
     replica: str  # who leases the entries it peeks
     lease_seconds: float
+    shared: Location
     outbox_capacity: int
     outbox_counts: dict[str, int]
 
