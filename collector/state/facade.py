@@ -165,7 +165,9 @@ class Store:
     async def save_result(self, key: str, session: str, revision: int, record: dict[str, Any]) -> None:
         await self.transact(verdicts.result_write(key, session, revision, record))
 
-    async def save_coverage(self, revisions: list[Recorded]) -> None:
+    async def save_coverage(
+        self, revisions: list[Recorded], lines: list[dict[str, Any]] | None = None
+    ) -> None:
         # One row holds a revision: its coverage line (a JSON object) with the results added
         # as "results".  Only judge verdicts are read back, and only for unfinished revisions
         # (``save_result``); a row per result, with three indexes each, cost ~30 us a session.
@@ -173,7 +175,7 @@ class Store:
         if later:  # queued first: never committed after the lines that mark them done
             self.defer(verdicts.supersede(later))
         if revisions:  # parsed for the listing's columns in the writer thread, not on the loop
-            await self.transact(verdicts.coverage_write(revisions, self._capacity))
+            await self.transact(verdicts.coverage_write(revisions, self._capacity, lines))
         for session, revision, _, _ in revisions:
             self.unfinished.pop((session, revision), None)
 

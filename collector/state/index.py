@@ -98,12 +98,14 @@ def index_revisions(db: Db, revisions: list[Indexed], *, replace: bool = True) -
 Prepared = tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
 
 
-def prepare(revisions: list[Indexed]) -> Prepared:
-    """The rows ``store`` writes for ``revisions`` (``ValueError`` for a line that is not JSON)."""
+def prepare(revisions: list[Indexed], lines: list[dict[str, Any]] | None = None) -> Prepared:
+    """The rows ``store`` writes for ``revisions`` (``ValueError`` for a line that is not JSON).
+    ``lines``: each revision's coverage line with its ``results`` as the caller already has
+    it (the recorder), so that no record is parsed again; else each is read from its text."""
     rows: list[tuple[Any, ...]] = []
     verdicts: list[tuple[Any, ...]] = []
-    for session, revision, record, evaluated_at in revisions:
-        line = orjson.loads(record)
+    for n, (session, revision, record, evaluated_at) in enumerate(revisions):
+        line = lines[n] if lines is not None else orjson.loads(record)
         closed_at = line.get("closed_at")
         closed_at = float(closed_at) if isinstance(closed_at, int | float) else evaluated_at
         summary = summarize(line, closed_at)

@@ -114,10 +114,13 @@ class Spool(Protocol):
         """Commit one judged result before anything else can depend on it."""
         ...
 
-    async def save_coverage(self, revisions: list[Recorded]) -> None:
+    async def save_coverage(
+        self, revisions: list[Recorded], lines: list[dict[str, Any]] | None = None
+    ) -> None:
         """Commit evaluated session revisions, each a coverage line with its results (each as
         ``encode_record`` made it), in one transaction, marking them evaluated; earlier
-        revisions' verdicts become superseded."""
+        revisions' verdicts become superseded.  ``lines``: each revision's coverage line with
+        its ``results``, as dicts, when the caller has them (nothing is parsed again)."""
         ...
 
     def defer(self, work: Callable[[Db], Any]) -> None:

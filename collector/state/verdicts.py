@@ -59,14 +59,18 @@ def supersede(later: list[tuple[str, int]]) -> Write:
     return write
 
 
-def coverage_write(revisions: list[Recorded], capacity: int | None) -> Write:
+def coverage_write(
+    revisions: list[Recorded], capacity: int | None, lines: list[dict[str, Any]] | None = None
+) -> Write:
     """A write storing evaluated revisions (each a coverage line with its results) with their
-    listing columns; with ``capacity`` (SQLite in memory), letting the oldest beyond it go."""
+    listing columns (from ``lines``, each revision's line with its results as the caller has
+    it, or else read from the text); with ``capacity`` (SQLite in memory), letting the oldest
+    beyond it go."""
     now = time.time()
     rows = [(s, r, with_results(line, results), now) for s, r, results, line in revisions]
 
     def write(db: Db) -> None:
-        indexed = index.prepare(rows)  # parsed first: a bad line fails the write before it writes
+        indexed = index.prepare(rows, lines)  # first: a bad line fails the write before it writes
         if capacity is None:
             index.store(db, indexed)
             return

@@ -201,12 +201,12 @@ def test_an_evaluated_session_that_cannot_be_recorded_is_recorded_once_storage_w
         await chain.start()
         real, calls = spool.save_coverage, 0
 
-        async def full_twice(revisions: Any) -> None:
+        async def full_twice(revisions: Any, lines: Any = None) -> None:
             nonlocal calls
             calls += 1
             if calls <= 2:
                 raise sqlite3.OperationalError("database or disk is full")
-            await real(revisions)
+            await real(revisions, lines)
 
         spool.save_coverage = full_twice  # type: ignore[method-assign]
         await chain.consume(Received("traces", request, "test"))
