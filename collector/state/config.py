@@ -28,7 +28,7 @@ class Storage(Strict):
     @field_validator("shared")
     @classmethod
     def _postgresql(cls, value: str | None) -> str | None:
-        if value is None:
+        if not value:  # ``${env:VAR:-}`` left empty: the default
             return None
         parts = urlsplit(value)
         if parts.scheme not in ("postgresql", "postgres"):
