@@ -4,9 +4,11 @@ work committed in groups, off the event loop.
 Each write runs under a savepoint of the group's transaction, so a bad one fails alone and
 the group commits.  A group the server does not commit (a lost connection, a restart, a
 serialization failure) is tried again on a new connection after a pause: writes nobody
-waits for stay queued until they commit, and the store reports itself unavailable
-(``Faults.unavailable``) meanwhile; a caller waiting for its write gets the error, as from
-the SQLite writer (``collector.db.writer.is_storage_error`` says it is worth retrying).
+waits for stay queued until they commit; a caller waiting for its write gets the error, as
+from the SQLite writer (``collector.db.writer.is_storage_error`` says it is worth retrying:
+the recorder waits and tries again).  The failure is logged once an outage and counted
+(``Faults.write_failures``), but the replica stays ready: ingest needs only the local
+request log, and sessions recorded late are recorded all the same.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class SharedWriter:
         self.location = location
         self.faults = faults
         self.commits = 0
+        self.unavailable: str | None = None  # why the server takes no writes now
         self._queue: queue.SimpleQueue[_Work] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="skillgauge-shared", daemon=True)
@@ -91,9 +94,9 @@ class SharedWriter:
                 if self._stop.wait(_RETRY_EVERY):
                     break
                 continue
-            if self.faults.unavailable is not None:
-                log.warning("shared store: %s works again", self.location)
-                self.faults.unavailable = None
+            if self.unavailable is not None:
+                log.warning("shared store: %s works again (%s before)", self.location, self.unavailable)
+                self.unavailable = None
             for (_, done, loop), (value, error) in zip(pending, outcomes, strict=True):
                 if done is not None and loop is not None:
                     loop.call_soon_threadsafe(_settle, done, value, error)
@@ -125,14 +128,14 @@ class SharedWriter:
         return outcomes
 
     def _failed(self, err: BaseException, group: list[_Work]) -> None:
-        if self.faults.unavailable is None:
+        if self.unavailable is None:
             log.error(
                 "shared store: %s does not take writes (%s); %d writes wait to be tried again",
                 self.location,
                 describe(err),
                 sum(1 for w in group if w[1] is None),
             )
-        self.faults.unavailable = f"shared store: {describe(err)}"
+        self.unavailable = describe(err)
         self.faults.write_failures["write"] += 1
         for _, done, loop in group:
             if done is not None and loop is not None:
