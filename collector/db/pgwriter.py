@@ -107,18 +107,23 @@ class SharedWriter:
 
     def _commit(self, db: Db, group: list[_Work]) -> list[tuple[Any, BaseException | None]]:
         outcomes: list[tuple[Any, BaseException | None]] = []
+        alone = len(group) == 1  # no savepoint: what fails rolls back only itself anyway
         db.connection.execute("BEGIN")
         try:
             for work, _, _ in group:
-                db.connection.execute("SAVEPOINT work")
+                if not alone:
+                    db.connection.execute("SAVEPOINT work")
                 try:
                     outcomes.append((work(db), None))
-                    db.connection.execute("RELEASE SAVEPOINT work")
+                    if not alone:
+                        db.connection.execute("RELEASE SAVEPOINT work")
                 except Exception as err:
                     if _is_connection_error(err):
                         raise
-                    db.connection.execute("ROLLBACK TO SAVEPOINT work")
+                    db.connection.execute("ROLLBACK" if alone else "ROLLBACK TO SAVEPOINT work")
                     outcomes.append((None, err))
+                    if alone:
+                        return outcomes
             db.connection.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(Exception):

@@ -9,8 +9,10 @@ import asyncio
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from postgres import Postgres, postgres_server  # noqa: F401 - the module's own server
@@ -152,3 +154,30 @@ def test_a_dead_replicas_exports_are_leased_by_another_once_its_lease_lapses(
             await b.shutdown()
 
     asyncio.run(run())
+
+
+def test_a_shared_write_that_fails_fails_alone(postgres_server: Postgres, tmp_path: Path) -> None:  # noqa: F811
+    url = postgres_server.url()
+
+    def bad(db: Any) -> None:
+        db.execute("INSERT INTO state (name, value) VALUES ('bad', 1)")
+        raise ValueError("a bad write")
+
+    def good(db: Any) -> None:
+        db.execute("INSERT INTO state (name, value) VALUES ('good', 2)")
+
+    async def run() -> list[tuple[Any, ...]]:
+        store = Store(tmp_path, shared=url)
+        try:
+            with pytest.raises(ValueError):
+                await store.transact(bad)  # alone in its transaction
+            together = await asyncio.gather(store.transact(bad), store.transact(good), return_exceptions=True)
+            assert isinstance(together[0], ValueError) and together[1] is None
+            names: list[tuple[Any, ...]] = await store.transact(
+                lambda db: db.rows("SELECT name FROM state WHERE name IN ('bad', 'good')")
+            )
+            return names
+        finally:
+            await store.shutdown()
+
+    assert asyncio.run(run()) == [("good",)]
