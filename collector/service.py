@@ -219,6 +219,7 @@ class Chain:
                 "closes_in_seconds": round(closes_in, 1),
                 "closes_by": closes_by,
                 "also_closed_by": self._also_closed_by(),
+                "replica": self.store.replica,
                 "why_no_results": "the session is still open; it is evaluated when it closes "
                 f"(idle {self.config.sessions.idle_timeout:g}s, max duration, end attribute or limits)",
             }
@@ -226,7 +227,8 @@ class Chain:
 
     def open_sessions(self, tenant: str | None = None) -> list[dict[str, Any]]:
         also = self._also_closed_by()
-        return [{**row, "also_closed_by": also} for row in self.sessions_stage.open_sessions(tenant)]
+        held = {"also_closed_by": also, "replica": self.store.replica}  # which replica holds it
+        return [{**row, **held} for row in self.sessions_stage.open_sessions(tenant)]
 
     def _also_closed_by(self) -> str:
         s = self.config.sessions
