@@ -247,6 +247,21 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     finally:
         lock.release()
     print(f"{database}: at schema revision {revision} (the newest)")
+    shared = config.storage.shared
+    if shared is not None:
+        from collector.db import engine as engines
+        from collector.db.location import redacted
+
+        try:
+            engine = engines.create(shared)
+            try:
+                revision = migrate.upgrade(engine)  # under PostgreSQL's advisory lock
+            finally:
+                engine.dispose()
+        except Exception as err:  # a driver's error: named, not a traceback
+            print(f"skillgauge migrate: storage.shared {redacted(shared)}: {err}", file=sys.stderr)
+            return 1
+        print(f"storage.shared {redacted(shared)}: at schema revision {revision} (the newest)")
     return 0
 
 

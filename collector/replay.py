@@ -21,7 +21,7 @@ from collector.otlp.received import Received
 from collector.receiver import decode
 from collector.receiver.errors import InvalidRequest, ReceiveError
 from collector.service import Chain
-from collector.state.store import MemorySpool
+from collector.state.facade import Store
 from evaluators.result import Coverage
 
 SUFFIXES = (".json", ".jsonl", ".binpb", ".pb")
@@ -109,7 +109,7 @@ async def replay(
 
     ``progress`` is called after every request, after every file and once evaluation ended,
     with the same ``Progress``, updated."""
-    chain = Chain(config, store=MemorySpool())
+    chain = Chain(config, store=Store.in_memory())
     chain.recorder.keep_closed = True
     outcome = ReplayOutcome()
     files = list(input_files(paths))

@@ -65,10 +65,11 @@ from collector.sessions.metrics import SessionsMetrics
 from collector.sessions.stage import SessionsStage
 from collector.spool.metrics import SpoolMetrics
 from collector.spool.stage import SpoolStage
+from collector.state.facade import open_spool
 from collector.state.lock import DataDirLock
 from collector.state.metrics import CoverageMetrics
 from collector.state.recorder import Recorder
-from collector.state.store import MemorySpool, Spool, open_spool
+from collector.state.types import Spool
 from collector.status import extension as status
 from collector.status.config import Status
 from collector.status.metrics import StatusMetrics
@@ -95,11 +96,7 @@ class Chain:
         skills.reserve([skill for rule in config.expectations for skill in rule.expect])
         self.status_metrics = StatusMetrics(self.registry)
         outbox_capacity = config.export.otlp.queue_size if config.export.otlp else 100_000
-        self.store = (
-            store
-            if store is not None
-            else open_spool(config.storage.path, outbox_capacity, config.storage.max_bytes)
-        )
+        self.store = store if store is not None else open_spool(config.storage, outbox_capacity)
         self.reads = StatusReads(self.store)  # the status API's, several at once
         self.fanout = Fanout()
         self.recorder = Recorder(self.store, CoverageMetrics(self.registry, skills), self.fanout)
@@ -222,6 +219,7 @@ class Chain:
                 "closes_in_seconds": round(closes_in, 1),
                 "closes_by": closes_by,
                 "also_closed_by": self._also_closed_by(),
+                "replica": self.store.replica,
                 "why_no_results": "the session is still open; it is evaluated when it closes "
                 f"(idle {self.config.sessions.idle_timeout:g}s, max duration, end attribute or limits)",
             }
@@ -229,7 +227,8 @@ class Chain:
 
     def open_sessions(self, tenant: str | None = None) -> list[dict[str, Any]]:
         also = self._also_closed_by()
-        return [{**row, "also_closed_by": also} for row in self.sessions_stage.open_sessions(tenant)]
+        held = {"also_closed_by": also, "replica": self.store.replica}  # which replica holds it
+        return [{**row, **held} for row in self.sessions_stage.open_sessions(tenant)]
 
     def _also_closed_by(self) -> str:
         s = self.config.sessions
@@ -428,7 +427,7 @@ class Service:
                 "redact: values of %s are replaced by [REDACTED] as requests arrive",
                 ", ".join(cfg.redact.attributes),
             )
-        if isinstance(self.chain.store, MemorySpool):
+        if not self.chain.store.durable:
             log.warning('storage.path is ":memory:": spans are NOT durable; a crash loses open sessions')
         else:
             log.info("spool: %s (acknowledged spans survive a crash)", getattr(self.chain.store, "path", "?"))

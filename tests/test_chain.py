@@ -18,13 +18,13 @@ from collector.config import parse
 from collector.otlp.received import Received
 from collector.receiver.errors import answer, sorted_error
 from collector.service import Chain
-from collector.testing import MemorySpool, RecordingConsumer
+from collector.testing import RecordingConsumer, memory_store
 from evaluators.evidence import MAX_CATALOG_ENTRIES, MAX_DESCRIPTION_CHARS, Catalog, CatalogEntry
 from evaluators.result import Coverage
 
 
 async def test_a_request_flows_through_every_stage_to_the_exporters() -> None:
-    chain = Chain(parse({}), store=MemorySpool())
+    chain = Chain(parse({}), store=memory_store())
     exported: RecordingConsumer[Coverage] = RecordingConsumer()
     chain.fanout.exporters.append(exported)
     (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl")
@@ -42,7 +42,7 @@ async def test_a_request_flows_through_every_stage_to_the_exporters() -> None:
 
 
 async def test_shutdown_is_safe_without_start_or_any_item() -> None:
-    chain = Chain(parse({}), store=MemorySpool())
+    chain = Chain(parse({}), store=memory_store())
     exported: RecordingConsumer[Coverage] = RecordingConsumer()
     chain.fanout.exporters.append(exported)
     await chain.shutdown(1)
@@ -50,7 +50,7 @@ async def test_shutdown_is_safe_without_start_or_any_item() -> None:
 
 
 async def test_a_bound_reached_is_retryable_and_takes_nothing() -> None:
-    chain = Chain(parse({"sessions": {"max_open": 1}}), store=MemorySpool())
+    chain = Chain(parse({"sessions": {"max_open": 1}}), store=memory_store())
     (first,) = trace_requests(FRAMEWORKS / "strands" / "right_skill_latest.traces.jsonl")
     (second,) = trace_requests(FRAMEWORKS / "strands" / "no_skill_latest.traces.jsonl")
     await chain.consume(Received("traces", first, "test"))
@@ -84,7 +84,7 @@ def _queue_chain(max_pending: int, pending_wait: str = "60s") -> Chain:
                 }
             }
         ),
-        store=MemorySpool(),
+        store=memory_store(),
     )
 
 
@@ -193,7 +193,7 @@ async def test_one_request_cannot_open_sessions_past_max_open(tmp_path: Path) ->
 
 async def test_a_session_keeps_a_bounded_catalog_and_says_it_was_cut() -> None:
     chain = Chain(
-        parse({"sessions": {"max_catalog_entries": 2, "max_skill_body_chars": 1024}}), store=MemorySpool()
+        parse({"sessions": {"max_catalog_entries": 2, "max_skill_body_chars": 1024}}), store=memory_store()
     )
     exported: RecordingConsumer[Coverage] = RecordingConsumer()
     chain.fanout.exporters.append(exported)
@@ -248,7 +248,7 @@ def test_the_installed_packages_are_pure_python() -> None:
 async def test_a_refused_request_is_logged_with_the_bound_that_refused_it_once_per_30_s(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    chain = Chain(parse({"sessions": {"max_open": 5, "idle_timeout": "1h"}}), store=MemorySpool())
+    chain = Chain(parse({"sessions": {"max_open": 5, "idle_timeout": "1h"}}), store=memory_store())
     await chain.consume(Received("traces", _many_sessions(5), "test"))
     await chain.sessions_stage.settle()
     with caplog.at_level(logging.WARNING, logger="skillgauge"):

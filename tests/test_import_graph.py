@@ -27,8 +27,14 @@ def test_the_check_sees_the_database_layer_import_a_stage() -> None:
     ]
 
 
-def test_the_check_sees_the_state_layer_import_the_export() -> None:
-    edges = {"collector.state.memory": {"collector.export.outbox"}, "collector.export.outbox": set()}
+def test_the_check_sees_the_store_import_a_stage() -> None:
+    edges = {
+        "collector.state.facade": {"collector.export.outbox", "collector.status.view", "collector.db.writer"},
+        "collector.export.outbox": set(),
+        "collector.status.view": set(),
+        "collector.db.writer": set(),
+    }
     assert violations(edges) == [
-        "collector.state.memory imports collector.export.outbox: the state layer imports no export"
+        "collector.state.facade imports collector.export.outbox: the store imports no stage",
+        "collector.state.facade imports collector.status.view: the store imports no stage",
     ]

@@ -20,7 +20,7 @@ from collector.otlp.received import Received
 from collector.receiver.decode import parse_json
 from collector.replay import _take as take
 from collector.service import Chain
-from collector.testing import MemorySpool
+from collector.testing import memory_store
 
 
 def replay(*args: str) -> subprocess.CompletedProcess[str]:
@@ -160,7 +160,7 @@ async def test_replay_waits_for_room_in_the_judge_queue_instead_of_dropping_a_re
         "judge": {"base_url": fake.base_url, "api_key": "test-key", "max_queue": 1},
         "sessions": {"max_spans": 2},  # the first request's session closes with judge work
     }
-    chain = Chain(parse(config), store=MemorySpool())
+    chain = Chain(parse(config), store=memory_store())
     first, second = (
         Received("traces", trace_requests(FRAMEWORKS / "strands" / f"{name}.traces.jsonl")[0], "test")
         for name in ("right_skill_latest", "multi_turn_latest")
@@ -184,7 +184,7 @@ async def test_replay_waits_for_assembly_without_logging_a_refusal(caplog: pytes
     """With ``sessions.max_pending_requests`` reached, a network sender is refused (and serve
     logs it); replay waits for the queue instead: every request is taken, nothing is logged
     as refused."""
-    chain = Chain(parse({"sessions": {"max_pending_requests": 1}}), store=MemorySpool())
+    chain = Chain(parse({"sessions": {"max_pending_requests": 1}}), store=memory_store())
     requests = [
         Received("traces", request, "test")
         for name in ("right_skill_latest", "multi_turn_latest", "no_skill_latest")

@@ -14,8 +14,8 @@ from support import FRAMEWORKS, Server, trace_requests, wait_for
 from collector.config import parse
 from collector.otlp.received import Received
 from collector.service import Chain
-from collector.state.store import MemorySpool
 from collector.status.summary import Summary, log_periodically
+from collector.testing import memory_store
 
 
 async def _evaluate(chain: Chain, recording: Path) -> None:
@@ -31,7 +31,7 @@ def _recording() -> Path:
 
 
 async def test_the_line_sums_what_the_chain_evaluated_since_the_last_one() -> None:
-    chain = Chain(parse({}, anthropic_env=False), store=MemorySpool())
+    chain = Chain(parse({}, anthropic_env=False), store=memory_store())
     chain.recorder.keep_closed = True
     summary = Summary(chain.registry)
     assert summary.line() is None  # nothing yet: no line
@@ -51,7 +51,7 @@ async def test_the_line_sums_what_the_chain_evaluated_since_the_last_one() -> No
 
 
 async def test_judge_calls_by_outcome_and_spend() -> None:
-    chain = Chain(parse({}, anthropic_env=False), store=MemorySpool())
+    chain = Chain(parse({}, anthropic_env=False), store=memory_store())
     summary = Summary(chain.registry)
     metrics = chain.runner.metrics
     metrics.judge_requests.labels("claude-sonnet-5-5", "ok").inc(3)
@@ -63,7 +63,7 @@ async def test_judge_calls_by_outcome_and_spend() -> None:
 
 
 async def test_logged_after_each_tick_only_when_something_happened(caplog: pytest.LogCaptureFixture) -> None:
-    chain = Chain(parse({}, anthropic_env=False), store=MemorySpool())
+    chain = Chain(parse({}, anthropic_env=False), store=memory_store())
     ticks: asyncio.Queue[None] = asyncio.Queue()
     done: asyncio.Queue[None] = asyncio.Queue()
     summary = Summary(chain.registry)

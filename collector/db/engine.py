@@ -11,7 +11,7 @@ import sqlalchemy as sa
 def url_for(shared: str) -> sa.URL:
     """``storage.shared`` as SQLAlchemy's URL, on the psycopg 3 driver whatever it names."""
     url = sa.make_url(shared)
-    if url.get_backend_name() != "postgresql":
+    if url.drivername.split("+")[0] not in ("postgresql", "postgres"):
         raise ValueError(f"storage.shared: {url.get_backend_name()!r} is not postgresql://")
     return url.set(drivername="postgresql+psycopg")
 

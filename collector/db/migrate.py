@@ -76,9 +76,9 @@ def upgrade_sqlite(path: Path) -> str:
         engine.dispose()
 
 
-def create_in_memory(db: sqlite3.Connection) -> None:
-    """Make the current tables in the empty in-memory database of ``db`` (``:memory:``):
-    nothing older to migrate, and the schema is what the migrations make (a test holds them
-    to it)."""
-    engine = sa.create_engine("sqlite://", creator=lambda: db, poolclass=StaticPool)
+def create_empty(connection: sqlite3.Connection) -> None:
+    """Make the current tables in the empty in-memory database of ``connection``
+    (``storage.path: ":memory:"``): nothing older to migrate, and the schema is what the
+    migrations make (a test holds them to it)."""
+    engine = sa.create_engine("sqlite://", creator=lambda: connection, poolclass=StaticPool)
     metadata.create_all(engine)

@@ -28,7 +28,7 @@ from evaluators.evidence import LOAD_STATUSES
 # 64-bit on PostgreSQL; on SQLite every integer is, and a primary key must read INTEGER to be
 # the rowid.
 Id = BigInteger().with_variant(Integer(), "sqlite")
-# What the overview sums, one column each of ``coverage`` (``collector.state.queries.TOTALS``).
+# What the overview sums, one column each of ``coverage`` (``collector.state.index`` writes them).
 TOTALS = (
     "expects",
     "missed",

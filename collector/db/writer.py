@@ -34,12 +34,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from collector.db import sql
+from collector.db.location import Location
 
-log = logging.getLogger("collector.state.store")
+log = logging.getLogger(__name__)
 
 # Work other than requests per transaction: a request that arrives while a transaction runs
 # waits for it, so it stays short (~5 ms) even when a wave of closed sessions is queued.
@@ -64,6 +64,10 @@ def is_storage_error(err: BaseException) -> bool:
     arguments: what makes the store unavailable and is worth retrying."""
     if isinstance(err, OSError):
         return True
+    if type(err).__module__.startswith("psycopg"):  # the shared store's server or connection
+        import psycopg
+
+        return isinstance(err, psycopg.OperationalError)
     return isinstance(err, sqlite3.OperationalError) or type(err) is sqlite3.DatabaseError
 
 
@@ -97,17 +101,18 @@ _STOP: _Work = (lambda db: None, None, None, "write")  # shutdown: commit what i
 
 
 class Writer:
-    """The writer thread and the WAL checkpointer of the SQLite database at ``path``.
-    ``probe`` is the small write tried while storage fails (``Faults.unavailable``)."""
+    """The writer thread and the WAL checkpointer of the SQLite database at ``location`` (an
+    in-memory one has no WAL: no checkpointer).  ``probe`` is the small write tried while
+    storage fails (``Faults.unavailable``)."""
 
     def __init__(
         self,
-        path: Path,
+        location: Location,
         wal_size_limit: int,
         faults: Faults,
         probe: Callable[[sqlite3.Connection], None],
     ) -> None:
-        self.path = path
+        self.location = location
         self.faults = faults
         self.commits = 0
         self._wal_size_limit = wal_size_limit
@@ -120,7 +125,8 @@ class Writer:
         self.checkpointer = threading.Thread(
             target=self._checkpoint_forever, name="skillgauge-wal", daemon=True
         )
-        self.checkpointer.start()
+        if location.durable:
+            self.checkpointer.start()
 
     def submit(
         self, work: Callable[[sqlite3.Connection], T] | Rows, *, kind: WriteKind = "write"
@@ -147,11 +153,12 @@ class Writer:
         self._queue.put(_STOP)
         await asyncio.to_thread(self._thread.join, timeout)
         self._stopped.set()
-        await asyncio.to_thread(self.checkpointer.join, timeout)
+        if self.checkpointer.is_alive():
+            await asyncio.to_thread(self.checkpointer.join, timeout)
 
     def _run(self) -> None:
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
-        db.execute("PRAGMA journal_mode=WAL")
+        db = self.location.connect(autocommit=True)
+        db.execute("PRAGMA journal_mode=WAL")  # in memory: stays "memory"
         db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: nothing committed is lost on a crash
         # The WAL file shrinks back to this after a burst.
         db.execute(f"PRAGMA journal_size_limit={self._wal_size_limit}")
@@ -335,9 +342,9 @@ class Writer:
         reader or writer, and the writer appends to the WAL while it copies: no commit, and
         so no acknowledgement, waits for a copy or its sync."""
         try:
-            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
+            db = self.location.connect(autocommit=True)
         except sqlite3.Error:  # the writer checkpoints past its backstop instead
-            log.exception("spool: the WAL checkpointer cannot open %s", self.path)
+            log.exception("spool: the WAL checkpointer cannot open %s", self.location.path)
             return
         try:
             while not self._stopped.wait(_CHECKPOINT_EVERY):

@@ -47,7 +47,7 @@ from collector.evaluate.judge import judge_env
 from collector.evaluate.metrics import EvaluateMetrics
 from collector.evaluate.retry import requeue_delay
 from collector.state.recorder import Evaluated
-from collector.state.store import PendingJudge
+from collector.state.types import PendingJudge
 from collector.telemetry import RateLimitedLog
 from evaluators import suite
 from evaluators.evidence import Session

@@ -42,6 +42,7 @@ from collector.export.outbox import Entry, MemoryOutbox, Outbox
 from evaluators.result import Coverage
 
 log = logging.getLogger("skillgauge.export")
+_LEASED_ELSEWHERE = 1.0  # seconds before a sender looks again for entries it may send
 
 Signal = Literal["traces", "logs"]
 
@@ -291,7 +292,12 @@ class Channel:
                     if self._stopping:
                         return
                     self._wake.clear()
-                    await self._wake.wait()
+                    # Shared with other replicas: look now and then for what a dead one left.
+                    poll = getattr(self.outbox, "poll_every", None)
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), poll)
+                    except TimeoutError:
+                        await self.outbox.refresh()  # type: ignore[attr-defined]
                     continue
                 delay = await self.send_once()
                 if delay:
@@ -307,8 +313,8 @@ class Channel:
     async def send_once(self) -> float:
         """Send the oldest batch once; return seconds to wait before the next attempt."""
         entries = await self.outbox.peek(self._config.batch_size)
-        if not entries:
-            return 0.0
+        if not entries:  # what waits is leased to other replicas (a shared store): look again later
+            return _LEASED_ELSEWHERE if len(self.outbox) else 0.0
         outcome = await self._transport.send(self.signal, self._build([e.payload for e in entries]))
         if outcome.ok:
             await self.outbox.ack(e.key for e in entries)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collector.sessions.binding import Binding
 from collector.sessions.held import OpenSession
-from collector.state.store import Closed
+from collector.state.types import Closed
 from evaluators.evidence import Session, split_session_key
 
 # Closed for these reasons, a session reopened by late spans carries its earlier evidence.

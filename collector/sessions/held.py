@@ -19,7 +19,7 @@ from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.session import SessionEvidence
 from collector.sessions.config import Sessions as SessionsConfig
 from collector.sessions.keys import SessionKeys
-from collector.state.store import Closed, Reopenable
+from collector.state.types import Closed, Reopenable
 from collector.telemetry import RateLimitedLog
 from evaluators.evidence import Session
 

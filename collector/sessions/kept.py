@@ -20,7 +20,7 @@ was open at it, so a restart replays its requests.
 from __future__ import annotations
 
 from collector.sessions.held import Held, OpenSession, Recent
-from collector.state.store import Reopenable
+from collector.state.types import Reopenable
 
 
 class Kept(Held):

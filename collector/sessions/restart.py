@@ -20,7 +20,7 @@ from collector.sessions.binding import shaped
 from collector.sessions.closing import REOPEN_WHOLE, Closing
 from collector.sessions.held import Recent
 from collector.sessions.items import log_id, scoped, span_problem
-from collector.state.store import Closed, Reopenable
+from collector.state.types import Closed, Reopenable
 from evaluators.evidence import split_session_key
 
 

@@ -36,7 +36,7 @@ from collector.sessions.items import Steps, checking_spans
 from collector.sessions.metrics import SessionsMetrics
 from collector.sessions.restart import kept_since_checkpoint
 from collector.state.config import Storage
-from collector.state.store import Closed, Recovery, Spool
+from collector.state.types import Closed, Recovery, Spool
 from evaluators.evidence import Session, split_session_key
 
 log = logging.getLogger("skillgauge")

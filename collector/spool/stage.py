@@ -16,11 +16,12 @@ from dataclasses import replace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from collector.component import Consumer, Retryable
+from collector.db.writer import Faults
 from collector.otlp.received import Accepted, Received, Spooled
 from collector.sessions.items import checking_spans
 from collector.sessions.stage import stepped
 from collector.spool.metrics import SpoolMetrics
-from collector.state.store import Faults, Spool
+from collector.state.types import Spool
 from collector.telemetry import RateLimitedLog
 
 log = logging.getLogger("skillgauge")

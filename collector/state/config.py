@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
+from pydantic import field_validator
+
 from collector.configtypes import Bytes, Seconds, Strict
+
+_EXAMPLE = "postgresql://skillgauge:PASSWORD@db.example:5432/skillgauge"
 
 
 class Storage(Strict):
@@ -12,3 +18,30 @@ class Storage(Strict):
     max_bytes: Bytes = 4 * 1024**3
     checkpoint_interval: Seconds = 5.0  # how often spooled requests no session needs are deleted
     retention: Seconds = 7 * 86400.0  # evaluation results and coverage lines kept this long
+    # Where the shared tables live (closed revisions' verdicts and coverage, the judge queue,
+    # the export outbox: what every replica reads).  None: the SQLite database in ``path``.
+    shared: str | None = None
+    # How long an export entry a replica took stays its own without being renewed: after a
+    # replica dies, what it was sending is taken over by another this much later.
+    lease: Seconds = 30.0
+
+    @field_validator("shared")
+    @classmethod
+    def _postgresql(cls, value: str | None) -> str | None:
+        if not value:  # ``${env:VAR:-}`` left empty: the default
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("postgresql", "postgres"):
+            said = f"{parts.scheme}://" if parts.scheme else "no scheme"
+            raise ValueError(
+                f"{said} is not a PostgreSQL URL - write {_EXAMPLE} (or leave it out for SQLite)"
+            )
+        if not parts.hostname and "host=" not in parts.query:
+            raise ValueError(f"the URL names no host - write {_EXAMPLE}")
+        if not parts.path.strip("/"):
+            raise ValueError(f"the URL names no database - write {_EXAMPLE}")
+        try:
+            _ = parts.port
+        except ValueError:
+            raise ValueError(f"the URL's port is not a number - write {_EXAMPLE}") from None
+        return value

@@ -21,10 +21,12 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from collector.component import Consumer
+from collector.db.writer import is_storage_error
 from collector.state.metrics import CoverageMetrics
-from collector.state.store import Recorded, Spool, encode_record, is_storage_error
+from collector.state.types import Recorded, Spool, encode_record
 from evaluators.result import Coverage
 
 log = logging.getLogger("skillgauge")
@@ -62,17 +64,23 @@ class Recorder:
             await self._record([waiting.popleft() for _ in range(min(len(waiting), _RECORD_BATCH))])
 
     async def _record(self, batch: list[Evaluated]) -> None:
-        ready: list[tuple[Evaluated, Recorded]] = []
+        # Each revision as stored, and its coverage line with its results as dicts: what the
+        # status queries' columns are made from, without parsing the text again.
+        ready: list[tuple[Evaluated, Recorded, dict[str, Any]]] = []
         for item in batch:
             coverage = item.coverage
             session = coverage.session
             try:
                 await self._while_storage_fails(functools.partial(self.next.consume, coverage))
-                records = [encode_record(r.to_dict()) for r in coverage.results]
+                results = [r.to_dict() for r in coverage.results]
+                records = [encode_record(r) for r in results]
                 # When it closed, in unix seconds: what the status API lists sessions by.
                 closed_at = round(time.time() - (time.monotonic() - item.closed_at), 3)
-                summary = encode_record({**coverage.to_dict(), "closed_at": closed_at})
-                ready.append((item, (session.key, session.revision, records, summary)))
+                line = {**coverage.to_dict(), "closed_at": closed_at}
+                summary = encode_record(line)
+                ready.append(
+                    (item, (session.key, session.revision, records, summary), {**line, "results": results})
+                )
             except Exception as err:  # the revision stays unfinished: a restart evaluates it again
                 if not is_storage_error(err):
                     log.exception(
@@ -84,7 +92,7 @@ class Recorder:
                 )
         try:
             await self._while_storage_fails(
-                lambda: self.store.save_coverage([recorded for _, recorded in ready])
+                lambda: self.store.save_coverage([r for _, r, _ in ready], [line for _, _, line in ready])
             )
         except Exception as err:  # as above, for every revision of the batch
             if not is_storage_error(err):
@@ -93,7 +101,7 @@ class Recorder:
                 log.error("recording %d evaluated sessions failed: %s", len(ready), err)
             return
         now = time.monotonic()
-        for item, (key, _, _, _) in ready:
+        for item, (key, _, _, _), _ in ready:
             coverage = item.coverage
             if self.keep_closed:
                 self.closed.append(coverage)

@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from collector.state.database import initialise
 from collector.state.lock import DataDirLock
 from collector.state.segments import Segments
-from collector.state.store import initialise
 from collector.state.vouch import DATABASE, REQUESTS, StoreRefused, vouch
 
 

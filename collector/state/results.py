@@ -1,5 +1,5 @@
 """The records of one evaluated session revision, as ``skillgauge replay`` prints them and
-the status API serves them (read back from the store: ``collector.state.queries``)."""
+the status API serves them (read back from the store: ``collector.status.listing``)."""
 
 from __future__ import annotations
 

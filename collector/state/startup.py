@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from pathlib import Path
 
-from collector.state import queries
+from collector.db.location import Location
+from collector.db.shared import ROWS_PER_STATEMENT, Db
+from collector.state import index
 from collector.state.segments import Segments
 from collector.state.types import LATEST_REVISIONS, Closed, Recovery, Reopenable
 
 
-def load(path: Path, segments: Segments) -> tuple[Recovery, int, dict[str, int]]:
-    """What a restart needs from the database at ``path``: the ``Recovery``, the next request
-    id, and each outbox channel's row count."""
-    outbox_len: dict[str, int] = {}
-    db = sqlite3.connect(path)
+def load_local(location: Location, segments: Segments | None) -> tuple[Recovery, int]:
+    """What a restart needs from the data directory's database at ``location``: where to
+    replay from, the closed and reopenable revisions (``Recovery``), and the next request id."""
+    db = location.connect()
     try:
         recovery = Recovery()
         row = db.execute("SELECT value FROM state WHERE name = 'replay_from'").fetchone()
@@ -28,13 +28,6 @@ def load(path: Path, segments: Segments) -> tuple[Recovery, int, dict[str, int]]
             recovery.closed.setdefault(session, []).append(
                 Closed(session, revision, reason, first, last, tuple(t for t in traces.split(",") if t))
             )
-        recovery.evaluated = {(s, r) for s, r in db.execute("SELECT session, revision FROM coverage")}
-        for session, revision in db.execute(
-            "SELECT session, MAX(revision) FROM coverage GROUP BY session "
-            "ORDER BY MAX(evaluated_at) DESC LIMIT ?",
-            (LATEST_REVISIONS,),
-        ):
-            recovery.latest[session] = int(revision)
         held: dict[str, list[int]] = {}
         for request, session in db.execute("SELECT request, session FROM held ORDER BY request"):
             held.setdefault(session, []).append(int(request))
@@ -51,45 +44,78 @@ def load(path: Path, segments: Segments) -> tuple[Recovery, int, dict[str, int]]
                     int(spans),
                 )
             )
-        _move_blobs(db, segments)
-        _index_older_revisions(db)
+        if segments is not None:
+            _move_blobs(db, segments)
         # Request ids only grow, across restarts too: ``replay_from`` may be past every row
         # left (SQLite would number the next row of an empty table 1, and a restart would
         # then skip it).
         (last,) = db.execute("SELECT MAX(id) FROM spooled").fetchone()
-        next_id = max(int(last or 0) + 1, recovery.replay_from)
-        unevaluated = {(s, r) for s, revs in recovery.closed.items() for r in (c.revision for c in revs)}
-        unevaluated -= recovery.evaluated
-        for key, record in db.execute(
-            "SELECT key, record FROM results WHERE superseded = 0 AND (session, revision) NOT IN "
-            "(SELECT session, revision FROM coverage)"
-        ):
-            recovery.results[key] = json.loads(record)
-        # Work of revisions evaluated since is done (its rows went with a crash between).
-        with db:
-            db.execute(
-                "DELETE FROM judge_pending WHERE (session, revision) IN (SELECT session, revision FROM coverage)"
-            )
-        for key, enqueued_at, attempts in db.execute("SELECT key, enqueued_at, attempts FROM judge_pending"):
-            recovery.pending[key] = (float(enqueued_at), int(attempts))
-        # Counted once here (and written by the first write, ``_recount_outbox``), then
-        # kept by each put and ack (``_outbox_add``).
-        for channel, count in db.execute("SELECT channel, COUNT(*) FROM outbox GROUP BY channel"):
-            outbox_len[channel] = int(count)
-        return recovery, next_id, outbox_len
+        return recovery, max(int(last or 0) + 1, recovery.replay_from)
     finally:
         db.close()
 
 
-def _index_older_revisions(db: sqlite3.Connection) -> None:
+def load_shared(db: Db, recovery: Recovery, replica: str) -> dict[str, int]:
+    """Fill in what a restart needs from the shared store, in the caller's transaction:
+    which of this replica's closed and reopenable revisions were evaluated, each session's
+    latest revision, the verdicts of revisions not yet evaluated, this replica's waiting judge
+    work; returns each outbox channel's row count."""
+    if db.dialect == "sqlite":
+        _index_older_revisions(db)
+    mine = {(s, c.revision) for s, revs in recovery.closed.items() for c in revs}
+    mine |= {(e.session, e.revision) for e in recovery.reopenable}
+    recovery.evaluated = _evaluated(db, sorted(mine))
+    for session, revision in db.rows(
+        "SELECT session, MAX(revision) FROM coverage GROUP BY session ORDER BY MAX(evaluated_at) DESC LIMIT :n",
+        {"n": LATEST_REVISIONS},
+    ):
+        recovery.latest[session] = int(revision)
+    # Verdicts of revisions not evaluated (this replica's, or another's it may take over).
+    for key, record in db.rows(
+        "SELECT key, record FROM results r WHERE superseded = 0 AND NOT EXISTS "
+        "(SELECT 1 FROM coverage c WHERE c.session = r.session AND c.revision = r.revision)"
+    ):
+        recovery.results[str(key)] = json.loads(record)
+    # Work of revisions evaluated since is done (its rows went with a crash between).
+    db.execute(
+        "DELETE FROM judge_pending WHERE EXISTS (SELECT 1 FROM coverage c "
+        "WHERE c.session = judge_pending.session AND c.revision = judge_pending.revision)"
+    )
+    for key, enqueued_at, attempts in db.rows(
+        "SELECT key, enqueued_at, attempts FROM judge_pending WHERE lease_owner = :me OR lease_owner IS NULL",
+        {"me": replica},
+    ):
+        recovery.pending[key] = (float(enqueued_at), int(attempts))
+    # Counted once here (and written by the store's first write, ``recount_outbox``), then
+    # kept by each put and ack.
+    return {
+        str(channel): int(count)
+        for channel, count in db.rows("SELECT channel, COUNT(*) FROM outbox GROUP BY channel")
+    }
+
+
+def _evaluated(db: Db, keys: list[tuple[str, int]]) -> set[tuple[str, int]]:
+    """Which of ``keys`` (session, revision) have a coverage row."""
+    found: set[tuple[str, int]] = set()
+    wanted = set(keys)
+    for start in range(0, len(keys), ROWS_PER_STATEMENT):
+        names, params = db.in_("s", sorted({s for s, _ in keys[start : start + ROWS_PER_STATEMENT]}))
+        for session, revision in db.rows(
+            f"SELECT session, revision FROM coverage WHERE session IN {names}", params
+        ):
+            if (session, int(revision)) in wanted:
+                found.add((session, int(revision)))
+    return found
+
+
+def _index_older_revisions(db: Db) -> None:
     """Fill in the listing's columns of revisions stored before the listing (a spool from
     before migrations), from their records, once."""
-    rows = db.execute(
-        "SELECT session, revision, record, evaluated_at FROM coverage WHERE summary IS NULL"
-    ).fetchall()
+    rows = db.rows("SELECT session, revision, record, evaluated_at FROM coverage WHERE summary IS NULL")
     if rows:
-        with db:
-            queries.index_revisions(db, rows, replace=False)
+        index.index_revisions(
+            db, [(str(s), int(r), str(rec), float(at)) for s, r, rec, at in rows], replace=False
+        )
 
 
 def _move_blobs(db: sqlite3.Connection, segments: Segments) -> None:
@@ -109,3 +135,10 @@ def _move_blobs(db: sqlite3.Connection, segments: Segments) -> None:
             )
         db.execute("DROP TABLE requests")
     segments.close()
+
+
+def recount_outbox(db: Db) -> None:
+    """Set ``outbox_rows`` from the rows themselves (a store from before it was kept, or a
+    count gone wrong), in the caller's transaction: the store's first write."""
+    db.execute("DELETE FROM outbox_rows")
+    db.execute("INSERT INTO outbox_rows SELECT channel, COUNT(*) FROM outbox GROUP BY channel")

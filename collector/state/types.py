@@ -1,18 +1,18 @@
 """What the store's owners hand each other: closed revisions, reopenable revisions, what a
-restart recovers, and the ``Spool`` interface the stages use (``collector.state.store``
-implements it; ``collector.state.memory`` keeps it in memory)."""
+restart recovers, and the ``Spool`` interface the stages use (``collector.state.facade.Store``
+implements it, on a SQLite file or in memory)."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
 import orjson
 
-from collector.db.writer import Faults, Rows
-from collector.status.view import SessionPage, SessionQuery
+from collector.db.location import Location
+from collector.db.shared import Db
+from collector.db.writer import Faults
 
 T = TypeVar("T")
 # An evaluated session revision: (session, revision, its results' records, its coverage line).
@@ -77,6 +77,10 @@ class Recovery:
 
 class Spool(Protocol):
     durable: bool
+    location: Location  # where its local database is (the request log's)
+    shared: Location  # where the shared tables are: what the status queries read
+    replica: str  # this replica's name in the shared store
+    lease_seconds: float  # how long work it takes (an outbox entry it peeks) stays its own
     faults: Faults
     # The export outbox's bound (``export.otlp.queue_size``) and each channel's row count as
     # of the start, kept up to date by ``collector.export.outbox.SpoolOutbox``.
@@ -110,31 +114,21 @@ class Spool(Protocol):
         """Commit one judged result before anything else can depend on it."""
         ...
 
-    async def save_coverage(self, revisions: list[Recorded]) -> None:
+    async def save_coverage(
+        self, revisions: list[Recorded], lines: list[dict[str, Any]] | None = None
+    ) -> None:
         """Commit evaluated session revisions, each a coverage line with its results (each as
         ``encode_record`` made it), in one transaction, marking them evaluated; earlier
-        revisions' verdicts become superseded."""
+        revisions' verdicts become superseded.  ``lines``: each revision's coverage line with
+        its ``results``, as dicts, when the caller has them (nothing is parsed again)."""
         ...
 
-    def defer(self, work: Callable[[sqlite3.Connection], Any] | Rows) -> None:
+    def defer(self, work: Callable[[Db], Any]) -> None:
         """Queue a write nobody waits for, committed with the next group (what an owner's
         client, such as the judge queue, notes through)."""
         ...
 
-    async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
-        """A session's evaluated revisions (``queries.revisions``), evaluated at or after
-        ``not_before`` (unix seconds)."""
-        ...
-
-    async def sessions(self, query: SessionQuery, not_before: float) -> SessionPage:
-        """``queries.list_sessions``: latest revisions evaluated at or after ``not_before``."""
-        ...
-
-    async def overview(
-        self, since: float, not_before: float, tenant: str | None = None
-    ) -> dict[str, Any]: ...
-
-    async def transact(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    async def transact(self, work: Callable[[Db], T]) -> T:
         """Run ``work`` in a transaction of the store's; its result once committed (what an
         owner's client, such as the export outbox, writes and reads through)."""
         ...

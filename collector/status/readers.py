@@ -1,24 +1,22 @@
-"""The status API's reads of the shared store, several at once.
+"""The status API's reads of the shared store (every replica's sessions), several at once.
 
-With the store in a SQLite file (WAL), each read runs on a connection of its own from a
-small pool, in a worker thread: a slow listing of one tenant does not hold up another's
-page, and no read waits for the writer.  Any other store (in memory, or one without a file)
-is read through its own methods, as before.
-
-This sits beside the store rather than in it while the store's own read path is rebuilt;
-it reads through the store's query functions (``collector.state.queries``).
+Each read runs on a connection of its own from a small pool, in a worker thread: a slow
+listing of one tenant does not hold up another's page, and with the store's file in WAL
+mode no read waits for the writer (in memory, a read waits for a commit under way).  The
+queries are ``collector.status.listing``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
+import contextlib
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
-from collector.state import queries
-from collector.state.store import Spool
+from collector.db.location import Location
+from collector.db.shared import Db
+from collector.state.types import Spool
+from collector.status import listing
 from collector.status.view import SessionPage, SessionQuery
 
 T = TypeVar("T")
@@ -26,60 +24,60 @@ READERS = 4  # reads at once; more wait for a connection
 
 
 class ReaderPool:
-    """Up to ``size`` read-only connections to ``path``, each used by one read at a time."""
+    """Up to ``size`` read-only connections to ``location``, each used by one read at a time."""
 
-    def __init__(self, path: Path, size: int = READERS) -> None:
-        self._path = path
+    def __init__(self, location: Location, size: int = READERS) -> None:
+        self._location = location
         self._slots = asyncio.Semaphore(size)
-        self._idle: list[sqlite3.Connection] = []
-        self._all: list[sqlite3.Connection] = []
+        self._idle: list[Db] = []
+        self._all: list[Db] = []
 
-    def _connect(self) -> sqlite3.Connection:
-        connection = sqlite3.connect(self._path, check_same_thread=False)
-        connection.execute("PRAGMA query_only = 1")
-        self._all.append(connection)
-        return connection
+    def _connect(self) -> Db:
+        location = self._location
+        if location.dialect == "postgresql":
+            db = Db(location.connect_any(), "postgresql")
+        else:
+            db = Db(location.connect(check_same_thread=False), "sqlite")
+            db.connection.execute("PRAGMA query_only = 1")
+        self._all.append(db)
+        return db
 
     async def read(self, read: Callable[..., T], *args: Any) -> T:
-        """``read(connection, *args)`` in a worker thread, on a connection no other read holds."""
+        """``read(db, *args)`` in a worker thread, on a connection no other read holds (one
+        that failed is let go: the next read opens another)."""
         async with self._slots:
-            connection = self._idle.pop() if self._idle else self._connect()
+            db = self._idle.pop() if self._idle else await asyncio.to_thread(self._connect)
             try:
-                return await asyncio.to_thread(read, connection, *args)
-            finally:
-                self._idle.append(connection)
+                value = await asyncio.to_thread(read, db, *args)
+            except Exception:
+                self._all.remove(db)
+                with contextlib.suppress(Exception):
+                    db.connection.close()
+                raise
+            self._idle.append(db)
+            return value
 
     def close(self) -> None:
-        for connection in self._all:
-            connection.close()
+        for db in self._all:
+            db.connection.close()
         self._all.clear()
         self._idle.clear()
 
 
 class StatusReads:
-    """``revisions``, ``sessions`` and ``overview`` as the store answers them, on a
-    ``ReaderPool`` when the store is a durable file."""
+    """``revisions``, ``sessions`` and ``overview`` of the store's evaluated sessions."""
 
     def __init__(self, store: Spool, size: int = READERS) -> None:
-        self._store = store
-        path = getattr(store, "path", None)
-        self._pool = ReaderPool(path, size) if store.durable and isinstance(path, Path) else None
+        self._pool = ReaderPool(store.shared, size)
 
     async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
-        if self._pool is None:
-            return await self._store.revisions(session, not_before)
-        return await self._pool.read(queries.revisions, session, not_before)
+        return await self._pool.read(listing.revisions, session, not_before)
 
     async def sessions(self, query: SessionQuery, not_before: float) -> SessionPage:
-        if self._pool is None:
-            return await self._store.sessions(query, not_before)
-        return await self._pool.read(queries.list_sessions, query, not_before)
+        return await self._pool.read(listing.list_sessions, query, not_before)
 
     async def overview(self, since: float, not_before: float, tenant: str | None = None) -> dict[str, Any]:
-        if self._pool is None:
-            return await self._store.overview(since, not_before, tenant)
-        return await self._pool.read(queries.overview, since, not_before, tenant)
+        return await self._pool.read(listing.overview, since, not_before, tenant)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
+        self._pool.close()

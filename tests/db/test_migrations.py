@@ -21,7 +21,7 @@ from postgres import Postgres, postgres_server  # noqa: F401 - the module's own 
 from collector.db import engine as engines
 from collector.db import migrate
 from collector.db.schema import metadata
-from collector.state.store import SqliteSpool
+from collector.state.facade import Store
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -89,7 +89,7 @@ def test_a_spool_from_before_migrations_keeps_its_rows_and_gains_the_new_columns
         db.execute("INSERT INTO coverage VALUES ('team-a/s1', 1, ?, 1700000001.0)", (json.dumps(line),))
     db.close()
     assert migrate.upgrade_sqlite(path) == migrate.head()
-    asyncio.run(SqliteSpool(tmp_path).shutdown())  # its start fills in the listing's columns
+    asyncio.run(Store(tmp_path).shutdown())  # its start fills in the listing's columns
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT id, tenant FROM spooled").fetchall() == [(1, "")]
         framework, tenant, closed_at, summary = db.execute(

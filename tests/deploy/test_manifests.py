@@ -51,7 +51,8 @@ def test_config_files_shipped_in_deploy_are_valid_skillgauge_configs(monkeypatch
 def test_compose_wires_collector_skillgauge_prometheus_grafana() -> None:
     compose = yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())
     services = compose["services"]
-    assert set(services) == {"skillgauge", "otel-collector", "prometheus", "grafana"}
+    assert set(services) == {"skillgauge", "otel-collector", "prometheus", "grafana", "postgres"}
+    assert services["postgres"]["profiles"] == ["shared"]  # the shared store: only when asked for
     # The Collector is deploy/otelcol's distribution, the one tests/deploy/test_otelcol.py runs.
     assert services["otel-collector"]["build"] == "../otelcol"
     assert (DEPLOY / "otelcol" / "Dockerfile").exists()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import json
 import signal
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from export.downstream import Downstream
 from fake_anthropic import FakeAnthropic, default_verdict, delay
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from perf.bench import recorded_session
+from shared_tables import SharedTables
 from support import Server, export_grpc, wait_for
 
 SKILLS = Path(__file__).parents[1] / "fixtures" / "skills"
@@ -33,11 +33,6 @@ def session_requests() -> list[tuple[str, bytes, int]]:
     return out
 
 
-def rows(db: Path, sql: str) -> list[Any]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return conn.execute(sql).fetchall()
-
-
 class _TimedDownstream(Downstream):
     """The downstream receiver, noting when each request arrived."""
 
@@ -51,7 +46,7 @@ class _TimedDownstream(Downstream):
         return super()._grpc_traces(request, context)
 
 
-def test_kill_9_mid_stream_loses_nothing_and_judges_once(tmp_path: Path) -> None:
+def test_kill_9_mid_stream_loses_nothing_and_judges_once(tmp_path: Path, shared: SharedTables) -> None:
     fake = FakeAnthropic().start()
     fake.script = lambda seen: delay(0.2, default_verdict(seen))  # judge calls in flight at each kill
     downstream = _TimedDownstream()
@@ -64,7 +59,12 @@ def test_kill_9_mid_stream_loses_nothing_and_judges_once(tmp_path: Path) -> None
         "export": {"otlp": {"endpoint": downstream.endpoint, "protocol": "grpc",
                             "retry": {"initial_interval": "0.1s", "max_interval": "0.5s"}}},
     }
-    db = tmp_path / "data" / "skillgauge.sqlite"
+    config = shared.config(config)
+    data = tmp_path / "data"
+
+    def rows(sql: str) -> list[Any]:
+        return shared.rows(data, sql)
+
     acked: dict[str, int] = {}
     server = Server(tmp_path, config)
     kills = 0
@@ -82,8 +82,8 @@ def test_kill_9_mid_stream_loses_nothing_and_judges_once(tmp_path: Path) -> None
                 dead_at.append(time.monotonic())
                 kills += 1
                 server = Server(tmp_path, config)
-        wait_for(lambda: len(rows(db, "SELECT 1 FROM coverage")) >= len(acked), timeout=90, interval=0.3)
-        wait_for(lambda: not rows(db, "SELECT 1 FROM outbox"), timeout=60, interval=0.3)
+        wait_for(lambda: len(rows("SELECT 1 FROM coverage")) >= len(acked), timeout=90, interval=0.3)
+        wait_for(lambda: not rows("SELECT 1 FROM outbox"), timeout=60, interval=0.3)
     finally:
         code = server.stop()
         fake.stop()
@@ -91,7 +91,7 @@ def test_kill_9_mid_stream_loses_nothing_and_judges_once(tmp_path: Path) -> None
     assert "recovered from the spool" in server.log()
 
     # Every acknowledged span is accounted for: one evaluated revision per session, all spans in it.
-    coverage = {s: json.loads(r) for s, r in rows(db, "SELECT session, record FROM coverage")}
+    coverage = {s: json.loads(r) for s, r in rows("SELECT session, record FROM coverage")}
     assert sorted(coverage) == sorted(acked)
     assert {s: c["spans"] for s, c in coverage.items()} == acked
     assert all(c["revision"] == 1 for c in coverage.values())
@@ -103,7 +103,7 @@ def test_kill_9_mid_stream_loses_nothing_and_judges_once(tmp_path: Path) -> None
     judged_rows = [r for r in results if r["judge"] is not None]
     assert judged_rows, "the judge was never called: the test proves nothing"
     # Each verdict was also committed on its own as it arrived, for reuse after a kill.
-    verdicts = [json.loads(r) for (r,) in rows(db, "SELECT record FROM results WHERE superseded = 0")]
+    verdicts = [json.loads(r) for (r,) in rows("SELECT record FROM results WHERE superseded = 0")]
     assert sorted(json.dumps(v, sort_keys=True) for v in verdicts) == sorted(
         json.dumps(r, sort_keys=True) for r in judged_rows
     )

@@ -10,21 +10,20 @@ Mounting needs root (CI runs as root); without it the test fails, saying so.
 
 from __future__ import annotations
 
-import contextlib
+import json
 import os
 import signal
-import sqlite3
 import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
 from google.rpc import error_details_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from shared_tables import SharedTables
 from support import Server, export_grpc, metric_value, wait_for
 
 DISK = "10m"
@@ -87,19 +86,15 @@ def _post(server: Server, body: bytes) -> tuple[int, dict[str, str]]:
         return err.code, dict(err.headers)
 
 
-def _rows(db: Path, sql: str) -> list[Any]:
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:  # the tmpfs unmounts
-        return conn.execute(sql).fetchall()
-
 
 def test_a_full_disk_answers_retryable_recovers_by_itself_and_loses_nothing_acknowledged(
-    tmp_path: Path, small_disk: Path
+    tmp_path: Path, small_disk: Path, shared: SharedTables
 ) -> None:
     filler = small_disk / "filler"
     filler.write_bytes(b"\0" * FILLER)
     # Sessions stay open while the disk fills (nothing is trimmed meanwhile); after the
     # restart they close within a second and are evaluated.
-    storage = {"storage": {"path": str(small_disk / "data")}}
+    storage = shared.config({"storage": {"path": str(small_disk / "data")}})
     filling = {**storage, "sessions": {"idle_timeout": "1h", "check_interval": "0.1s"}}
     server = Server(tmp_path, filling)
     acked: list[str] = []
@@ -155,9 +150,9 @@ def test_a_full_disk_answers_retryable_recovers_by_itself_and_loses_nothing_ackn
         server.proc.wait()
         server.stop()
         server = Server(tmp_path, {**storage, "sessions": {"idle_timeout": "1s", "check_interval": "0.1s"}})
-        db = small_disk / "data" / "skillgauge.sqlite"
-        wait_for(lambda: len(_rows(db, "SELECT 1 FROM coverage")) >= len(acked), timeout=60, interval=0.3)
-        coverage = dict(_rows(db, "SELECT session, json_extract(record, '$.spans') FROM coverage"))
+        db = shared.at(small_disk / "data")
+        wait_for(lambda: len(db.rows("SELECT 1 FROM coverage")) >= len(acked), timeout=60, interval=0.3)
+        coverage = {s: json.loads(r)["spans"] for s, r in db.rows("SELECT session, record FROM coverage")}
         quarantined = metric_value(server.metrics(), "skillgauge_spool_quarantined_total")
     finally:
         code = server.stop()

@@ -6,25 +6,19 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import sqlite3
 from pathlib import Path
-from typing import Any
 
+from shared_tables import SharedTables
 from support import Server, wait_for
 from test_full_disk import _export, _request, small_disk  # noqa: F401 - small_disk is a fixture
 
 from collector.cli import EXIT_STORAGE_FULL
 
 
-def _rows(db: Path, sql: str) -> list[Any]:
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
-        return conn.execute(sql).fetchall()
-
-
 def test_sigterm_on_a_full_disk_exits_cleanly_and_keeps_what_it_acknowledged(
-    tmp_path: Path, small_disk: Path  # noqa: F811
+    tmp_path: Path, small_disk: Path, shared: SharedTables  # noqa: F811
 ) -> None:
-    storage = {"storage": {"path": str(small_disk / "data")}}
+    storage = shared.config({"storage": {"path": str(small_disk / "data")}})
     server = Server(tmp_path, {**storage, "sessions": {"idle_timeout": "1h", "check_interval": "0.1s"}})
     acked: list[str] = []
     try:
@@ -50,9 +44,9 @@ def test_sigterm_on_a_full_disk_exits_cleanly_and_keeps_what_it_acknowledged(
     (small_disk / "rest").unlink()
     server = Server(tmp_path, {**storage, "sessions": {"idle_timeout": "1s", "check_interval": "0.1s"}})
     try:
-        db = small_disk / "data" / "skillgauge.sqlite"
-        wait_for(lambda: len(_rows(db, "SELECT 1 FROM coverage")) >= len(acked), timeout=60, interval=0.3)
-        sessions = {row[0] for row in _rows(db, "SELECT session FROM coverage")}
+        db = shared.at(small_disk / "data")
+        wait_for(lambda: len(db.rows("SELECT 1 FROM coverage")) >= len(acked), timeout=60, interval=0.3)
+        sessions = {row[0] for row in db.rows("SELECT session FROM coverage")}
     finally:
         assert server.stop() == 0
     assert sessions >= set(acked)

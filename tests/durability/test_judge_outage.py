@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import threading
 import urllib.error
 import urllib.request
@@ -19,6 +18,7 @@ import grpc
 import pytest
 from fake_anthropic import Action, FakeAnthropic, Seen, default_verdict, status
 from perf.bench import recorded_session
+from shared_tables import SharedTables, Tables
 from support import Server, export_grpc, metric_value, reserved_port, wait_for
 
 SKILLS = Path(__file__).parents[1] / "fixtures" / "skills"
@@ -54,12 +54,11 @@ def session_request(n: int, name: str) -> bytes:
     return recorded_session(n, name).SerializeToString()
 
 
-def rows(db: Path, sql: str) -> list[Any]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return conn.execute(sql).fetchall()
+def rows(db: Tables, sql: str) -> list[Any]:
+    return db.rows(sql)
 
 
-def coverage(db: Path) -> dict[str, dict[str, Any]]:
+def coverage(db: Tables) -> dict[str, dict[str, Any]]:
     return {s: json.loads(r) for s, r in rows(db, "SELECT session, record FROM coverage")}
 
 
@@ -94,12 +93,12 @@ def judge_rows(lines: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for line in lines.values() for r in line["results"] if r["evaluation"] in judged]
 
 
-def ended_while_away(db: Path) -> list[dict[str, Any]]:
+def ended_while_away(db: Tables) -> list[dict[str, Any]]:
     """Judge rows that ended (error, skipped) or got a verdict: none may while the judge is away."""
     return [r for r in judge_rows(coverage(db)) if r["status"] in ("error", "skipped") or r["judge"]]
 
 
-def all_judged(db: Path, names: list[str]) -> list[dict[str, Any]]:
+def all_judged(db: Tables, names: list[str]) -> list[dict[str, Any]]:
     """Every session has its coverage line and no judge row ended unjudged; its judge rows."""
     lines = coverage(db)
     assert sorted(lines) == sorted(names)
@@ -108,10 +107,10 @@ def all_judged(db: Path, names: list[str]) -> list[dict[str, Any]]:
     return judge
 
 
-def test_sessions_closed_while_the_judge_is_away_are_all_judged_when_it_returns(tmp_path: Path) -> None:
+def test_sessions_closed_while_the_judge_is_away_are_all_judged_when_it_returns(tmp_path: Path, shared: SharedTables) -> None:
     outage, fake = judge_away()
-    db = tmp_path / "data" / "skillgauge.sqlite"
-    server = Server(tmp_path, config(fake.base_url))
+    db = shared.at(tmp_path / "data")
+    server = Server(tmp_path, shared.config(config(fake.base_url)))
     names = [f"outage-{n:02d}" for n in range(30)]
     try:
         for n, name in enumerate(names):
@@ -143,10 +142,10 @@ def test_sessions_closed_while_the_judge_is_away_are_all_judged_when_it_returns(
     assert len(warnings) < failures  # rate-limited: one line for many failures
 
 
-def test_work_waiting_at_sigterm_is_finished_by_the_next_start_once(tmp_path: Path) -> None:
+def test_work_waiting_at_sigterm_is_finished_by_the_next_start_once(tmp_path: Path, shared: SharedTables) -> None:
     outage, fake = judge_away()
-    db = tmp_path / "data" / "skillgauge.sqlite"
-    server = Server(tmp_path, config(fake.base_url))
+    db = shared.at(tmp_path / "data")
+    server = Server(tmp_path, shared.config(config(fake.base_url)))
     names = [f"sigterm-{n:02d}" for n in range(12)]
     try:
         for n, name in enumerate(names[:8]):
@@ -163,7 +162,7 @@ def test_work_waiting_at_sigterm_is_finished_by_the_next_start_once(tmp_path: Pa
         waiting = rows(db, "SELECT COUNT(DISTINCT session) FROM judge_pending")[0][0]
         assert waiting and waiting + len(coverage(db)) == len(names)
         outage.down = False
-        server = Server(tmp_path, config(fake.base_url))
+        server = Server(tmp_path, shared.config(config(fake.base_url)))
         wait_for(lambda: len(coverage(db)) == len(names), timeout=60, interval=0.2)
     finally:
         server.stop()
@@ -174,12 +173,12 @@ def test_work_waiting_at_sigterm_is_finished_by_the_next_start_once(tmp_path: Pa
     assert "evaluations waited for the judge before the restart" in server.log()
 
 
-def test_work_that_outwaits_max_wait_is_an_error_that_says_so(tmp_path: Path) -> None:
+def test_work_that_outwaits_max_wait_is_an_error_that_says_so(tmp_path: Path, shared: SharedTables) -> None:
     refusing = reserved_port()  # bound, not listening: every connection is refused
     try:
         base_url = f"http://127.0.0.1:{refusing.getsockname()[1]}"
-        db = tmp_path / "data" / "skillgauge.sqlite"
-        server = Server(tmp_path, config(base_url, max_wait="2s"))
+        db = shared.at(tmp_path / "data")
+        server = Server(tmp_path, shared.config(config(base_url, max_wait="2s")))
         try:
             export_grpc(server, session_request(0, "never-judged"))
             wait_for(lambda: "never-judged" in coverage(db), timeout=30, interval=0.2)
@@ -203,7 +202,7 @@ def bounded_config(base_url: str) -> dict[str, Any]:
     return cfg
 
 
-def taken_once_the_judge_is_back(server: Server, outage: Outage, db: Path, body: bytes, names: list[str]) -> None:
+def taken_once_the_judge_is_back(server: Server, outage: Outage, db: Tables, body: bytes, names: list[str]) -> None:
     """The judge returns, its queue drains, and the sender's retry of ``body`` is taken: every
     session of ``names`` gets its coverage line."""
     outage.down = False
@@ -232,15 +231,15 @@ def send_until_refused(server: Server, prefix: str) -> tuple[list[str], tuple[st
     raise AssertionError("intake was never refused")
 
 
-def test_while_the_judge_is_away_intake_stops_at_max_queue_and_resumes_once_it_drains(tmp_path: Path) -> None:
+def test_while_the_judge_is_away_intake_stops_at_max_queue_and_resumes_once_it_drains(tmp_path: Path, shared: SharedTables) -> None:
     """Waiting judge work holds its sessions in memory, so it bounds intake: at
     ``judge.max_queue`` waiting evaluations new requests get backpressure (gRPC UNAVAILABLE,
     HTTP 503 with Retry-After), nothing taken is dropped, and the judge's return lets the
     refused request in."""
     outage, fake = judge_away()
-    db = tmp_path / "data" / "skillgauge.sqlite"
+    db = shared.at(tmp_path / "data")
     cfg = bounded_config(fake.base_url)
-    server = Server(tmp_path, cfg)
+    server = Server(tmp_path, shared.config(cfg))
     try:
         taken, refused = send_until_refused(server, "bounded")
         depth = metric_value(server.metrics(), "skillgauge_judge_queue_depth")
@@ -267,18 +266,18 @@ def test_while_the_judge_is_away_intake_stops_at_max_queue_and_resumes_once_it_d
     assert "requests refused with backpressure: " in server.log() and "judge.max_queue 2" in server.log()
 
 
-def test_judge_work_recovered_at_a_restart_still_bounds_intake(tmp_path: Path) -> None:
+def test_judge_work_recovered_at_a_restart_still_bounds_intake(tmp_path: Path, shared: SharedTables) -> None:
     """Work that waits in the store at SIGTERM is queued again by the next start, and counts
     against ``judge.max_queue`` there too, until the judge is back."""
     outage, fake = judge_away()
-    db = tmp_path / "data" / "skillgauge.sqlite"
+    db = shared.at(tmp_path / "data")
     cfg = bounded_config(fake.base_url)
-    server = Server(tmp_path, cfg)
+    server = Server(tmp_path, shared.config(cfg))
     try:
         taken, (name, body) = send_until_refused(server, "restarted")
         server.proc.send_signal(signal.SIGTERM)
         assert server.stop() == 0
-        server = Server(tmp_path, cfg)  # the judge is still away
+        server = Server(tmp_path, shared.config(cfg))  # the judge is still away
         with pytest.raises(grpc.RpcError) as refused:
             export_grpc(server, body)
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE

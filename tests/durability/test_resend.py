@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from fake_anthropic import FakeAnthropic
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from perf.bench import recorded_session as session_request
+from shared_tables import SharedTables, Tables
 from support import Server, export_grpc, metric_value, wait_for
 
 SKILLS = Path(__file__).parents[1] / "fixtures" / "skills"
@@ -38,9 +38,8 @@ def send_http(server: Server, body: bytes) -> None:
         assert resp.status == 200
 
 
-def coverage(db: Path) -> dict[str, dict[str, Any]]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return {s: json.loads(r) for s, r in conn.execute("SELECT session, record FROM coverage")}
+def coverage(db: Tables) -> dict[str, dict[str, Any]]:
+    return {s: json.loads(r) for s, r in db.rows("SELECT session, record FROM coverage")}
 
 
 def config(fake: FakeAnthropic, idle: str) -> dict[str, Any]:
@@ -62,10 +61,10 @@ def same_but_id(record: dict[str, Any], other: dict[str, Any]) -> bool:
     return plain(record) == plain(other)
 
 
-def test_the_same_request_twice_over_grpc_and_http_counts_and_judges_once(tmp_path: Path) -> None:
+def test_the_same_request_twice_over_grpc_and_http_counts_and_judges_once(tmp_path: Path, shared: SharedTables) -> None:
     fake = FakeAnthropic().start()
-    server = Server(tmp_path, config(fake, "2s"))
-    db = tmp_path / "data" / "skillgauge.sqlite"
+    server = Server(tmp_path, shared.config(config(fake, "2s")))
+    db = shared.at(tmp_path / "data")
     names = ("once", "twice-grpc", "twice-http", "overlap")
     sessions = {name: session_request(1, name) for name in names}
     try:
@@ -102,19 +101,19 @@ def test_the_same_request_twice_over_grpc_and_http_counts_and_judges_once(tmp_pa
     assert metric_value(metrics, "skillgauge_sessions_reopened_total") == 0
 
 
-def test_a_copy_replayed_after_kill_9_is_still_counted_once(tmp_path: Path) -> None:
+def test_a_copy_replayed_after_kill_9_is_still_counted_once(tmp_path: Path, shared: SharedTables) -> None:
     fake = FakeAnthropic().start()
     cfg = config(fake, "3s")
-    db = tmp_path / "data" / "skillgauge.sqlite"
+    db = shared.at(tmp_path / "data")
     request = session_request(1, "resent-then-killed")
-    server = Server(tmp_path, cfg)
+    server = Server(tmp_path, shared.config(cfg))
     try:
         body = request.SerializeToString()
         export_grpc(server, body)
         send_http(server, body)
         server.proc.send_signal(signal.SIGKILL)  # before the session closes: both copies replayed
         server.proc.wait()
-        server = Server(tmp_path, cfg)
+        server = Server(tmp_path, shared.config(cfg))
         wait_for(lambda: "resent-then-killed" in coverage(db), timeout=60, interval=0.2)
     finally:
         server.stop()

@@ -15,6 +15,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
+from shared_tables import SharedTables, fresh
 from support import FRAMEWORKS, Server, readable_spans, trace_requests, wait_for
 
 from collector.config import parse
@@ -48,13 +49,17 @@ def stop(server: Server) -> None:
 
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill-9"])
-def test_a_session_continued_after_a_restart_is_revision_2_with_every_span(tmp_path: Path, how: int) -> None:
+def test_a_session_continued_after_a_restart_is_revision_2_with_every_span(
+    tmp_path: Path, how: int, shared: SharedTables, request: pytest.FixtureRequest
+) -> None:
+    # The reference serve keeps its sessions apart from the split one's (another database).
+    other = fresh(shared, request.getfixturevalue("postgres_server").url() if shared.url else None)
     (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
     spans = readable_spans(request)
     (tmp_path / "whole").mkdir()
     (tmp_path / "split").mkdir()
 
-    whole = Server(tmp_path / "whole")  # the reference: every span at once
+    whole = Server(tmp_path / "whole", other.config())  # the reference: every span at once
     try:
         send(whole, spans)
         ((*_, reference),) = revisions(whole, 1)
@@ -62,7 +67,7 @@ def test_a_session_continued_after_a_restart_is_revision_2_with_every_span(tmp_p
         stop(whole)
     reference = reference["coverage"]
 
-    srv = Server(tmp_path / "split")
+    srv = Server(tmp_path / "split", shared.config())
     try:
         send(srv, spans[:2])  # the skill load is in this half
         (first,) = revisions(srv, 1)
@@ -72,7 +77,7 @@ def test_a_session_continued_after_a_restart_is_revision_2_with_every_span(tmp_p
     assert code == (-signal.SIGKILL if how == signal.SIGKILL else 0)
     assert first[-1]["coverage"]["spans"] == 2
 
-    srv = Server(tmp_path / "split")
+    srv = Server(tmp_path / "split", shared.config())
     try:
         assert revisions(srv, 1) == [first]  # served after the restart, from the store
         send(srv, spans[2:])
@@ -90,7 +95,7 @@ def test_a_session_continued_after_a_restart_is_revision_2_with_every_span(tmp_p
     finally:
         stop(srv)
 
-    srv = Server(tmp_path / "split")  # and once more: both revisions, as they were
+    srv = Server(tmp_path / "split", shared.config())  # and once more: both revisions, as they were
     try:
         assert revisions(srv, 2) == [first, second]
     finally:
@@ -111,7 +116,9 @@ def post_json(server: Server, signal_path: str, body: str) -> None:
 
 
 @pytest.mark.parametrize("scenario", ["no_skill", "right_skill"])
-def test_a_run_named_in_its_log_lines_fields_is_the_same_session_after_kill_9(tmp_path: Path, scenario: str) -> None:
+def test_a_run_named_in_its_log_lines_fields_is_the_same_session_after_kill_9(
+    tmp_path: Path, scenario: str, shared: SharedTables
+) -> None:
     # Kilo Code CLI names the session only in its tool spans' attributes and its log lines'
     # fields (no_skill: only the latter).  Restart recovery replays the spool through the
     # same keys: the session comes back whole, as replaying the recording makes it.
@@ -123,7 +130,7 @@ def test_a_run_named_in_its_log_lines_fields_is_the_same_session_after_kill_9(tm
         if c.session.session_id == session_id
     ]
 
-    srv = Server(tmp_path, {"sessions": {"idle_timeout": "1h"}})
+    srv = Server(tmp_path, shared.config({"sessions": {"idle_timeout": "1h"}}))
     try:
         for path in files:
             for line in path.read_text().splitlines():
@@ -132,7 +139,7 @@ def test_a_run_named_in_its_log_lines_fields_is_the_same_session_after_kill_9(tm
         srv.proc.send_signal(signal.SIGKILL)
         assert srv.stop() == -signal.SIGKILL
 
-    srv = Server(tmp_path, {"sessions": {"idle_timeout": "1s"}})
+    srv = Server(tmp_path, shared.config({"sessions": {"idle_timeout": "1s"}}))
     try:
 
         def evaluated() -> dict[str, Any] | None:

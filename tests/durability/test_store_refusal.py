@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from perf.bench import recorded_session
+from shared_tables import SharedTables
 from support import Server, export_grpc, wait_for
 
 SESSIONS = 6
@@ -61,10 +62,10 @@ def _evaluated(server: Server, name: str) -> dict[str, Any] | None:
     "damage", [_empty, _delete, _truncate, _scribble], ids=["emptied", "deleted", "truncated", "scribbled"]
 )
 def test_a_broken_database_is_refused_and_recover_brings_every_session_back(
-    tmp_path: Path, damage: Callable[[Path], None]
+    tmp_path: Path, damage: Callable[[Path], None], shared: SharedTables
 ) -> None:
     data = tmp_path / "data"
-    storage = {"storage": {"path": str(data)}}
+    storage = shared.config({"storage": {"path": str(data)}})
     for run in ("ingest", "refused", "recovered"):
         (tmp_path / run).mkdir()
     names = [f"refusal-{n:02d}" for n in range(SESSIONS)]

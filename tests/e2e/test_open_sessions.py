@@ -53,9 +53,11 @@ def test_an_open_session_is_listed_until_it_closes(tmp_path: Path) -> None:
         assert 0 < row["closes_in_seconds"] <= 300
         assert "skillgauge.session.end=true" in row["also_closed_by"]
         assert row["detail"] == "/v1/sessions/open-1"
+        assert row["replica"].endswith(f":{(tmp_path / 'data').resolve()}")  # which replica holds it
         assert srv.get_json("/v1/sessions")[1]["sessions"] == []  # nothing evaluated yet
         detail = srv.get_json(row["detail"])[1]["open"]
         assert detail["closes_by"] == "idle_timeout" and 0 < detail["closes_in_seconds"] <= 300
+        assert detail["replica"] == row["replica"]
         page = _page(srv, "/ui/sessions")
         assert 'class="open-link mono" href="/ui/sessions/open-1"' in page
         assert "Open sessions (1)" in page and "idle_timeout" in page

@@ -1072,6 +1072,11 @@ def main(argv: list[str] | None = None) -> int:
         help="write the traffic (three passes, fresh ids each) to DIR as .binpb files and stop: "
         "`skillgauge replay DIR` then runs the whole chain on it in one process",
     )
+    args.add_argument(
+        "--shared",
+        metavar="URL",
+        help="storage.shared of every replica (postgresql://...): the shared tables in that database",
+    )
     opts = args.parse_args(argv)
     short = opts.short
     replica_count = opts.replicas if opts.replicas is not None else 2 if short else os.cpu_count() or 1
@@ -1105,7 +1110,9 @@ def main(argv: list[str] | None = None) -> int:
             for n, (names, rb) in enumerate(zip(owned, routed, strict=True))
         )
     )
-    served = {"sessions": {"idle_timeout": "2s"}}
+    served: dict[str, Any] = {"sessions": {"idle_timeout": "2s"}}
+    if opts.shared:
+        served["storage"] = {"shared": opts.shared}
 
     # The best of several one-second trials: a stretch of a slower machine (seen: 75k against
     # 92k spans/s for one five-second trial) must not shrink the ratio's denominator.

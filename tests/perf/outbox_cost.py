@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from collector.export.outbox import Entry, SpoolOutbox
-from collector.state.store import SqliteSpool
+from collector.state.facade import Store
 
 ROUNDS = 300
 
@@ -25,7 +25,7 @@ ROUNDS = 300
 async def measure(waiting: int) -> float:
     """Milliseconds a put and an ack, with ``waiting`` entries in the outbox."""
     with tempfile.TemporaryDirectory() as tmp:
-        spool = SqliteSpool(Path(tmp), outbox_capacity=waiting + 10 * ROUNDS)
+        spool = Store(Path(tmp), outbox_capacity=waiting + 10 * ROUNDS)
         outbox = SpoolOutbox(spool, "traces")
         try:
             for start in range(0, waiting, 500):

@@ -24,7 +24,7 @@ from collector.config import parse
 from collector.otlp.received import Received
 from collector.receiver.decode import parse_json
 from collector.service import Chain
-from collector.testing import MemorySpool, RecordingConsumer
+from collector.testing import RecordingConsumer, memory_store
 from evaluators.result import Coverage
 
 DEEP = "[" * 5000 + '{"type": "tool_use", "text": "x"}' + "]" * 5000
@@ -50,7 +50,7 @@ def joined(*requests: ExportTraceServiceRequest) -> ExportTraceServiceRequest:
 
 
 async def evaluate(*requests: ExportTraceServiceRequest) -> tuple[dict[str, dict[str, Any]], Chain]:
-    chain = Chain(parse({}), store=MemorySpool())
+    chain = Chain(parse({}), store=memory_store())
     exported: RecordingConsumer[Coverage] = RecordingConsumer()
     chain.fanout.exporters.append(exported)
     for request in requests:
@@ -129,7 +129,7 @@ async def test_an_unreadable_log_record_is_counted_and_its_neighbours_taken() ->
 
 
 async def evaluate_logs(requests: list[ExportLogsServiceRequest]) -> tuple[dict[str, dict[str, Any]], Chain]:
-    chain = Chain(parse({}), store=MemorySpool())
+    chain = Chain(parse({}), store=memory_store())
     exported: RecordingConsumer[Coverage] = RecordingConsumer()
     chain.fanout.exporters.append(exported)
     for traces in trace_requests(FRAMEWORKS / "claude_code" / "file_read.traces.jsonl"):

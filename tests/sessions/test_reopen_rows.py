@@ -10,7 +10,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from collector.config import parse
 from collector.sessions.assembler import Accepted, Assembler
 from collector.sessions.restart import kept_since_checkpoint
-from collector.state.store import Closed, Reopenable
+from collector.state.types import Closed, Reopenable
 
 
 class Clock:

@@ -9,8 +9,8 @@ import struct
 from pathlib import Path
 
 from collector.state.appended import Appended
+from collector.state.facade import Store
 from collector.state.segments import Segments
-from collector.state.store import SqliteSpool
 
 
 def test_each_frame_names_its_request_and_older_frames_read_without_one(tmp_path: Path) -> None:
@@ -33,7 +33,7 @@ def test_each_frame_names_its_request_and_older_frames_read_without_one(tmp_path
 
 def test_a_restart_indexes_the_frames_a_crash_left_without_their_rows(tmp_path: Path) -> None:
     async def first_life() -> list[int]:
-        spool = SqliteSpool(tmp_path)
+        spool = Store(tmp_path)
         ids = [await spool.append("traces", b"indexed"), await spool.append("traces", b"also")]
         await spool.shutdown()  # their rows are committed
         return ids
@@ -46,7 +46,7 @@ def test_a_restart_indexes_the_frames_a_crash_left_without_their_rows(tmp_path: 
     segments.close()
 
     async def second_life() -> tuple[list[tuple[int, str, bytes, str]], int]:
-        spool = SqliteSpool(tmp_path)
+        spool = Store(tmp_path)
         replayed = list(spool.requests(1))
         new = await spool.append("traces", b"new")
         await spool.shutdown()

@@ -1,6 +1,7 @@
-"""The store's reads for the status API, on both spools: a session's revisions, the listing
-(latest revision only, filters, keyset pages), the overview totals, retention; an older
-spool's coverage rows indexed at open; requests a reopenable revision keeps."""
+"""The store's reads for the status API, on the data directory's SQLite, in memory and with
+``storage.shared`` on a real PostgreSQL: a session's revisions, the listing (latest revision
+only, filters, keyset pages), the overview totals, retention; an older spool's coverage rows
+indexed at open; requests a reopenable revision keeps."""
 
 from __future__ import annotations
 
@@ -12,10 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres import Postgres, postgres_server  # noqa: F401 - the module's own server
 
-from collector.state import queries
-from collector.state.store import MemorySpool, Reopenable, Spool, SqliteSpool, encode_record
+from collector.state.facade import Store
+from collector.state.types import Reopenable, Spool, encode_record
+from collector.status import view
+from collector.status.readers import StatusReads
 from collector.status.view import SessionQuery
+from collector.testing import memory_store
 
 
 def result(session: str, revision: int, evaluation: str, status: str, reason: str, **extra: Any) -> str:
@@ -70,13 +75,17 @@ async def fill(spool: Spool, now: float) -> None:
     await spool.save_coverage([("s3", 2, [failed], line("s3", 2, now - 50, "strands"))])
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "memory"])
-def test_listing_filters_pages_and_overview(tmp_path: Path, kind: str) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "memory", "postgresql"])
+def test_listing_filters_pages_and_overview(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    shared = request.getfixturevalue("postgres_server").url() if kind == "postgresql" else None
+
     async def run() -> None:
-        spool: Spool = SqliteSpool(tmp_path) if kind == "sqlite" else MemorySpool()
+        spool: Spool = memory_store() if kind == "memory" else Store(tmp_path, shared=shared)
         now = time.time()
         await fill(spool, now)
-        page = await spool.sessions(SessionQuery(limit=500), 0)
+        page = await StatusReads(spool).sessions(SessionQuery(limit=500), 0)
         # Latest revisions only, newest first: s3 (its revision 2) first.
         assert [(r["session_id"], r["revision"]) for r in page.rows] == [("s3", 2)] + [
             (f"s{n}", 1) for n in (9, 8, 7, 6, 5, 4, 2, 1, 0)
@@ -97,7 +106,7 @@ def test_listing_filters_pages_and_overview(tmp_path: Path, kind: str) -> None:
         async def ids(**filters: Any) -> list[str]:
             rows, cursor = [], None
             while True:
-                got = await spool.sessions(SessionQuery(limit=3, cursor=cursor, **filters), 0)
+                got = await StatusReads(spool).sessions(SessionQuery(limit=3, cursor=cursor, **filters), 0)
                 rows += [r["session_id"] for r in got.rows]
                 if got.next_cursor is None:
                     return rows
@@ -118,38 +127,38 @@ def test_listing_filters_pages_and_overview(tmp_path: Path, kind: str) -> None:
         assert await ids(tenant="team-a") == []
         assert await ids(status="error") == []
 
-        overview = await spool.overview(now - 1000, 0)
+        overview = await StatusReads(spool).overview(now - 1000, 0)
         assert overview["sessions"] == 10
         assert overview["loads_by_status"] == {"loaded": 10, "failed": 0, "denied": 0, "unresolved": 0}
         assert (overview["sessions_with_expectations"], overview["sessions_missing_expected"]) == (10, 4)
         assert overview["skipped_skill_rate"] == 0.4
         assert (overview["omission_verdicts"], overview["omission_rate"]) == (10, 0.1)
         assert overview["judge_cost_usd"] == 2.75  # every revision's spend, s3's two included
-        recent = await spool.overview(now - 95, 0)
+        recent = await StatusReads(spool).overview(now - 95, 0)
         assert recent["sessions"] == 6 and recent["omission_rate"] == pytest.approx(1 / 6)
 
-        (first, second) = await spool.revisions("s3", 0)
+        (first, second) = await StatusReads(spool).revisions("s3", 0)
         assert first[-1]["coverage"]["revision"] == 1 and second[-1]["coverage"]["revision"] == 2
         assert [r["evaluation"] for r in first[:-1]] == ["skill_omission", "skill_invoked"]
         assert "results" not in second[-1]["coverage"]
         # Past retention nothing is served, even before a checkpoint deletes it.
-        assert await spool.revisions("s3", time.time() + 1) == []
-        assert (await spool.sessions(SessionQuery(), time.time() + 1)).rows == []
+        assert await StatusReads(spool).revisions("s3", time.time() + 1) == []
+        assert (await StatusReads(spool).sessions(SessionQuery(), time.time() + 1)).rows == []
         await spool.checkpoint(1, keep_results_for=-1)
-        assert (await spool.sessions(SessionQuery(), 0)).rows == []
-        assert (await spool.overview(0, 0))["sessions"] == 0
+        assert (await StatusReads(spool).sessions(SessionQuery(), 0)).rows == []
+        assert (await StatusReads(spool).overview(0, 0))["sessions"] == 0
         await spool.shutdown()
 
     asyncio.run(run())
 
 
 def test_a_cursor_is_opaque_and_checked() -> None:
-    cursor = queries.encode_cursor(1767225600.5, "s/1", 2)
+    cursor = view.encode_cursor(1767225600.5, "s/1", 2)
     assert "s/1" not in cursor
-    assert queries.decode_cursor(cursor) == (1767225600.5, "s/1", 2)
-    for bad in ("", "abc", queries.encode_cursor(1.0, "s", 1)[:-3], "W10"):
+    assert view.decode_cursor(cursor) == (1767225600.5, "s/1", 2)
+    for bad in ("", "abc", view.encode_cursor(1.0, "s", 1)[:-3], "W10"):
         with pytest.raises(ValueError):
-            queries.decode_cursor(bad)
+            view.decode_cursor(bad)
 
 
 def test_an_older_spool_is_indexed_for_the_listing_when_opened(tmp_path: Path) -> None:
@@ -170,8 +179,8 @@ def test_an_older_spool_is_indexed_for_the_listing_when_opened(tmp_path: Path) -
     db.close()
 
     async def run() -> list[dict[str, Any]]:
-        spool = SqliteSpool(tmp_path)
-        rows = (await spool.sessions(SessionQuery(reason="sampled_out"), 0)).rows
+        spool = Store(tmp_path)
+        rows = (await StatusReads(spool).sessions(SessionQuery(reason="sampled_out"), 0)).rows
         await spool.shutdown()
         return rows
 
@@ -181,21 +190,21 @@ def test_an_older_spool_is_indexed_for_the_listing_when_opened(tmp_path: Path) -
 
 def test_requests_of_a_reopenable_revision_outlive_checkpoints_until_forgotten(tmp_path: Path) -> None:
     async def run() -> None:
-        spool = SqliteSpool(tmp_path)
+        spool = Store(tmp_path)
         ids = [await spool.append("traces", f"request {n}".encode()) for n in range(4)]
         spool.keep_reopenable(Reopenable("s", 1, ids[0], (ids[0], ids[2]), ("ab" * 16,), 3))
         await spool.checkpoint(ids[3] + 1)  # no open session needs any of them
         assert [r for r, _, _ in await spool.read_requests(tuple(ids))] == [ids[0], ids[2]]
         assert [p for _, _, p in await spool.read_requests((ids[2],))] == [b"request 2"]
         await spool.shutdown()
-        reopened = SqliteSpool(tmp_path)
+        reopened = Store(tmp_path)
         (entry,) = reopened.recovery().reopenable
         assert entry == Reopenable("s", 1, ids[0], (ids[0], ids[2]), ("ab" * 16,), 3)
         reopened.forget_reopenable("s")
         await reopened.checkpoint(ids[3] + 1)
         assert await reopened.read_requests(tuple(ids)) == []
         await reopened.shutdown()
-        again = SqliteSpool(tmp_path)
+        again = Store(tmp_path)
         assert again.recovery().reopenable == []
         await again.shutdown()
 
@@ -207,11 +216,11 @@ def test_keeps_and_forgets_written_together_end_as_if_written_one_by_one(tmp_pat
     few statements, which must leave what each in order would have left."""
 
     async def run() -> tuple[list[int], list[Reopenable]]:
-        spool = SqliteSpool(tmp_path)
+        spool = Store(tmp_path)
         ids = [await spool.append("traces", f"request {n}".encode()) for n in range(4)]
         trace = ("ab" * 16,)
         gate = threading.Event()  # the writer waits until every operation below is queued
-        spool._put(lambda db: gate.wait())
+        spool._writer.put(lambda db: gate.wait())
         spool.keep_reopenable(Reopenable("a", 1, ids[0], (ids[0],), trace, 1))
         spool.forget_reopenable("a")
         spool.keep_reopenable(Reopenable("a", 2, ids[0], (ids[0], ids[1]), trace, 2))  # kept again after
@@ -224,7 +233,7 @@ def test_keeps_and_forgets_written_together_end_as_if_written_one_by_one(tmp_pat
         held = [r for r, _, _ in await spool.read_requests(tuple(ids))]
         assert held == [ids[0], ids[1], ids[3]]  # b's request is no longer held
         await spool.shutdown()
-        again = SqliteSpool(tmp_path)
+        again = Store(tmp_path)
         entries = sorted(again.recovery().reopenable, key=lambda e: e.session)
         await again.shutdown()
         return ids, entries
@@ -249,28 +258,32 @@ def _revision(session: str, now: float) -> tuple[str, int, list[str], str]:
     )
 
 
-def _rows(spool: MemorySpool, table: str) -> int:
+def _rows(spool: Store, table: str) -> int:
     # Rows left behind are memory the process never gets back: counted where they live.
-    return int(spool._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+    db = spool.location.connect()
+    try:
+        return int(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+    finally:
+        db.close()
 
 
 def test_the_memory_spool_keeps_its_latest_revisions_and_only_their_verdicts() -> None:
     async def run() -> None:
-        spool = MemorySpool(revisions_capacity=5)
+        spool = memory_store(revisions_capacity=5)
         now = time.time()
         for n in range(5):
             await spool.save_coverage([_revision(f"s{n}", now)])
         await spool.save_coverage([_revision("s0", now)])  # saved again: now the newest
         await spool.save_coverage([_revision(f"s{n}", now) for n in (5, 6, 7)])
-        page = await spool.sessions(SessionQuery(limit=100), 0)
+        page = await StatusReads(spool).sessions(SessionQuery(limit=100), 0)
         assert sorted(r["session_id"] for r in page.rows) == ["s0", "s4", "s5", "s6", "s7"]
         assert (_rows(spool, "coverage"), _rows(spool, "verdicts")) == (5, 10)
-        assert await spool.revisions("s1", 0) == []
+        assert await StatusReads(spool).revisions("s1", 0) == []
         # Retention empties it; then a full capacity of new revisions is kept whole.
         await spool.checkpoint(1, keep_results_for=-1)
         assert (_rows(spool, "coverage"), _rows(spool, "verdicts")) == (0, 0)
         await spool.save_coverage([_revision(f"t{n}", now) for n in range(5)])
-        page = await spool.sessions(SessionQuery(limit=100), 0)
+        page = await StatusReads(spool).sessions(SessionQuery(limit=100), 0)
         assert sorted(r["session_id"] for r in page.rows) == [f"t{n}" for n in range(5)]
         # A save that fails commits nothing and lets nothing go; the next ones keep five.
         bad = ("u0", 1, [], '{"session_id": "u0", not JSON}')
@@ -278,7 +291,7 @@ def test_the_memory_spool_keeps_its_latest_revisions_and_only_their_verdicts() -
             await spool.save_coverage([_revision("u1", now), bad])
         assert (_rows(spool, "coverage"), _rows(spool, "verdicts")) == (5, 10)
         await spool.save_coverage([_revision(f"v{n}", now) for n in range(3)])
-        page = await spool.sessions(SessionQuery(limit=100), 0)
+        page = await StatusReads(spool).sessions(SessionQuery(limit=100), 0)
         assert sorted(r["session_id"] for r in page.rows) == ["t3", "t4", "v0", "v1", "v2"]
         assert (_rows(spool, "coverage"), _rows(spool, "verdicts")) == (5, 10)
 
@@ -293,7 +306,7 @@ def test_what_a_save_costs_the_memory_spool_does_not_grow_with_what_it_keeps() -
 
     def steps_of_a_save(capacity: int) -> int:
         async def run() -> int:
-            spool = MemorySpool(revisions_capacity=capacity)
+            spool = memory_store(revisions_capacity=capacity)
             now = time.time()
             for start in range(0, capacity + 100, 100):
                 await spool.save_coverage([_revision(f"s{n}", now) for n in range(start, start + 100)])
@@ -303,8 +316,11 @@ def test_what_a_save_costs_the_memory_spool_does_not_grow_with_what_it_keeps() -
                 steps[0] += 1
                 return 0
 
-            spool._db.set_progress_handler(count, 10)
+            # Counted on the writer's connection, where saves run.
+            await spool.transact(lambda db: db.connection.set_progress_handler(count, 10))
             await spool.save_coverage([_revision(f"new{n}", now) for n in range(20)])
+            await spool.transact(lambda db: db.connection.set_progress_handler(None, 10))
+            await spool.shutdown()
             return steps[0]
 
         return asyncio.run(run())

@@ -23,8 +23,9 @@ from collector.config import parse
 from collector.otlp.received import Received
 from collector.receiver.errors import Backpressure, sorted_error
 from collector.service import Chain
+from collector.state.facade import Store
 from collector.state.segments import HEADER_BYTES
-from collector.state.store import Closed, SqliteSpool
+from collector.state.types import Closed
 
 
 class Disk:
@@ -60,7 +61,7 @@ def test_a_request_cut_short_by_a_full_disk_is_cut_off_its_segment_and_the_next_
     disk = Disk()
 
     async def first_life() -> tuple[BaseException, int]:
-        spool = SqliteSpool(tmp_path, write=disk)
+        spool = Store(tmp_path, write=disk)
         await spool.append("traces", b"a" * 1000)
         disk.free = 300  # the next request gets 300 of its 1,000 bytes written, then ENOSPC
         with pytest.raises(Retryable) as refused:
@@ -74,7 +75,7 @@ def test_a_request_cut_short_by_a_full_disk_is_cut_off_its_segment_and_the_next_
     assert refused.reason == "storage_error" and refused.retry_after > 0
     assert "No space left on device" in str(refused)
     assert size == 2 * (HEADER_BYTES + 1000)  # the 300 bytes of the refused request are gone
-    replayed = [(i, p) for i, _, p, _ in SqliteSpool(tmp_path).requests(1)]
+    replayed = [(i, p) for i, _, p, _ in Store(tmp_path).requests(1)]
     assert replayed == [(1, b"a" * 1000), (2, b"c" * 1000)]
 
 
@@ -93,7 +94,7 @@ def test_the_chain_is_unavailable_while_writes_fail_and_ready_once_storage_works
     disk = Disk()
 
     async def run() -> list[str]:
-        spool = SqliteSpool(tmp_path, write=disk)
+        spool = Store(tmp_path, write=disk)
         await _until(lambda: spool.commits >= 1)  # the probe at startup found room
         disk.free = 0
         chain = Chain(
@@ -131,7 +132,7 @@ def test_closed_revisions_that_cannot_be_committed_are_retried_and_the_failure_l
     traces = ("ab" * 16,) * 2000  # ~66 KB a row: more than the database's free pages hold
 
     async def run() -> None:
-        spool = SqliteSpool(tmp_path)
+        spool = Store(tmp_path)
         (pages,) = await spool._submit(lambda db: db.execute("PRAGMA page_count").fetchone())
         await spool._submit(lambda db: db.execute(f"PRAGMA max_page_count = {pages}"))  # the file is full
         for i in range(5):
@@ -144,7 +145,7 @@ def test_closed_revisions_that_cannot_be_committed_are_retried_and_the_failure_l
         assert await spool.append("traces", b"after") > 0
         await spool.shutdown()
 
-    with caplog.at_level(logging.WARNING, logger="collector.state.store"):
+    with caplog.at_level(logging.WARNING, logger="collector.db.writer"):
         asyncio.run(run())
     with sqlite3.connect(tmp_path / "skillgauge.sqlite") as db:
         assert db.execute("SELECT COUNT(*) FROM closed").fetchone() == (5,)
@@ -157,7 +158,7 @@ def test_a_spool_opened_on_a_full_disk_is_unavailable_before_any_request(tmp_pat
     disk = Disk(free=0)
 
     async def run() -> tuple[str | None, int]:
-        spool = SqliteSpool(tmp_path, write=disk)
+        spool = Store(tmp_path, write=disk)
         await _until(lambda: spool.faults.unavailable is not None)  # the probe at startup
         await spool.shutdown()
         return spool.faults.unavailable, spool.faults.write_failures["request"]
@@ -169,7 +170,7 @@ def test_a_spool_opened_on_a_full_disk_is_unavailable_before_any_request(tmp_pat
 
 def test_a_write_that_raises_a_bug_fails_alone_and_the_writer_goes_on(tmp_path: Path) -> None:
     async def run() -> tuple[BaseException | None, int]:
-        spool = SqliteSpool(tmp_path)
+        spool = Store(tmp_path)
         # Queued together, so that they share a transaction (the group path).
         bad = spool._submit(lambda db: 1 // 0)
         good = spool.save_result("k", "s", 1, {"x": 1})
@@ -193,19 +194,19 @@ def test_an_evaluated_session_that_cannot_be_recorded_is_recorded_once_storage_w
     (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
 
     async def run() -> tuple[int, dict[tuple[str, int], int]]:
-        spool = SqliteSpool(tmp_path)
+        spool = Store(tmp_path)
         chain = Chain(
             parse({"storage": {"path": str(tmp_path)}, "sessions": {"idle_timeout": "1h"}}), store=spool
         )
         await chain.start()
         real, calls = spool.save_coverage, 0
 
-        async def full_twice(revisions: Any) -> None:
+        async def full_twice(revisions: Any, lines: Any = None) -> None:
             nonlocal calls
             calls += 1
             if calls <= 2:
                 raise sqlite3.OperationalError("database or disk is full")
-            await real(revisions)
+            await real(revisions, lines)
 
         spool.save_coverage = full_twice  # type: ignore[method-assign]
         await chain.consume(Received("traces", request, "test"))
@@ -230,7 +231,7 @@ def test_a_damaged_spool_file_is_refused_with_its_path_and_a_fix_and_left_as_it_
     damaged = b"not a spool " * 1000
     db.write_bytes(damaged)
     with pytest.raises(RuntimeError) as refused:
-        SqliteSpool(tmp_path)
+        Store(tmp_path)
     message = str(refused.value)
     assert message.startswith(
         f"storage.path: refusing to start: the database {db} is damaged (file is not a database)"

@@ -18,7 +18,8 @@ from collector.component import Retryable
 from collector.config import parse
 from collector.otlp.received import Received
 from collector.service import Chain
-from collector.state.store import SqliteSpool, sizes_for
+from collector.state.database import sizes_for
+from collector.state.facade import Store
 
 
 def test_segments_and_the_wal_are_a_small_share_of_a_small_limit() -> None:
@@ -30,7 +31,7 @@ def test_segments_and_the_wal_are_a_small_share_of_a_small_limit() -> None:
 
 def test_a_spool_with_nothing_to_replay_holds_no_request_bytes(tmp_path: Path) -> None:
     async def run() -> tuple[int, int, bytes]:
-        spool = SqliteSpool(tmp_path, max_bytes=2 * 1024**2)
+        spool = Store(tmp_path, max_bytes=2 * 1024**2)
         ids = [await spool.append("traces", b"r" * 100_000) for _ in range(30)]  # 3 MB
         before = spool.size_bytes()
         await spool.checkpoint(ids[-1] + 1)  # every request is done

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collector.export.outbox import Entry, MemoryOutbox, SpoolOutbox
-from collector.state.store import MemorySpool, SqliteSpool
+from collector.state.facade import Store
+from collector.testing import memory_store
 
 KEYS = st.sampled_from("abcdefgh")
 # ("put", keys) puts one entry a key, some waiting already (each replaced); ("ack", keys)
@@ -37,9 +38,9 @@ def test_puts_and_acks_keep_the_memory_outboxs_entries_and_a_true_length(
     operations: list[tuple[str, list[str]]], capacity: int
 ) -> None:
     async def run(path: Path) -> None:
-        spool = SqliteSpool(path, outbox_capacity=capacity)
+        spool = Store(path, outbox_capacity=capacity)
         durable, model = SpoolOutbox(spool, "traces"), MemoryOutbox(capacity)
-        in_memory = SpoolOutbox(MemorySpool(outbox_capacity=capacity), "traces")  # storage.path ":memory:"
+        in_memory = SpoolOutbox(memory_store(outbox_capacity=capacity), "traces")  # storage.path ":memory:"
         other = SpoolOutbox(spool, "logs")  # a second channel, counted apart
         try:
             await other.put([Entry("a", b"log", 0.0)])
@@ -69,12 +70,12 @@ def test_puts_and_acks_keep_the_memory_outboxs_entries_and_a_true_length(
 
 def test_the_length_is_counted_from_the_rows_at_a_restart(tmp_path: Path) -> None:
     async def put_three() -> None:
-        spool = SqliteSpool(tmp_path)
+        spool = Store(tmp_path)
         await SpoolOutbox(spool, "traces").put([Entry(k, b"x", 0.0) for k in "abc"])
         await spool.shutdown()
 
     async def length_after_restart() -> tuple[int, int]:
-        spool = SqliteSpool(tmp_path)
+        spool = Store(tmp_path)
         outbox = SpoolOutbox(spool, "traces")
         try:
             before = len(outbox)

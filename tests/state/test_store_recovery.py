@@ -10,7 +10,8 @@ from support import FRAMEWORKS, trace_requests
 from collector.config import parse
 from collector.otlp.received import Received
 from collector.service import Chain as Pipeline
-from collector.state.store import Closed, SqliteSpool, encode_record
+from collector.state.facade import Store
+from collector.state.types import Closed, encode_record
 
 
 def _config(tmp: Path) -> object:
@@ -38,7 +39,7 @@ async def _second_life(tmp: Path) -> Pipeline:
 
 def test_open_sessions_are_rebuilt_and_evaluated_ones_are_not_evaluated_again(tmp_path: Path) -> None:
     asyncio.run(_first_life(tmp_path))
-    recovery = SqliteSpool(tmp_path).recovery()
+    recovery = Store(tmp_path).recovery()
     assert ("strands-no_skill-0001", 1) in recovery.evaluated
 
     async def check() -> None:
@@ -95,15 +96,16 @@ def test_judge_verdicts_of_an_earlier_revision_are_not_reused_once_a_later_one_i
     tmp_path: Path,
 ) -> None:
     async def run() -> None:
-        spool = SqliteSpool(tmp_path)
+        spool = Store(tmp_path)
         await spool.save_result("s|1|selection", "s", 1, {"score": 1.0})
         await spool.save_result("s|2|selection", "s", 2, {"score": 0.0})
         await spool.save_result("t|1|selection", "t", 1, {"score": 0.5})
+        spool.record_closed(Closed("s", 3, "idle", 1, 1, ()))  # this replica's revision
         await spool.save_coverage([("s", 3, [encode_record({"score": 0.5})], encode_record({"spans": 2}))])
         await spool.shutdown()
 
     asyncio.run(run())
-    recovery = SqliteSpool(tmp_path).recovery()
+    recovery = Store(tmp_path).recovery()
     # s revisions 1 and 2 were superseded by the evaluated revision 3; t's verdict waits for reuse.
     assert recovery.results == {"t|1|selection": {"score": 0.5}}
     assert ("s", 3) in recovery.evaluated
@@ -113,7 +115,7 @@ def test_checkpoint_trims_requests_closed_records_and_old_results(tmp_path: Path
     import sqlite3
 
     async def run() -> None:
-        spool = SqliteSpool(tmp_path)
+        spool = Store(tmp_path)
         first = await spool.append("traces", b"a")
         second = await spool.append("traces", b"b")
         spool.record_closed(Closed("s", 1, "idle_timeout", first, first, ()))
@@ -136,9 +138,9 @@ def test_retention_finds_expired_rows_through_an_index(tmp_path: Path) -> None:
     # Checked at every checkpoint against a week of coverage lines: a scan would read them all.
     import sqlite3
 
-    from collector.state.store import _EXPIRE
+    from collector.state.verdicts import EXPIRE as _EXPIRE
 
-    asyncio.run(SqliteSpool(tmp_path).shutdown())  # creates the schema
+    asyncio.run(Store(tmp_path).shutdown())  # creates the schema
     with sqlite3.connect(tmp_path / "skillgauge.sqlite") as db:
         for statement in _EXPIRE:
             plan = " ".join(row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {statement}", (0.0,)))

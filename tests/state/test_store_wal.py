@@ -8,7 +8,8 @@ import asyncio
 import time
 from pathlib import Path
 
-from collector.state.store import SqliteSpool, encode_record
+from collector.state.facade import Store
+from collector.state.types import encode_record
 
 
 def test_committed_pages_reach_the_database_without_the_writer_and_the_checkpointer_stops(
@@ -17,7 +18,7 @@ def test_committed_pages_reach_the_database_without_the_writer_and_the_checkpoin
     database = tmp_path / "skillgauge.sqlite"
 
     async def run() -> tuple[int, int, bool]:
-        spool = SqliteSpool(tmp_path)
+        spool = Store(tmp_path)
         try:
             await spool.append("traces", b"request")  # the schema and the first commit are in
             before = database.stat().st_size
@@ -31,7 +32,7 @@ def test_committed_pages_reach_the_database_without_the_writer_and_the_checkpoin
             after = database.stat().st_size
         finally:
             await spool.shutdown()
-        return before, after, spool._checkpointer.is_alive()
+        return before, after, spool._writer.checkpointer.is_alive()
 
     before, after, alive = asyncio.run(run())
     assert after > before, "no checkpoint copied the WAL's pages into the database"

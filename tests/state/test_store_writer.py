@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from collector.component import Retryable
+from collector.state.facade import Store
 from collector.state.segments import HEADER_BYTES, Spooled
-from collector.state.store import Closed, SqliteSpool, encode_record
+from collector.state.types import Closed, encode_record
 
 RECORD = {"evaluation": "skill_omission", "status": "not_applicable", "explanation": "x" * 200}
 
@@ -24,7 +25,7 @@ def _rows(tmp: Path, sql: str) -> list[Any]:
 
 def test_a_request_is_committed_before_a_backlog_of_session_records(tmp_path: Path) -> None:
     async def run() -> tuple[int, int]:
-        spool = SqliteSpool(tmp_path)
+        spool = Store(tmp_path)
         # A slow first transaction, so that what follows queues up behind it.
         blocker = asyncio.ensure_future(spool.append("traces", b"x" * 20_000_000))
         backlog = [
@@ -52,10 +53,10 @@ def test_a_request_is_committed_before_a_backlog_of_session_records(tmp_path: Pa
 
 def test_rows_of_many_sessions_share_statements_and_all_arrive(tmp_path: Path) -> None:
     async def run() -> int:
-        spool = SqliteSpool(tmp_path)
+        spool = Store(tmp_path)
         # Hold the writer until every write below is queued, whatever the machine's pace.
         gate = threading.Event()
-        spool._put(lambda db: gate.wait())
+        spool._writer.put(lambda db: gate.wait())
         for i in range(700):
             spool.record_closed(Closed(f"s{i}", 1, "idle_timeout", 1, 1, ("ab" * 16,)))
         saved = [
@@ -84,7 +85,7 @@ def test_rows_of_many_sessions_share_statements_and_all_arrive(tmp_path: Path) -
 
 def test_a_bad_row_fails_alone_and_the_rest_of_its_batch_commits(tmp_path: Path) -> None:
     async def run() -> list[BaseException | None]:
-        spool = SqliteSpool(tmp_path)
+        spool = Store(tmp_path)
         saves = [
             spool.save_result("good-1", "s", 1, RECORD),
             spool.save_result(object(), "s", 1, RECORD),  # type: ignore[arg-type]  # cannot be bound
@@ -105,8 +106,8 @@ def test_checkpoint_deletes_every_request_before_replay_from_and_the_files_they_
     tmp_path: Path, requests: int
 ) -> None:
     async def run() -> None:
-        spool = SqliteSpool(tmp_path)
-        spool._segments._segment_bytes = 3000  # three requests a file
+        spool = Store(tmp_path)
+        spool.log._segments._segment_bytes = 3000  # three requests a file
         ids = [await spool.append("traces", b"r" * 1000) for _ in range(requests + 1)]
         await spool.checkpoint(ids[-1])
         assert [(i, p) for i, _, p, _ in spool.requests(1)] == [(ids[-1], b"r" * 1000)]
@@ -119,12 +120,12 @@ def test_checkpoint_deletes_every_request_before_replay_from_and_the_files_they_
 
 def test_request_ids_never_go_back_even_when_every_request_was_deleted(tmp_path: Path) -> None:
     async def run() -> list[int]:
-        spool = SqliteSpool(tmp_path)
+        spool = Store(tmp_path)
         first = [await spool.append("traces", b"a"), await spool.append("traces", b"b")]
         await spool.checkpoint(first[-1] + 1)  # nothing is needed any more: every row goes
         later = await spool.append("traces", b"c")
         await spool.shutdown()
-        spool = SqliteSpool(tmp_path)  # a restart: the last checkpoint said replay from 3
+        spool = Store(tmp_path)  # a restart: the last checkpoint said replay from 3
         again = await spool.append("traces", b"d")
         await spool.shutdown()  # its row is committed by then (an append only queues it)
         replayed = [payload for _, _, payload, _ in spool.requests(spool.recovery().replay_from)]
@@ -138,8 +139,8 @@ def test_a_request_whose_bytes_are_gone_is_quarantined_with_a_warning_and_the_re
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     async def run() -> list[bytes]:
-        spool = SqliteSpool(tmp_path)
-        spool._segments._segment_bytes = 1
+        spool = Store(tmp_path)
+        spool.log._segments._segment_bytes = 1
         for payload in (b"one", b"two", b"three"):
             await spool.append("traces", payload)
         await spool.transact(lambda db: None)  # their rows are committed (an append queues its row)
@@ -158,7 +159,7 @@ def test_a_request_whose_bytes_are_gone_is_quarantined_with_a_warning_and_the_re
 def test_requests_spooled_as_blobs_by_an_older_version_move_to_a_segment_with_their_ids(
     tmp_path: Path,
 ) -> None:
-    asyncio.run(SqliteSpool(tmp_path).shutdown())  # the schema; then an older version's table
+    asyncio.run(Store(tmp_path).shutdown())  # the schema; then an older version's table
     with sqlite3.connect(tmp_path / "skillgauge.sqlite") as db:
         db.execute(
             "CREATE TABLE requests (id INTEGER PRIMARY KEY, received_at REAL NOT NULL, "
@@ -169,7 +170,7 @@ def test_requests_spooled_as_blobs_by_an_older_version_move_to_a_segment_with_th
         )
 
     async def run() -> list[tuple[int, str, bytes, str]]:
-        spool = SqliteSpool(tmp_path)
+        spool = Store(tmp_path)
         new = await spool.append("traces", b"z")
         found = list(spool.requests(1))
         await spool.shutdown()
@@ -182,7 +183,7 @@ def test_requests_spooled_as_blobs_by_an_older_version_move_to_a_segment_with_th
 
 def test_a_new_spool_uses_small_pages_and_an_existing_one_keeps_its_own(tmp_path: Path) -> None:
     async def open_and_close(path: Path) -> None:
-        spool = SqliteSpool(path)
+        spool = Store(path)
         await spool.append("traces", b"x" * 100_000)
         await spool.shutdown()
 
@@ -200,18 +201,18 @@ def test_a_new_spool_uses_small_pages_and_an_existing_one_keeps_its_own(tmp_path
 
 def test_a_request_whose_bytes_cannot_be_written_fails_alone_and_the_writer_goes_on(tmp_path: Path) -> None:
     async def run() -> tuple[BaseException | int, int]:
-        spool = SqliteSpool(tmp_path)
-        write = spool._segments.append_locked
+        spool = Store(tmp_path)
+        write = spool.log._segments.append_locked
 
         def full_disk(payload: bytes, *where: str | int) -> Spooled:
             raise OSError(28, "No space left on device")
 
-        spool._segments.append_locked = full_disk  # type: ignore[method-assign]
+        spool.log._segments.append_locked = full_disk  # type: ignore[method-assign]
         # (A writer thread killed by the error would never answer: wait_for makes that a failure.)
         failed = await asyncio.gather(
             asyncio.wait_for(spool.append("traces", b"lost"), 5), return_exceptions=True
         )
-        spool._segments.append_locked = write  # type: ignore[method-assign]
+        spool.log._segments.append_locked = write  # type: ignore[method-assign]
         kept = await asyncio.wait_for(spool.append("traces", b"kept"), 5)
         assert [p for _, _, p, _ in spool.requests(1)] == [b"kept"]
         await spool.shutdown()

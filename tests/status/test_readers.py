@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from collector.db.location import Location
 from collector.status.readers import ReaderPool
 
 
@@ -24,7 +25,7 @@ def database(tmp_path: Path) -> Path:
 
 
 async def test_a_read_finishes_while_a_slow_one_holds_its_connection(database: Path) -> None:
-    pool = ReaderPool(database, size=2)
+    pool = ReaderPool(Location.file(database), size=2)
     release = threading.Event()
     started = threading.Event()
 
@@ -50,7 +51,7 @@ async def test_a_read_finishes_while_a_slow_one_holds_its_connection(database: P
 
 
 async def test_reads_beyond_the_pool_wait_for_a_connection_and_writes_are_refused(database: Path) -> None:
-    pool = ReaderPool(database, size=1)
+    pool = ReaderPool(Location.file(database), size=1)
     release = threading.Event()
     started = threading.Event()
 

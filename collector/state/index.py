@@ -1,0 +1,201 @@
+"""How each evaluated revision is stored for the status queries: one ``coverage`` row holding
+its coverage line with every result (``record``), and beside it what the listing filters and
+shows without parsing that line (the close time, framework, tenant, whether it is its
+session's latest revision, a small ``summary``, the overview's ``TOTALS``) and one
+``verdicts`` row per result.  ``index_revisions`` writes them, in the writer's transaction;
+``collector.status.listing`` reads them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+
+from collector.db.schema import TOTALS
+from collector.db.shared import ROWS_PER_STATEMENT, Db
+from evaluators.evidence import LOAD_STATUSES
+
+EXPIRE = "DELETE FROM verdicts WHERE evaluated_at < :cutoff"
+_MARK_LATEST = (
+    "UPDATE coverage SET latest = CASE WHEN revision = (SELECT MAX(revision) FROM coverage c "
+    "WHERE c.session = coverage.session) THEN 1 ELSE 0 END WHERE session IN {in}"
+)
+_COVERAGE = (
+    "session",
+    "revision",
+    "record",
+    "evaluated_at",
+    "closed_at",
+    "tenant",
+    "framework",
+    "summary",
+    *TOTALS,
+)
+_VERDICTS = ("session", "revision", "evaluation", "status", "reason", "skill", "passed", "evaluated_at")
+_REPLACE = "ON CONFLICT (session, revision) DO UPDATE SET " + ", ".join(
+    f"{column} = excluded.{column}" for column in _COVERAGE[2:]
+)
+
+
+def summarize(line: dict[str, Any], closed_at: float) -> dict[str, Any]:
+    """A ``SessionPage`` row from a coverage line that holds its ``results``."""
+    catalog = line.get("catalog") or {}
+    expectations = line.get("expectations") or {}
+    session_id = str(line.get("session_id", ""))
+    tenant = str(line.get("tenant") or "")  # a coverage line names only a tenant other than ""
+    return {
+        "session_id": session_id,
+        "revision": line.get("revision"),
+        "closed_at": closed_at,
+        "tenant": tenant,
+        "framework": line.get("framework"),
+        "close_reason": line.get("close_reason"),
+        "spans": line.get("spans"),
+        "catalog": {"state": catalog.get("state"), "skills": len(catalog.get("skills") or ())},
+        "loads_by_status": line.get("loads_by_status") or {},
+        "expectations": {
+            "expected": list(expectations.get("expected") or ()),
+            "missed": list(expectations.get("missed") or ()),
+        },
+        "judge_cost_usd": (line.get("judge") or {}).get("cost_usd", 0.0),
+        "evaluations": [
+            {
+                "evaluation": str(r.get("evaluation") or ""),
+                "status": str(r.get("status") or ""),
+                "reason": str(r.get("reason") or ""),
+                "skill": r.get("skill") if isinstance(r.get("skill"), str) else None,
+                "passed": r.get("passed") if isinstance(r.get("passed"), bool) else None,
+            }
+            for r in line.get("results") or ()
+            if isinstance(r, dict)
+        ],
+        "detail": detail_path(session_id, tenant),
+    }
+
+
+def detail_path(session_id: str, tenant: str = "") -> str:
+    """``GET /v1/sessions/{id}`` of a session; a tenant's names it (``?tenant=``), which an
+    operator's token needs and a tenant's own token may send."""
+    path = f"/v1/sessions/{quote(session_id, safe='')}"
+    return f"{path}?tenant={quote(tenant, safe='')}" if tenant else path
+
+
+# (session, revision, record (a coverage line with its results), evaluated_at)
+Indexed = tuple[str, int, str, float]
+
+
+def index_revisions(db: Db, revisions: list[Indexed], *, replace: bool = True) -> None:
+    """Store evaluated revisions with what the listing reads: ``coverage`` rows (inserted, or
+    with ``replace=False`` only their listing columns updated) and their ``verdicts``; each
+    session's latest revision marked.  The close time is the line's ``closed_at`` (unix
+    seconds), else ``evaluated_at``.  Runs inside the caller's transaction."""
+    store(db, prepare(revisions), replace=replace)
+
+
+# The ``coverage`` rows and the ``verdicts`` rows of some revisions, ready to insert.
+Prepared = tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
+
+
+def prepare(revisions: list[Indexed], lines: list[dict[str, Any]] | None = None) -> Prepared:
+    """The rows ``store`` writes for ``revisions`` (``ValueError`` for a line that is not JSON).
+    ``lines``: each revision's coverage line with its ``results`` as the caller already has
+    it (the recorder), so that no record is parsed again; else each is read from its text."""
+    rows: list[tuple[Any, ...]] = []
+    verdicts: list[tuple[Any, ...]] = []
+    for n, (session, revision, record, evaluated_at) in enumerate(revisions):
+        line = lines[n] if lines is not None else orjson.loads(record)
+        closed_at = line.get("closed_at")
+        closed_at = float(closed_at) if isinstance(closed_at, int | float) else evaluated_at
+        summary = summarize(line, closed_at)
+        rows.append(
+            (
+                session,
+                revision,
+                record,
+                evaluated_at,
+                closed_at,
+                summary["tenant"],
+                line.get("framework"),
+                orjson.dumps(summary).decode(),
+                *_totals(summary, line),
+            )
+        )
+        for v in summary["evaluations"]:
+            passed = v["passed"]
+            verdicts.append(
+                (
+                    session,
+                    revision,
+                    v["evaluation"],
+                    v["status"],
+                    v["reason"],
+                    v["skill"],
+                    None if passed is None else int(bool(passed)),
+                    evaluated_at,
+                )
+            )
+    return rows, verdicts
+
+
+def store(db: Db, prepared: Prepared, *, replace: bool = True) -> None:
+    """Write ``prepare``'s rows (see ``index_revisions``), in the caller's transaction."""
+    rows, verdicts = prepared
+    if replace:
+        db.insert("coverage", _COVERAGE, rows, _REPLACE)
+    else:
+        db.executemany(
+            "UPDATE coverage SET "
+            + ", ".join(f"{column} = :{column}" for column in _COVERAGE[4:])
+            + " WHERE session = :session AND revision = :revision",
+            [dict(zip(_COVERAGE, row, strict=True)) for row in rows],
+        )
+    _delete_revisions(db, "verdicts", [(r[0], r[1]) for r in rows])  # of a revision recorded again
+    db.insert("verdicts", _VERDICTS, verdicts)
+    sessions = sorted({r[0] for r in rows})
+    for start in range(0, len(sessions), ROWS_PER_STATEMENT):
+        names, params = db.in_("s", sessions[start : start + ROWS_PER_STATEMENT])
+        db.execute(_MARK_LATEST.replace("{in}", names), params)
+
+
+def forget_revisions(db: Db, revisions: list[tuple[str, int]]) -> None:
+    """Delete these (session, revision) pairs' coverage rows and verdicts, each found by its
+    index (no scan of either table)."""
+    _delete_revisions(db, "coverage", revisions)
+    _delete_revisions(db, "verdicts", revisions)
+
+
+def _delete_revisions(db: Db, table: str, revisions: list[tuple[str, int]]) -> None:
+    """Delete ``table``'s rows of these (session, revision) pairs, a chunk a statement.  The
+    ``session IN`` lets SQLite search the table's (session, revision) index."""
+    for start in range(0, len(revisions), ROWS_PER_STATEMENT):
+        chunk = revisions[start : start + ROWS_PER_STATEMENT]
+        names, params = db.in_("s", [r[0] for r in chunk])
+        pairs = [f"(:p{i}, :q{i})" for i in range(len(chunk))]
+        for i, (session, revision) in enumerate(chunk):
+            params[f"p{i}"], params[f"q{i}"] = session, revision
+        # SQLite reads a list of row values from VALUES; PostgreSQL types a list of rows.
+        listed = f"(VALUES {', '.join(pairs)})" if db.dialect == "sqlite" else f"({', '.join(pairs)})"
+        db.execute(
+            f"DELETE FROM {table} WHERE session IN {names} AND (session, revision) IN {listed}", params
+        )
+
+
+def _totals(summary: dict[str, Any], line: dict[str, Any]) -> tuple[float, ...]:
+    """``TOTALS`` of one revision, in order."""
+    expectations = summary["expectations"]
+    omission = [
+        e for e in summary["evaluations"] if e["evaluation"] == "skill_omission" and e["status"] == "judged"
+    ]
+    judge = line.get("judge") or {}
+    loads = summary["loads_by_status"]
+    return (
+        1.0 if expectations["expected"] else 0.0,
+        1.0 if expectations["missed"] else 0.0,
+        float(judge.get("cost_usd") or 0.0),
+        float(judge.get("rows") or 0),
+        float(len(omission)),
+        float(sum(1 for e in omission if e["passed"] is False)),
+        *(float(loads.get(status) or 0) if isinstance(loads, dict) else 0.0 for status in LOAD_STATUSES),
+    )

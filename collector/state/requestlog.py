@@ -1,0 +1,199 @@
+"""The request log: every accepted OTLP request, written before it is acknowledged.  Its
+bytes go to segment files in the data directory (``collector.state.segments``), on the event
+loop; where they are, and the tenant each came from, to the local ``spooled`` index,
+committed after by the writer thread (a restart indexes any frame left without its row:
+``collector.state.appended``).  It is local to each replica (session routing makes it so)
+and never leaves the data directory.
+
+Storage that fails (a full disk, an I/O error) fails safe: a request that cannot be stored
+is refused as ``Retryable`` (the sender retries it; a half-written request is cut off its
+segment file).  A spooled request that cannot be read back at a restart is copied to
+``quarantine/`` beside the database and left out of the replay.
+
+In memory (``storage.path: ":memory:"``) nothing of a request is kept: it is numbered, and
+reopening reuses the evidence the assembler holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from collector.component import Retryable
+from collector.db.location import Location
+from collector.db.writer import Faults, Writer, describe
+from collector.state.appended import Appended, unindexed
+from collector.state.segments import Segments, Spooled
+from collector.state.types import QuarantineReason
+
+log = logging.getLogger(__name__)
+
+# While storage fails: how soon a sender may retry a refused request.
+RETRY_AFTER = 5.0
+_PROBE_BYTES = 1024 * 1024  # at most: a probe writes as much as the last refused request
+_READ_CHUNK = 500
+
+
+class RequestLog:
+    """The requests of one data directory (``segments`` None: in memory, nothing kept)."""
+
+    def __init__(
+        self,
+        location: Location,
+        segments: Segments | None,
+        faults: Faults,
+        next_id: int,
+        quarantine: Path | None,
+    ) -> None:
+        self._location = location
+        self._segments = segments
+        self._faults = faults
+        self._next_id = next_id
+        self._quarantine = quarantine
+        self._last_refused = 0  # bytes of the last request refused for a failed write
+        self.writer: Writer | None = None  # set by ``start`` (after startup's reads)
+        self._appended: Appended | None = None
+        # Reads of kept requests (reopening): one connection, from a worker thread.
+        self._reader = location.connect(check_same_thread=False)
+        self._reader_lock = threading.Lock()
+
+    def start(self, writer: Writer) -> None:
+        """Append through ``writer`` from now on (it commits the rows)."""
+        self.writer = writer
+        if self._segments is not None:
+            self._appended = Appended(self._segments, writer.put)
+
+    async def append(self, signal: str, payload: bytes, tenant: str = "") -> int:
+        """Write one request (from ``tenant``) to its segment file, on the calling thread, and
+        queue its row; raise ``Retryable`` (reason ``storage_error``) if it cannot be
+        written: nothing of it is kept."""
+        appended, writer = self._appended, self.writer
+        if appended is not None and writer is not None:
+            try:
+                appended.append(self._next_id, signal, payload, tenant)
+            except OSError as err:
+                self._last_refused = len(payload)
+                self._faults.write_failures["request"] += 1
+                writer.failed(err)
+                raise Retryable(
+                    f"the spool cannot store the request ({describe(err)}); retry later",
+                    retry_after=RETRY_AFTER,
+                    reason="storage_error",
+                ) from err
+        request_id, self._next_id = self._next_id, self._next_id + 1
+        return request_id
+
+    def requests(self, from_id: int) -> Iterator[tuple[int, str, bytes, str]]:
+        """Spooled requests from ``from_id`` on (id, signal, payload, tenant), read through a
+        connection of the caller's own.  A request whose bytes cannot be read is quarantined
+        (what is left of them) and skipped: the others still replay."""
+        segments = self._segments
+        if segments is None:
+            return
+        db = self._location.connect()
+        try:
+            # The frames past the last row too (their rows may not be written yet): what a
+            # restart would index (``appended.index_tail``).
+            tail = unindexed(db, segments)
+            rows = db.execute(
+                "SELECT id, signal, segment, offset, length, tenant FROM spooled WHERE id >= ? ORDER BY id",
+                (from_id,),
+            ).fetchall()
+            seen = max(from_id - 1, rows[-1][0] if rows else 0)
+            rows += [(i, f.signal, *f.where.fields(), f.tenant) for i, f in tail if i > seen]
+            for request_id, signal, segment, offset, length, tenant in rows:
+                where = Spooled(segment, offset, length)
+                try:
+                    payload = segments.read(where)
+                except OSError as err:
+                    self.quarantine(
+                        request_id, signal, segments.read_what_is_left(where), "unreadable", str(err)
+                    )
+                    continue
+                yield request_id, signal, payload, str(tenant)
+        finally:
+            db.close()
+
+    def quarantine(
+        self, request_id: int, signal: str, payload: bytes, reason: QuarantineReason, why: str
+    ) -> None:
+        """Log, count and copy aside (``quarantine/<id>.<signal>.binpb``) a spooled request
+        that cannot be replayed.  Its spans are lost to evaluation; the copy is for a person."""
+        self._faults.quarantined[reason] += 1
+        if self._quarantine is None:
+            return
+        name = f"{request_id}.{signal if signal in ('traces', 'logs') else 'unknown'}.binpb"
+        copy = self._quarantine / name
+        try:
+            self._quarantine.mkdir(exist_ok=True)
+            copy.write_bytes(payload)
+            kept = f"copied to {copy}"
+        except OSError as err:
+            kept = f"no copy kept ({err})"
+        log.warning(
+            "spooled request %d is %s and was quarantined, skipped: %s; %s", request_id, reason, why, kept
+        )
+
+    async def read_requests(self, ids: tuple[int, ...]) -> list[tuple[int, str, bytes]]:
+        """Those spooled requests (the ones still stored), in id order, read off the loop."""
+        segments = self._segments
+        if segments is None:
+            return []
+
+        def read() -> list[tuple[int, str, bytes]]:
+            out: list[tuple[int, str, bytes]] = []
+            with self._reader_lock:
+                for start in range(0, len(ids), _READ_CHUNK):
+                    chunk = ids[start : start + _READ_CHUNK]
+                    rows = self._reader.execute(
+                        "SELECT id, signal, segment, offset, length FROM spooled WHERE id IN "
+                        f"({','.join('?' * len(chunk))}) ORDER BY id",
+                        chunk,
+                    ).fetchall()
+                    for request_id, signal, segment, offset, length in rows:
+                        with contextlib.suppress(OSError):  # unreadable: its spans are not rebuilt
+                            out.append((request_id, signal, segments.read(Spooled(segment, offset, length))))
+            return out
+
+        return await asyncio.to_thread(read)
+
+    @staticmethod
+    def forget(db: sqlite3.Connection, replay_from: int) -> None:
+        """Requests before ``replay_from`` are no longer needed, but those a reopenable
+        revision holds (``held``): their rows go, in the caller's transaction."""
+        db.execute(
+            "DELETE FROM spooled WHERE id < ? AND id NOT IN (SELECT request FROM held)", (replay_from,)
+        )
+
+    def drop_files(self, db: sqlite3.Connection) -> None:
+        """Delete the segment files no row points into any more (after ``forget`` committed)."""
+        if self._segments is None:
+            return
+        # Asked again here: requests spooled since may need the latest file.
+        (first,) = db.execute("SELECT MIN(segment) FROM spooled").fetchone()
+        if self._appended is not None:  # and behind the rows still queued
+            self._appended.drop_before(None if first is None else int(first))
+        else:
+            self._segments.drop_before(None if first is None else int(first))
+
+    def size_bytes(self) -> int:
+        return 0 if self._segments is None else self._segments.size_bytes()
+
+    def probe(self, db: sqlite3.Connection) -> None:
+        """A small write of each kind an append makes (segment bytes, a row): what tells the
+        store that storage works again when no request comes to try it."""
+        if self._segments is not None:
+            self._segments.probe(min(max(self._last_refused, 1), _PROBE_BYTES))
+        db.execute("INSERT OR REPLACE INTO state (name, value) VALUES ('probed_at', ?)", (int(time.time()),))
+
+    def close(self) -> None:
+        if self._segments is not None:
+            self._segments.close()
+        with self._reader_lock:
+            self._reader.close()
