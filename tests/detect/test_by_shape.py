@@ -33,8 +33,10 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from support import FRAMEWORKS, detectable, trace_requests
 
 from collector.config import parse
-from collector.detect import catalog_shapes, detectors, facts, skill_shapes
+from collector.detect import catalog_shapes, detectors, skill_shapes
 from collector.detect import session as session_module
+from collector.detect.facts import injections as injection_facts
+from collector.detect.facts import skill_tools as skill_tool_facts
 from collector.replay import replay
 from collector.sessions.assembler import Assembler
 from evaluators.evidence import Catalog, CatalogEntry, Session, ToolCall
@@ -104,7 +106,7 @@ def test_a_skill_tool_no_row_names_is_found_by_its_shape(
 ) -> None:
     by_row = rows(scenario_session(framework, scenario))
     assert by_row and all(signal == "skill_tool" for _, _, signal, _ in by_row), shape
-    monkeypatch.delitem(facts.SKILL_TOOLS, tool)
+    monkeypatch.delitem(skill_tool_facts.SKILL_TOOLS, tool)
     assert rows(scenario_session(framework, scenario)) == by_row, shape
 
 
@@ -113,7 +115,7 @@ def test_a_skill_call_only_a_history_shows_is_found_by_its_shape(monkeypatch: py
     # history shows it, with "<tool_use_error>Unknown skill: relese-notes" as its result.
     by_row = rows(scenario_session("claude_code", "missing_skill_raw_bodies"))
     assert by_row == [("relese-notes", "failed", "chat_message", False)]
-    monkeypatch.delitem(facts.SKILL_TOOLS, "Skill")
+    monkeypatch.delitem(skill_tool_facts.SKILL_TOOLS, "Skill")
     assert rows(scenario_session("claude_code", "missing_skill_raw_bodies")) == by_row
 
 
@@ -122,7 +124,7 @@ def test_what_the_rules_make_of_skill_tools_they_cannot_tell_is_nothing_rather_t
 ) -> None:
     # Pydantic AI's load_capability refusal says "capability", never "skill", and names a
     # skill no catalog lists (a typo): by shape it is no load, not a made-up one.
-    monkeypatch.delitem(facts.SKILL_TOOLS, "load_capability")
+    monkeypatch.delitem(skill_tool_facts.SKILL_TOOLS, "load_capability")
     assert rows(scenario_session("pydantic_ai", "missing_skill")) == []
 
 
@@ -223,7 +225,7 @@ def test_a_skill_injected_without_a_tool_call_is_found_by_its_shape(
     monkeypatch: pytest.MonkeyPatch, framework: str, scenario: str, path: str | None
 ) -> None:
     by_row = scenario_session(framework, scenario).skill_loads
-    monkeypatch.setattr(facts, "INJECTED_SKILL_MARKER", "\0no such marker")  # the pinned-skill row out
+    monkeypatch.setattr(injection_facts, "INJECTED_SKILL_MARKER", "\0no such marker")  # the pinned-skill row out
     (load,) = scenario_session(framework, scenario).skill_loads
     assert (load.skill, load.status, load.signal, load.path) == ("release-notes", "loaded", "injected", path)
     assert load.body and "# Release notes" in load.body
@@ -248,7 +250,7 @@ def test_a_redacted_or_empty_output_is_an_unresolved_load_of_the_skill_named(
                             kv.value.string_value = output
                             changed += 1
     assert changed == 1
-    monkeypatch.delitem(facts.SKILL_TOOLS, "skills")
+    monkeypatch.delitem(skill_tool_facts.SKILL_TOOLS, "skills")
     session = assemble(traces)
     assert rows(session) == [("release-notes", "unresolved", "skill_tool", False)]
 

@@ -108,7 +108,7 @@ _GRAPH = json.dumps({"messages": [{"x": [1], "y": {}}], "y": {"z": [1], "y": 2}}
         (_WIDE, _WIDE_REWRITTEN[:-1] + ', {"b": 2}]', [*json.loads(_WIDE_REWRITTEN), {"b": 2}]),
         (_LONG, _LONG[:-1] + ', {"b": "\u2014"}]', [{"b": "\u2014"}]),
         (_LONG, _REWRITTEN[:-1] + ', {"b": "\u2014"}]', [*json.loads(_REWRITTEN), {"b": "\u2014"}]),
-        # An object holding the history under its first history key (facts.HISTORY_KEYS):
+        # An object holding the history under its first history key (prompt_facts.HISTORY_KEYS):
         # last (Google ADK's llm_request), or before other keys (ADK TypeScript, LangGraph).
         (_ADK, _ADK[:-2] + ', {"role": "model"}]}', [{"role": "model"}]),
         (_ADK_TS, _ADK_TS.replace('"}]}], ', '"}]}, {"b": 2}], '), [{"b": 2}]),
