@@ -23,6 +23,7 @@ from collector.detect import (
     log_calls,
     messages,
     names,
+    readings,
     transcript,
 )
 from collector.detect.closing import json_text
@@ -31,46 +32,25 @@ from collector.detect.content import tool_description as tool_description_of
 from collector.detect.detectors import load_of
 from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.expectations import NO_RULES, Expected, Rules
-from collector.detect.facts import blocks as block_facts
 from collector.detect.facts import frameworks as framework_facts
-from collector.detect.facts import injections as injection_facts
 from collector.detect.facts import logs as log_facts
 from collector.detect.facts import prompts as prompt_facts
 from collector.detect.facts import skill_tools as skill_tool_facts
 from collector.detect.facts import tool_spans as tool_span_facts
 from collector.detect.gathered import Gathered, Seen
 from collector.detect.histories import Histories
-from collector.detect.transcript import Injection, MessageCall, MessageResult, injections_in
+from collector.detect.transcript import Injection, MessageCall, MessageResult
 from collector.detect.user_request import user_request
 from collector.otlp.views import Encoded, EventView, LogView, SpanView
 from evaluators.evidence import Catalog, Session, SkillLoad, ToolCall, Turn, UnreadableItem, fold_skill_name
 
-# Substrings without which a piece of prompt text holds nothing for each walk of ``_scan``.
-_BLOCK_MARKERS: tuple[str, ...] = block_facts.BLOCK_MARKERS
 _EVENT_ACTIVATIONS = log_facts.SPAN_EVENT_SKILL_ACTIVATED
 _CATALOG_NAMES = skill_tool_facts.CATALOG_NAME_ATTRIBUTES
 _LOGGED_MESSAGE_KEYS = (*prompt_facts.MESSAGE_BODY_KEYS, log_facts.LOG_MESSAGE_CALLS_KEY)
-_INJECTION_MARKERS: tuple[str, ...] = injection_facts.INJECTION_MARKERS
-
 # Any catalog's marker as it survives in raw (JSON) text.
 _CATALOG_RAW: tuple[str, ...] = catalogs.RAW_MARKERS
-# Each catalog marker as it survives in raw (JSON) text, with the marker itself.
-_CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(
-    zip(catalogs.RAW_MARKERS, catalogs.MARKERS, strict=True)
-)
 _cued = catalog_shapes.cued
-
-
-# Substrings one of which a catalog by shape holds in raw (JSON) text: an item, a description, a tag.
-_SHAPE_RAW = ("\\n- ", "\n- ", "\\n* ", "\n* ", "escription", "name=")
-
-
-def _has_any(text: str, markers: tuple[str, ...] | list[str]) -> bool:
-    for marker in markers:  # noqa: SIM110 - a loop, not any(): no generator made for every text
-        if marker in text:
-            return True
-    return False
-
+_has_any = readings.has_any
 
 MAX_UNREADABLE_NAMED = 20  # unreadable items named per session (all are counted)
 
@@ -401,9 +381,9 @@ class SessionEvidence:
         if not text or text == self._last_prompts.get(_TOOL_DESCRIPTION):
             return
         self._last_prompts[_TOOL_DESCRIPTION] = text
-        markers = [marker for in_raw, marker in _CATALOG_MARKERS if in_raw in text]
-        if markers or (_cued(text) and _has_any(text, _SHAPE_RAW)):
-            self._catalog_in(text, markers, self._known_in(text))
+        plan = readings.plan(text)
+        if plan.catalog_markers or plan.shaped_catalog:
+            self._catalog_in(text, plan.catalog_markers, self._known_in(text))
 
     def _new_request(self, text: str, seen: Seen | None = None) -> str:
         """The user's own words in a user message (``user_request``) the first time this
@@ -436,27 +416,22 @@ class SessionEvidence:
         """Catalogs, message-level calls and injected bodies in one piece of prompt text.
 
         Each of the three walks over the decoded text runs only when the raw text holds one
-        of its markers: a marker inside any decoded string is in the raw text too.
+        of its markers (``readings.plan``); the text is decoded and walked once, whatever
+        session reads it (``readings.contents``).
         """
-        # A decoded string holds only the catalog markers the raw text holds: look for those.
-        catalog_markers = [marker for in_raw, marker in _CATALOG_MARKERS if in_raw in raw]
+        plan = readings.plan(raw)
         known = self._known_in(raw)
-        wants_catalog = bool(catalog_markers) or known or (_cued(raw) and _has_any(raw, _SHAPE_RAW))
-        wants_blocks = _has_any(raw, _BLOCK_MARKERS)
-        wants_injections = _has_any(raw, _INJECTION_MARKERS)
-        if not (wants_catalog or wants_blocks or wants_injections):
+        wants_catalog = bool(plan.catalog_markers) or known or plan.shaped_catalog
+        if not (wants_catalog or plan.blocks or plan.injections):
             return
         digest = hash(raw)
         if digest in self._scanned:
             return  # the same history, repeated on the next chat span
         self._scanned.add(digest)
-        value = parse_json(raw)
-        value = raw if value is None else value
-        strings, found_blocks = transcript.strings_and_blocks(
-            value, wants_catalog or wants_injections, wants_blocks
-        )
+        found = readings.contents(raw)
         if wants_catalog:
-            for text in strings:
+            catalog_markers = plan.catalog_markers
+            for text in found.strings:
                 # _cued, inline (a call per string costs), or a table's marker.
                 if (
                     known
@@ -465,11 +440,10 @@ class SessionEvidence:
                     or (catalog_markers and _has_any(text, catalog_markers))
                 ):
                     self._catalog_in(text, catalog_markers, known)
-        if wants_blocks and found_blocks:
-            self._keep_blocks(found_blocks, seen)
-        if wants_injections:
-            for injection in injections_in(strings):
-                self._injected.setdefault(fold_skill_name(injection.skill), (injection, seen))
+        if plan.blocks and found.blocks:
+            self._keep_blocks(found.blocks, seen)
+        for injection in found.injections:
+            self._injected.setdefault(fold_skill_name(injection.skill), (injection, seen))
 
     def _catalog_in(self, text: str, markers: list[str], known: bool) -> None:
         """The catalog one string of prompt text lists: by a table's shape (the fast path,
