@@ -17,7 +17,9 @@ from collector.detect.content import parse_json
 from collector.detect.facts import prompts as prompt_facts
 from collector.otlp.views import Encoded
 
-CHUNK = 16_384  # bytes in each piece of a remembered history
+# Bytes in each piece of a remembered history: fewer pieces to compare on each span of a long
+# session, against up to one piece copied again when a continuation is remembered.
+CHUNK = 65_536
 
 
 class History:
