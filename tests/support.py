@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import socket
 import ssl
 import subprocess
@@ -150,11 +149,13 @@ class Server:
         self._log = self.log_path.open("wb")
         self.status_tls = "tls" in config["status"]
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}, **(env or {})}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "collector", "serve", "--config", str(self.config_path)],
-            stdout=self._log, stderr=subprocess.STDOUT, env=env,
-            preexec_fn=None if open_files is None else lambda: _limit_open_files(open_files),
-        )
+        command = [sys.executable, "-m", "collector", "serve", "--config", str(self.config_path)]
+        if open_files is not None:
+            # Through the shell, not ``preexec_fn``: Python code run in a forked child of this
+            # process (which holds gRPC clients) can meet gRPC's restarted poller and die before
+            # exec ("epoll_wait error: Bad file descriptor", grpc/grpc#43055).
+            command = ["/bin/sh", "-c", f'ulimit -n {int(open_files)} && exec "$0" "$@"', *command]
+        self.proc = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env)
         if wait:
             self.wait_ready()
 
@@ -222,10 +223,6 @@ class Server:
                 self.proc.wait()
         self._log.close()
         return self.proc.returncode
-
-
-def _limit_open_files(limit: int) -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 
 
 def export_grpc(server: Server, body: bytes) -> None:

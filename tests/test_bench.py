@@ -33,6 +33,20 @@ def _served_by_each_replica(figures: dict[str, Any], replicas: int) -> None:
     assert sorted(cpu) == [f"replica {n}" for n in range(replicas)] and all(us > 0 for us in cpu.values()), (
         cpu
     )
+    _cpu_figures(figures)
+
+
+def _cpu_figures(figures: dict[str, Any]) -> None:
+    """The CPU time a span of each way of running the chain, and their ratios as stated."""
+    for key in ("decode", "served", "inprocess", "detect"):
+        assert figures[f"{key}_cpu_us_per_span"] > 0, key
+    served = figures["served_cpu_us_per_span"]
+    assert abs(figures["served_over_decode"] - served / figures["decode_cpu_us_per_span"]) < 0.02 * (
+        figures["served_over_decode"]
+    )
+    assert abs(figures["served_over_inprocess"] - served / figures["inprocess_cpu_us_per_span"]) < 0.02 * (
+        figures["served_over_inprocess"]
+    )
 
 
 def test_bench_short_mode_prints_its_figures_as_the_last_line() -> None:
@@ -65,7 +79,10 @@ def test_bench_ingest_only_mode_measures_the_saturation_phase_alone() -> None:
     lines = perf("bench.py", "--short", "--ingest-only", "--replicas", "2")
     figures = json.loads(lines[-1])
     _served_by_each_replica(figures, 2)
-    assert not any(line.startswith(("decode limit", "open sessions", "judged")) for line in lines)
+    assert figures["export_p99_ms"] > 0  # the acknowledgements at half load
+    assert not any(line.startswith(("a long session", "open sessions", "judged")) for line in lines)
+    # The served CPU split by thread: the event loop's among them.
+    assert any(line.startswith("  CPU a span served") and " loop " in line for line in lines)
 
 
 def test_bench_routes_whole_sessions_to_replicas() -> None:

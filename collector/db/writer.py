@@ -136,6 +136,12 @@ class Writer:
         while storage fails)."""
         self._queue.put((work, None, None, kind))
 
+    def failed(self, error: BaseException) -> None:
+        """A write made on another thread (a request's segment frame, on the event loop)
+        failed: storage is unavailable until a probe, tried from now on, is stored."""
+        self._note(error, False, [])
+        self.put(self._probe, "probe")
+
     async def stop(self, timeout: float) -> None:
         """Commit what is queued, then stop both threads."""
         self._queue.put(_STOP)

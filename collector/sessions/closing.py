@@ -18,7 +18,7 @@ from evaluators.evidence import Session, split_session_key
 
 # Closed for these reasons, a session reopened by late spans carries its earlier evidence.
 # Cut for size or age (max_spans, max_bytes, max_duration), the next revision starts afresh.
-_REOPEN_WHOLE = frozenset({"idle_timeout", "end_attribute"})
+REOPEN_WHOLE = frozenset({"idle_timeout", "end_attribute"})
 
 
 def nothing_to_evaluate(session: Session) -> bool:
@@ -107,7 +107,7 @@ class Closing(Binding):
                 self.discarded += 1  # a trace of the harness's own housekeeping: not a session
                 return
             self.unkeyed += 1  # no key named it: a session of its own, evaluated, said so
-        keep = not session.provisional and reason in _REOPEN_WHOLE
+        keep = not session.provisional and reason in REOPEN_WHOLE
         self.closed_by_reason[reason] = self.closed_by_reason.get(reason, 0) + 1
         if self._on_record is not None:
             self._on_record(
@@ -123,8 +123,8 @@ class Closing(Binding):
         self._on_close(finished, reason)
         if keep:
             self._keep(session)
-        elif not session.provisional and self._on_forget is not None:
-            self._on_forget(session.key)  # what it kept before this revision is not reopened
+        elif not session.provisional:
+            self._forget_rows(session.key)  # what it kept before this revision is not reopened
 
     def _bounded(self, session: Session) -> Session:
         """The closed session with each skill body cut to ``sessions.max_skill_body_chars``."""

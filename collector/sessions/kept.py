@@ -5,8 +5,16 @@ is kept (``_keep``) with its evidence, traces and item ids, so a late item reope
 next revision carrying the earlier ones, and a re-sent item is known as taken.  Kept sessions
 (``_recent``) and the reopenable revisions a restart found in the store and has not rebuilt
 yet (``_dormant``) share ``sessions.reopen_cache``, dormant ones out first; kept ones are
-also held to ``reopen_cache_bytes``, the oldest out first.  ``on_keep``/``on_forget`` hear
-of each session that becomes reopenable or stops being so.
+also held to ``reopen_cache_bytes``, the oldest out first.
+
+``on_keep``/``on_forget`` (the store's reopenable rows) hear of a kept session only when
+``announce`` is called (before each checkpoint of the store), and only if it is still kept
+then; ``on_forget`` hears only of sessions ``on_keep`` (or a restart) told the store about.
+At saturation the cache turns over in about a second: most sessions come and go between two
+checkpoints and cost the store nothing.  This loses nothing a restart needs: a checkpoint
+deletes a request only once the revisions that hold it are announced (``announce`` queues
+their rows before the checkpoint's deletions), and a session kept since the last checkpoint
+was open at it, so a restart replays its requests.
 """
 
 from __future__ import annotations
@@ -38,17 +46,38 @@ class Kept(Held):
         for trace_id in session.traces:
             self._recent_owner[trace_id] = session.key
         if self._on_keep is not None and self._config.reopen_cache:
+            self._unannounced[session.key] = session.revision
+        self._trim_reopenable()
+
+    def announce(self) -> int:
+        """Tell ``on_keep`` of the sessions kept since the last call and kept still; how many."""
+        pending, self._unannounced = self._unannounced, {}
+        told = 0
+        for key, revision in pending.items():
+            recent = self._recent.get(key)
+            if recent is None or recent.revision != revision or self._on_keep is None:
+                continue
             self._on_keep(
                 Reopenable(
-                    session.key,
-                    session.revision,
-                    session.first_request,
-                    tuple(session.requests),
-                    tuple(sorted(t.hex() for t in session.traces)),
-                    session.spans,
+                    key,
+                    recent.revision,
+                    recent.first_request,
+                    tuple(recent.requests),
+                    tuple(sorted(t.hex() for t in recent.traces)),
+                    recent.spans,
                 )
             )
-        self._trim_reopenable()
+            self._announced.add(key)
+            told += 1
+        return told
+
+    def _forget_rows(self, key: str) -> None:
+        """``key`` is no longer reopenable: its store rows go, if the store was told of it."""
+        self._unannounced.pop(key, None)
+        if key in self._announced:
+            self._announced.discard(key)
+            if self._on_forget is not None:
+                self._on_forget(key)
 
     def _trim_reopenable(self) -> None:
         """Hold ``_recent`` and ``_dormant`` together to ``reopen_cache``, dormant ones first,
@@ -73,8 +102,7 @@ class Kept(Held):
 
     def _forget(self, key: str) -> None:
         self._drop_dormant(key)
-        if self._on_forget is not None:
-            self._on_forget(key)
+        self._forget_rows(key)
 
     def _drop_dormant(self, key: str) -> None:
         entry = self._dormant.pop(key, None)

@@ -17,11 +17,40 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from collector.detect.session import SessionEvidence
 from collector.otlp.views import LogView, ResourceView, SpanView
 from collector.sessions.binding import shaped
-from collector.sessions.closing import Closing
+from collector.sessions.closing import REOPEN_WHOLE, Closing
 from collector.sessions.held import Recent
 from collector.sessions.items import log_id, scoped, span_problem
-from collector.state.store import Reopenable
+from collector.state.store import Closed, Reopenable
 from evaluators.evidence import split_session_key
+
+
+def kept_since_checkpoint(
+    closed: dict[str, list[Closed]], evaluated: set[tuple[str, int]], known: Iterable[Reopenable]
+) -> list[Reopenable]:
+    """The revisions kept for reopening after the store's last checkpoint, whose reopenable
+    rows were not written yet (``Kept.announce``), from their closed rows: each session's
+    latest revision, evaluated, closed for a reason that reopens whole, keyed (a trace that
+    named no session is not kept), and newer than its reopenable row, if any.  They hold the
+    requests from their first to their last (those the store still has); oldest first."""
+    rows = {entry.session: entry.revision for entry in known}
+    found: list[tuple[int, Reopenable]] = []
+    for session, revisions in closed.items():
+        last = max(revisions, key=lambda c: c.revision)
+        if (
+            last.reason not in REOPEN_WHOLE
+            or (session, last.revision) not in evaluated
+            or rows.get(session, 0) >= last.revision
+            or split_session_key(session)[1] in last.traces  # provisional: named by its trace
+        ):
+            continue
+        requests = tuple(range(last.first_request, last.last_request + 1))
+        found.append(
+            (
+                last.last_request,
+                Reopenable(session, last.revision, last.first_request, requests, last.traces, 0),
+            )
+        )
+    return [entry for _, entry in sorted(found, key=lambda f: f[0])]
 
 
 class Restart(Closing):
@@ -34,6 +63,7 @@ class Restart(Closing):
             if entry.session in self._open or entry.session in self._recent:
                 continue
             self._dormant[entry.session] = entry
+            self._announced.add(entry.session)  # the store has its rows
             for trace in entry.traces:
                 self._dormant_traces[bytes.fromhex(trace)] = entry.session
         self._trim_reopenable()
@@ -133,7 +163,7 @@ class Restart(Closing):
             entry.revision,
             entry.first_request,
             traces,
-            entry.spans,
+            entry.spans or len(ids),  # 0: not known (``kept_since_checkpoint``), counted here
             ids,
             list(entry.requests),
             held,

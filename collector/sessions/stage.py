@@ -34,6 +34,7 @@ from collector.sessions.assembler import Assembler
 from collector.sessions.config import Sessions
 from collector.sessions.items import Steps, checking_spans
 from collector.sessions.metrics import SessionsMetrics
+from collector.sessions.restart import kept_since_checkpoint
 from collector.state.config import Storage
 from collector.state.store import Closed, Recovery, Spool
 from evaluators.evidence import Session, split_session_key
@@ -372,9 +373,13 @@ class SessionsStage:
             self.assembler.seed_revision(session, revision)
         # Evaluated revisions that later items may reopen whole.  One that closed but was not
         # evaluated is rebuilt by the replay itself (and kept again when it closes again).
+        # Those kept since the last checkpoint have closed rows only (``Kept.announce``).
         self.assembler.load_dormant(
             entry
-            for entry in recovery.reopenable
+            for entry in (
+                *recovery.reopenable,
+                *kept_since_checkpoint(recovery.closed, recovery.evaluated, recovery.reopenable),
+            )
             if (entry.session, entry.revision) in recovery.evaluated
             and recovery.latest.get(entry.session, 0) <= entry.revision
         )
@@ -418,6 +423,7 @@ class SessionsStage:
 
     async def _checkpoint(self) -> None:
         try:
+            self.assembler.announce()  # queued before the checkpoint's deletions (``Kept``)
             await self.store.checkpoint(self.replay_from(), self.storage.retention)
         except Exception as err:  # the next tick tries again; a full disk is logged by the store
             level = logging.DEBUG if self.store.faults.unavailable is not None else logging.WARNING
@@ -499,4 +505,5 @@ class SessionsStage:
         if self._checkpoints:
             await asyncio.wait(set(self._checkpoints), timeout=timeout)
         if self.store.durable:
+            self.assembler.announce()
             await self.store.checkpoint(self.replay_from(), self.storage.retention)

@@ -1,8 +1,8 @@
-"""The spool stage: a request is committed to the store before it is acknowledged.
+"""The spool stage: a request is in the store before it is acknowledged.
 
-``consume`` appends the request's bytes to the store's write-ahead log, waits for the
-commit, and only then hands it on (``Spooled``, with its request id) and returns, so that
-an acknowledged request survives ``kill -9``.  Which spans of a trace request are usable
+``consume`` appends the request's bytes to the store's request log (a segment file, written
+on the event loop: no other thread is waited for), and only then hands it on (``Spooled``,
+with its request id) and returns, so that an acknowledged request survives ``kill -9``.  Which spans of a trace request are usable
 is known before the commit (``check_spans``), so the answer does not wait for detection.
 """
 

@@ -6,21 +6,26 @@ copied into the database and freed page by page: ~3 ms of CPU per MB, and deleti
 hold acknowledgements up.)
 
 The database keeps where each request is (``Spooled``), committed after its bytes are
-written: a process crash can leave bytes no row points to, never a row without its bytes.
-Only the spool's writer thread appends; reads open the file on their own.
+written: a process crash can leave bytes no row points to (indexed at the next start from
+their frames, ``collector.state.appended``), never a row without its bytes.  Appends are made
+on the event loop; reads open the file on their own.
 
 A failed append (a full disk: some bytes written, then ``ENOSPC``) leaves the file as it
 was before it: the file is cut back to its last whole request, so the next request's offset
 is where its bytes really are.  If the file cannot be cut back, its real end is read again;
 if even that fails, the next request starts a new file.
 
-Each request's bytes follow a small frame header (``Frame``: a magic, the signal, the tenant
-and the length): the files describe themselves, so that a database lost or damaged can be
-rebuilt from them (``skillgauge recover``).  No checksum: at 1 GB/s, a CRC-32 cost more CPU a
+Each request's bytes follow a small frame header (``Frame``: a magic, the signal, the tenant,
+the length and the request's id): the files describe themselves, so that a database lost or
+damaged can be rebuilt from them (``skillgauge recover``), and so that requests appended but
+not yet indexed when the process died are indexed at the next start (``frames_after``).  No checksum: at 1 GB/s, a CRC-32 cost more CPU a
 request than the rest of its append; a frame cut short by a crash shows by its length, and a
 request that is not what its frame says is quarantined when it is replayed, as any is.  A row's offset is that of the
 request's bytes, after their header.  Files written before frames (no magic at their start)
-are read through their rows as before; ``frames`` cannot split them.
+are read through their rows as before; ``frames`` cannot split them.  Frames written before
+request ids (magic ``SGR1``) are read with no id.
+
+Appends and ``drop_before`` may run on different threads: both hold ``lock``.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import contextlib
 import logging
 import os
 import struct
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,9 +45,13 @@ _SUFFIX = ".seg"
 SEGMENT_BYTES = 64 * 1024 * 1024  # a new file once this is reached: the unit that is freed
 # ``os.write``'s shape: the seam through which tests make a disk fill up mid-request.
 Write = Callable[[int, memoryview], int]
-# A frame header: magic, signal code, tenant length (its UTF-8 bytes follow), payload length.
-_MAGIC = b"SGR1"
-_HEADER = struct.Struct(">4sBHI")
+# A frame header: magic, signal code, tenant length (its UTF-8 bytes follow), payload length,
+# request id.  ``_OLD``: the same without the request id.
+_MAGIC = b"SGR2"
+_HEADER = struct.Struct(">4sBHIQ")
+_OLD_MAGIC = b"SGR1"
+_OLD_HEADER = struct.Struct(">4sBHI")
+_MAGIC_BYTES = 4
 HEADER_BYTES = _HEADER.size  # a frame's bytes before its tenant's name and the request's
 _SIGNALS = {"traces": 1, "logs": 2}
 _SIGNAL_NAMES = {code: name for name, code in _SIGNALS.items()}
@@ -65,6 +75,7 @@ class Frame:
     signal: str
     tenant: str
     where: Spooled
+    request: int | None = None  # its id (None: a frame written before ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +85,9 @@ class Spooled:
     segment: int
     offset: int
     length: int
+
+    def fields(self) -> tuple[int, int, int]:
+        return self.segment, self.offset, self.length
 
 
 class Segments:
@@ -87,6 +101,7 @@ class Segments:
         self._fd: int | None = None
         self._size = 0
         self._last_start = 0  # where the last append's frame begins (``trim``)
+        self.lock = threading.Lock()  # held by appends and ``drop_before`` (see the module)
 
     def numbers(self) -> list[int]:
         return sorted(int(p.stem) for p in self.directory.glob(f"*{_SUFFIX}") if p.stem.isdigit())
@@ -94,8 +109,13 @@ class Segments:
     def _path(self, number: int) -> Path:
         return self.directory / f"{number:08d}{_SUFFIX}"
 
-    def append(self, payload: bytes, signal: str = "traces", tenant: str = "") -> Spooled:
-        """Write one request's frame; its ``Spooled`` points at the payload."""
+    def append(self, payload: bytes, signal: str = "traces", tenant: str = "", request: int = 0) -> Spooled:
+        """Write one request's frame (``request``: its id); its ``Spooled`` points at the payload."""
+        with self.lock:
+            return self.append_locked(payload, signal, tenant, request)
+
+    def append_locked(self, payload: bytes, signal: str, tenant: str, request: int) -> Spooled:
+        """``append``, its caller holding ``lock``."""
         if self._fd is None or self._size >= self._segment_bytes:
             self.close()
             self._number += 1
@@ -104,7 +124,7 @@ class Segments:
             )
             self._size = 0
         name = tenant.encode()
-        header = _HEADER.pack(_MAGIC, _SIGNALS.get(signal, 0), len(name), len(payload)) + name
+        header = _HEADER.pack(_MAGIC, _SIGNALS.get(signal, 0), len(name), len(payload), request) + name
         start = self._size
         try:
             for view in _pieces(header, payload):
@@ -141,34 +161,54 @@ class Segments:
         except OSError:
             self.close()
 
-    def frames(self, number: int) -> Iterator[Frame]:
-        """The whole requests of file ``number``, in order; stops at the first frame that is
-        cut short or has no magic (a crash mid-append leaves one at the end).  Raises ``ValueError``
-        for a file written without frames."""
-        with self._path(number).open("rb") as file:
-            offset = 0
+    def frames(self, number: int, start: int = 0) -> Iterator[Frame]:
+        """The whole requests of file ``number``, in order, from its frame at byte ``start``
+        on; stops at the first frame that is cut short or has no magic (a crash mid-append
+        leaves one at the end).  Raises ``ValueError`` for a file written without frames."""
+        path = self._path(number)
+        with path.open("rb") as file:
+            end = os.fstat(file.fileno()).st_size
+            offset = start
+            file.seek(start)
             while True:
-                header = file.read(_HEADER.size)
-                if len(header) < _HEADER.size:
-                    if offset == 0 and header and not _MAGIC.startswith(header[:4]):
-                        raise ValueError(f"{self._path(number)} was written without frames")
+                magic = file.read(_MAGIC_BYTES)
+                header_type = _HEADER if magic == _MAGIC else _OLD_HEADER if magic == _OLD_MAGIC else None
+                if header_type is None:
+                    if (
+                        offset == 0
+                        and magic
+                        and not (_MAGIC.startswith(magic) or _OLD_MAGIC.startswith(magic))
+                    ):
+                        raise ValueError(f"{path} was written without frames")
                     return
-                magic, code, name_length, size = _HEADER.unpack(header)
-                if magic != _MAGIC:
-                    if offset == 0:
-                        raise ValueError(f"{self._path(number)} was written without frames")
+                header = magic + file.read(header_type.size - _MAGIC_BYTES)
+                if len(header) < header_type.size:
                     return
+                _, code, name_length, size, *request = header_type.unpack(header)
                 name = file.read(name_length)
-                payload = file.read(size)
-                if len(name) < name_length or len(payload) < size:
+                begin = offset + header_type.size + name_length
+                if len(name) < name_length or begin + size > end:
                     return
-                start = offset + _HEADER.size + name_length
+                file.seek(size, os.SEEK_CUR)  # the payload is not read
                 yield Frame(
                     _SIGNAL_NAMES.get(code, "unknown"),
                     name.decode(errors="replace"),
-                    Spooled(number, start, size),
+                    Spooled(number, begin, size),
+                    request[0] if request else None,
                 )
-                offset = start + size
+                offset = begin + size
+
+    def frames_after(self, where: Spooled | None) -> Iterator[Frame]:
+        """Every whole frame after the request at ``where`` (None: in every file), in order:
+        those a crash may have left with no row."""
+        for number in self.numbers():
+            if where is not None and number < where.segment:
+                continue
+            start = where.offset + where.length if where is not None and number == where.segment else 0
+            try:
+                yield from self.frames(number, start)
+            except ValueError:  # a file from before frames: nothing is appended to it
+                continue
 
     def read(self, where: Spooled) -> bytes:
         with self._path(where.segment).open("rb") as file:
@@ -204,6 +244,10 @@ class Segments:
                 path.unlink()
 
     def drop_before(self, segment: int | None) -> None:
+        with self.lock:
+            self.drop_before_locked(segment)
+
+    def drop_before_locked(self, segment: int | None) -> None:
         """Delete the files before ``segment``, never the one being appended to; None (no
         request needs any file): every file, the one being appended to too (the next append
         starts a new one), so that a spool with nothing left to replay holds no request bytes."""

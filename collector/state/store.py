@@ -1,8 +1,9 @@
 """The spool: what must survive ``kill -9``, in one SQLite database (WAL).
 
-* every accepted OTLP request, committed before it is acknowledged (its bytes in segment
-  files beside the database, ``collector.state.segments``; where they are, and the tenant
-  it came from, in ``spooled``);
+* every accepted OTLP request, written before it is acknowledged (its bytes in segment
+  files beside the database, ``collector.state.segments``, on the event loop; where they
+  are, and the tenant it came from, in ``spooled``, committed after: a restart indexes any
+  frame left without its row, ``collector.state.appended``);
 * which session revisions closed, up to which request, over which traces;
 * each judge verdict as it arrives, under its idempotency key (reused after a crash);
 * judge work not yet done (``judge_pending``, noted by ``collector.evaluate.pending`` through
@@ -47,6 +48,7 @@ from collector.component import Retryable
 from collector.db import migrate, sql
 from collector.db.writer import Faults, Rows, WriteKind, Writer, describe, is_storage_error
 from collector.state import queries, startup
+from collector.state.appended import Appended, QueuedRows, index_tail, unindexed
 from collector.state.memory import MemorySpool
 from collector.state.segments import SEGMENT_BYTES, Segments, Spooled, Write
 from collector.state.types import (
@@ -168,7 +170,11 @@ class SqliteSpool:
         self._reader_lock = threading.Lock()
         self._reopen_ops: list[Reopenable | str] = []  # for ``_write_reopen``
         self._reopen_lock = threading.Lock()
+        # Frames a crash left with no row get theirs before anything reads the rows.
+        self._next_id = index_tail(self.path, self._segments, self._next_id)
         self._writer = Writer(self.path, self._wal_size_limit, self.faults, self._probe)
+        self._appended = Appended(self._segments, self._put)  # requests, appended on the loop
+        self._closed_rows = QueuedRows(self._put, _INSERT_CLOSED)  # a write for all that wait
         self._put(self._probe, kind="probe")  # a full disk at startup: unavailable from the start
         self._put(_recount_outbox)  # before any put or ack; retried while storage fails
 
@@ -184,10 +190,15 @@ class SqliteSpool:
         skipped: the others still replay."""
         db = sqlite3.connect(self.path)
         try:
+            # The frames past the last row too (their rows may not be written yet): what a
+            # restart would index (``appended.index_tail``).
+            tail = unindexed(db, self._segments)
             rows = db.execute(
                 "SELECT id, signal, segment, offset, length, tenant FROM spooled WHERE id >= ? ORDER BY id",
                 (from_id,),
-            )
+            ).fetchall()
+            seen = max(from_id - 1, rows[-1][0] if rows else 0)
+            rows += [(i, f.signal, *f.where.fields(), f.tenant) for i, f in tail if i > seen]
             for request_id, signal, segment, offset, length, tenant in rows:
                 where = Spooled(segment, offset, length)
                 try:
@@ -242,33 +253,22 @@ class SqliteSpool:
         self._writer.put(work, kind)
 
     async def append(self, signal: str, payload: bytes, tenant: str = "") -> int:
-        """Commit one request (from ``tenant``); raise ``Retryable`` (reason
-        ``storage_error``) if it cannot be stored: nothing of it is kept."""
-        now = time.time()
-
-        def insert(db: sqlite3.Connection) -> int:
-            # The bytes first: a row is never committed without them (see ``segments``).
-            where = self._segments.append(payload, signal, tenant)
-            try:
-                db.execute(
-                    "INSERT INTO spooled VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (self._next_id, now, signal, where.segment, where.offset, where.length, tenant),
-                )
-            except BaseException:
-                self._segments.trim(where)  # bytes no row will point to
-                raise
-            request_id, self._next_id = self._next_id, self._next_id + 1
-            return request_id
-
+        """Write one request (from ``tenant``) to its segment file, on the calling thread, and
+        queue its row (``collector.state.appended``); raise ``Retryable`` (reason
+        ``storage_error``) if it cannot be written: nothing of it is kept."""
         try:
-            return await self._submit(insert, kind="request")
-        except (OSError, sqlite3.Error) as err:
+            self._appended.append(self._next_id, signal, payload, tenant)
+        except OSError as err:
             self._last_refused = len(payload)
+            self.faults.write_failures["request"] += 1
+            self._writer.failed(err)
             raise Retryable(
                 f"the spool cannot store the request ({describe(err)}); retry later",
                 retry_after=RETRY_AFTER,
                 reason="storage_error",
             ) from err
+        request_id, self._next_id = self._next_id, self._next_id + 1
+        return request_id
 
     def record_closed(self, closed: Closed) -> None:
         self.unfinished[(closed.session, closed.revision)] = closed.first_request
@@ -281,7 +281,7 @@ class SqliteSpool:
             ",".join(closed.traces),
             time.time(),
         )
-        self._put(Rows(_INSERT_CLOSED, [row]))
+        self._closed_rows.add(row)
 
     def keep_reopenable(self, entry: Reopenable) -> None:
         self._queue_reopen(entry)
@@ -427,7 +427,7 @@ class SqliteSpool:
             # Files go once the rows that pointed into them are gone for good (committed
             # above), asked again here: requests spooled since may need the latest file.
             (first,) = db.execute("SELECT MIN(segment) FROM spooled").fetchone()
-            self._segments.drop_before(None if first is None else int(first))
+            self._appended.drop_before(None if first is None else int(first))
             # Pages freed by deletions are reused before the file grows: not counted as used.
             (free,) = db.execute("PRAGMA freelist_count").fetchone()
             (page,) = db.execute("PRAGMA page_size").fetchone()

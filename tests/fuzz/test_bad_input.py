@@ -138,9 +138,9 @@ def test_json_decoder_answers_any_json_with_a_message_or_a_rejection(data: objec
 
 def test_short_fuzz_run_of_every_target() -> None:
     fuzz = Path(__file__).with_name("fuzz.py")
-    run = subprocess.run([sys.executable, str(fuzz), "all", "-atheris_runs=1500"], capture_output=True, text=True, timeout=600)
+    run = subprocess.run([sys.executable, str(fuzz), "all", "-atheris_runs=3000"], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stderr.count("Done 1500") == len(TARGETS)
+    assert run.stderr.count("Done 3000") == len(TARGETS)
 
 
 def test_bytes_inside_a_kvlist_session_key_is_text_not_a_crash() -> None:

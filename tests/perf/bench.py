@@ -30,13 +30,34 @@ Figures:
   ratio                      ingest (the machine's) / decode limit (one core)
   cpu_us_per_span            CPU a span at saturation, for each replica process (with its child
                              processes' CPU, if it has any), over that replica's spans
+
+CPU figures: process CPU time (user + system), not wall clock, so that they hold on a machine
+whose other processes take the cores from time to time (the throughput figures above do not:
+they are context).  Microseconds a span:
+  decode_cpu_us_per_span     ``decode_all`` (parse + every attribute to a value) under
+                             ``time.process_time``, the best of the decode limit's trials
+  served_cpu_us_per_span     receivers to recorded results: every replica's CPU time (all its
+                             threads, ``/proc/<pid>/stat`` utime + stime) over the counted
+                             window of the saturation phase, divided by the spans the replicas
+                             acknowledged in it; the line before the JSON splits it by thread
+                             (``loop``: the event loop's thread, summed over replicas)
+  inprocess_cpu_us_per_span  the same traffic (three passes, fresh ids each; one with
+                             ``--short``) through ``skillgauge replay``'s chain in this process
+                             (``collector.replay.replay``, store in memory, serve's collector
+                             thresholds), under ``time.process_time``
+  detect_cpu_us_per_span     ``detect_cost`` (parse + assemble + detect) under
+                             ``time.process_time``, the best of three rounds (one with ``--short``)
+  served_over_decode         served / decode: what serving a span costs in decodes of it
+  served_over_inprocess      served / in process: what serving adds to the chain itself
+  export_p99_ms (above) is the acknowledgement p99 at half load; ``--ingest-only`` reports it
+  and these figures too, and leaves out memory, long sessions and the judged sessions
   export_p99_ms              Export call latency at 50 % of each replica's ingest rate, over
                              every replica's calls (after the saturation phase's sessions have
                              closed and their requests been deleted)
   rss_bytes_per_open_session RSS growth per open session (10,000 sessions x 50 spans routed over
                              the replicas; the replicas' growth summed), with the raw span bytes
                              per session beside it
-  detect_us_per_span         assembler + detectors per span, in process, one core
+  detect_us_per_span         assembler + detectors per span, in process, one core (wall clock)
   long_session_detect_us_per_span  the same for one long session whose chat spans each record
                              the conversation so far (beside it, the cost of reading each whole)
   short_session_detect_us_per_span the same spans in sessions of 10 (as many spans in all): the
@@ -320,8 +341,16 @@ def span_count(body: bytes) -> int:
 # -- in-process figures --------------------------------------------------------------------------
 
 
-def decode_limit(bodies: list[bytes], seconds: float) -> float:
-    """Parse plus turning every attribute into a Python value: nothing else."""
+def decode_cpu(bodies: list[bytes], seconds: float) -> tuple[float, float]:
+    """(spans/s of wall time, microseconds of this process's CPU time a span) of ``decode_all``."""
+    cpu = time.process_time()
+    spans, elapsed = decode_all(bodies, seconds)
+    return spans / elapsed, (time.process_time() - cpu) / spans * 1e6
+
+
+def decode_all(bodies: list[bytes], seconds: float) -> tuple[int, float]:
+    """Parse plus every attribute to a Python value, passes over ``bodies`` for ``seconds``:
+    (spans, wall seconds)."""
     done = 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -339,7 +368,48 @@ def decode_limit(bodies: list[bytes], seconds: float) -> float:
                             for kv in event.attributes:
                                 value_of(kv.value)
                         done += 1
-    return done / (time.perf_counter() - start)
+    return done, time.perf_counter() - start
+
+
+def detect_cpu(bodies: list[bytes], spans: int, rounds: int) -> tuple[float, float]:
+    """(``detect_cost``'s figure, microseconds of this process's CPU time a span around it):
+    the best of ``rounds``."""
+    best_figure = best_cpu = float("inf")
+    for _ in range(rounds):
+        cpu = time.process_time()
+        best_figure = min(best_figure, detect_cost(bodies))
+        best_cpu = min(best_cpu, (time.process_time() - cpu) / spans * 1e6)
+    return best_figure, best_cpu
+
+
+def inprocess_cpu(bodies: list[bytes], spans: int, passes: int, extra: dict[str, Any]) -> float:
+    """Microseconds of this process's CPU time a span for the traffic (``passes`` passes, fresh
+    ids each, as ``--write-traffic`` writes it) through ``skillgauge replay``'s chain in this
+    process: decode, spool (in memory), assemble, detect, close, evaluate, record.  Collected
+    as serve and replay collect (``GC_THRESHOLDS``)."""
+    import asyncio
+    import gc
+
+    from collector.replay import replay
+    from collector.service import GC_THRESHOLDS
+
+    config = parse(extra)
+    thresholds = gc.get_threshold()
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_ in range(1, passes + 1):
+            for n, body in enumerate(bodies):
+                (Path(tmp) / f"{round_:02d}-{n:04d}.binpb").write_bytes(fresh(body, round_))
+        gc.collect()
+        gc.set_threshold(*GC_THRESHOLDS)
+        try:
+            cpu = time.process_time()
+            outcome = asyncio.run(replay([tmp], config))
+            used = time.process_time() - cpu
+        finally:
+            gc.set_threshold(*thresholds)
+    if outcome.problems:
+        raise SystemExit(f"in-process replay of the traffic failed: {outcome.problems[:3]}")
+    return used / (spans * passes) * 1e6
 
 
 def detect_cost(bodies: list[bytes]) -> float:
@@ -661,22 +731,42 @@ def children(pid: int) -> list[int]:
     return [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
 
 
+def thread_seconds(pid: int) -> dict[str, float]:
+    """CPU time (user + system) each thread of a process has used so far
+    (``/proc/<pid>/task/*/stat``): ``loop`` for the main thread (serve's event loop), else
+    ``thread <tid>`` (Python gives the kernel no thread names)."""
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            name = "loop" if int(task.name) == pid else f"thread {task.name}"
+            out[name] = sum(int(f) for f in fields[11:13]) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
 class CpuWindow:
-    """CPU each replica process (with its children) uses between ``warmup`` seconds from now
-    and ``seconds`` (the counted part of a ``drive``), measured from ``/proc`` on a thread."""
+    """CPU each replica process (all its threads, with its children) uses between ``warmup``
+    seconds from now and ``seconds`` (the counted part of a ``drive``), measured from
+    ``/proc`` on a thread; and each thread's share of it, by thread name."""
 
     def __init__(self, servers: list[Server], warmup: float, seconds: float) -> None:
         self.pids = {f"replica {n}": server.proc.pid for n, server in enumerate(servers)}
-        self.used: dict[str, float] = {}
+        self.used: dict[str, float] = {}  # cores: CPU seconds a second
+        self.threads: dict[str, float] = {}  # cores by thread name, over every replica
         self._thread = threading.Thread(target=self._measure, args=(warmup, seconds), daemon=True)
         self._thread.start()
 
     def _measure(self, warmup: float, seconds: float) -> None:
         time.sleep(warmup)
         before, start = {n: cpu_seconds(p) for n, p in self.pids.items()}, time.monotonic()
+        threads_before = {n: thread_seconds(p) for n, p in self.pids.items()}
         time.sleep(seconds - warmup - 0.5)  # inside the phase
         elapsed = time.monotonic() - start
         self.used = {n: (cpu_seconds(p) - before[n]) / elapsed for n, p in self.pids.items()}
+        for n, p in self.pids.items():
+            for name, used in thread_seconds(p).items():
+                key = name if name == "loop" else f"{n} {name}"
+                self.threads[key] = self.threads.get(key, 0.0) + (used - threads_before[n].get(name, 0.0)) / elapsed
 
     def per_span(self, spans_per_s: list[float]) -> dict[str, float]:
         """Microseconds of each replica's CPU a span it acknowledged."""
@@ -687,8 +777,9 @@ class CpuWindow:
 
 def saturate(
     servers: list[Server], routed: list[list[bytes]], seconds: float, clients: int, warmup: float
-) -> tuple[dict[str, Any], dict[str, float]]:
-    """Clients flat out; prints the figures, returns them with each replica's CPU a span."""
+) -> tuple[dict[str, Any], dict[str, float], float]:
+    """Clients flat out; prints the figures, returns them with each replica's CPU a span and
+    the CPU a span over every replica (their CPU time over the spans they acknowledged)."""
     window = CpuWindow(servers, warmup, seconds)
     flat = drive(servers, routed, seconds, clients, warmup=warmup)
     print(
@@ -706,7 +797,17 @@ def saturate(
         "  CPU at saturation: "
         + ", ".join(f"{n} {c:.2f} cores, {cpu[n]:.1f} us a span" for n, c in window.used.items())
     )
-    return flat, {n: round(us, 1) for n, us in cpu.items()}
+    total = sum(rates)
+    served = sum(window.used.values()) / total * 1e6 if total else float("nan")
+    print(
+        f"  CPU a span served, all replicas: {served:.1f} us; by thread: "
+        + ", ".join(
+            f"{name} {used / total * 1e6:.1f} us"
+            for name, used in sorted(window.threads.items(), key=lambda t: -t[1])
+            if used / total * 1e6 >= 0.5
+        )
+    )
+    return flat, {n: round(us, 1) for n, us in cpu.items()}, served
 
 
 def open_session_memory(
@@ -908,6 +1009,47 @@ def judged_sessions(tmp: Path, sessions: int, rate: float) -> dict[str, float]:
 # -- main ------------------------------------------------------------------------------------------
 
 
+def half_load(
+    servers: list[Server],
+    routed: list[list[bytes]],
+    flat: dict[str, Any],
+    seconds: float,
+    clients: int,
+    warmup: float,
+    short: bool,
+) -> dict[str, Any]:
+    """Once the saturation phase's sessions have closed, each replica driven at half the
+    requests/s it acknowledged flat out: the acknowledgements' latencies."""
+    settle(servers, 1.0 if short else 10.0)
+    rates = [r / 2 for r in flat["replica_ok_requests_per_s"]]
+    assert all(rates), f"a replica acknowledged nothing at saturation: {rates}"
+    half = drive(servers, routed, seconds, clients, rates=rates, first_round=10_000, warmup=warmup)
+    print(
+        f"at 50% load ({sum(rates):.1f} req/s in all: "
+        f"{', '.join(f'{r:.1f}' for r in rates)} per replica): p50 {half['p50_ms']:.1f} ms, "
+        f"p99 {half['p99_ms']:.1f} ms, refused {half['errors']}"
+    )
+    return half
+
+
+def cpu_figures(decode_us: float, served_us: float, inprocess_us: float, detect_us: float) -> dict[str, float]:
+    """The CPU figures (microseconds of process CPU time a span) and their ratios."""
+    figures = {
+        "decode_cpu_us_per_span": round(decode_us, 2),
+        "served_cpu_us_per_span": round(served_us, 1),
+        "inprocess_cpu_us_per_span": round(inprocess_us, 1),
+        "detect_cpu_us_per_span": round(detect_us, 1),
+        "served_over_decode": round(served_us / decode_us, 2),
+        "served_over_inprocess": round(served_us / inprocess_us, 3),
+    }
+    print(
+        f"CPU a span: decode {decode_us:.2f} us, served {served_us:.1f} us, in process {inprocess_us:.1f} us, "
+        f"detect {detect_us:.1f} us; served / decode {figures['served_over_decode']:.2f}, "
+        f"served / in process {figures['served_over_inprocess']:.3f}"
+    )
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
     args = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     args.add_argument("--short", action="store_true", help="a quick run (CI): small traffic, short phases")
@@ -922,7 +1064,8 @@ def main(argv: list[str] | None = None) -> int:
     args.add_argument(
         "--ingest-only",
         action="store_true",
-        help="only the saturation phase (to compare two builds run in turn): ingest and CPU a span",
+        help="the CPU figures, the saturation phase and the half-load latency only (to compare two "
+        "builds run in turn)",
     )
     args.add_argument(
         "--write-traffic",
@@ -965,9 +1108,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     served = {"sessions": {"idle_timeout": "2s"}}
 
+    # The best of several one-second trials: a stretch of a slower machine (seen: 75k against
+    # 92k spans/s for one five-second trial) must not shrink the ratio's denominator.
+    trials = [decode_cpu(bodies, 1.0) for _ in range(1 if short else 5)]
+    limit, decode_us = max(rate for rate, _ in trials), min(us for _, us in trials)
+    print(f"decode limit (parse + attribute values, 1 core): {limit:,.0f} spans/s; CPU {decode_us:.2f} us a span")
+    detect_us, detect_cpu_us = detect_cpu(bodies, spans, 1 if short else 3)
+    print(
+        f"parse + assemble + detect in process: {detect_us:.1f} us/span ({1e6 / detect_us:,.0f} spans/s); "
+        f"CPU {detect_cpu_us:.1f} us a span"
+    )
+    passes = 1 if short else 3
+    inprocess_us = inprocess_cpu(bodies, spans, passes, served)
+    print(f"the same traffic through replay's chain in process ({passes} passes): CPU {inprocess_us:.1f} us a span")
+
     if opts.ingest_only:
         with tempfile.TemporaryDirectory() as tmp, replicas(Path(tmp), replica_count, served) as servers:
-            flat, cpu = saturate(servers, routed, seconds, clients, warmup)
+            flat, cpu, served_us = saturate(servers, routed, seconds, clients, warmup)
+            half = half_load(servers, routed, flat, seconds, clients, warmup, short)
         print(
             json.dumps(
                 {
@@ -975,18 +1133,13 @@ def main(argv: list[str] | None = None) -> int:
                     "ingest_spans_per_s": round(flat["spans_per_s"]),
                     "replica_spans_per_s": [round(r) for r in flat["replica_spans_per_s"]],
                     "cpu_us_per_span": cpu,
+                    **cpu_figures(decode_us, served_us, inprocess_us, detect_cpu_us),
+                    "export_p99_ms": round(half["p99_ms"], 1),
                     "short": short,
                 }
             )
         )
         return 0
-
-    # The best of several one-second trials: a stretch of a slower machine (seen: 75k against
-    # 92k spans/s for one five-second trial) must not shrink the ratio's denominator.
-    limit = max(decode_limit(bodies, 1.0) for _ in range(1 if short else 5))
-    print(f"decode limit (parse + attribute values, 1 core): {limit:,.0f} spans/s")
-    detect_us = detect_cost(bodies)
-    print(f"parse + assemble + detect in process: {detect_us:.1f} us/span ({1e6 / detect_us:,.0f} spans/s)")
 
     turns = 50 if short else 300
     # Beside it, the same chat spans in short sessions, as many spans in all: what a span
@@ -1014,17 +1167,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "ingest").mkdir()
         with replicas(Path(tmp) / "ingest", replica_count, served) as servers:
-            flat, cpu = saturate(servers, routed, seconds, clients, warmup)
+            flat, cpu, served_us = saturate(servers, routed, seconds, clients, warmup)
             print(f"  ratio (ingest in all / decode limit of one core): {flat['spans_per_s'] / limit:.3f}")
-            settle(servers, 1.0 if short else 10.0)
-            rates = [r / 2 for r in flat["replica_ok_requests_per_s"]]
-            assert all(rates), f"a replica acknowledged nothing at saturation: {rates}"
-            half = drive(servers, routed, seconds, clients, rates=rates, first_round=10_000, warmup=warmup)
-            print(
-                f"at 50% load ({sum(rates):.1f} req/s in all: "
-                f"{', '.join(f'{r:.1f}' for r in rates)} per replica): p50 {half['p50_ms']:.1f} ms, "
-                f"p99 {half['p99_ms']:.1f} ms, refused {half['errors']}"
-            )
+            half = half_load(servers, routed, flat, seconds, clients, warmup, short)
         (Path(tmp) / "memory").mkdir()
         per_session, raw = open_session_memory(
             Path(tmp) / "memory", open_sessions, 50, replica_count
@@ -1057,6 +1202,7 @@ def main(argv: list[str] | None = None) -> int:
         "raw_bytes_per_open_session": round(raw),
         "detect_us_per_span": round(detect_us, 2),
         "cpu_us_per_span": cpu,  # at saturation, by replica process
+        **cpu_figures(decode_us, served_us, inprocess_us, detect_cpu_us),
         "long_session_detect_us_per_span": round(long_us, 1),
         "short_session_detect_us_per_span": round(short_us, 1),
         "long_session_wide_detect_us_per_span": round(wide_long_us, 1),

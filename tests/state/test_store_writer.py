@@ -126,8 +126,8 @@ def test_request_ids_never_go_back_even_when_every_request_was_deleted(tmp_path:
         await spool.shutdown()
         spool = SqliteSpool(tmp_path)  # a restart: the last checkpoint said replay from 3
         again = await spool.append("traces", b"d")
+        await spool.shutdown()  # its row is committed by then (an append only queues it)
         replayed = [payload for _, _, payload, _ in spool.requests(spool.recovery().replay_from)]
-        await spool.shutdown()
         assert replayed == [b"c", b"d"]
         return [*first, later, again]
 
@@ -142,6 +142,7 @@ def test_a_request_whose_bytes_are_gone_is_quarantined_with_a_warning_and_the_re
         spool._segments._segment_bytes = 1
         for payload in (b"one", b"two", b"three"):
             await spool.append("traces", payload)
+        await spool.transact(lambda db: None)  # their rows are committed (an append queues its row)
         torn = tmp_path / "requests" / "00000002.seg"
         torn.write_bytes(torn.read_bytes()[: HEADER_BYTES + 1])  # its frame header and b"t"
         replayed = [payload for _, _, payload, _ in spool.requests(1)]
@@ -200,17 +201,17 @@ def test_a_new_spool_uses_small_pages_and_an_existing_one_keeps_its_own(tmp_path
 def test_a_request_whose_bytes_cannot_be_written_fails_alone_and_the_writer_goes_on(tmp_path: Path) -> None:
     async def run() -> tuple[BaseException | int, int]:
         spool = SqliteSpool(tmp_path)
-        write = spool._segments.append
+        write = spool._segments.append_locked
 
-        def full_disk(payload: bytes, *where: str) -> Spooled:
+        def full_disk(payload: bytes, *where: str | int) -> Spooled:
             raise OSError(28, "No space left on device")
 
-        spool._segments.append = full_disk  # type: ignore[method-assign]
+        spool._segments.append_locked = full_disk  # type: ignore[method-assign]
         # (A writer thread killed by the error would never answer: wait_for makes that a failure.)
         failed = await asyncio.gather(
             asyncio.wait_for(spool.append("traces", b"lost"), 5), return_exceptions=True
         )
-        spool._segments.append = write  # type: ignore[method-assign]
+        spool._segments.append_locked = write  # type: ignore[method-assign]
         kept = await asyncio.wait_for(spool.append("traces", b"kept"), 5)
         assert [p for _, _, p, _ in spool.requests(1)] == [b"kept"]
         await spool.shutdown()

@@ -1,0 +1,71 @@
+"""The store hears of kept sessions at checkpoints only (``Kept.announce``): a session kept and
+evicted between two checkpoints costs it nothing; one still kept is announced once, and its
+rows are forgotten when it leaves; what a crash left unannounced comes back from its closed
+rows (``kept_since_checkpoint``)."""
+
+from __future__ import annotations
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from collector.config import parse
+from collector.sessions.assembler import Accepted, Assembler
+from collector.sessions.restart import kept_since_checkpoint
+from collector.state.store import Closed, Reopenable
+
+
+class Clock:
+    now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def span(session: str, trace: int) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    s = request.resource_spans.add().scope_spans.add().spans.add(
+        trace_id=trace.to_bytes(16, "big"), span_id=trace.to_bytes(8, "big"), name="agent"
+    )
+    s.attributes.add(key="session.id").value.string_value = session
+    return request
+
+
+def test_only_sessions_still_kept_at_a_checkpoint_reach_the_store_and_only_they_are_forgotten() -> None:
+    kept: list[Reopenable] = []
+    forgotten: list[str] = []
+    clock = Clock()
+    config = parse({"sessions": {"idle_timeout": "1s", "reopen_cache": 2}}).sessions
+    asm = Assembler(config, lambda s, r: None, clock=clock, on_keep=kept.append, on_forget=forgotten.append)
+
+    def close(*sessions: str) -> None:
+        for session in sessions:
+            for _ in asm.feed(span(session, ord(session[0])), len(kept) + 1, Accepted()):
+                pass
+        clock.now += 2
+        asm.close_due()
+
+    close("a", "b", "c")  # three kept, the cache holds two: "a" leaves before any checkpoint
+    assert kept == [] and forgotten == []  # nothing reached the store yet
+    assert asm.announce() == 2
+    assert sorted(e.session for e in kept) == ["b", "c"] and forgotten == []
+    close("d")  # "b" leaves the cache: the store has its rows, so it hears of it
+    assert forgotten == ["b"]
+    close("e")  # "c" leaves too; "d" was never announced and leaves no trace
+    close("f")
+    assert forgotten == ["b", "c"]
+    assert asm.announce() == 2  # "e" and "f"
+    assert [e.session for e in kept] == ["b", "c", "e", "f"] and asm.announce() == 0
+
+
+def test_revisions_kept_after_the_last_checkpoint_come_back_from_their_closed_rows() -> None:
+    closed = {
+        "kept": [Closed("kept", 1, "idle_timeout", 3, 5, ("ab" * 16,))],
+        "cut": [Closed("cut", 1, "max_spans", 6, 6, ())],  # starts afresh: not reopenable
+        "unjudged": [Closed("unjudged", 1, "idle_timeout", 7, 7, ())],  # not evaluated yet
+        "written": [Closed("written", 2, "end_attribute", 8, 9, ())],  # its row is already there
+        "cd" * 16: [Closed("cd" * 16, 1, "idle_timeout", 10, 10, ("cd" * 16,))],  # named by its trace
+    }
+    evaluated = {("kept", 1), ("cut", 1), ("written", 2), ("cd" * 16, 1)}
+    rows = [Reopenable("written", 2, 8, (8, 9), (), 2)]
+    assert kept_since_checkpoint(closed, evaluated, rows) == [
+        Reopenable("kept", 1, 3, (3, 4, 5), ("ab" * 16,), 0)
+    ]
