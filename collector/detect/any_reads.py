@@ -2,7 +2,7 @@
 
 Gated on tools the table does not know, with no attribute naming a skill.  A call whose result holds a SKILL.md (front matter with a
 name and a description, however wrapped) read that skill, unless the tool's name says it
-writes (``facts.WRITE_TOOL_WORDS``: an edit tool echoing what it wrote).  The path is the
+writes (``read_facts.WRITE_TOOL_WORDS``: an edit tool echoing what it wrote).  The path is the
 argument ending in ``SKILL.md`` when there is one.  A call whose arguments name the skill by
 its name, not its path, is a skill tool (``skill_shapes``), not a read.
 """

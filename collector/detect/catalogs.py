@@ -11,7 +11,8 @@ import json
 import re
 from collections.abc import Callable
 
-from collector.detect import facts
+from collector.detect.facts import catalogs as catalog_facts
+from collector.detect.facts import tool_spans as tool_span_facts
 from evaluators.bytecache import memo_by_text
 from evaluators.evidence import CatalogEntry
 
@@ -19,24 +20,26 @@ from evaluators.evidence import CatalogEntry
 def available_skills_xml(text: str) -> list[CatalogEntry] | None:
     """The XML shape: ``<available_skills><skill><name>..`` (XML-escaped), or each skill named
     in its tag: ``<skill name="x">description</skill>``."""
-    match = facts.CATALOG_XML_BLOCK.search(text)
+    match = catalog_facts.CATALOG_XML_BLOCK.search(text)
     if match is None:
         return None
     entries: list[CatalogEntry] = []
-    for skill in facts.CATALOG_XML_SKILL.finditer(match.group(1)):
-        fields = {k: html.unescape(v.strip()) for k, v in facts.CATALOG_XML_FIELD.findall(skill.group(1))}
+    for skill in catalog_facts.CATALOG_XML_SKILL.finditer(match.group(1)):
+        fields = {
+            k: html.unescape(v.strip()) for k, v in catalog_facts.CATALOG_XML_FIELD.findall(skill.group(1))
+        }
         if fields.get("name"):
             entries.append(
                 CatalogEntry(fields["name"], fields.get("description", ""), fields.get("location"))
             )
-    for name, description in facts.CATALOG_XML_NAMED_SKILL.findall(match.group(1)):
+    for name, description in catalog_facts.CATALOG_XML_NAMED_SKILL.findall(match.group(1)):
         if name.strip():
             entries.append(CatalogEntry(html.unescape(name.strip()), html.unescape(description.strip())))
     return entries
 
 
 def names_list(text: str) -> list[CatalogEntry] | None:
-    """A JSON array of skill names (``facts.CATALOG_NAME_ATTRIBUTES``): entries without
+    """A JSON array of skill names (``skill_tool_facts.CATALOG_NAME_ATTRIBUTES``): entries without
     descriptions; None for text that is no such array."""
     try:
         value = json.loads(text)
@@ -48,14 +51,16 @@ def names_list(text: str) -> list[CatalogEntry] | None:
 
 
 def listed_in_error(text: str) -> list[CatalogEntry] | None:
-    """The skills a failed skill call's error lists as available (``facts.CATALOG_IN_ERRORS``):
+    """The skills a failed skill call's error lists as available (``tool_span_facts.CATALOG_IN_ERRORS``):
     entries without descriptions; None when it lists none."""
-    found = facts.CATALOG_IN_ERRORS.search(text)
+    found = tool_span_facts.CATALOG_IN_ERRORS.search(text)
     if found is None:
         return None
     listed = found.group(1).strip().rstrip(".\"'`")  # the end of a sentence, or of a quoted error
     return [
-        CatalogEntry(name.strip()) for name in listed.split(facts.CATALOG_IN_ERRORS_SEPARATOR) if name.strip()
+        CatalogEntry(name.strip())
+        for name in listed.split(tool_span_facts.CATALOG_IN_ERRORS_SEPARATOR)
+        if name.strip()
     ]
 
 
@@ -77,13 +82,13 @@ def markdown_list(lead: re.Pattern[str]) -> Callable[[str], list[CatalogEntry] |
                 continue
             at = len(line) - len(line.lstrip())
             is_item = stripped[:1] in "-*" and (indent is None or at == indent)
-            item = facts.CATALOG_ITEM.match(stripped) if is_item else None
+            item = catalog_facts.CATALOG_ITEM.match(stripped) if is_item else None
             if item is not None:
                 indent = at
-                description = facts.CATALOG_FILE_SUFFIX.sub("", item.group(2)).strip()
+                description = catalog_facts.CATALOG_FILE_SUFFIX.sub("", item.group(2)).strip()
                 entries.append(CatalogEntry(item.group(1), description))
             elif not entries:
-                if facts.CATALOG_EMPTY.search(stripped):
+                if catalog_facts.CATALOG_EMPTY.search(stripped):
                     return []
                 if stripped.startswith("#"):
                     break
@@ -97,14 +102,14 @@ def markdown_list(lead: re.Pattern[str]) -> Callable[[str], list[CatalogEntry] |
 
 # (shape name, cheap substring that must be present, parser), tried in order.
 SHAPES: tuple[tuple[str, str, Callable[[str], list[CatalogEntry] | None]], ...] = (
-    (facts.CATALOG_XML_SHAPE, facts.CATALOG_XML_MARKER, available_skills_xml),
-    *((shape, marker, markdown_list(lead)) for shape, marker, lead in facts.CATALOG_MARKDOWN_SHAPES),
+    (catalog_facts.CATALOG_XML_SHAPE, catalog_facts.CATALOG_XML_MARKER, available_skills_xml),
+    *((shape, marker, markdown_list(lead)) for shape, marker, lead in catalog_facts.CATALOG_MARKDOWN_SHAPES),
 )
 MARKERS: tuple[str, ...] = tuple(marker for _, marker, _ in SHAPES)
-# The markers as they survive in JSON text (``facts.CATALOG_XML_RAW_MARKER``).
+# The markers as they survive in JSON text (``catalog_facts.CATALOG_XML_RAW_MARKER``).
 RAW_MARKERS: tuple[str, ...] = (
-    facts.CATALOG_XML_RAW_MARKER,
-    *(marker for _, marker, _ in facts.CATALOG_MARKDOWN_SHAPES),
+    catalog_facts.CATALOG_XML_RAW_MARKER,
+    *(marker for _, marker, _ in catalog_facts.CATALOG_MARKDOWN_SHAPES),
 )
 
 

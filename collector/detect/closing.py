@@ -11,9 +11,10 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from collector.detect import facts, log_calls, messages, names, skill_shapes, skill_tools
+from collector.detect import log_calls, messages, names, skill_shapes, skill_tools
 from collector.detect.content import parse_json
 from collector.detect.detectors import READ_DETECTORS, load_of
+from collector.detect.facts import outcomes as outcome_facts
 from collector.detect.gathered import Gathered, Seen
 from collector.detect.outcome import text_outcome
 from collector.detect.transcript import Injection, MessageCall, MessageResult
@@ -226,7 +227,7 @@ def settle_from_records(
 
 def name_from_requests(loads: list[SkillLoad], active_skills: list[tuple[int, str, str]]) -> list[SkillLoad]:
     """A skill activation (a tool call, or a logged one) that recorded no name takes the one
-    the next model request of its trace ran under (``facts.LOG_ACTIVE_SKILL``)."""
+    the next model request of its trace ran under (``log_facts.LOG_ACTIVE_SKILL``)."""
     if not active_skills:
         return list(loads)
     loads = _own(loads)
@@ -386,7 +387,7 @@ def _history_outcome(result: MessageResult | None, skill: str) -> tuple[LoadStat
     if result is None:
         return "unresolved", None, None
     status, message = text_outcome(result.text, _parsed(result), result.is_error)
-    if status == "loaded" and facts.DENIALS.search(result.text):
+    if status == "loaded" and outcome_facts.DENIALS.search(result.text):
         return "denied", result.text[:500], None
     return status, message, skill_tools.body_of(result.text, skill) if status == "loaded" else None
 

@@ -12,7 +12,10 @@ from typing import Any
 
 import orjson
 
-from collector.detect import facts
+from collector.detect.facts import logs as log_facts
+from collector.detect.facts import skill_tools as skill_tool_facts
+from collector.detect.facts import tool_spans as tool_span_facts
+from collector.detect.facts import values as value_facts
 from collector.otlp.views import Attributes, Encoded, SpanView
 from evaluators.bytecache import ByteCache, memo_by_text, register, text_bytes
 from evaluators.evidence import ToolCall
@@ -40,7 +43,7 @@ def event_text(view: SpanView, events: tuple[tuple[str, str], ...]) -> str | Non
 @dataclass(frozen=True, slots=True)
 class ShapedToolKeys:
     """Where a span that no table marker calls a tool span keeps a tool call, by its keys'
-    shape (``facts.SHAPED_*``): the name's key (or, None, the span kind's key: the span's
+    shape (``tool_span_facts.SHAPED_*``): the name's key (or, None, the span kind's key: the span's
     name is the tool's), and the arguments', result's, error flag's, description's and call
     id's keys where present."""
 
@@ -70,25 +73,25 @@ _shaped_tool_keys: ByteCache[tuple[str, ...], ShapedToolKeys | None] = register(
 
 
 def _tool_keys_of(shape: tuple[str, ...]) -> ShapedToolKeys | None:
-    name = next((key for key in shape if key.endswith(facts.SHAPED_TOOL_NAME_SUFFIX)), None)
-    kind = next((key for key in shape if key.endswith(facts.SHAPED_SPAN_KIND_SUFFIXES)), None)
+    name = next((key for key in shape if key.endswith(tool_span_facts.SHAPED_TOOL_NAME_SUFFIX)), None)
+    kind = next((key for key in shape if key.endswith(tool_span_facts.SHAPED_SPAN_KIND_SUFFIXES)), None)
     if name is None and kind is None:
         return None
     return ShapedToolKeys(
         name,
         kind,
-        next((key for key in shape if key.endswith(facts.SHAPED_ARGUMENT_SUFFIXES)), None),
-        next((key for key in shape if key.endswith(facts.SHAPED_RESULT_SUFFIXES)), None),
-        next((key for key in shape if key.endswith(facts.SHAPED_ERROR_SUFFIX)), None),
-        next((key for key in shape if key.endswith(facts.SHAPED_DESCRIPTION_SUFFIX)), None),
-        next((key for key in shape if key.endswith(facts.SHAPED_CALL_ID_SUFFIX)), None),
+        next((key for key in shape if key.endswith(tool_span_facts.SHAPED_ARGUMENT_SUFFIXES)), None),
+        next((key for key in shape if key.endswith(tool_span_facts.SHAPED_RESULT_SUFFIXES)), None),
+        next((key for key in shape if key.endswith(tool_span_facts.SHAPED_ERROR_SUFFIX)), None),
+        next((key for key in shape if key.endswith(tool_span_facts.SHAPED_DESCRIPTION_SUFFIX)), None),
+        next((key for key in shape if key.endswith(tool_span_facts.SHAPED_CALL_ID_SUFFIX)), None),
     )
 
 
 def tool_description(view: SpanView) -> str | None:
     """The description of the tool a tool span calls, where the span records it."""
     attrs = view.attrs
-    found = attrs.first_text(facts.TOOL_DESCRIPTION_KEYS)
+    found = attrs.first_text(tool_span_facts.TOOL_DESCRIPTION_KEYS)
     if found is None:
         shaped = shaped_tool_keys(attrs.shape())
         if shaped is not None and shaped.description:
@@ -99,26 +102,26 @@ def tool_description(view: SpanView) -> str | None:
 def tool_call(view: SpanView) -> ToolCall | None:
     """The tool call a span records, or None if it is not a tool span: by a table marker,
     else by the shape of its keys (``shaped_tool_keys``)."""
-    if not has_marker(view, facts.TOOL_SPAN_MARKERS):
+    if not has_marker(view, tool_span_facts.TOOL_SPAN_MARKERS):
         shaped = shaped_tool_keys(view.attrs.shape())
         return None if shaped is None else _shaped_call(view, shaped)
     attrs = view.attrs
-    if _has_any_key(attrs, facts.HOOK_SPAN_KEYS):
+    if _has_any_key(attrs, tool_span_facts.HOOK_SPAN_KEYS):
         return None
-    name = attrs.first_text(facts.TOOL_NAME_KEYS)
-    if not name and view.name.startswith(facts.TOOL_SPAN_NAME_PREFIX):
-        name = view.name[len(facts.TOOL_SPAN_NAME_PREFIX) :].split(" ", 1)[0]
+    name = attrs.first_text(tool_span_facts.TOOL_NAME_KEYS)
+    if not name and view.name.startswith(tool_span_facts.TOOL_SPAN_NAME_PREFIX):
+        name = view.name[len(tool_span_facts.TOOL_SPAN_NAME_PREFIX) :].split(" ", 1)[0]
     if not name:
         return None
-    arguments = attrs.first_text(facts.TOOL_ARGUMENT_KEYS)
+    arguments = attrs.first_text(tool_span_facts.TOOL_ARGUMENT_KEYS)
     if arguments is None:
-        arguments = event_text(view, facts.TOOL_ARGUMENT_EVENTS)
+        arguments = event_text(view, tool_span_facts.TOOL_ARGUMENT_EVENTS)
     if arguments is None:
         arguments = _argument_attributes(view)
-    result = attrs.first_text(facts.TOOL_RESULT_KEYS)
+    result = attrs.first_text(tool_span_facts.TOOL_RESULT_KEYS)
     if result is None:
-        result = event_text(view, facts.TOOL_RESULT_EVENTS)
-    if arguments == result == facts.UNRECORDED_CALL:
+        result = event_text(view, tool_span_facts.TOOL_RESULT_EVENTS)
+    if arguments == result == value_facts.UNRECORDED_CALL:
         arguments = result = None
     if arguments is not None and is_redacted(arguments):
         arguments = None
@@ -129,15 +132,15 @@ def tool_call(view: SpanView) -> ToolCall | None:
         span_id=view.span_id,
         trace_id=view.trace_id,
         start_unix_nano=view.span.start_time_unix_nano,
-        call_id=attrs.first_text(facts.TOOL_CALL_ID_KEYS),
+        call_id=attrs.first_text(tool_span_facts.TOOL_CALL_ID_KEYS),
         arguments=arguments,
         result=result,
         error=_error(view),
         skill_attribute=None
-        if _has_any_key(attrs, facts.SKILL_RESOURCE_ATTRIBUTES)
-        else attrs.first_text(facts.SKILL_NAME_ATTRIBUTES),
-        skill_resolved=any(key in attrs for key in facts.SKILL_RESOLVED_ATTRIBUTES),
-        succeeded=view.is_ok and view.name in facts.STATUS_OUTCOME_TOOL_SPANS,
+        if _has_any_key(attrs, skill_tool_facts.SKILL_RESOURCE_ATTRIBUTES)
+        else attrs.first_text(skill_tool_facts.SKILL_NAME_ATTRIBUTES),
+        skill_resolved=any(key in attrs for key in skill_tool_facts.SKILL_RESOLVED_ATTRIBUTES),
+        succeeded=view.is_ok and view.name in tool_span_facts.STATUS_OUTCOME_TOOL_SPANS,
         end_unix_nano=view.span.end_time_unix_nano,
     )
 
@@ -146,7 +149,7 @@ def _shaped_call(view: SpanView, keys: ShapedToolKeys) -> ToolCall | None:
     attrs = view.attrs
     if keys.name is not None:
         name = attrs.text(keys.name)
-    elif keys.kind is not None and (attrs.text(keys.kind) or "").upper() == facts.SHAPED_TOOL_KIND:
+    elif keys.kind is not None and (attrs.text(keys.kind) or "").upper() == tool_span_facts.SHAPED_TOOL_KIND:
         name = view.name
     else:
         return None
@@ -167,7 +170,7 @@ def _shaped_call(view: SpanView, keys: ShapedToolKeys) -> ToolCall | None:
         span_id=view.span_id,
         trace_id=view.trace_id,
         start_unix_nano=view.span.start_time_unix_nano,
-        call_id=attrs.first_text(facts.TOOL_CALL_ID_KEYS)
+        call_id=attrs.first_text(tool_span_facts.TOOL_CALL_ID_KEYS)
         or (attrs.text(keys.call_id) if keys.call_id else None),
         arguments=arguments,
         result=result,
@@ -176,16 +179,16 @@ def _shaped_call(view: SpanView, keys: ShapedToolKeys) -> ToolCall | None:
     )
 
 
-_REDACTED_CHARS = max(len(value) for value in facts.REDACTED_VALUES)
+_REDACTED_CHARS = max(len(value) for value in log_facts.REDACTED_VALUES)
 
 
 def is_redacted(text: str) -> bool:
-    """Whether ``text`` is what a harness writes in place of content (``facts.REDACTED_VALUES``).
+    """Whether ``text`` is what a harness writes in place of content (``log_facts.REDACTED_VALUES``).
     Its length is looked at first: a set lookup would hash a whole history, on every span."""
-    return len(text) <= _REDACTED_CHARS and text in facts.REDACTED_VALUES
+    return len(text) <= _REDACTED_CHARS and text in log_facts.REDACTED_VALUES
 
 
-_REDACTED_BYTES = frozenset(value.encode() for value in facts.REDACTED_VALUES)
+_REDACTED_BYTES = frozenset(value.encode() for value in log_facts.REDACTED_VALUES)
 _REDACTED_BYTES_LONGEST = max(len(value) for value in _REDACTED_BYTES)
 
 
@@ -202,17 +205,19 @@ def _has_any_key(attrs: Attributes, keys: tuple[str, ...]) -> bool:
 
 
 def _argument_attributes(view: SpanView) -> str | None:
-    found = {arg: view.attrs.text(key) for key, arg in facts.ARGUMENT_ATTRIBUTES if key in view.attrs}
+    found = {
+        arg: view.attrs.text(key) for key, arg in tool_span_facts.ARGUMENT_ATTRIBUTES if key in view.attrs
+    }
     return json.dumps(found) if found else None
 
 
 def _error(view: SpanView) -> str | None:
     if view.is_error:
-        return view.status_message or view.attrs.text(facts.ERROR_TYPE_KEY) or "span status ERROR"
-    if facts.ERROR_TYPE_KEY in view.attrs:
-        return view.attrs.text(facts.ERROR_TYPE_KEY)
-    status = view.attrs.first_text(facts.TOOL_STATUS_KEYS)
-    if status is not None and status.lower() not in facts.TOOL_SUCCESS_VALUES:
+        return view.status_message or view.attrs.text(tool_span_facts.ERROR_TYPE_KEY) or "span status ERROR"
+    if tool_span_facts.ERROR_TYPE_KEY in view.attrs:
+        return view.attrs.text(tool_span_facts.ERROR_TYPE_KEY)
+    status = view.attrs.first_text(tool_span_facts.TOOL_STATUS_KEYS)
+    if status is not None and status.lower() not in tool_span_facts.TOOL_SUCCESS_VALUES:
         return f"tool status {status}"
     return None
 
@@ -249,7 +254,7 @@ def arguments_of(call: ToolCall) -> dict[str, Any] | str | None:
     if isinstance(parsed, str):  # JSON text inside a JSON string: '"{\\"name\\": ...}"'
         parsed = parse_json(parsed.strip()) or parsed
     if isinstance(parsed, dict):
-        inner = first_truthy(parsed, facts.ARGUMENT_WRAPPERS)
+        inner = first_truthy(parsed, value_facts.ARGUMENT_WRAPPERS)
         return inner if isinstance(inner, dict) else parsed
     if isinstance(parsed, str):
         return parsed
@@ -265,7 +270,7 @@ def flatten_text(value: Any) -> str:
     if isinstance(value, list):
         return "\n".join(t for t in (flatten_text(v) for v in value) if t)
     if isinstance(value, dict):
-        for key in facts.TEXT_FIELDS:
+        for key in value_facts.TEXT_FIELDS:
             if key in value:
                 return flatten_text(value[key])
         return ""

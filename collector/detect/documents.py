@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from collector.detect import facts
 from collector.detect.content import flatten_text, parse_json
+from collector.detect.facts import documents as document_facts
 from evaluators import skill_md
 from evaluators.skill_md import SkillDocument
 
@@ -70,14 +70,14 @@ def _unwrapped(text: str) -> str | None:
         if parsed is not None:
             inner = flatten_text(parsed)
             return inner if inner and inner != text else None
-    envelope = facts.XML_ENVELOPE.match(text)
+    envelope = document_facts.XML_ENVELOPE.match(text)
     return envelope.group(2) if envelope is not None else None
 
 
 def _opening(text: str) -> int | None:
     """Where the front matter opens, if a SKILL.md starts at one of the first "---" lines."""
-    for n, line in enumerate(facts.FRONT_MATTER_LINE.finditer(text)):
-        if n >= facts.FRONT_MATTER_TRIES:
+    for n, line in enumerate(document_facts.FRONT_MATTER_LINE.finditer(text)):
+        if n >= document_facts.FRONT_MATTER_TRIES:
             break
         if skill_md.try_parse(text[line.start("open") :]) is not None:
             return line.start("open")
@@ -103,7 +103,7 @@ def trailer(text: str) -> str:
 def _trailer_start(body: str) -> int:
     end = len(body)
     for _ in range(_DEPTH):
-        found = facts.TRAILER_LINE.search(body, 0, end)
+        found = document_facts.TRAILER_LINE.search(body, 0, end)
         if found is None:
             break
         end = len(body[: found.start()].rstrip())

@@ -6,32 +6,36 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.detect import facts
 from collector.detect.content import arguments_of
+from collector.detect.facts import reads as read_facts
+from collector.detect.facts import skill_tools as skill_tool_facts
 from evaluators.evidence import ToolCall
 
 
 def skill_argument_key(tool: str) -> str | None:
     """The argument holding the skill's name for a skill tool the table names, else None."""
-    key = facts.SKILL_TOOLS.get(tool)
+    key = skill_tool_facts.SKILL_TOOLS.get(tool)
     if key is None:
-        for suffix, suffix_key in facts.SKILL_TOOL_SUFFIXES.items():
+        for suffix, suffix_key in skill_tool_facts.SKILL_TOOL_SUFFIXES.items():
             if tool.endswith(suffix):
                 return suffix_key
     return key
 
 
 def reads_by_command(arguments: Any) -> bool:
-    """An editor tool whose command argument says it reads (``facts.READ_COMMANDS``)."""
-    return isinstance(arguments, dict) and arguments.get(facts.READ_COMMAND_ARGUMENT) in facts.READ_COMMANDS
+    """An editor tool whose command argument says it reads (``read_facts.READ_COMMANDS``)."""
+    return (
+        isinstance(arguments, dict)
+        and arguments.get(read_facts.READ_COMMAND_ARGUMENT) in read_facts.READ_COMMANDS
+    )
 
 
 def is_read(call: ToolCall) -> bool:
-    return call.name in facts.READ_TOOLS or reads_by_command(arguments_of(call))
+    return call.name in read_facts.READ_TOOLS or reads_by_command(arguments_of(call))
 
 
 def is_shell(call: ToolCall) -> bool:
-    return call.name in facts.SHELL_TOOLS
+    return call.name in read_facts.SHELL_TOOLS
 
 
 def known(call: ToolCall) -> bool:
@@ -46,10 +50,10 @@ def unnamed(call: ToolCall) -> bool:
 
 
 def writes(call: ToolCall) -> bool:
-    """Whether the tool's name says it writes (``facts.WRITE_TOOL_WORDS``): what it returns
+    """Whether the tool's name says it writes (``read_facts.WRITE_TOOL_WORDS``): what it returns
     echoes what it wrote, and loads nothing."""
     folded = call.name.casefold()
-    for word in facts.WRITE_TOOL_WORDS:  # noqa: SIM110 - a loop makes no generator per call
+    for word in read_facts.WRITE_TOOL_WORDS:  # noqa: SIM110 - a loop makes no generator per call
         if word in folded:
             return True
     return False

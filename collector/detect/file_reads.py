@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from collector.detect import documents, facts, families, names
+from collector.detect import documents, families, names
 from collector.detect.content import arguments_of, result_text
+from collector.detect.facts import reads as read_facts
 from collector.detect.outcome import outcome
 from evaluators.evidence import Signal, SkillLoad, ToolCall
 
 
 def skill_path(call: ToolCall) -> str | None:
     arguments = arguments_of(call)
-    if call.name not in facts.READ_TOOLS and not families.reads_by_command(arguments):
+    if call.name not in read_facts.READ_TOOLS and not families.reads_by_command(arguments):
         return None
     if isinstance(arguments, dict):
-        for key in facts.PATH_ARGUMENTS:
+        for key in read_facts.PATH_ARGUMENTS:
             value = arguments.get(key)
             if isinstance(value, str):
                 return (

@@ -1,9 +1,9 @@
 """Which framework a session's telemetry comes from.
 
-``known``: the table's names (``facts.FRAMEWORK_SCOPES``, ``facts.FRAMEWORK_SERVICES``), by
+``known``: the table's names (``framework_facts.FRAMEWORK_SCOPES``, ``framework_facts.FRAMEWORK_SERVICES``), by
 instrumentation scope, then by the resource's ``service.name``.  ``by_shape``: for a harness
 no row names, what its telemetry calls itself: the instrumentation scope (past an
-instrumentation library's prefix, ``facts.INSTRUMENTATION_PREFIXES``: ``<prefix>acme`` is
+instrumentation library's prefix, ``framework_facts.INSTRUMENTATION_PREFIXES``: ``<prefix>acme`` is
 ``acme``), else ``service.name``, else the SDK or distribution the resource names
 (``telemetry.sdk.name``, ``telemetry.distro.name``), else a dotted span name's first part.
 A session is ``unknown`` only when none of them names anything.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from collector.detect import facts
+from collector.detect.facts import frameworks as framework_facts
 from evaluators.bytecache import ByteCache, register, text_bytes
 
 _known_cache: ByteCache[tuple[str, str], str] = register(ByteCache("frameworks", 1024 * 1024))
@@ -70,11 +70,13 @@ def known(scope: str, service: str = "") -> str:
     """The framework the table names by scope, else by service name, else ""."""
     found = _known_cache.get((scope, service), None)
     if found is None:
-        found = facts.FRAMEWORK_SCOPE_NAMES.get(scope) or next(
-            (fw for prefix, fw in facts.FRAMEWORK_SCOPES if scope.startswith(prefix)), ""
+        found = framework_facts.FRAMEWORK_SCOPE_NAMES.get(scope) or next(
+            (fw for prefix, fw in framework_facts.FRAMEWORK_SCOPES if scope.startswith(prefix)), ""
         )
         if not found and service:
-            found = next((fw for prefix, fw in facts.FRAMEWORK_SERVICES if service.startswith(prefix)), "")
+            found = next(
+                (fw for prefix, fw in framework_facts.FRAMEWORK_SERVICES if service.startswith(prefix)), ""
+            )
         _known_cache.put((scope, service), found, text_bytes(scope) + text_bytes(service))
     return found
 
@@ -100,7 +102,7 @@ def sdk_keys() -> tuple[str, ...]:
 
 
 def _scope_name(scope: str) -> str:
-    for prefix in facts.INSTRUMENTATION_PREFIXES:
+    for prefix in framework_facts.INSTRUMENTATION_PREFIXES:
         if scope.startswith(prefix):
             return _normalised(scope[len(prefix) :].split(".", 1)[0])
     return _normalised(scope.lstrip("@").split("/", 1)[0].split(".", 1)[0])

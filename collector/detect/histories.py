@@ -13,16 +13,18 @@ from typing import Any
 
 import orjson
 
-from collector.detect import facts
 from collector.detect.content import parse_json
+from collector.detect.facts import prompts as prompt_facts
 from collector.otlp.views import Encoded
 
-CHUNK = 16_384  # bytes in each piece of a remembered history
+# Bytes in each piece of a remembered history: fewer pieces to compare on each span of a long
+# session, against up to one piece copied again when a continuation is remembered.
+CHUNK = 65_536
 
 
 class History:
     """A message history read before: a JSON array, or an object holding one under its first
-    history key (``facts.HISTORY_KEYS``).  Kept as its UTF-8 bytes up to the array's closing
+    history key (``prompt_facts.HISTORY_KEYS``).  Kept as its UTF-8 bytes up to the array's closing
     bracket (``end``), in pieces of ``CHUNK`` bytes compared in place with a later history's
     bytes, and the bytes from that bracket on (``tail``: "]" for an array).  One that
     continues it shares its whole pieces: remembering a continuation copies only what it
@@ -60,7 +62,7 @@ def _array_end(raw: Encoded, parsed: Any) -> int | None:
         return len(raw) - 1
     if not isinstance(parsed, dict):
         return None
-    key = next((k for k in facts.HISTORY_KEYS if parsed.get(k)), None)
+    key = next((k for k in prompt_facts.HISTORY_KEYS if parsed.get(k)), None)
     if key is None or not isinstance(parsed[key], list):
         return None
     keys = list(parsed)

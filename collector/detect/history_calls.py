@@ -10,9 +10,10 @@ same tool.
 
 from __future__ import annotations
 
-from collector.detect import facts, names, skill_tools
+from collector.detect import names, skill_tools
 from collector.detect.catalog_shapes import cued
 from collector.detect.closing import NO_ID, json_text
+from collector.detect.facts import blocks as block_facts
 from collector.detect.gathered import Seen
 from collector.detect.transcript import MessageCall, MessageResult
 
@@ -65,4 +66,4 @@ def may_load(call: MessageCall) -> bool:
         return True
     arguments = call.arguments
     text = arguments if isinstance(arguments, str) else json_text(arguments) if arguments is not None else ""
-    return facts.HISTORY_CALL_MARKER in text
+    return block_facts.HISTORY_CALL_MARKER in text

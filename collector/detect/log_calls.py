@@ -1,6 +1,6 @@
 """Tool calls reported by log records, and how they meet the tool spans of the same calls.
 
-A harness may log each tool call beside or instead of a tool span (``facts.LOG_TOOL_CALLS``:
+A harness may log each tool call beside or instead of a tool span (``log_facts.LOG_TOOL_CALLS``:
 which records, and their keys).  A record that holds what the tool returned is the whole call
 (logs-only telemetry), read by the detectors as it arrives.  One without a result completes
 the tool span of the same call when the session closes (its spans may carry no arguments:
@@ -8,7 +8,7 @@ content off for traces, on for logs); with no such span, as for a call the harne
 before it ran (parameter validation, policy), it is a call of its own.
 
 A harness may also log a tool call's permission check inside its tool span
-(``facts.PERMISSION_CHECK``): what the call asked for, and whether a rule refused it.  Such a
+(``log_facts.PERMISSION_CHECK``): what the call asked for, and whether a rule refused it.  Such a
 record completes the tool span it was logged under (its span's ancestors, as far as the
 session knows them), else the one tool span of its trace and tool whose time holds it; where
 two such spans overlap it completes neither (which call it was is unknown).
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from collector.detect import facts
+from collector.detect.facts import logs as log_facts
 from collector.otlp.views import Attributes, LogView
 from evaluators.evidence import ToolCall
 
@@ -42,7 +42,7 @@ def logged_call(view: LogView, event: str, time_unix_nano: int) -> LoggedCall | 
     """The tool call a log record of ``event`` reports, or None if it reports none.  The call
     failed unless the record says it succeeded; its error is the harness's words for it, else
     what the tool returned."""
-    fields = facts.LOG_TOOL_CALLS.get(event)
+    fields = log_facts.LOG_TOOL_CALLS.get(event)
     if fields is None:
         return None
     attrs = view.attrs
@@ -69,17 +69,17 @@ def logged_call(view: LogView, event: str, time_unix_nano: int) -> LoggedCall | 
 
 
 def permission_check(view: LogView, time_unix_nano: int) -> LoggedCall | None:
-    """The tool call whose permission check a log record reports (``facts.PERMISSION_CHECK``),
+    """The tool call whose permission check a log record reports (``log_facts.PERMISSION_CHECK``),
     with the one argument its pattern stands for; refused when the deciding rule refused it
     (a rule that asks the user, or none recorded, leaves the outcome to the tool span).  None
     for any other record, and for a permission no tool argument matches."""
     found = view.message_fields
-    fields = facts.PERMISSION_CHECK
+    fields = log_facts.PERMISSION_CHECK
     if found is None or found[0] != fields.message:
         return None
     checked = found[1]
     tool, pattern = checked.get(fields.tool), checked.get(fields.pattern)
-    argument = facts.PERMISSION_ARGUMENTS.get(tool) if isinstance(tool, str) else None
+    argument = log_facts.PERMISSION_ARGUMENTS.get(tool) if isinstance(tool, str) else None
     if argument is None or not isinstance(pattern, str) or not pattern:
         return None
     rule = checked.get(fields.rule)
@@ -111,7 +111,7 @@ def completions(
     and error it lacks; a logged call with no such span is a call of its own (index None).  A
     logged call that adds nothing to its span is left out.  Several checks of one call (a
     command line checked command by command) are one call asking for all of them
-    (``facts.PERMISSION_JOINERS``).
+    (``log_facts.PERMISSION_JOINERS``).
     """
     taken: set[int] = set()
     completed: dict[int, int] = {}  # tool call index -> its entry in ``found``
@@ -169,7 +169,7 @@ def _placed(tool_calls: list[ToolCall], log: ToolCall, chain: list[str]) -> int 
 def _joined(earlier: LoggedCall, later: LoggedCall) -> LoggedCall:
     """A call ``earlier`` completed, with what a later check of it asked for joined to its
     argument (for tools checked part by part) and the later check's refusal, if any."""
-    joiner = facts.PERMISSION_JOINERS.get(earlier.call.name)
+    joiner = log_facts.PERMISSION_JOINERS.get(earlier.call.name)
     call = earlier.call
     if joiner is not None and call.arguments is not None and later.call.arguments is not None:
         first, second = json.loads(call.arguments), json.loads(later.call.arguments)

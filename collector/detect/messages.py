@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from collector.detect import facts
 from collector.detect.content import (
     first_present,
     first_truthy,
@@ -14,6 +13,9 @@ from collector.detect.content import (
     is_redacted_encoded,
     parse_json,
 )
+from collector.detect.facts import logs as log_facts
+from collector.detect.facts import prompts as prompt_facts
+from collector.detect.facts import tool_spans as tool_span_facts
 from collector.detect.transcript import MessageCall, MessageResult
 from collector.otlp.views import SHAPES_KEPT, Attributes, Encoded, SpanView
 
@@ -26,11 +28,11 @@ def _index(fields: tuple[tuple[str, str, str], ...]) -> dict[str, tuple[tuple[st
     return {name: tuple(sorted(keys, key=lambda kr: kr[0])) for name, keys in events.items()}
 
 
-_PROMPT_ATTRIBUTES = tuple((key, role) for event, key, role in facts.PROMPT_FIELDS if not event)
-_PROMPT_EVENTS = _index(facts.PROMPT_FIELDS)
-_RESPONSE_ATTRIBUTES = tuple((key, "") for event, key in facts.RESPONSE_FIELDS if not event)
-_RESPONSE_EVENTS = _index(tuple((event, key, "") for event, key in facts.RESPONSE_FIELDS))
-_PREAMBLE = facts.USER_TEXT_PREAMBLE
+_PROMPT_ATTRIBUTES = tuple((key, role) for event, key, role in prompt_facts.PROMPT_FIELDS if not event)
+_PROMPT_EVENTS = _index(prompt_facts.PROMPT_FIELDS)
+_RESPONSE_ATTRIBUTES = tuple((key, "") for event, key in prompt_facts.RESPONSE_FIELDS if not event)
+_RESPONSE_EVENTS = _index(tuple((event, key, "") for event, key in prompt_facts.RESPONSE_FIELDS))
+_PREAMBLE = prompt_facts.USER_TEXT_PREAMBLE
 _ENCODED_ROLES = frozenset({"messages"})  # see ``prompt_fields``
 INPUT = "input"  # the role of an ``input_texts`` text: read for requests as a history is
 
@@ -45,8 +47,8 @@ def _fields(
     present = attrs.keys()  # most listed keys are absent: test them against the index first
     for key, role in attributes:
         if key in present:
-            mime = facts.PLAIN_TEXT_INPUTS.get(key)
-            if mime is not None and attrs.get(mime) == facts.PLAIN_TEXT_MIME:
+            mime = prompt_facts.PLAIN_TEXT_INPUTS.get(key)
+            if mime is not None and attrs.get(mime) == prompt_facts.PLAIN_TEXT_MIME:
                 role = "user"
             found.append((role, attrs, key))
     if not events:
@@ -110,12 +112,12 @@ def prompt_fields(view: SpanView) -> list[tuple[str, str | Encoded]]:
         if text is not None:
             found.append((role, text))
     for key in _flattened_keys(view):
-        if key.endswith(facts.FLATTENED_SUFFIXES):
+        if key.endswith(prompt_facts.FLATTENED_SUFFIXES):
             flattened = _readable(view.attrs, key)
             if flattened is not None:
                 found.append(("flattened", flattened))
-    for key in view.attrs.keys_with_prefix(facts.FLATTENED_OUTPUT_PREFIX):
-        if key.rstrip("0123456789").rstrip(".").endswith(facts.FLATTENED_SUFFIXES):
+    for key in view.attrs.keys_with_prefix(prompt_facts.FLATTENED_OUTPUT_PREFIX):
+        if key.rstrip("0123456789").rstrip(".").endswith(prompt_facts.FLATTENED_SUFFIXES):
             output = _readable(view.attrs, key)
             if output is not None:
                 found.append(("output", output))
@@ -129,12 +131,12 @@ def prompt_texts(view: SpanView) -> list[tuple[str, str]]:
 
 # Every attribute key a table above reads already; the generic reader leaves them alone.
 _KNOWN_KEYS = frozenset(
-    [key for _, key, _ in facts.PROMPT_FIELDS]
-    + [key for _, key in facts.RESPONSE_FIELDS]
-    + list(facts.TOOL_ARGUMENT_KEYS)
-    + list(facts.TOOL_RESULT_KEYS)
-    + list(facts.LOG_CONTENT_ATTRIBUTES)
-    + list(facts.TOOL_DEFINITION_KEYS)
+    [key for _, key, _ in prompt_facts.PROMPT_FIELDS]
+    + [key for _, key in prompt_facts.RESPONSE_FIELDS]
+    + list(tool_span_facts.TOOL_ARGUMENT_KEYS)
+    + list(tool_span_facts.TOOL_RESULT_KEYS)
+    + list(log_facts.LOG_CONTENT_ATTRIBUTES)
+    + list(prompt_facts.TOOL_DEFINITION_KEYS)
 )
 
 
@@ -142,8 +144,8 @@ def _prompt_key(key: str) -> bool:
     folded = key.casefold()
     return (
         key not in _KNOWN_KEYS
-        and not key.startswith(facts.PROMPT_KEY_SKIP_PREFIXES)
-        and any(word in folded for word in facts.PROMPT_KEY_WORDS)
+        and not key.startswith(prompt_facts.PROMPT_KEY_SKIP_PREFIXES)
+        and any(word in folded for word in prompt_facts.PROMPT_KEY_WORDS)
     )
 
 
@@ -166,8 +168,11 @@ def other_prompt_texts(attrs: Attributes) -> list[Encoded]:
         # At least PROMPT_MIN_CHARS characters: a character is 1-4 bytes.
         if (
             raw is not None
-            and len(raw) >= facts.PROMPT_MIN_CHARS
-            and (len(raw) >= 4 * facts.PROMPT_MIN_CHARS or len(raw.text()) >= facts.PROMPT_MIN_CHARS)
+            and len(raw) >= prompt_facts.PROMPT_MIN_CHARS
+            and (
+                len(raw) >= 4 * prompt_facts.PROMPT_MIN_CHARS
+                or len(raw.text()) >= prompt_facts.PROMPT_MIN_CHARS
+            )
         ):
             found.append(raw)
     return found
@@ -178,30 +183,32 @@ _INPUT_KEYS_OF: dict[tuple[str, ...], tuple[str, ...]] = {}  # key shape -> its 
 
 def input_texts(attrs: Attributes) -> list[Encoded]:
     """The text, as UTF-8 bytes, of the string attributes no table names whose key says they
-    hold an operation's input in a harness's own namespace (``facts.INPUT_KEY_ENDINGS``)."""
+    hold an operation's input in a harness's own namespace (``prompt_facts.INPUT_KEY_ENDINGS``)."""
     shape = attrs.shape()
     keys = _INPUT_KEYS_OF.get(shape)
     if keys is None:
         keys = tuple(
             key
             for key in shape
-            if key.endswith(facts.INPUT_KEY_ENDINGS) and key not in _KNOWN_KEYS and not _prompt_key(key)
+            if key.endswith(prompt_facts.INPUT_KEY_ENDINGS)
+            and key not in _KNOWN_KEYS
+            and not _prompt_key(key)
         )
         if len(_INPUT_KEYS_OF) < SHAPES_KEPT:
             _INPUT_KEYS_OF[shape] = keys
     found: list[Encoded] = []
     for key in keys:
         raw = attrs.encoded(key)
-        if raw is not None and len(raw) >= facts.PROMPT_MIN_CHARS:
+        if raw is not None and len(raw) >= prompt_facts.PROMPT_MIN_CHARS:
             found.append(raw)
     return found
 
 
-_TOOL_DEFINITIONS = tuple((key, "tools") for key in facts.TOOL_DEFINITION_KEYS)
+_TOOL_DEFINITIONS = tuple((key, "tools") for key in prompt_facts.TOOL_DEFINITION_KEYS)
 
 
 def tool_definitions(view: SpanView) -> list[tuple[str, str]]:
-    """("tools", text) of the span's tool definitions (``facts.TOOL_DEFINITION_KEYS``), a
+    """("tools", text) of the span's tool definitions (``prompt_facts.TOOL_DEFINITION_KEYS``), a
     list of definitions as its JSON text."""
     return _field_texts(view, _TOOL_DEFINITIONS, {})
 
@@ -210,7 +217,7 @@ def user_texts(
     view: SpanView, prompts: list[tuple[str, str]] | None = None, flattened: bool = True
 ) -> list[str]:
     """Every user request the span's recorded input holds, oldest first (histories repeat),
-    without a harness's preamble (``facts.USER_TEXT_PREAMBLE``).  ``prompts``: the span's
+    without a harness's preamble (``prompt_facts.USER_TEXT_PREAMBLE``).  ``prompts``: the span's
     ``prompt_texts``, when the caller has them already."""
     found: list[str] = []
     for role, raw in _field_texts(view, _PROMPT_ATTRIBUTES, _PROMPT_EVENTS) if prompts is None else prompts:
@@ -219,9 +226,9 @@ def user_texts(
             found.append(_text_only(parsed if parsed is not None else raw))
         elif role in ("messages", INPUT):
             found += [
-                _text_only(first_present(m, facts.MESSAGE_BODY_KEYS))
+                _text_only(first_present(m, prompt_facts.MESSAGE_BODY_KEYS))
                 for m in _messages(raw, unwrap=role == INPUT)
-                if m.get("role") in facts.USER_ROLES
+                if m.get("role") in prompt_facts.USER_ROLES
             ]
     if flattened:
         found += _flattened_user_texts(view)
@@ -242,9 +249,11 @@ def _text_only(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, dict):
-        if value.get("type") not in facts.TEXT_PART_TYPES or _has_key(value, facts.TOOL_PART_KEYS):
+        if value.get("type") not in prompt_facts.TEXT_PART_TYPES or _has_key(
+            value, prompt_facts.TOOL_PART_KEYS
+        ):
             return ""
-        text = first_present(value, facts.TEXT_PART_KEYS)
+        text = first_present(value, prompt_facts.TEXT_PART_KEYS)
         return text if isinstance(text, str) else ""
     if isinstance(value, list):
         return "\n".join(t for t in (_text_only(v) for v in value) if t)
@@ -254,7 +263,7 @@ def _text_only(value: Any) -> str:
 def _flattened_keys(view: SpanView) -> list[str]:
     """The span's flattened message keys in message and part order (``.2.`` before ``.10.``),
     whatever order the attributes were read in."""
-    keys = view.attrs.keys_with_prefix(facts.FLATTENED_PREFIX)
+    keys = view.attrs.keys_with_prefix(prompt_facts.FLATTENED_PREFIX)
     if len(keys) > 1:
         keys.sort(key=_order)
     return keys
@@ -280,15 +289,15 @@ def _flattened_user_texts(view: SpanView) -> list[str]:
     roles: dict[str, str] = {}
     texts: dict[str, list[str]] = {}
     for key in keys:
-        index = key[len(facts.FLATTENED_PREFIX) :].split(".", 1)[0]
-        if key.endswith(facts.FLATTENED_ROLE_SUFFIX):
+        index = key[len(prompt_facts.FLATTENED_PREFIX) :].split(".", 1)[0]
+        if key.endswith(prompt_facts.FLATTENED_ROLE_SUFFIX):
             roles[index] = view.attrs.text(key) or ""
-        elif key.endswith(facts.FLATTENED_SUFFIXES):
+        elif key.endswith(prompt_facts.FLATTENED_SUFFIXES):
             texts.setdefault(index, []).append(view.attrs.text(key) or "")
     return [
         "\n".join(texts.get(i, []))
         for i in sorted(roles, key=lambda i: int(i) if i.isdigit() else 0)
-        if roles[i] in facts.USER_ROLES
+        if roles[i] in prompt_facts.USER_ROLES
     ]
 
 
@@ -310,25 +319,29 @@ def _block_plan(view: SpanView) -> tuple[_Step, ...]:
     steps: list[tuple[bool, list[tuple[str, str]]]] = []
     calls: dict[str, list[tuple[str, str]]] = {}  # "<message>.tool_calls.<j>" -> its pairs
     for key in every:
-        if key.endswith(facts.FLATTENED_RESULT_ID_SUFFIX):
-            message = key.removesuffix(facts.FLATTENED_RESULT_ID_SUFFIX)
-            parts = [k for k in every if k.startswith(message + ".") and k.endswith(facts.FLATTENED_SUFFIXES)]
+        if key.endswith(prompt_facts.FLATTENED_RESULT_ID_SUFFIX):
+            message = key.removesuffix(prompt_facts.FLATTENED_RESULT_ID_SUFFIX)
+            parts = [
+                k
+                for k in every
+                if k.startswith(message + ".") and k.endswith(prompt_facts.FLATTENED_SUFFIXES)
+            ]
             steps.append(
                 (
                     True,
-                    [("id", key), ("role", message + facts.FLATTENED_ROLE_SUFFIX)]
+                    [("id", key), ("role", message + prompt_facts.FLATTENED_ROLE_SUFFIX)]
                     + [("content", k) for k in parts],
                 )
             )
-        elif facts.FLATTENED_TOOL_CALLS in key:
-            head, _, rest = key.partition(facts.FLATTENED_TOOL_CALLS)
+        elif prompt_facts.FLATTENED_TOOL_CALLS in key:
+            head, _, rest = key.partition(prompt_facts.FLATTENED_TOOL_CALLS)
             position, _, field = rest.partition(".")
-            if field in facts.FLATTENED_CALL_FIELDS:
+            if field in prompt_facts.FLATTENED_CALL_FIELDS:
                 pairs = calls.get(f"{head}.{position}")
                 if pairs is None:
                     pairs = calls[f"{head}.{position}"] = []
                     steps.append((False, pairs))
-                pairs.append((facts.FLATTENED_CALL_FIELDS[field], key))
+                pairs.append((prompt_facts.FLATTENED_CALL_FIELDS[field], key))
     plan = tuple((is_result, tuple(pairs)) for is_result, pairs in steps)
     if len(_BLOCK_PLANS) < SHAPES_KEPT:
         _BLOCK_PLANS[shape] = plan
@@ -337,7 +350,7 @@ def _block_plan(view: SpanView) -> tuple[_Step, ...]:
 
 def flattened_blocks(view: SpanView) -> list[MessageCall | MessageResult]:
     """The tool calls and tool results of the span's flattened input messages, in message
-    order (``facts.FLATTENED_TOOL_CALLS``; a result is a message of role "tool" with a
+    order (``prompt_facts.FLATTENED_TOOL_CALLS``; a result is a message of role "tool" with a
     tool_call_id): what a history holds as blocks, for a convention that flattens it."""
     plan = _block_plan(view)
     found: list[MessageCall | MessageResult] = []
@@ -355,7 +368,7 @@ def flattened_blocks(view: SpanView) -> list[MessageCall | MessageResult]:
             found.append(
                 MessageCall(values.get("id", ""), values.get("name", ""), parse_json(arguments) or arguments)
             )
-        elif values.get("role") == facts.FLATTENED_RESULT_ROLE:
+        elif values.get("role") == prompt_facts.FLATTENED_RESULT_ROLE:
             text = "\n".join(contents)
             found.append(MessageResult(values.get("id", ""), text, None, "", text))
     return found
@@ -369,12 +382,12 @@ def response_raw(view: SpanView) -> str | None:
 
 def answer_text(raw: str) -> str | None:
     """The readable answer in a recorded response: the last message of a list, or the text
-    (None for what is no answer, ``facts.PLACEHOLDER_ANSWERS``)."""
-    if raw in facts.PLACEHOLDER_ANSWERS:
+    (None for what is no answer, ``log_facts.PLACEHOLDER_ANSWERS``)."""
+    if raw in log_facts.PLACEHOLDER_ANSWERS:
         return None
     parsed = parse_json(raw)
     if isinstance(parsed, list) and parsed and isinstance(parsed[0], dict) and "role" in parsed[0]:
-        return flatten_text(first_truthy(parsed[-1], facts.MESSAGE_BODY_KEYS)) or None
+        return flatten_text(first_truthy(parsed[-1], prompt_facts.MESSAGE_BODY_KEYS)) or None
     return (flatten_text(parsed) if parsed is not None else raw) or None
 
 
@@ -384,10 +397,10 @@ def _messages(raw: str, unwrap: bool = False) -> list[dict[str, Any]]:
     parsed = parse_json(raw)
     if unwrap and isinstance(parsed, dict) and len(parsed) == 1:
         (inner,) = parsed.values()
-        if isinstance(inner, dict) and not _has_key(parsed, facts.HISTORY_KEYS):
+        if isinstance(inner, dict) and not _has_key(parsed, prompt_facts.HISTORY_KEYS):
             parsed = inner
     if isinstance(parsed, dict):
-        parsed = first_truthy(parsed, facts.HISTORY_KEYS)
+        parsed = first_truthy(parsed, prompt_facts.HISTORY_KEYS)
     if isinstance(parsed, list):
         return [m for m in parsed if isinstance(m, dict)]
     return []

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Container
 from typing import Any
 
-from collector.detect import facts
 from collector.detect.content import parse_json
+from collector.detect.facts import skill_tools as skill_tool_facts
 from evaluators.evidence import fold_skill_name
 from evaluators.skill_md import NAME
 
@@ -27,7 +27,9 @@ def decoded(value: Any) -> str:
     (an object's first name key, a JSON string's text); "" when it holds none."""
     for _ in range(_DEPTH):
         if isinstance(value, dict):
-            value = next((value[k] for k in facts.SKILL_NAME_KEYS if isinstance(value.get(k), str)), None)
+            value = next(
+                (value[k] for k in skill_tool_facts.SKILL_NAME_KEYS if isinstance(value.get(k), str)), None
+            )
             continue
         if not isinstance(value, str):
             return ""
@@ -46,7 +48,7 @@ def plausible(name: str, advertised: Container[str] = ()) -> bool:
         return False
     if fold_skill_name(name) in advertised:
         return True
-    for part in facts.SKILL_NAMESPACE_SEPARATORS.split(name):
+    for part in skill_tool_facts.SKILL_NAMESPACE_SEPARATORS.split(name):
         if not (0 < len(part) <= MAX_NAME_CHARS and NAME.match(part)):
             return False
     return True

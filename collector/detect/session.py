@@ -18,12 +18,12 @@ from collector.detect import (
     catalog_shapes,
     catalogs,
     closing,
-    facts,
     frameworks,
     history_calls,
     log_calls,
     messages,
     names,
+    readings,
     transcript,
 )
 from collector.detect.closing import json_text
@@ -32,47 +32,25 @@ from collector.detect.content import tool_description as tool_description_of
 from collector.detect.detectors import load_of
 from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.expectations import NO_RULES, Expected, Rules
+from collector.detect.facts import frameworks as framework_facts
+from collector.detect.facts import logs as log_facts
+from collector.detect.facts import prompts as prompt_facts
+from collector.detect.facts import skill_tools as skill_tool_facts
+from collector.detect.facts import tool_spans as tool_span_facts
 from collector.detect.gathered import Gathered, Seen
 from collector.detect.histories import Histories
-from collector.detect.transcript import Injection, MessageCall, MessageResult, injections_in
+from collector.detect.transcript import Injection, MessageCall, MessageResult
 from collector.detect.user_request import user_request
 from collector.otlp.views import Encoded, EventView, LogView, SpanView
-from evaluators.evidence import (
-    Catalog,
-    Session,
-    SkillLoad,
-    ToolCall,
-    Turn,
-    UnreadableItem,
-    fold_skill_name,
-)
+from evaluators.evidence import Catalog, Session, SkillLoad, ToolCall, Turn, UnreadableItem, fold_skill_name
 
-# Substrings without which a piece of prompt text holds nothing for each walk of ``_scan``.
-_BLOCK_MARKERS: tuple[str, ...] = facts.BLOCK_MARKERS
-_EVENT_ACTIVATIONS = facts.SPAN_EVENT_SKILL_ACTIVATED
-_CATALOG_NAMES = facts.CATALOG_NAME_ATTRIBUTES
-_LOGGED_MESSAGE_KEYS = (*facts.MESSAGE_BODY_KEYS, facts.LOG_MESSAGE_CALLS_KEY)
-_INJECTION_MARKERS: tuple[str, ...] = facts.INJECTION_MARKERS
-
+_EVENT_ACTIVATIONS = log_facts.SPAN_EVENT_SKILL_ACTIVATED
+_CATALOG_NAMES = skill_tool_facts.CATALOG_NAME_ATTRIBUTES
+_LOGGED_MESSAGE_KEYS = (*prompt_facts.MESSAGE_BODY_KEYS, log_facts.LOG_MESSAGE_CALLS_KEY)
 # Any catalog's marker as it survives in raw (JSON) text.
 _CATALOG_RAW: tuple[str, ...] = catalogs.RAW_MARKERS
-# Each catalog marker as it survives in raw (JSON) text, with the marker itself.
-_CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(
-    zip(catalogs.RAW_MARKERS, catalogs.MARKERS, strict=True)
-)
 _cued = catalog_shapes.cued
-
-
-# Substrings one of which a catalog by shape holds in raw (JSON) text: an item, a description, a tag.
-_SHAPE_RAW = ("\\n- ", "\n- ", "\\n* ", "\n* ", "escription", "name=")
-
-
-def _has_any(text: str, markers: tuple[str, ...] | list[str]) -> bool:
-    for marker in markers:  # noqa: SIM110 - a loop, not any(): no generator made for every text
-        if marker in text:
-            return True
-    return False
-
+_has_any = readings.has_any
 
 MAX_UNREADABLE_NAMED = 20  # unreadable items named per session (all are counted)
 
@@ -124,7 +102,7 @@ class SessionEvidence:
         self._input_turns: list[Turn] = []  # requests in ``messages.input_texts``, if no other
         self.catalog = Catalog()
         self.agent_spans: list[tuple[int, str, str]] = []  # (start, trace_id, span_id)
-        self.model_seen = False  # a span in a GenAI convention (``facts.MODEL_ATTRIBUTE_PREFIXES``)
+        self.model_seen = False  # a span in a GenAI convention (``tool_span_facts.MODEL_ATTRIBUTE_PREFIXES``)
         self._content_seen = False
         self._turn_texts: set[str] = set()
         self._answers: list[tuple[int, str]] = []  # (end time, raw text) of recorded answers
@@ -161,7 +139,8 @@ class SessionEvidence:
             where = (f"span {view.span.name!r} ({view.span_id})", f"the resource of span {view.span_id}")
             self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs, where=where))
         if not self.model_seen:
-            self.model_seen = any(k.startswith(facts.MODEL_ATTRIBUTE_PREFIXES) for k in view.attrs.keys())  # noqa: SIM118 - Attributes is no dict
+            prefixes = tool_span_facts.MODEL_ATTRIBUTE_PREFIXES
+            self.model_seen = any(k.startswith(prefixes) for k in view.attrs.keys())  # noqa: SIM118 - Attributes is no dict
         for event in view.events:
             if event.name in _EVENT_ACTIVATIONS:
                 self._observe_activation_event(view, event)
@@ -171,7 +150,7 @@ class SessionEvidence:
             self._tool_description(view)
             return
         start = view.span.start_time_unix_nano
-        if has_marker(view, facts.AGENT_SPAN_MARKERS):
+        if has_marker(view, tool_span_facts.AGENT_SPAN_MARKERS):
             self.agent_spans.append((start, view.trace_id, view.span_id))
         for key in _CATALOG_NAMES:
             if key in view.attrs:
@@ -179,7 +158,7 @@ class SessionEvidence:
                 if names_text and self._first_sight(("catalog", names_text)):
                     entries = catalogs.names_list(names_text)
                     if entries is not None:
-                        self.catalog.advertise(entries, facts.CATALOG_NAMES_SHAPE)
+                        self.catalog.advertise(entries, skill_tool_facts.CATALOG_NAMES_SHAPE)
         prompts = messages.prompt_fields(view)
         if prompts:
             self._content_seen = True
@@ -246,7 +225,7 @@ class SessionEvidence:
             record.span_id.hex(),
             record.time_unix_nano or record.observed_time_unix_nano,
         )
-        event = view.event_name.removeprefix(facts.LOG_EVENT_PREFIX)
+        event = view.event_name.removeprefix(log_facts.LOG_EVENT_PREFIX)
         logged = log_calls.logged_call(view, event, seen.time_unix_nano)
         if logged is not None and logged.whole:
             self._observe_tool(logged.call)
@@ -255,40 +234,40 @@ class SessionEvidence:
         checked = log_calls.permission_check(view, seen.time_unix_nano)
         if checked is not None:
             self._log_calls.append(checked)
-        prompt_key = facts.LOG_USER_PROMPTS.get(event)
+        prompt_key = log_facts.LOG_USER_PROMPTS.get(event)
         if prompt_key is not None:
             request = self._new_request(view.attrs.text(prompt_key) or "")
             if request:
                 self.turns.append(
                     Turn(request, seen.span_id, seen.trace_id, seen.time_unix_nano, source=_FROM_LOG_PROMPT)
                 )
-        answer_key = facts.LOG_AGENT_RESPONSES.get(event)
+        answer_key = log_facts.LOG_AGENT_RESPONSES.get(event)
         if answer_key is not None:
             answer = view.attrs.text(answer_key)
             if answer:
                 self._answers.append((seen.time_unix_nano, answer))
-        active_key = facts.LOG_ACTIVE_SKILL.get(event)
+        active_key = log_facts.LOG_ACTIVE_SKILL.get(event)
         if active_key is not None:
             active = names.decoded(view.attrs.text(active_key) or "")
-            if active and active not in facts.REDACTED_SKILL_NAMES:
+            if active and active not in log_facts.REDACTED_SKILL_NAMES:
                 self._active_skills.append((seen.time_unix_nano, seen.trace_id, active))
-        if event in facts.LOG_SKILL_ACTIVATED:
+        if event in log_facts.LOG_SKILL_ACTIVATED:
             ok = all(
                 str(view.attrs.get(key)).lower() != "false"
-                for key in facts.LOG_SKILL_SUCCESS_KEYS
+                for key in log_facts.LOG_SKILL_SUCCESS_KEYS
                 if key in view.attrs
             )
-            self._activation(view.attrs.text(facts.LOG_SKILL_ACTIVATED[event]), seen, ok)
-        elif event in facts.LOG_TOOL_RESULTS:
-            id_key, success_key = facts.LOG_TOOL_RESULTS[event]
+            self._activation(view.attrs.text(log_facts.LOG_SKILL_ACTIVATED[event]), seen, ok)
+        elif event in log_facts.LOG_TOOL_RESULTS:
+            id_key, success_key = log_facts.LOG_TOOL_RESULTS[event]
             call_id = view.attrs.text(id_key)
             if call_id:
                 self._log_results[call_id] = (str(view.attrs.get(success_key)).lower() == "true", seen)
-        role = facts.LOG_MESSAGE_EVENTS.get(event)
+        role = log_facts.LOG_MESSAGE_EVENTS.get(event)
         if role is not None:
             self._observe_logged_message(role, view.body, seen)
         # A request log record repeats the history so far: what this session read is skipped.
-        for key in facts.LOG_CONTENT_ATTRIBUTES:
+        for key in log_facts.LOG_CONTENT_ATTRIBUTES:
             if key in view.attrs:
                 content = messages.encoded_text(view.attrs, key)
                 if content:
@@ -299,8 +278,8 @@ class SessionEvidence:
 
     def _name_framework(self, view: SpanView | LogView, span_name: str) -> None:
         """The framework by the table; until one is named, the first name by shape."""
-        service = view.resource.attrs.text(facts.SERVICE_NAME_KEY) or ""
-        by_span = facts.FRAMEWORK_SPAN_NAMES.get(span_name, "")
+        service = view.resource.attrs.text(framework_facts.SERVICE_NAME_KEY) or ""
+        by_span = framework_facts.FRAMEWORK_SPAN_NAMES.get(span_name, "")
         self.framework = frameworks.known(view.scope, service) or by_span
         if not self.framework and not self._framework_shape:
             attrs = view.resource.attrs
@@ -317,7 +296,7 @@ class SessionEvidence:
             self._scan(part, seen)
 
     def _observe_activation_event(self, view: SpanView, event: EventView) -> None:
-        """A skill's activation recorded as a span event (``facts.SPAN_EVENT_SKILL_ACTIVATED``),
+        """A skill's activation recorded as a span event (``log_facts.SPAN_EVENT_SKILL_ACTIVATED``),
         with the body the harness handed the model, when recorded, as that load's body."""
         name_key, body_key = _EVENT_ACTIVATIONS[event.name]
         attrs = event.attrs
@@ -330,19 +309,21 @@ class SessionEvidence:
 
     def _observe_logged_message(self, role: str, body: Any, seen: Seen) -> None:
         """One message of a model call, logged as a GenAI semconv event
-        (``facts.LOG_MESSAGE_EVENTS``): a request, an answer, and catalogs, calls, results and
+        (``log_facts.LOG_MESSAGE_EVENTS``): a request, an answer, and catalogs, calls, results and
         injected bodies, as in a span's recorded messages.  A body without content (content
         capture off) records nothing.  A body written as the message's JSON text (Semantic
         Kernel) is that message."""
         if isinstance(body, str) and body.startswith("{"):
             body = parse_json(body)
         message = (
-            body.get(facts.LOG_CHOICE_MESSAGE_KEY) if role == "answer" and isinstance(body, dict) else body
+            body.get(log_facts.LOG_CHOICE_MESSAGE_KEY)
+            if role == "answer" and isinstance(body, dict)
+            else body
         )
         if not isinstance(message, dict) or not any(message.get(key) for key in _LOGGED_MESSAGE_KEYS):
             return
         self._content_seen = True
-        text = messages.message_text(first_present(message, facts.MESSAGE_BODY_KEYS))
+        text = messages.message_text(first_present(message, prompt_facts.MESSAGE_BODY_KEYS))
         request = self._new_request(text) if role == "user" else ""
         if request:
             self.turns.append(
@@ -362,7 +343,7 @@ class SessionEvidence:
         """A skill activation the harness recorded (a log record, a span event); returns the
         skill's name, "" when it has none or it was not recorded."""
         skill = names.decoded(recorded or "")
-        if skill in facts.REDACTED_SKILL_NAMES:
+        if skill in log_facts.REDACTED_SKILL_NAMES:
             self._unnamed_activations.append((seen, ok))  # a skill, its name not recorded
             return ""
         if skill:
@@ -382,9 +363,9 @@ class SessionEvidence:
                 catalogs.listed_in_error(call.error) if load.signal == "skill_tool" and call.error else None
             )
             if listed:
-                self.catalog.advertise(listed, facts.CATALOG_ERROR_SHAPE)
+                self.catalog.advertise(listed, tool_span_facts.CATALOG_ERROR_SHAPE)
             return
-        if call.name in facts.CATALOG_TOOLS and call.result:
+        if call.name in skill_tool_facts.CATALOG_TOOLS and call.result:
             self._scan(call.result, Seen(call.trace_id, call.span_id, call.start_unix_nano))
         elif call.result and _cued(call.name):
             # A tool the table does not know whose name says "skill": its result may list them.
@@ -400,16 +381,16 @@ class SessionEvidence:
         if not text or text == self._last_prompts.get(_TOOL_DESCRIPTION):
             return
         self._last_prompts[_TOOL_DESCRIPTION] = text
-        markers = [marker for in_raw, marker in _CATALOG_MARKERS if in_raw in text]
-        if markers or (_cued(text) and _has_any(text, _SHAPE_RAW)):
-            self._catalog_in(text, markers, self._known_in(text))
+        plan = readings.plan(text)
+        if plan.catalog_markers or plan.shaped_catalog:
+            self._catalog_in(text, plan.catalog_markers, self._known_in(text))
 
     def _new_request(self, text: str, seen: Seen | None = None) -> str:
         """The user's own words in a user message (``user_request``) the first time this
         session reads them (every later span repeats them), else "": also for what a harness
-        records in place of a request (``facts.PLACEHOLDER_PROMPTS``) and for a message that
+        records in place of a request (``log_facts.PLACEHOLDER_PROMPTS``) and for a message that
         holds only what the harness injected.  Each text is read once, not once a span."""
-        if not text or text in self._turn_texts or text in facts.PLACEHOLDER_PROMPTS:
+        if not text or text in self._turn_texts or text in log_facts.PLACEHOLDER_PROMPTS:
             return ""
         self._turn_texts.add(text)
         if seen is not None and transcript.LOCATED_MARKER in text:  # a skill injected into the turn
@@ -435,27 +416,22 @@ class SessionEvidence:
         """Catalogs, message-level calls and injected bodies in one piece of prompt text.
 
         Each of the three walks over the decoded text runs only when the raw text holds one
-        of its markers: a marker inside any decoded string is in the raw text too.
+        of its markers (``readings.plan``); the text is decoded and walked once, whatever
+        session reads it (``readings.contents``).
         """
-        # A decoded string holds only the catalog markers the raw text holds: look for those.
-        catalog_markers = [marker for in_raw, marker in _CATALOG_MARKERS if in_raw in raw]
+        plan = readings.plan(raw)
         known = self._known_in(raw)
-        wants_catalog = bool(catalog_markers) or known or (_cued(raw) and _has_any(raw, _SHAPE_RAW))
-        wants_blocks = _has_any(raw, _BLOCK_MARKERS)
-        wants_injections = _has_any(raw, _INJECTION_MARKERS)
-        if not (wants_catalog or wants_blocks or wants_injections):
+        wants_catalog = bool(plan.catalog_markers) or known or plan.shaped_catalog
+        if not (wants_catalog or plan.blocks or plan.injections):
             return
         digest = hash(raw)
         if digest in self._scanned:
             return  # the same history, repeated on the next chat span
         self._scanned.add(digest)
-        value = parse_json(raw)
-        value = raw if value is None else value
-        strings, found_blocks = transcript.strings_and_blocks(
-            value, wants_catalog or wants_injections, wants_blocks
-        )
+        found = readings.contents(raw)
         if wants_catalog:
-            for text in strings:
+            catalog_markers = plan.catalog_markers
+            for text in found.strings:
                 # _cued, inline (a call per string costs), or a table's marker.
                 if (
                     known
@@ -464,11 +440,10 @@ class SessionEvidence:
                     or (catalog_markers and _has_any(text, catalog_markers))
                 ):
                     self._catalog_in(text, catalog_markers, known)
-        if wants_blocks and found_blocks:
-            self._keep_blocks(found_blocks, seen)
-        if wants_injections:
-            for injection in injections_in(strings):
-                self._injected.setdefault(fold_skill_name(injection.skill), (injection, seen))
+        if plan.blocks and found.blocks:
+            self._keep_blocks(found.blocks, seen)
+        for injection in found.injections:
+            self._injected.setdefault(fold_skill_name(injection.skill), (injection, seen))
 
     def _catalog_in(self, text: str, markers: list[str], known: bool) -> None:
         """The catalog one string of prompt text lists: by a table's shape (the fast path,
@@ -585,7 +560,7 @@ class SessionEvidence:
 
 
 # Where a turn's request was read (``Turn.source``): a span's recorded input, a log record
-# of the prompt (``facts.LOG_USER_PROMPTS``), a logged GenAI message event.
+# of the prompt (``log_facts.LOG_USER_PROMPTS``), a logged GenAI message event.
 _FROM_SPAN, _FROM_LOG_PROMPT, _FROM_LOG_MESSAGE = "span", "log_prompt", "log_message"
 _TOOL_DESCRIPTION = "tool_description"  # the role under which the last tool description is kept
 _ACTIVATIONS = ("skill_tool", "log_event")  # loads that activate a skill: a tool call, a logged activation

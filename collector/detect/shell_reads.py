@@ -9,8 +9,8 @@ from __future__ import annotations
 import posixpath
 import shlex
 
-from collector.detect import facts
 from collector.detect.content import arguments_of, result_text
+from collector.detect.facts import reads as read_facts
 from collector.detect.file_reads import read_load
 from evaluators.evidence import SkillLoad, ToolCall
 
@@ -19,13 +19,13 @@ _MAX_DEPTH = 2  # shells inside shells
 
 
 def command_of(call: ToolCall) -> str | None:
-    if call.name not in facts.SHELL_TOOLS:
+    if call.name not in read_facts.SHELL_TOOLS:
         return None
     arguments = arguments_of(call)
     if isinstance(arguments, str):
         return arguments
     if isinstance(arguments, dict):
-        for key in facts.COMMAND_ARGUMENTS:
+        for key in read_facts.COMMAND_ARGUMENTS:
             value = arguments.get(key)
             if isinstance(value, str):
                 return value
@@ -53,14 +53,14 @@ def skill_paths(command: str, depth: int = 0) -> list[str]:
             continue
         if words:
             verb = posixpath.basename(words[0])
-            if verb in facts.SHELL_INTERPRETERS:
+            if verb in read_facts.SHELL_INTERPRETERS:
                 script = _script(words[1:])
                 if script is not None:
                     paths += skill_paths(script, depth + 1)
                 words = []
                 continue
-            writes = facts.READ_VERBS.get(verb)
-            joined = facts.WRITE_FLAG_PREFIXES.get(verb)
+            writes = read_facts.READ_VERBS.get(verb)
+            joined = read_facts.WRITE_FLAG_PREFIXES.get(verb)
             if writes is not None and not any(
                 w in writes or (joined is not None and w.startswith(joined)) for w in words[1:]
             ):

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.detect import documents, facts, families, names, skill_shapes
+from collector.detect import documents, families, names, skill_shapes
 from collector.detect.content import arguments_of, result_text
+from collector.detect.facts import skill_tools as skill_tool_facts
+from collector.detect.facts import tool_spans as tool_span_facts
 from collector.detect.outcome import outcome
 from evaluators.evidence import SkillLoad, ToolCall
 
@@ -49,9 +51,9 @@ def detect(call: ToolCall) -> SkillLoad | None:
 
 
 def named_in_error(error: str) -> str:
-    """The skill a failed call asked for, as its error names it (``facts.SKILL_IN_ERRORS``),
+    """The skill a failed call asked for, as its error names it (``tool_span_facts.SKILL_IN_ERRORS``),
     for a call whose arguments were not recorded; "" when it names none."""
-    for pattern in facts.SKILL_IN_ERRORS:
+    for pattern in tool_span_facts.SKILL_IN_ERRORS:
         found = pattern.search(error)
         if found is not None:
             return next(group for group in found.groups() if group is not None).strip()
@@ -60,14 +62,14 @@ def named_in_error(error: str) -> str:
 
 def skill_argument(arguments: Any, key: str) -> Any:
     """What a skill tool's arguments give for the skill: under the key its row names, else
-    under the first of ``facts.SKILL_NAME_KEYS`` present (one tool name, ``skill``, is
+    under the first of ``skill_tool_facts.SKILL_NAME_KEYS`` present (one tool name, ``skill``, is
     written by harnesses with different argument names); arguments that are no dict (a
     single-argument tool's bare string) as they are."""
     if not isinstance(arguments, dict):
         return arguments
     if key in arguments:
         return arguments[key]
-    return next((arguments[k] for k in facts.SKILL_NAME_KEYS if k in arguments), None)
+    return next((arguments[k] for k in skill_tool_facts.SKILL_NAME_KEYS if k in arguments), None)
 
 
 def body_of(text: str, skill: str) -> str | None:
@@ -82,9 +84,9 @@ def _body_without_ack(text: str, skill: str) -> str | None:
     ``skill``): a load without its body; anything else is the instructions themselves."""
     stripped = text.strip()
     if "\n" not in stripped and (
-        len(stripped) < facts.SKILL_ACK_MAX_CHARS
+        len(stripped) < skill_tool_facts.SKILL_ACK_MAX_CHARS
         or (
-            len(stripped) < facts.SKILL_NAMED_ACK_MAX_CHARS
+            len(stripped) < skill_tool_facts.SKILL_NAMED_ACK_MAX_CHARS
             and skill
             and skill.casefold() in stripped.casefold()
         )

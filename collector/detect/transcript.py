@@ -13,8 +13,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from collector.detect import documents, facts
+from collector.detect import documents
 from collector.detect.content import flatten_text, parse_json
+from collector.detect.facts import blocks as block_facts
+from collector.detect.facts import catalogs as catalog_facts
+from collector.detect.facts import injections as injection_facts
 from evaluators import skill_md
 from evaluators.evidence import fold_skill_name
 
@@ -47,10 +50,10 @@ Block = MessageCall | MessageResult | None
 
 
 # A walk visits every dict of a history, and most are text parts: cheap lookups rule them out.
-_KEYED = facts.KEYED_BLOCKS
-_TYPE_KEY = facts.BLOCK_TYPE_KEY
-_TYPED = facts.TYPED_BLOCKS
-_TAGGED = tuple((fields.id, key, value, fields) for key, value, fields in facts.TAGGED_BLOCKS)
+_KEYED = block_facts.KEYED_BLOCKS
+_TYPE_KEY = block_facts.BLOCK_TYPE_KEY
+_TYPED = block_facts.TYPED_BLOCKS
+_TAGGED = tuple((fields.id, key, value, fields) for key, value, fields in block_facts.TAGGED_BLOCKS)
 
 
 def block_of(d: dict[str, Any]) -> Block:
@@ -78,9 +81,9 @@ def block_of(d: dict[str, Any]) -> Block:
     return None
 
 
-def _block(d: dict[str, Any], fields: facts.CallFields | facts.ResultFields) -> Block:
+def _block(d: dict[str, Any], fields: block_facts.CallFields | block_facts.ResultFields) -> Block:
     """The block ``d`` records, read through ``fields`` (None if its parts are not there)."""
-    if isinstance(fields, facts.ResultFields):
+    if isinstance(fields, block_facts.ResultFields):
         failed: bool | None
         if not fields.error:
             failed = None
@@ -247,29 +250,29 @@ def injections_in(strings: Iterable[str]) -> Iterator[Injection]:
             if document is not None:
                 yield Injection(document.name, document.body, inlined, follows_tool=False)
             inlined = None
-        if facts.INLINED_FILE_MARKER in text:
-            header = facts.INLINED_FILE_HEADER.match(text)
+        if injection_facts.INLINED_FILE_MARKER in text:
+            header = injection_facts.INLINED_FILE_HEADER.match(text)
             if header is not None and header.group(1).endswith("SKILL.md"):
                 inlined = header.group(1)
-        if facts.ACTIVATED_SKILL_MARKER in text:
-            for match in facts.ACTIVATED_SKILL_TAG.finditer(text):
+        if injection_facts.ACTIVATED_SKILL_MARKER in text:
+            for match in injection_facts.ACTIVATED_SKILL_TAG.finditer(text):
                 yield Injection(match.group(1), match.group(2).strip(), None, follows_tool=True)
-        if facts.INJECTED_SKILL_MARKER in text:
-            catalogs = [m.span() for m in facts.CATALOG_XML_BLOCK.finditer(text)]
-            for match in facts.INJECTED_SKILL_TAG.finditer(text):
+        if injection_facts.INJECTED_SKILL_MARKER in text:
+            catalogs = [m.span() for m in catalog_facts.CATALOG_XML_BLOCK.finditer(text)]
+            for match in injection_facts.INJECTED_SKILL_TAG.finditer(text):
                 # A catalog's <skill name="x"> entries hold descriptions, never bodies.
                 if not any(start <= match.start() < end for start, end in catalogs):
                     yield Injection(
                         match.group(1), match.group(3).strip(), match.group(2), follows_tool=False
                     )
-        if facts.CAPABILITY_SKILL_MARKER in text:
-            for match in facts.CAPABILITY_SKILL_TAG.finditer(text):
+        if injection_facts.CAPABILITY_SKILL_MARKER in text:
+            for match in injection_facts.CAPABILITY_SKILL_TAG.finditer(text):
                 if match.group(1) == match.group(2).strip():
                     yield Injection(match.group(1), match.group(3).strip(), None, follows_tool=True)
         if _FRAMED_MARKER in text:
             yield from _framed(text)
-        if text.startswith(facts.BASE_DIRECTORY_PREFIX):
-            base = facts.BASE_DIRECTORY.match(text)
+        if text.startswith(injection_facts.BASE_DIRECTORY_PREFIX):
+            base = injection_facts.BASE_DIRECTORY.match(text)
             if base is not None:
                 directory = base.group(1).strip().rstrip("/")
                 yield Injection(

@@ -11,15 +11,15 @@ it sits; the few harness-specific markers are data in ``facts``.
 - A tagged block is an XML-like element whose opening tag starts a line and whose closing
   tag (the same name, the first after it) ends one, or a line holding a lone tag
   (``<elided>``).  Blocks of
-  markup a person pastes (``facts.USER_MARKUP_TAGS``: ``<div>``, ``<table>``...) are kept,
+  markup a person pastes (``prompt_facts.USER_MARKUP_TAGS``: ``<div>``, ``<table>``...) are kept,
   and so is a tag inside a sentence.
 - A folder tree is a run of lines drawn with tree connectors (``├──``, ``└──``, ``|--``),
   with the root line above it when that line names a folder.
 - A catalog is a Markdown heading naming skills followed by its list of entries.
 - A SKILL.md body starts at front matter holding a ``name`` and a ``description``, and runs
   to the end of the message.
-- A whole message the harness writes itself (``facts.HARNESS_MESSAGES``), a skill body it
-  injects after a skill tool call (``facts.BASE_DIRECTORY_PREFIX``) or a message made only
+- A whole message the harness writes itself (``prompt_facts.HARNESS_MESSAGES``), a skill body it
+  injects after a skill tool call (``injection_facts.BASE_DIRECTORY_PREFIX``) or a message made only
   of injected blocks is no request: "".
 
 Pure and per message: the session calls it once for each user text it has not seen (never
@@ -31,7 +31,8 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 
-from collector.detect import facts
+from collector.detect.facts import injections as injection_facts
+from collector.detect.facts import prompts as prompt_facts
 from evaluators import skill_md
 
 # An opening tag that starts a line (its attributes on that line), and a closing tag that
@@ -54,20 +55,20 @@ _FRONT_MATTER_TRIES = 8  # "---" lines tried as a SKILL.md's start, in a message
 def user_request(text: str) -> str:
     """The words the user typed in ``text`` (one user-role message's text), stripped of
     surrounding blank space; "" when the message holds nothing the user wrote."""
-    text = facts.USER_TEXT_PREAMBLE.sub("", text, count=1)
+    text = prompt_facts.USER_TEXT_PREAMBLE.sub("", text, count=1)
     stripped = text.strip()
-    if not stripped or stripped.startswith(facts.BASE_DIRECTORY_PREFIX):
+    if not stripped or stripped.startswith(injection_facts.BASE_DIRECTORY_PREFIX):
         return ""
-    if facts.HARNESS_MESSAGES.fullmatch(stripped):
+    if prompt_facts.HARNESS_MESSAGES.fullmatch(stripped):
         return ""
     if "<" in text:
         text = _without_tagged_blocks(text)
     if "--- Content from" in text:
-        text = facts.INLINED_FILES_BLOCK.sub("", text)
+        text = prompt_facts.INLINED_FILES_BLOCK.sub("", text)
     if "---" in text:
         text = _without_skill_body(text)
     text = _without_drawn_blocks(text).strip()
-    quoted = facts.QUOTED_REQUEST.match(text)
+    quoted = prompt_facts.QUOTED_REQUEST.match(text)
     return quoted.group(1).strip() if quoted is not None else text
 
 
@@ -84,7 +85,7 @@ def _without_tagged_blocks(text: str) -> str:
     at = 0
     for found in _OPEN_TAG.finditer(text):
         name = found.group("name")
-        if found.start() < at or name.lower() in facts.USER_MARKUP_TAGS:
+        if found.start() < at or name.lower() in prompt_facts.USER_MARKUP_TAGS:
             continue  # inside a block removed already, or markup the user pasted
         starts, ends = closes.get(name, ([], []))
         after = bisect_left(starts, found.end())
@@ -102,7 +103,7 @@ def _without_tagged_blocks(text: str) -> str:
 
 
 def _unless_markup(found: re.Match[str]) -> str:
-    return found.group(0) if found.group("name").lower() in facts.USER_MARKUP_TAGS else ""
+    return found.group(0) if found.group("name").lower() in prompt_facts.USER_MARKUP_TAGS else ""
 
 
 def _without_skill_body(text: str) -> str:

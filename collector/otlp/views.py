@@ -10,19 +10,22 @@ value to Python only when it is asked for:
 - ``SpanView.events``: the span's events, each with its own ``Attributes``, in span order.
 - ``LogView.message_fields``: a log body written ``[message, "<JSON object>"]``, parsed once.
 - ``Encoded``: a string value's UTF-8 bytes, for a reader that decodes only part of a long
-  text (``Attributes.encoded``).
+  text (``Attributes.encoded``); a view of the request as received where ``inplace`` found
+  the span's strings in it, else a copy.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+from collector.otlp.inplace import SpanBytes
 
 _ERROR = Status.STATUS_CODE_ERROR
 _OK = Status.STATUS_CODE_OK
@@ -98,14 +101,17 @@ class Encoded:
         return self.data[self.start + at : self.start + to]
 
     def text(self) -> str:
-        """The whole text (made once)."""
+        """The whole text (made once).  Bytes that are not UTF-8 (text read in place from a
+        request that was repaired on parsing, ``inplace``) read as U+FFFD, as the repair does."""
         if self._text is None:
-            self._text = self.data[self.start : self.end].decode()
+            self._text = self.data[self.start : self.end].decode("utf-8", "replace")
         return self._text
 
     def text_from(self, at: int, to: int | None = None) -> str:
         """The text from byte ``at`` to byte ``to`` (the end), each at a character's first byte."""
-        return self.data[self.start + at : self.end if to is None else self.start + to].decode()
+        return self.data[self.start + at : self.end if to is None else self.start + to].decode(
+            "utf-8", "replace"
+        )
 
 
 def encoded_of(value: AnyValue) -> Encoded | None:
@@ -132,10 +138,11 @@ def encoded_of(value: AnyValue) -> Encoded | None:
 class Attributes:
     """Key lookup over a repeated ``KeyValue`` field, read lazily (see the module doc)."""
 
-    __slots__ = ("_by_key", "_kvs", "_shape", "_values")
+    __slots__ = ("_by_key", "_in_place", "_kvs", "_shape", "_values")
 
-    def __init__(self, kvs: Iterable[KeyValue]) -> None:
+    def __init__(self, kvs: Collection[KeyValue], in_place: SpanBytes | None = None) -> None:
         self._kvs = kvs
+        self._in_place = in_place  # where the strings sit in the request as received, if known
         self._by_key: dict[str, KeyValue] | None = None
         self._values: dict[str, Any] = {}
         self._shape: tuple[str, ...] | None = None
@@ -165,8 +172,15 @@ class Attributes:
         value = self._values.get(key, _MISSING)
         if value is not _MISSING:
             return Encoded.of(value) if type(value) is str else None
-        kv = (self._by_key if self._by_key is not None else self._index()).get(key)
-        return None if kv is None else encoded_of(kv.value)
+        index = self._by_key if self._by_key is not None else self._index()
+        kv = index.get(key)
+        if kv is None:
+            return None
+        if self._in_place is not None and len(index) == len(self._kvs):  # no key written twice
+            where = self._in_place.string(key)
+            if where is not None:
+                return Encoded(self._in_place.raw, where[0], where[1])  # no copy
+        return encoded_of(kv.value)
 
     def text(self, key: str) -> str | None:
         value = self.get(key)
@@ -229,11 +243,13 @@ class EventView:
 class SpanView:
     __slots__ = ("_events", "attrs", "resource", "scope", "span")
 
-    def __init__(self, span: Span, scope: str, resource: ResourceView) -> None:
+    def __init__(
+        self, span: Span, scope: str, resource: ResourceView, in_place: SpanBytes | None = None
+    ) -> None:
         self.span = span
         self.scope = scope
         self.resource = resource
-        self.attrs = Attributes(span.attributes)
+        self.attrs = Attributes(span.attributes, in_place)
         self._events: list[EventView] | None = None
 
     @property

@@ -42,7 +42,10 @@ from collections.abc import Iterable, Iterator
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from collector.otlp import inplace
+from collector.otlp.inplace import SpanBytes
 from collector.otlp.received import Accepted
 from collector.otlp.views import Attributes, LogView, ResourceView, SpanView
 from collector.sessions.admission import Admission, TenantLimited
@@ -86,6 +89,20 @@ __all__ = [
 ]
 
 UNREADABLE_REASONS = ("too_deep", "bad_value", "internal_error")
+
+
+def _in_place(
+    raw: bytes, places: Iterator[tuple[int, int]], span: Span
+) -> tuple[SpanBytes | None, Iterator[tuple[int, int]] | None]:
+    """The next span's place in ``raw``, and the places left (None once the bytes do not
+    frame as the parsed request: its spans are then read from the parsed message)."""
+    try:
+        start, end = next(places)
+    except (StopIteration, inplace.Malformed):
+        return None, None
+    return SpanBytes(raw, start, end, span.trace_id, span.span_id), places
+
+
 _UNREADABLE_DETAIL_CHARS = 300
 log = logging.getLogger("skillgauge")
 
@@ -129,9 +146,12 @@ class Assembler(Admission):
         now = self._clock()
         touched: dict[str, OpenSession] = {}
         share: int | None = None
+        places: Iterator[tuple[int, int]] | None = None  # each span's place in ``raw`` (``inplace``)
         if raw is not None:
             spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
             share = len(raw) // max(1, spans)
+            if inplace.worth_it(raw, spans):
+                places = inplace.span_ranges(raw)
         clock = time.perf_counter
         pause_at = clock() + slice_seconds
         for resource_spans in request.resource_spans:
@@ -139,6 +159,9 @@ class Assembler(Admission):
             for scope_spans in resource_spans.scope_spans:
                 scope = scope_spans.scope.name
                 for span in scope_spans.spans:
+                    in_place = None
+                    if places is not None and raw is not None:  # every span's, in order, before anything else
+                        in_place, places = _in_place(raw, places, span)
                     if clock() >= pause_at:
                         yield
                         pause_at = clock() + slice_seconds
@@ -149,7 +172,7 @@ class Assembler(Admission):
                     session: OpenSession | None = None
                     before = result.accepted
                     try:
-                        view = SpanView(span, scope, resource)
+                        view = SpanView(span, scope, resource, in_place)
                         size = span.ByteSize() if share is None else share
                         session = self._place(
                             view.attrs,

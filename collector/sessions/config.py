@@ -10,13 +10,13 @@ from pydantic import (
 )
 
 from collector.configtypes import Bytes, NonNegativeSeconds, Seconds, Strict
-from collector.detect import facts
+from collector.detect.facts import sessions as session_facts
 
 _KEY = re.compile(r"^(span|resource):\S+$")
 
 
 class Sessions(Strict):
-    keys: tuple[str, ...] = facts.SESSION_KEYS
+    keys: tuple[str, ...] = session_facts.SESSION_KEYS
     # When no configured key is present: an attribute whose name ends in conversation_id,
     # session_id, session.id or thread_id (any namespace) names the session.
     keys_by_shape: bool = True

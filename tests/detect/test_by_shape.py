@@ -33,13 +33,28 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from support import FRAMEWORKS, detectable, trace_requests
 
 from collector.config import parse
-from collector.detect import catalog_shapes, detectors, facts, skill_shapes
-from collector.detect import session as session_module
+from collector.detect import catalog_shapes, detectors, readings, skill_shapes
+from collector.detect.facts import injections as injection_facts
+from collector.detect.facts import skill_tools as skill_tool_facts
 from collector.replay import replay
 from collector.sessions.assembler import Assembler
 from evaluators.evidence import Catalog, CatalogEntry, Session, ToolCall
 
 Row = tuple[str, str, str, bool]
+
+
+def forget_texts() -> None:
+    """What a text holds is kept per text (``readings``): after a table row is taken out,
+    every text is read again."""
+    for memo in (readings.plan, readings.contents):
+        memo.cache.clear()  # type: ignore[attr-defined]
+
+
+@pytest.fixture(autouse=True)
+def texts_read_again() -> Iterator[None]:
+    """No text read with a row taken out stays read for the next test."""
+    yield
+    forget_texts()
 
 
 def scenario_session(framework: str, scenario: str) -> Session:
@@ -104,7 +119,8 @@ def test_a_skill_tool_no_row_names_is_found_by_its_shape(
 ) -> None:
     by_row = rows(scenario_session(framework, scenario))
     assert by_row and all(signal == "skill_tool" for _, _, signal, _ in by_row), shape
-    monkeypatch.delitem(facts.SKILL_TOOLS, tool)
+    monkeypatch.delitem(skill_tool_facts.SKILL_TOOLS, tool)
+    forget_texts()
     assert rows(scenario_session(framework, scenario)) == by_row, shape
 
 
@@ -113,7 +129,8 @@ def test_a_skill_call_only_a_history_shows_is_found_by_its_shape(monkeypatch: py
     # history shows it, with "<tool_use_error>Unknown skill: relese-notes" as its result.
     by_row = rows(scenario_session("claude_code", "missing_skill_raw_bodies"))
     assert by_row == [("relese-notes", "failed", "chat_message", False)]
-    monkeypatch.delitem(facts.SKILL_TOOLS, "Skill")
+    monkeypatch.delitem(skill_tool_facts.SKILL_TOOLS, "Skill")
+    forget_texts()
     assert rows(scenario_session("claude_code", "missing_skill_raw_bodies")) == by_row
 
 
@@ -122,7 +139,8 @@ def test_what_the_rules_make_of_skill_tools_they_cannot_tell_is_nothing_rather_t
 ) -> None:
     # Pydantic AI's load_capability refusal says "capability", never "skill", and names a
     # skill no catalog lists (a typo): by shape it is no load, not a made-up one.
-    monkeypatch.delitem(facts.SKILL_TOOLS, "load_capability")
+    monkeypatch.delitem(skill_tool_facts.SKILL_TOOLS, "load_capability")
+    forget_texts()
     assert rows(scenario_session("pydantic_ai", "missing_skill")) == []
 
 
@@ -143,7 +161,8 @@ def test_a_catalog_no_row_knows_is_found_by_its_shape(
 ) -> None:
     by_row = scenario_session(framework, scenario).catalog
     assert by_row.state == "advertised" and by_row.source != catalog_shapes.SHAPE
-    monkeypatch.setattr(session_module, "_CATALOG_MARKERS", ())  # every table shape out
+    monkeypatch.setattr(readings, "CATALOG_MARKERS", ())  # every table shape out
+    forget_texts()
     found = scenario_session(framework, scenario).catalog
     assert (found.state, found.source) == ("advertised", catalog_shapes.SHAPE), format_
     assert sorted(found.skills) == sorted(by_row.skills), format_
@@ -198,7 +217,8 @@ def test_the_operators_registry_frames_a_catalog_no_lead_calls_one_of_skills(
     # the operator's registry (skills.paths) holding those names, it is one.
     spec = json.loads((FRAMEWORKS / "pydantic_ai" / "expected.json").read_text())["scenarios"]["no_skill"]
     files = [str(FRAMEWORKS / "pydantic_ai" / f) for f in spec["files"]]
-    monkeypatch.setattr(session_module, "_CATALOG_MARKERS", ())
+    monkeypatch.setattr(readings, "CATALOG_MARKERS", ())
+    forget_texts()
     alone = asyncio.run(replay(files, parse({})))
     assert [c.session.catalog.state for c in alone.coverages] == ["not_recorded"]
     registry = parse({"skills": {"paths": [str(FRAMEWORKS.parent / "skills")]}})
@@ -223,7 +243,8 @@ def test_a_skill_injected_without_a_tool_call_is_found_by_its_shape(
     monkeypatch: pytest.MonkeyPatch, framework: str, scenario: str, path: str | None
 ) -> None:
     by_row = scenario_session(framework, scenario).skill_loads
-    monkeypatch.setattr(facts, "INJECTED_SKILL_MARKER", "\0no such marker")  # the pinned-skill row out
+    monkeypatch.setattr(injection_facts, "INJECTED_SKILL_MARKER", "\0no such marker")  # the pinned-skill row out
+    forget_texts()
     (load,) = scenario_session(framework, scenario).skill_loads
     assert (load.skill, load.status, load.signal, load.path) == ("release-notes", "loaded", "injected", path)
     assert load.body and "# Release notes" in load.body
@@ -248,7 +269,8 @@ def test_a_redacted_or_empty_output_is_an_unresolved_load_of_the_skill_named(
                             kv.value.string_value = output
                             changed += 1
     assert changed == 1
-    monkeypatch.delitem(facts.SKILL_TOOLS, "skills")
+    monkeypatch.delitem(skill_tool_facts.SKILL_TOOLS, "skills")
+    forget_texts()
     session = assemble(traces)
     assert rows(session) == [("release-notes", "unresolved", "skill_tool", False)]
 

@@ -75,11 +75,13 @@ def test_reading_histories_incrementally_detects_exactly_what_reading_them_whole
     assert all(part < full for full, part in shortened)
 
 
-_LONG = json.dumps([{"m": "x" * 1000, "n": n} for n in range(50)])  # ~50 KB
-_AT = _LONG.index("x", 40_000)
+_LONG = json.dumps([{"m": "x" * 1000, "n": n} for n in range(4 * histories.CHUNK // 1000)])  # ~4 chunks
+_AT = _LONG.index("x", 3 * histories.CHUNK)
 _REWRITTEN = _LONG[:_AT] + "y" + _LONG[_AT + 1 :]  # one message changed, past the first chunk
 # Text that Python stores two bytes a character (an em dash, as JSON writers keep it unescaped).
-_WIDE = json.dumps([{"m": "\u2014" + "x" * 1000, "n": n} for n in range(50)], ensure_ascii=False)
+_WIDE = json.dumps(
+    [{"m": "\u2014" + "x" * 1000, "n": n} for n in range(4 * histories.CHUNK // 1000)], ensure_ascii=False
+)
 _WIDE_REWRITTEN = _WIDE[:_AT] + "y" + _WIDE[_AT + 1 :]
 _ADK = json.dumps(
     {"model": "m", "config": {"system_instruction": "s"}, "contents": [{"role": "user", "parts": [{"text": "a"}]}]}
@@ -108,7 +110,7 @@ _GRAPH = json.dumps({"messages": [{"x": [1], "y": {}}], "y": {"z": [1], "y": 2}}
         (_WIDE, _WIDE_REWRITTEN[:-1] + ', {"b": 2}]', [*json.loads(_WIDE_REWRITTEN), {"b": 2}]),
         (_LONG, _LONG[:-1] + ', {"b": "\u2014"}]', [{"b": "\u2014"}]),
         (_LONG, _REWRITTEN[:-1] + ', {"b": "\u2014"}]', [*json.loads(_REWRITTEN), {"b": "\u2014"}]),
-        # An object holding the history under its first history key (facts.HISTORY_KEYS):
+        # An object holding the history under its first history key (prompt_facts.HISTORY_KEYS):
         # last (Google ADK's llm_request), or before other keys (ADK TypeScript, LangGraph).
         (_ADK, _ADK[:-2] + ', {"role": "model"}]}', [{"role": "model"}]),
         (_ADK_TS, _ADK_TS.replace('"}]}], ', '"}]}, {"b": 2}], '), [{"b": 2}]),
@@ -133,7 +135,7 @@ def test_a_continuation_is_remembered_without_copying_the_text_it_shares() -> No
     history = _LONG
     for n in range(3):
         _unread(evidence, history)
-        history = history[:-1] + f', {{"turn": {n}, "m": "{"z" * 20_000}"}}]'
+        history = history[:-1] + f', {{"turn": {n}, "m": "{"z" * (histories.CHUNK + 4_000)}"}}]'
     newest, older = evidence.histories.by_reader["messages"][:2]
     assert b"".join(newest.chunks) == history[: history.rindex(", {")].encode()  # up to its bracket
     assert len(older.chunks) > 2 and newest.end > older.end

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collector.detect import facts
+from collector.detect.facts import outcomes as outcome_facts
 from collector.detect.outcome import _may_refuse, text_outcome
 
 _PIECES = [
@@ -20,7 +20,7 @@ _PIECES = [
 @given(st.lists(st.one_of(st.sampled_from(_PIECES), st.text(max_size=8)), max_size=12))
 def test_a_text_the_refusal_pattern_matches_holds_a_refusal_word(pieces: list[str]) -> None:
     text = "".join(pieces)
-    if facts.REFUSALS.search(text):
+    if outcome_facts.REFUSALS.search(text):
         assert _may_refuse(text), text
 
 

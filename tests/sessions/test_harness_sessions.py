@@ -21,13 +21,13 @@ sys.path.insert(0, str(FRAMEWORKS))
 from capture import otlp_json
 
 from collector.config import parse
-from collector.detect import facts
+from collector.detect.facts import sessions as session_facts
 from collector.receiver.decode import parse_json
 from collector.replay import replay
 from collector.sessions.assembler import Assembler
 from evaluators.evidence import Session
 
-SESSION_ATTRIBUTES = {key.split(":", 1)[1] for key in facts.SESSION_KEYS}
+SESSION_ATTRIBUTES = {key.split(":", 1)[1] for key in session_facts.SESSION_KEYS}
 
 
 def log_requests(path: Path) -> list[ExportLogsServiceRequest]:

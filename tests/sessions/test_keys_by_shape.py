@@ -20,7 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from support import FRAMEWORKS
 
 from collector.config import parse
-from collector.detect import facts
+from collector.detect.facts import sessions as session_facts
 from collector.otlp.views import Attributes
 from collector.receiver.decode import parse_json
 from collector.replay import replay
@@ -28,7 +28,7 @@ from collector.sessions.assembler import Assembler
 from collector.sessions.keys import SessionKeys, shaped_keys
 from evaluators.evidence import Session
 
-SESSION_ATTRIBUTES = {key.split(":", 1)[1] for key in facts.SESSION_KEYS}
+SESSION_ATTRIBUTES = {key.split(":", 1)[1] for key in session_facts.SESSION_KEYS}
 
 
 def scenario_of(framework: str, name: str) -> dict[str, Any]:
@@ -78,8 +78,8 @@ def load_rows(loads: list[Any]) -> list[tuple[str, str, str, bool]]:
 
 
 def keys_without(*rows: str) -> dict[str, Any]:
-    assert all(row in facts.SESSION_KEYS for row in rows)
-    return {"sessions": {"keys": [k for k in facts.SESSION_KEYS if k not in rows]}}
+    assert all(row in session_facts.SESSION_KEYS for row in rows)
+    return {"sessions": {"keys": [k for k in session_facts.SESSION_KEYS if k not in rows]}}
 
 
 def test_a_run_named_only_by_a_vendor_conversation_id_survives_whole(tmp_path: Path) -> None:

@@ -1,0 +1,82 @@
+"""What one piece of prompt text holds for a session's scan, worked out once per text.
+
+A session scans each piece of prompt text it has not read (a system prompt, the part of a
+history its earlier spans did not record) for catalogs, message blocks and injected skill
+bodies.  What a text holds depends on the text alone, and the same texts come back in every
+session of an agent (its system prompt, its tool definitions, the catalog in them), so both
+steps are kept per text:
+
+- ``plan``: which of the three walks the raw text may need, by substring markers (a marker
+  inside any decoded string is in the raw text too);
+- ``contents``: the text decoded (JSON, or the text itself), its strings and blocks taken
+  in one walk, and the injections among its strings.
+
+Values are shared between sessions and must not be modified.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from collector.detect import catalog_shapes, catalogs, transcript
+from collector.detect.content import parse_json
+from collector.detect.facts import blocks as block_facts
+from collector.detect.facts import injections as injection_facts
+from collector.detect.transcript import Injection, MessageCall, MessageResult
+from evaluators.bytecache import memo_by_text
+
+# Each catalog marker as it survives in raw (JSON) text, with the marker itself.
+CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(zip(catalogs.RAW_MARKERS, catalogs.MARKERS, strict=True))
+# Substrings one of which a catalog by shape holds in raw (JSON) text: an item, a description, a tag.
+SHAPE_RAW: tuple[str, ...] = ("\\n- ", "\n- ", "\\n* ", "\n* ", "escription", "name=")
+
+
+def has_any(text: str, markers: tuple[str, ...] | list[str]) -> bool:
+    for marker in markers:  # noqa: SIM110 - a loop, not any(): no generator made for every text
+        if marker in text:
+            return True
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Which walks a raw text may need: the catalog markers of the table it holds, whether
+    it may hold a catalog by shape, message blocks, injected bodies."""
+
+    catalog_markers: list[str]
+    shaped_catalog: bool
+    blocks: bool
+    injections: bool
+
+
+@memo_by_text("scan_plans", 4 * 1024 * 1024, value_factor=0.0)
+def plan(raw: str) -> Plan:
+    """What ``raw`` may hold, by its markers alone (no decoding)."""
+    return Plan(
+        [marker for in_raw, marker in CATALOG_MARKERS if in_raw in raw],
+        catalog_shapes.cued(raw) and has_any(raw, SHAPE_RAW),
+        has_any(raw, block_facts.BLOCK_MARKERS),
+        has_any(raw, injection_facts.INJECTION_MARKERS),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Contents:
+    """A raw text decoded: its strings and message blocks, in document order, and the
+    skill bodies injected among its strings."""
+
+    strings: list[str]
+    blocks: list[MessageCall | MessageResult]
+    injections: list[Injection]
+
+
+@memo_by_text("scan_contents", 16 * 1024 * 1024, value_factor=2.0)
+def contents(raw: str) -> Contents:
+    """``raw``'s strings, blocks and injections (JSON decoded, or the text itself)."""
+    value = parse_json(raw)
+    strings, found = transcript.strings_and_blocks(raw if value is None else value, True, True)
+    injections = list(transcript.injections_in(strings)) if plan(raw).injections else []
+    return Contents(strings, found, injections)
+
+
+__all__ = ["CATALOG_MARKERS", "SHAPE_RAW", "Contents", "Plan", "contents", "has_any", "plan"]

@@ -1,0 +1,134 @@
+"""Span attribute strings read in place from the request bytes as received (``inplace``):
+the same text as the parsed message holds, for every string of every recorded span, and the
+same sessions when every recording is assembled reading in place."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from support import FRAMEWORKS
+
+from collector.config import parse
+from collector.otlp import inplace, wire
+from collector.otlp.views import ResourceView, SpanView, encoded_of
+from collector.receiver.errors import ReceiveError
+from collector.replay import requests_in
+from collector.sessions.assembler import Assembler
+from evaluators.evidence import Session
+
+RECORDINGS = sorted(FRAMEWORKS.glob("*/*.traces.jsonl"))
+
+
+def trace_bodies() -> list[tuple[ExportTraceServiceRequest, bytes]]:
+    """Every recorded trace request, with its protobuf bytes."""
+    found = []
+    for path in RECORDINGS:
+        for _, received in requests_in(Path(path)):
+            if isinstance(received, ReceiveError) or received.signal != "traces":
+                continue
+            assert isinstance(received.request, ExportTraceServiceRequest)
+            found.append((received.request, received.request.SerializeToString()))
+    return found
+
+
+def spans_of(request: ExportTraceServiceRequest) -> list[Span]:
+    return [span for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans]
+
+
+def test_span_ranges_frame_every_recorded_span_in_order() -> None:
+    requests = trace_bodies()
+    assert len(requests) > 100
+    for request, body in requests:
+        ranges = list(inplace.span_ranges(body))
+        assert [Span.FromString(body[start:end]) for start, end in ranges] == spans_of(request)
+
+
+def test_every_recorded_string_reads_the_same_in_place() -> None:
+    strings = 0
+    for request, body in trace_bodies():
+        for span, (start, end) in zip(spans_of(request), inplace.span_ranges(body), strict=True):
+            place = inplace.SpanBytes(body, start, end, span.trace_id, span.span_id)
+            keys = [kv.key for kv in span.attributes]
+            for kv in span.attributes:
+                if keys.count(kv.key) > 1:
+                    continue  # written twice: read from the parsed message (the test below)
+                where = place.string(kv.key)
+                parsed = encoded_of(kv.value)
+                if parsed is None:
+                    assert where is None, kv.key
+                    continue
+                assert where is not None, kv.key
+                assert body[where[0] : where[1]] == parsed.piece(0, len(parsed)), kv.key
+                strings += 1
+    assert strings > 1000
+
+
+def test_a_span_whose_ids_differ_is_not_read_in_place() -> None:
+    request, body = next((r, b) for r, b in trace_bodies() if len(spans_of(r)) > 1)
+    first, second = spans_of(request)[:2]
+    start, end = next(inplace.span_ranges(body))
+    key = first.attributes[0].key
+    assert inplace.SpanBytes(body, start, end, first.trace_id, first.span_id).string(key) is not None
+    assert inplace.SpanBytes(body, start, end, second.trace_id, second.span_id).string(key) is None
+
+
+def _one_span(attributes: list[tuple[str, str]]) -> tuple[ExportTraceServiceRequest, bytes]:
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id, span.name = b"t" * 16, b"s" * 8, "chat"
+    for key, value in attributes:
+        kv = span.attributes.add()
+        kv.key, kv.value.string_value = key, value
+    return request, request.SerializeToString()
+
+
+def test_a_key_written_twice_reads_its_last_value_from_the_parsed_message() -> None:
+    request, body = _one_span([("history", "first"), ("history", "last")])
+    (span,) = spans_of(request)
+    ((start, end),) = inplace.span_ranges(body)
+    view = SpanView(span, "", ResourceView(request.resource_spans[0].resource), inplace.SpanBytes(body, start, end, span.trace_id, span.span_id))
+    encoded = view.attrs.encoded("history")
+    assert encoded is not None and encoded.text() == "last"
+
+
+def test_text_that_is_not_utf8_reads_as_the_repaired_message_does() -> None:
+    _, body = _one_span([("history", "[" + "x" * 40 + "AB" + "]")])
+    body = body.replace(b"xAB]", b"x\xff\xfe]")  # bytes no UTF-8 decoder reads
+    request = ExportTraceServiceRequest()
+    assert wire.parse(request, body)  # repaired: U+FFFD for each bad sequence
+    (span,) = spans_of(request)
+    ((start, end),) = inplace.span_ranges(body)
+    view = SpanView(span, "", ResourceView(request.resource_spans[0].resource), inplace.SpanBytes(body, start, end, span.trace_id, span.span_id))
+    encoded = view.attrs.encoded("history")
+    assert encoded is not None and encoded.data is body  # read in place, not copied
+    assert encoded.text() == span.attributes[0].value.string_value
+    assert "\ufffd" in encoded.text()
+
+
+def _sessions(requests: list[tuple[ExportTraceServiceRequest, bytes]], raw: bool) -> list[Session]:
+    closed: list[Session] = []
+    assembler = Assembler(parse({}).sessions, lambda session, _reason: closed.append(session))
+    for n, (request, body) in enumerate(requests, 1):
+        assembler.add_spans(request, n, raw=body if raw else None)
+    assembler.close_all()
+    return sorted(closed, key=lambda s: (s.session_id, s.revision))
+
+
+def test_every_recording_assembles_to_the_same_sessions_read_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    requests = trace_bodies()
+    parsed = _sessions(requests, raw=False)
+    read = {"in place": 0}
+    string = inplace.SpanBytes.string
+
+    def counted(self: inplace.SpanBytes, key: str) -> tuple[int, int] | None:
+        where = string(self, key)
+        read["in place"] += where is not None
+        return where
+
+    monkeypatch.setattr(inplace, "MIN_AVERAGE_SPAN_BYTES", 0)  # every request, whatever its size
+    monkeypatch.setattr(inplace.SpanBytes, "string", counted)
+    assert _sessions(requests, raw=True) == parsed
+    assert read["in place"] > 1000
