@@ -6,17 +6,20 @@ csv-cleanup's SKILL.md).  Its permission checks are log records that name no ses
 is logged under a span of its own session's tool call.  Served, spans wait in a queue while
 log records are assembled at once, so the log records may come before or after every span:
 each order, and a close of both sessions in between, must give each session its own loads
-and nothing of the other's (expected.json is the ground truth).
+and nothing of the other's (expected.json is the ground truth), in the assembler and served.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
+import grpc
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from support import FRAMEWORKS, trace_requests
+from support import FRAMEWORKS, Server, trace_requests, wait_for
 
 from collector.config import parse
 from collector.receiver.decode import parse_json
@@ -127,3 +130,46 @@ def test_spans_resent_into_a_trace_of_two_sessions_count_once() -> None:
     assert asm.duplicates == {"traces": spans, "logs": records}
     asm.close_all()
     assert_each_session_has_its_own_loads(closed)
+
+
+def send(server: Server, method: str, requests: list[Any]) -> None:
+    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+        export = channel.unary_unary(
+            f"/opentelemetry.proto.collector.{method}/Export",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=lambda b: b,
+        )
+        for request in requests:
+            export(request, timeout=10)
+
+
+def test_served_permission_checks_sent_after_every_span_was_assembled_go_to_their_own_session(
+    tmp_path: Path,
+) -> None:
+    # The order that made the served reference flaky, made certain: every span assembled (the
+    # open sessions hold all of them) before the first log record is sent.
+    spans = traces()
+    total = sum(len(s.spans) for r in spans for rs in r.resource_spans for s in rs.scope_spans)
+    server = Server(tmp_path, {"sessions": {"idle_timeout": "5s"}})
+    try:
+        send(server, "trace.v1.TraceService", spans)
+
+        def assembled() -> bool:
+            code, body = server.get_json("/v1/sessions?state=open&limit=500")
+            return code == 200 and sum(row["spans"] for row in body["sessions"]) == total
+
+        wait_for(assembled, timeout=30)
+        send(server, "logs.v1.LogsService", logs())
+        for scenario in SCENARIOS.values():
+
+            def evaluated(session_id: str = str(scenario["session_id"])) -> Any:
+                code, body = server.get_json(f"/v1/sessions/{session_id}")
+                return body if code == 200 and "open" not in body and body.get("revisions") else None
+
+            last = wait_for(evaluated, timeout=30)["revisions"][-1]["records"]
+            loaded = {(r["skill"], r["signal"], r["span_id"]) for r in last if r.get("skill")}
+            want = {(row["skill"], row["signal"]) for row in scenario["loads"]}  # type: ignore[union-attr]
+            assert {(skill, signal) for skill, signal, _ in loaded} == want, loaded
+            assert len(loaded) == len(want)  # one span per load: none of the other session's
+    finally:
+        server.stop()
