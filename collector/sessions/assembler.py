@@ -179,6 +179,7 @@ class Assembler(Admission):
                             resource.attrs,
                             span.trace_id,
                             span.span_id,
+                            span.parent_span_id,
                             size,
                             request_id,
                             result,
@@ -206,6 +207,7 @@ class Assembler(Admission):
         resource_values: Attributes,
         trace_id: bytes,
         span_id: bytes,
+        parent: bytes,
         size: int,
         request_id: int,
         result: Accepted,
@@ -225,7 +227,7 @@ class Assembler(Admission):
             result.accepted += 1
             self._duplicate("traces")
             return None
-        session = self._session_for(key, trace, now, request_id, tenant, source)
+        session = self._session_for(key, trace, now, request_id, tenant, source, near=parent)
         if session.provisional and not session.skill_named:
             session.skill_named = mentions_skills(values)
         session.ids.add(ident)
@@ -281,7 +283,9 @@ class Assembler(Admission):
                             result.accepted += 1
                             self._duplicate("logs")
                             continue
-                        session = self._session_for(key, trace_id, now, request_id, tenant, source)
+                        session = self._session_for(
+                            key, trace_id, now, request_id, tenant, source, near=record.span_id
+                        )
                         if session.provisional and not session.skill_named:
                             session.skill_named = mentions_skills(view.attrs)
                         session.ids.add(ident)
@@ -300,6 +304,9 @@ class Assembler(Admission):
         reopening) has taken an item with this ``ident`` already: a re-sent item.
         ``trace_id``: ``scoped`` to ``tenant``."""
         if key is None:
+            shared = self.hosts_taken(trace_id, ident)
+            if shared is not None:  # a trace of several open sessions: any of them
+                return shared
             owner = self._trace_owner.get(trace_id) or self._recent_owner.get(trace_id) if trace_id else None
             key = owner if owner is not None else session_key(tenant, trace_id[-16:].hex())
         session = self._open.get(key)

@@ -7,6 +7,12 @@ key joins whatever session its trace is bound to; a trace seen with no key at al
 provisional session of its own, folded into the keyed session as soon as a sibling names
 one.  A key found by shape yields to a configured one.  Starting a session under a key kept
 for reopening reopens it as the next revision, carrying the earlier ones.
+
+A trace may hold several sessions (a server running one session after another in one
+trace).  An item without a key in such a trace joins the session that took the span it was
+logged under (a log record) or its parent span (a span), when one of them did; only else
+the session the trace was bound to last.  Which session is placed last, and whether spans
+or log records are assembled first, then changes nothing for such an item.
 """
 
 from __future__ import annotations
@@ -86,13 +92,18 @@ class Binding(Kept):
         request_id: int,
         tenant: str,
         source: str = "trace",
+        near: bytes = b"",
     ) -> OpenSession:
-        """``trace_id``: ``scoped`` to ``tenant``; ``source``: what named ``key``.  A key found
-        by shape yields to a configured one: a trace bound to a session a configured key named
-        stays there, and a session a shaped key named is folded into the configured one that
-        names one of its traces (its key then leads there)."""
+        """``trace_id``: ``scoped`` to ``tenant``; ``source``: what named ``key``; ``near``:
+        for an item without a key, the span it belongs under (a log record's span, a span's
+        parent).  A key found by shape yields to a configured one: a trace bound to a session
+        a configured key named stays there, and a session a shaped key named is folded into
+        the configured one that names one of its traces (its key then leads there)."""
         owner = self._trace_owner.get(trace_id) if trace_id else None
         if key is None:
+            holder = self._holder(trace_id, near)
+            if holder is not None:
+                return self._touch(holder, request_id)
             if owner is not None and owner in self._open:
                 return self._touch(self._open[owner], request_id)
             # The trace is its own session until a sibling names one.
@@ -115,8 +126,60 @@ class Binding(Kept):
                 self._fold(bound, into=session)
         if trace_id and trace_id not in session.traces:
             session.traces.add(trace_id)
-            self._trace_owner[trace_id] = session.key
+            self._host(trace_id, session.key, take=True)
         return self._touch(session, request_id)
+
+    def _holder(self, trace_id: bytes, near: bytes) -> OpenSession | None:
+        """Of the open sessions a trace bound to several is bound to (``_hosts``), the one
+        that took its span ``near``; None for a trace bound to one session at most, or a span
+        none of them took (yet)."""
+        hosts = self._hosts.get(trace_id) if near else None
+        if hosts is None:
+            return None
+        ident = trace_id[-16:] + near  # as ``Assembler._place`` names a span
+        for key in hosts:
+            session = self._open.get(key)
+            if session is not None and ident in session.ids:
+                return session
+        return None
+
+    def hosts_taken(self, trace_id: bytes, ident: bytes) -> bool | None:
+        """For a trace bound to several open sessions: whether one of them took an item
+        ``ident`` already; None for any other trace."""
+        hosts = self._hosts.get(trace_id)
+        if hosts is None:
+            return None
+        return any(ident in session.ids for key in hosts if (session := self._open.get(key)) is not None)
+
+    def _host(self, trace_id: bytes, key: str, *, take: bool) -> None:
+        """Bind ``trace_id`` to the open session ``key`` as well: its owner (the session its
+        unkeyed items join) when ``take`` or when it has no open one.  A trace then bound to
+        several open sessions is remembered with each of them (``_hosts``)."""
+        owner = self._trace_owner.get(trace_id)
+        if owner is None or owner == key or owner not in self._open:
+            self._trace_owner[trace_id] = key
+            return
+        hosts = self._hosts.setdefault(trace_id, [owner])
+        if key not in hosts:
+            hosts.append(key)
+        if take:
+            self._trace_owner[trace_id] = key
+
+    def _unhost(self, session: OpenSession) -> None:
+        """Unbind a session leaving the open ones (closed, or folded into another) from its
+        traces; a trace it owned passes to the open session bound to it last, if any."""
+        for trace_id in session.traces:
+            hosts = self._hosts.get(trace_id)
+            rest = [key for key in hosts if key != session.key] if hosts is not None else []
+            if len(rest) > 1:
+                self._hosts[trace_id] = rest
+            elif hosts is not None:
+                del self._hosts[trace_id]
+            if self._trace_owner.get(trace_id) == session.key:
+                if rest:
+                    self._trace_owner[trace_id] = rest[-1]
+                else:
+                    del self._trace_owner[trace_id]
 
     def _touch(self, session: OpenSession, request_id: int) -> OpenSession:
         self._open.move_to_end(session.key)
@@ -146,9 +209,10 @@ class Binding(Kept):
             session.spans = recent.spans
             session.ids = recent.ids
             session.requests = recent.requests
-            for trace_id in recent.traces:
-                self._trace_owner.setdefault(trace_id, key)
         self._open[key] = session
+        if recent is not None:
+            for trace_id in recent.traces:
+                self._host(trace_id, key, take=False)
         self._count_open(key, 1)
         self._opened_order.append((now, key, revision))
         return session
@@ -159,6 +223,7 @@ class Binding(Kept):
 
     def _fold(self, provisional: OpenSession, into: OpenSession) -> None:
         del self._open[provisional.key]
+        self._unhost(provisional)
         self._count_open(provisional.key, -1)
         into.evidence.absorb(provisional.evidence)
         into.bytes += provisional.bytes
@@ -172,4 +237,4 @@ class Binding(Kept):
         into.requests = sorted({*into.requests, *provisional.requests})
         for trace_id in provisional.traces:
             into.traces.add(trace_id)
-            self._trace_owner[trace_id] = into.key
+            self._host(trace_id, into.key, take=True)

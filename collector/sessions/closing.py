@@ -92,9 +92,7 @@ class Closing(Binding):
         if self._open.pop(session.key, None) is None:
             return
         self._count_open(session.key, -1)
-        for trace_id in session.traces:
-            if self._trace_owner.get(trace_id) == session.key:
-                del self._trace_owner[trace_id]
+        self._unhost(session)
         self._revisions[session.key] = session.revision
         if len(self._revisions) > 100_000:
             self._revisions.popitem(last=False)

@@ -148,6 +148,10 @@ class Held:
         self._open: OrderedDict[str, OpenSession] = OrderedDict()
         self._opened_order: deque[tuple[float, str, int]] = deque()
         self._trace_owner: dict[bytes, str] = {}
+        # Traces bound to several open sessions (``opencode serve`` runs its sessions in one
+        # trace) -> their keys, the owner among them: an unkeyed item joins the one that holds
+        # its span (``Binding._holder``).
+        self._hosts: dict[bytes, list[str]] = {}
         self._revisions: OrderedDict[str, int] = OrderedDict()  # closed sessions' last revision
         self._recent: OrderedDict[str, Recent] = OrderedDict()  # for reopening, bounded
         self.recent_bytes = 0  # what ``_recent`` holds, in its sessions' item bytes
