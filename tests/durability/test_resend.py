@@ -5,6 +5,7 @@ and judged once, also when the copy is replayed after a kill -9."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import urllib.request
 from pathlib import Path
@@ -52,13 +53,24 @@ def config(fake: FakeAnthropic, idle: str) -> dict[str, Any]:
 
 
 def same_but_id(record: dict[str, Any], other: dict[str, Any]) -> bool:
-    """Two coverage lines alike but for the session id, the close time and judge figures
-    (latency)."""
+    """Two coverage lines alike but for the session id, the close time, judge figures
+    (latency) and trace ids (each session has its own trace: ``own_trace``)."""
 
     def plain(r: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in r.items() if k not in ("session_id", "closed_at", "judge", "results")}
+        kept = {k: v for k, v in r.items() if k not in ("session_id", "closed_at", "judge", "results")}
+        return json.loads(re.sub(r'"trace_id": "[0-9a-f]{32}"', '"trace_id": ""', json.dumps(kept)))
 
     return plain(record) == plain(other)
+
+
+def own_trace(request: ExportTraceServiceRequest, n: int) -> ExportTraceServiceRequest:
+    """``request``'s spans in a trace of their own (the recording's, its last byte XOR ``n``):
+    the sessions of one test are distinct runs, not one trace whose spans each claims."""
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                span.trace_id = span.trace_id[:-1] + bytes([span.trace_id[-1] ^ n])
+    return request
 
 
 def test_the_same_request_twice_over_grpc_and_http_counts_and_judges_once(tmp_path: Path, shared: SharedTables) -> None:
@@ -66,7 +78,7 @@ def test_the_same_request_twice_over_grpc_and_http_counts_and_judges_once(tmp_pa
     server = Server(tmp_path, shared.config(config(fake, "2s")))
     db = shared.at(tmp_path / "data")
     names = ("once", "twice-grpc", "twice-http", "overlap")
-    sessions = {name: session_request(1, name) for name in names}
+    sessions = {name: own_trace(session_request(1, name), n) for n, name in enumerate(names)}
     try:
         export_grpc(server, sessions["once"].SerializeToString())
         for send, name in ((export_grpc, "twice-grpc"), (send_http, "twice-http")):
