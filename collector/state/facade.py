@@ -178,6 +178,11 @@ class Store:
         later = [(session, revision) for session, revision, _, _ in revisions if revision > 1]
         if later:  # queued first: never committed after the lines that mark them done
             self.defer(verdicts.supersede(later))
+        if revisions and self._shared_writer is not None:
+            # The closed rows queued before these revisions closed commit first (the local
+            # writer is in order): a restart that finds a revision evaluated in the shared
+            # store finds it closed here too, and may reopen it whole.
+            await self._writer.submit(_nothing)
         if revisions:  # parsed for the listing's columns in the writer thread, not on the loop
             await self.transact(verdicts.coverage_write(revisions, self._capacity, lines))
         for session, revision, _, _ in revisions:
@@ -281,3 +286,7 @@ def _once(location: Location, read: Callable[[Db], T]) -> T:
         return value
     finally:
         connection.close()
+
+
+def _nothing(db: sqlite3.Connection) -> None:
+    """A write that commits nothing of its own: awaited, it waits for every write queued before."""
