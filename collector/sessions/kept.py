@@ -7,14 +7,12 @@ next revision carrying the earlier ones, and a re-sent item is known as taken.  
 yet (``_dormant``) share ``sessions.reopen_cache``, dormant ones out first; kept ones are
 also held to ``reopen_cache_bytes``, the oldest out first.
 
-``on_keep``/``on_forget`` (the store's reopenable rows) hear of a kept session only when
-``announce`` is called (before each checkpoint of the store), and only if it is still kept
-then; ``on_forget`` hears only of sessions ``on_keep`` (or a restart) told the store about.
-At saturation the cache turns over in about a second: most sessions come and go between two
-checkpoints and cost the store nothing.  This loses nothing a restart needs: a checkpoint
-deletes a request only once the revisions that hold it are announced (``announce`` queues
-their rows before the checkpoint's deletions), and a session kept since the last checkpoint
-was open at it, so a restart replays its requests.
+``on_keep``/``on_forget`` (the store's reopenable rows) hear of a session as it is kept
+(``announce``, called at once) and as it leaves; ``on_forget`` hears only of sessions
+``on_keep`` (or a restart) told the store about.  The rows are queued at once: a checkpoint
+may delete a kept revision's requests as soon as the revision is evaluated, and only its
+``held`` rows keep them.  A restart rebuilds from its closed rows a kept revision whose
+reopenable row a crash cut off (``kept_since_checkpoint``).
 """
 
 from __future__ import annotations
@@ -47,6 +45,7 @@ class Kept(Held):
             self._recent_owner[trace_id] = session.key
         if self._on_keep is not None and self._config.reopen_cache:
             self._unannounced[session.key] = session.revision
+            self.announce()
         self._trim_reopenable()
 
     def announce(self) -> int:
