@@ -49,9 +49,12 @@ def list_sessions(db: Db, query: SessionQuery, not_before: float) -> SessionPage
         where.append("(c.closed_at, c.session, c.revision) < (:c_closed_at, :c_session, :c_revision)")
         args["c_closed_at"], args["c_session"], args["c_revision"] = decode_cursor(query.cursor)
     verdict: list[str] = []
+    if query.status is not None:
+        names, statuses = db.in_("v_status", query.status.split(","))
+        verdict.append(f"v.status IN {names}")
+        args.update(statuses)
     for column, value in (
         ("evaluation", query.evaluation),
-        ("status", query.status),
         ("reason", query.reason),
         ("skill", query.skill),
         ("passed", None if query.passed is None else int(query.passed)),

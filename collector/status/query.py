@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from collector.status.view import MAX_LIMIT, SessionQuery, decode_cursor
+from evaluators.result import STATUSES
 
 _TEXT = ("evaluation", "status", "reason", "skill", "framework", "tenant")
 PARAMETERS = ("since", "until", *_TEXT, "passed", "limit", "cursor", "state")
@@ -41,6 +42,8 @@ def parse(params: Mapping[str, str], now: float | None = None) -> SessionQuery:
             if not params[name] and name != "tenant":  # tenant= names the default tenant ""
                 raise BadParameter(f"{name}: empty; give a value or leave the parameter out")
             values[name] = params[name]
+    if "status" in params:
+        values["status"] = _statuses(params["status"])
     if "passed" in params:
         passed = params["passed"].lower()
         if passed not in ("true", "false"):
@@ -81,6 +84,19 @@ def parse(params: Mapping[str, str], now: float | None = None) -> SessionQuery:
     if query.since is not None and query.until is not None and query.since >= query.until:
         raise BadParameter("since: not before until; give since < until (since inclusive, until exclusive)")
     return query
+
+
+def _statuses(text: str) -> str:
+    """One result status, or several joined by commas (``skipped,error``: what could have been
+    judged and was not), each one ``evaluators.result.STATUSES`` names."""
+    given = [part.strip() for part in text.split(",")]
+    for part in given:
+        if part not in STATUSES:
+            raise BadParameter(
+                f"status: {part!r} is not a result status; use one of {', '.join(STATUSES)}, "
+                "or several joined by commas (status=skipped,error)"
+            )
+    return ",".join(given)
 
 
 def _time(name: str, text: str, now: float) -> float:

@@ -29,7 +29,8 @@ class SessionQuery:
 
     ``since``/``until``: unix seconds, on the revision's close time (``since`` inclusive,
     ``until`` exclusive).  ``evaluation``, ``status``, ``reason``, ``skill`` and ``passed``
-    select sessions with one evaluation row matching all of those given.  ``framework`` is
+    select sessions with one evaluation row matching all of those given (``status`` may be
+    several, joined by commas: a row with any of them).  ``framework`` is
     the coverage line's.  ``tenant``: the sessions of that tenant only (``""`` the default
     tenant's; the status API sets it to the token's own tenant unless the token is an
     operator's).  ``cursor``: ``next_cursor`` of the

@@ -264,7 +264,7 @@ CASES: list[Case] = [
 LINKED = {
     "SkillgaugeSkippedSkillRateHigh": ("evaluation=skill_invoked&passed=false&since=2h", 12),
     "SkillgaugeOmissionRateHigh": ("evaluation=skill_omission&passed=false&since=2h", 15),
-    "SkillgaugeCoverageLow": ("evaluation={evaluation}&status=skipped&since=2h", 5),
+    "SkillgaugeCoverageLow": ("evaluation={evaluation}&status=skipped,error&since=2h", 5),
 }
 DEFAULT_BASES = {"skillgauge_url": "http://localhost:9464", "grafana_url": "http://localhost:3000"}
 # A Prometheus whose global.external_labels name where the browser reaches both.

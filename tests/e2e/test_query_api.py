@@ -91,6 +91,10 @@ def queries(everything: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list
         ({"evaluation": "skill_invoked", "passed": "false"}, where(evaluation="skill_invoked", passed=False)),
         ({"passed": "true"}, where(passed=True)),
         ({"status": status, "reason": reason}, where(status=status, reason=reason)),
+        (  # several statuses: a row with any of them
+            {"status": f"error,{status}"},
+            [r for r in everything if any(e["status"] in ("error", status) for e in r["evaluations"])],
+        ),
         ({"skill": skill}, where(skill=skill)),
         (
             {"since": datetime.fromtimestamp(older, UTC).isoformat(), "until": str(newer)},
@@ -171,6 +175,7 @@ BAD = [
     ("passed=maybe", "passed"),
     ("cursor=not-a-cursor", "cursor"),
     ("status=", "status"),
+    ("status=skipped,passed", "status"),
     ("sort=oldest", "sort"),
 ]
 
