@@ -176,6 +176,7 @@ class Chain:
                 )
             await self.sessions_stage.recover(recovery)
         self.sessions_stage.start()
+        self.runner.start()  # its judge work leased: renewed while it lives, others' taken over
 
     async def drain(self, timeout: float = 30.0) -> None:
         """Wait for evaluations in flight and their records."""
