@@ -26,6 +26,8 @@ waits for the work while the judge answers, then lets the calls in flight end an
 rest in the store, its sessions unevaluated: the next start rebuilds those revisions from
 the spool, reuses the verdicts committed (no second call) and finishes them.  Without a
 durable store, what still waits at the deadline is recorded as ``skipped / shutdown``.
+Queued work is leased to this replica with its session's evidence (``start``,
+``collector.evaluate.takeover``): if the replica dies, another finishes it (``resume``).
 """
 
 from __future__ import annotations
