@@ -35,6 +35,7 @@ from collector.db import lease
 from collector.db.schema import judge_revisions
 from collector.db.shared import Db
 from collector.evaluate.evidence_codec import decode
+from collector.telemetry import RateLimitedLog
 from evaluators.evidence import Session
 
 log = logging.getLogger("skillgauge")
@@ -81,6 +82,7 @@ class Takeover:
         self._runner = runner
         self._clock = clock
         self._task: asyncio.Task[None] | None = None
+        self._warn = RateLimitedLog(log, logging.WARNING, 60.0)  # while the shared store is away
         self.taken = 0  # revisions taken over so far
 
     def start(self) -> None:
@@ -101,7 +103,7 @@ class Takeover:
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # the shared store is away: the next beat tries again
-                log.warning("judge leases: renewing or taking over failed (%s); trying again", err)
+                self._warn("judge leases: renewing or taking over failed (%s); trying again", err)
             await asyncio.sleep(every)
 
     async def beat(self) -> int:

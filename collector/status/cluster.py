@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from collector.db.shared import Db
+from collector.telemetry import RateLimitedLog
 from evaluators.evidence import session_key
 
 log = logging.getLogger("skillgauge")
@@ -46,6 +47,7 @@ class OpenAcross:
         self._published: dict[str, _Published] | None = None  # None: mine not yet cleared
         self._others: list[dict[str, Any]] = []
         self._task: asyncio.Task[None] | None = None
+        self._warn = RateLimitedLog(log, logging.WARNING, 60.0)  # while the shared store is away
 
     def start(self, local: Callable[[], list[dict[str, Any]]]) -> None:
         """Publish ``local()`` (this replica's open sessions, as ``SessionsStage.open_sessions``
@@ -64,7 +66,7 @@ class OpenAcross:
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # the shared store is away: the next beat tries again
-                log.warning("open sessions: publishing to the shared store failed (%s); trying again", err)
+                self._warn("open sessions: publishing to the shared store failed (%s); trying again", err)
                 self._published = None  # written whole at the next beat
             await asyncio.sleep(self._store.lease_seconds / 3)
 
