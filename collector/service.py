@@ -176,6 +176,8 @@ class Chain:
                 )
             await self.sessions_stage.recover(recovery)
         self.sessions_stage.start()
+        self.runner.start()  # its judge work leased: renewed while it lives, others' taken over
+        self.reads.publish_open(self.sessions_stage.open_sessions)  # for every replica's listing
 
     async def drain(self, timeout: float = 30.0) -> None:
         """Wait for evaluations in flight and their records."""
@@ -226,9 +228,8 @@ class Chain:
         return summary, await self.reads.revisions(key, self._not_before())
 
     def open_sessions(self, tenant: str | None = None) -> list[dict[str, Any]]:
-        also = self._also_closed_by()
-        held = {"also_closed_by": also, "replica": self.store.replica}  # which replica holds it
-        return [{**row, **held} for row in self.sessions_stage.open_sessions(tenant)]
+        held = {"also_closed_by": self._also_closed_by(), "replica": self.store.replica}  # who holds it
+        return self.reads.with_others(self.sessions_stage.open_sessions(tenant), tenant, held)
 
     def _also_closed_by(self) -> str:
         s = self.config.sessions

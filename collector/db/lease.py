@@ -10,6 +10,10 @@ the caller still holds: a row taken over meanwhile is no longer its to finish.  
 one writer and one replica: the same statements run there (``FOR UPDATE`` is left out) and a
 lease is never contested.
 
+Each function runs on a SQLAlchemy connection or on a ``collector.db.shared.Db`` (the store's
+writers' connections, inside their transaction): the statements are the same, compiled for
+the ``Db``'s dialect.  Rows come back as mappings of the table's columns.
+
 The work itself stays idempotent (a verdict is keyed by its revision and evaluation, a span
 by its ids), so a row finished twice (an owner that stalled past its lease) costs a second
 try, never a second result.
@@ -17,11 +21,23 @@ try, never a second result.
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from collector.db.shared import Db
+
+Connection = sa.Connection | Db
+Row = dict[str, Any]
+_DIALECTS: dict[str, sa.Dialect] = {
+    "sqlite": sqlite.dialect(paramstyle="named"),
+    "postgresql": postgresql.dialect(paramstyle="pyformat"),  # type: ignore[no-untyped-call]
+}
 
 
 def claim(
-    connection: sa.Connection,
+    connection: Connection,
     table: sa.Table,
     owner: str,
     *,
@@ -30,7 +46,7 @@ def claim(
     limit: int,
     order_by: str,
     where: sa.ColumnElement[bool] | None = None,
-) -> list[sa.Row[tuple[object, ...]]]:
+) -> list[Row]:
     """Lease to ``owner`` until ``now + lease`` up to ``limit`` rows of ``table`` that are free or
     lapsed (and match ``where``), by ``order_by``; returns them (in the caller's transaction)."""
     key = _key(table)
@@ -43,13 +59,13 @@ def claim(
         .values(lease_owner=owner, lease_expires=now + lease)
         .returning(*table.c)
     )
-    rows = list(connection.execute(leased))
-    rows.sort(key=lambda row: row._mapping[order_by])
+    rows = [dict(zip(table.c.keys(), row, strict=True)) for row in _execute(connection, leased)]
+    rows.sort(key=lambda row: row[order_by])
     return rows
 
 
 def renew(
-    connection: sa.Connection, table: sa.Table, owner: str, keys: list[object], *, now: float, lease: float
+    connection: Connection, table: sa.Table, owner: str, keys: list[object], *, now: float, lease: float
 ) -> set[object]:
     """Extend ``owner``'s leases on ``keys`` to ``now + lease``; returns the keys it still holds
     (a lapsed lease another owner took is not renewed)."""
@@ -62,10 +78,22 @@ def renew(
         .values(lease_expires=now + lease)
         .returning(key)
     )
-    return {row[0] for row in connection.execute(renewed)}
+    return {row[0] for row in _execute(connection, renewed)}
 
 
-def release(connection: sa.Connection, table: sa.Table, owner: str, keys: list[object]) -> int:
+def renew_all(connection: Connection, table: sa.Table, owner: str, *, now: float, lease: float) -> int:
+    """Extend every lease ``owner`` holds on ``table`` to ``now + lease`` (a live owner's
+    heartbeat); returns how many."""
+    renewed = (
+        sa.update(table)
+        .where(table.c.lease_owner == owner)
+        .values(lease_expires=now + lease)
+        .returning(_key(table))
+    )
+    return len(_execute(connection, renewed))
+
+
+def release(connection: Connection, table: sa.Table, owner: str, keys: list[object]) -> int:
     """Give ``owner``'s leases on ``keys`` back unfinished (another may claim them at once);
     returns how many it held."""
     if not keys:
@@ -76,7 +104,21 @@ def release(connection: sa.Connection, table: sa.Table, owner: str, keys: list[o
         .where(key.in_(keys), table.c.lease_owner == owner)
         .values(lease_owner=None, lease_expires=None)
     )
+    if isinstance(connection, Db):
+        return int(_run(connection, freed).rowcount)
     return int(connection.execute(freed).rowcount)
+
+
+def _execute(connection: Connection, statement: sa.Update) -> list[tuple[Any, ...]]:
+    if isinstance(connection, Db):
+        return [tuple(row) for row in _run(connection, statement).fetchall()]
+    return [tuple(row) for row in connection.execute(statement)]
+
+
+def _run(db: Db, statement: sa.Update) -> Any:
+    """``statement`` compiled for ``db``'s dialect, run on its DBAPI connection."""
+    compiled = statement.compile(dialect=_DIALECTS[db.dialect], compile_kwargs={"render_postcompile": True})
+    return db.connection.execute(compiled.string, compiled.params)
 
 
 def _key(table: sa.Table) -> sa.Column[object]:

@@ -181,3 +181,44 @@ held = Table(
     Index("held_session", "session"),
     sqlite_with_rowid=False,
 )
+
+# Revisions whose judge work is queued, with the evidence that finishes them anywhere: the
+# closed session (``collector.evaluate.handover``), leased like the work rows
+# (``collector.db.lease``) to the replica that evaluates it.  Gone once its coverage commits.
+judge_revisions = Table(
+    "judge_revisions",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("session", Text, nullable=False),
+    Column("revision", Id, nullable=False),
+    Column("evidence", LargeBinary, nullable=False),
+    Column("closed_at", Double, nullable=False),
+    Column("lease_owner", Text),
+    Column("lease_expires", Double),
+    Index("judge_revisions_lease", "lease_owner", "lease_expires"),
+)
+
+# Each replica's open sessions as of its last beat (``collector.status.cluster``), read by
+# every replica's ``?state=open`` while the replica's beat (``replicas``) has not lapsed.
+open_sessions = Table(
+    "open_sessions",
+    metadata,
+    Column("replica", Text, nullable=False),
+    Column("session", Text, nullable=False),
+    Column("tenant", Text, nullable=False),
+    Column("session_id", Text, nullable=False),
+    Column("revision", Id, nullable=False),
+    Column("spans", Id, nullable=False),
+    Column("skill_loads", Id, nullable=False),
+    Column("seen_at", Double, nullable=False),
+    Column("closes_at", Double, nullable=False),
+    Column("closes_by", Text, nullable=False),
+    PrimaryKeyConstraint("replica", "session"),
+)
+
+replicas = Table(
+    "replicas",
+    metadata,
+    Column("replica", Text, primary_key=True),
+    Column("expires", Double, nullable=False),
+)

@@ -26,6 +26,8 @@ waits for the work while the judge answers, then lets the calls in flight end an
 rest in the store, its sessions unevaluated: the next start rebuilds those revisions from
 the spool, reuses the verdicts committed (no second call) and finishes them.  Without a
 durable store, what still waits at the deadline is recorded as ``skipped / shutdown``.
+Queued work is leased to this replica with its session's evidence (``start``,
+``collector.evaluate.takeover``): if the replica dies, another finishes it (``resume``).
 """
 
 from __future__ import annotations
@@ -107,11 +109,21 @@ class PendingWork(Protocol):
 
     durable: bool
 
-    def pending_add(self, rows: list[PendingJudge]) -> None: ...
+    def pending_add(self, rows: list[PendingJudge], session: Session, closed_at: float) -> None: ...
 
     def pending_failed(self, key: str, attempts: int, error: str) -> None: ...
 
     def pending_done(self, keys: list[str]) -> None: ...
+
+    def takeover(self, runner: Runner) -> Leases: ...
+
+
+class Leases(Protocol):
+    """The leases of a runner's queued work (``collector.evaluate.takeover``)."""
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 @dataclass(eq=False)
@@ -208,6 +220,7 @@ class Runner:
         self._stopping = False
         self._done: list[str] = []  # keys of work finished, to note in the store
         self._warn_failure = RateLimitedLog(log, logging.WARNING, 30.0)
+        self._leases: Leases | None = None
         if len(self.registry):
             log.info(
                 "skills registry: %d skills from %s (%s)",
@@ -215,6 +228,13 @@ class Runner:
                 ", ".join(self.config.skills.paths),
                 ", ".join(sorted(s.name for s in self.registry.skills.values())),
             )
+
+    def start(self) -> None:
+        """Hold the leases of durable work (renewed while this replica lives) and take over
+        other replicas' lapsed ones (after a restart's recovery: what it replays is its own)."""
+        if self._durable and self._pending is not None and self._env is not None:
+            self._leases = self._pending.takeover(self)
+            self._leases.start()
 
     async def consume(self, item: Session) -> None:
         """Plan the session's evaluations; hand its account on at once when no judge call is
@@ -237,16 +257,30 @@ class Runner:
             retry_after=max(_MIN_RETRY_AFTER, self._hold_until - time.monotonic()),
         )
 
+    def spare(self) -> int:
+        """How many more judge evaluations may be queued now (0 without a judge)."""
+        return 0 if self._env is None else max(0, self.config.judge.max_queue - self._queued)
+
     async def room(self) -> None:
         """Return once ``admit`` takes requests again: fewer than ``judge.max_queue`` judge
         evaluations wait or run (for a sender in process, such as ``replay``, that waits
         where a network sender would retry)."""
         await self._room.wait()
 
-    def submit(self, session: Session) -> Evaluated | None:
-        """Plan a session; its account if it is already complete, else None (its judge work
-        is queued, and the worker that fills its last row hands the account on)."""
+    async def resume(self, session: Session, closed_at: float) -> None:
+        """Evaluate a revision another replica queued and left (``collector.evaluate.takeover``):
+        as ``consume``, for a session that closed at ``closed_at`` (unix seconds)."""
+        finished = self.submit(session, closed_at)
+        if finished is not None:
+            await self.next.consume(finished)
+
+    def submit(self, session: Session, closed_at_unix: float | None = None) -> Evaluated | None:
+        """Plan a session (closed now, or at ``closed_at_unix``); its account if it is already
+        complete, else None (its judge work is queued, and the worker that fills its last row
+        hands the account on)."""
         closed_at = time.monotonic()
+        if closed_at_unix is not None:
+            closed_at -= max(0.0, time.time() - closed_at_unix)
         plan = suite.plan(session, self.settings)
         for skill in plan.body_mismatches:
             self.metrics.registry_body_mismatch.labels(self.metrics.skill_labels(skill)).inc()
@@ -275,7 +309,10 @@ class Runner:
             self._jobs.append(_Job(task, key, waiting, i, since, attempts))
             rows.append((key, session.key, session.revision, task.evaluation, since))
         if self._pending is not None:
-            self._pending.pending_add(rows)
+            closed_unix = time.time() - (time.monotonic() - closed_at)
+            self._pending.pending_add(
+                rows, session, closed_unix if closed_at_unix is None else closed_at_unix
+            )
         self._queued += len(pending)
         self.metrics.judge_queue.set(self._queued)
         if self._queued >= self.config.judge.max_queue:
@@ -499,6 +536,8 @@ class Runner:
         self._stopping = False  # sessions planned after this are evaluated again
 
     async def shutdown(self, timeout: float) -> None:
+        if self._leases is not None:  # nothing more taken over; what is held stays leased
+            await self._leases.stop()
         await self.drain(timeout, stopping=True)
         await self.close()
         await self.next.shutdown(timeout)

@@ -33,17 +33,22 @@ Row = tuple[int, float, str, int, int, int, str]
 
 
 class QueuedRows:
-    """Rows for one INSERT, queued from any thread and written by one queued write for all
-    that wait (``put`` queues work for the writer thread, which retries it while storage
-    fails): a row costs the writer no wake-up of its own."""
+    """Rows for one INSERT (or items for one ``write(db, items)``, in order), queued from any
+    thread and written by one queued write for all that wait (``put`` queues work for the
+    writer thread, which retries it while storage fails): a row costs the writer no wake-up
+    of its own."""
 
-    def __init__(self, put: Callable[[Callable[[sqlite3.Connection], Any]], None], insert: str) -> None:
+    def __init__(
+        self,
+        put: Callable[[Callable[[sqlite3.Connection], Any]], None],
+        insert: str | Callable[[sqlite3.Connection, list[Any]], None],
+    ) -> None:
         self._put = put
         self._insert = insert
-        self.rows: list[tuple[Any, ...]] = []  # queued, not yet inserted
+        self.rows: list[Any] = []  # queued, not yet inserted
         self.lock = threading.Lock()  # ``rows``: callers add, the writer takes
 
-    def add(self, row: tuple[Any, ...]) -> None:
+    def add(self, row: Any) -> None:
         with self.lock:
             self.rows.append(row)
             first = len(self.rows) == 1
@@ -54,7 +59,10 @@ class QueuedRows:
         with self.lock:
             rows, self.rows = self.rows, []
         try:
-            sql.insert_rows(db, self._insert, rows)
+            if isinstance(self._insert, str):
+                sql.insert_rows(db, self._insert, rows)
+            else:
+                self._insert(db, rows)
         except BaseException:  # this write is tried again (a full disk): the same rows, first
             with self.lock:
                 self.rows[:0] = rows

@@ -21,8 +21,9 @@ class Storage(Strict):
     # Where the shared tables live (closed revisions' verdicts and coverage, the judge queue,
     # the export outbox: what every replica reads).  None: the SQLite database in ``path``.
     shared: str | None = None
-    # How long an export entry a replica took stays its own without being renewed: after a
-    # replica dies, what it was sending is taken over by another this much later.
+    # How long an export entry or a revision's judge work a replica took stays its own without
+    # being renewed (a live replica renews every third of it): after a replica dies, what it
+    # was sending or judging is taken over by another this much later.
     lease: Seconds = 30.0
 
     @field_validator("shared")

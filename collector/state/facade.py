@@ -75,8 +75,8 @@ class Store:
         ``write`` is how segment bytes reach their file (``os.write``); in memory, only the
         latest ``revisions_capacity`` evaluated revisions are kept.  ``shared``
         (``storage.shared``) puts the shared tables in that PostgreSQL database; ``replica``
-        names this replica there (the judge work it queued is its own to finish); the outbox
-        entries it sends are leased to it for ``lease_seconds`` (``storage.lease``)."""
+        names this replica there; the judge work it queues and the outbox entries it sends are
+        leased to it for ``lease_seconds`` (``storage.lease``), renewed while it lives."""
         self.unfinished: dict[tuple[str, int], int] = {}
         self.faults = Faults()
         self.outbox_capacity = outbox_capacity
@@ -97,7 +97,7 @@ class Store:
             self._recovery, next_id = startup.load_local(self.location, segments)
             self.shared = self.location if shared is None else database.open_shared(shared)
             self.outbox_counts = _once(
-                self.shared, lambda db: startup.load_shared(db, self._recovery, self.replica)
+                self.shared, lambda db: startup.load_shared(db, self._recovery, self.replica, lease_seconds)
             )
         except sqlite3.DatabaseError as err:  # damage quick_check did not see: the same refusal
             raise StoreRefused(

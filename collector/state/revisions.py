@@ -11,7 +11,6 @@ Every write here is one nobody waits for, committed with the store's next group.
 from __future__ import annotations
 
 import sqlite3
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -30,10 +29,10 @@ class Revisions:
     """Notes of closed and reopenable revisions, queued through ``put``."""
 
     def __init__(self, put: Put) -> None:
-        self._put = put
         self._closed_rows = QueuedRows(put, _INSERT_CLOSED)  # one queued write for all that wait
-        self._reopen_ops: list[Reopenable | str] = []  # for ``_write_reopen``
-        self._reopen_lock = threading.Lock()
+        # Keeps and forgets, in order: a wave of closed sessions costs a few statements, not a
+        # few per session.
+        self._reopen = QueuedRows(put, _write_reopen)
 
     def record_closed(self, closed: Closed) -> None:
         row = (
@@ -48,54 +47,10 @@ class Revisions:
         self._closed_rows.add(row)
 
     def keep_reopenable(self, entry: Reopenable) -> None:
-        self._queue_reopen(entry)
+        self._reopen.add(entry)
 
     def forget_reopenable(self, session: str) -> None:
-        self._queue_reopen(session)
-
-    def _queue_reopen(self, op: Reopenable | str) -> None:
-        """Keeps and forgets, in order, written by one queued write for all that wait (a
-        wave of closed sessions costs a few statements, not a few per session)."""
-        with self._reopen_lock:
-            self._reopen_ops.append(op)
-            first = len(self._reopen_ops) == 1
-        if first:
-            self._put(self._write_reopen)
-
-    def _write_reopen(self, db: sqlite3.Connection) -> None:
-        with self._reopen_lock:  # what comes later queues another write
-            ops, self._reopen_ops = self._reopen_ops, []
-        try:
-            # The same as each operation in turn, in four statements: first every session a
-            # forget names loses its rows, then each keep that follows its session's last
-            # forget is written (keeps and forgets alternate as closing sessions push the
-            # oldest out of ``reopen_cache``).
-            forgotten: dict[str, int] = {}  # session -> position of its last forget
-            for at, op in enumerate(ops):
-                if isinstance(op, str):
-                    forgotten[op] = at
-            kept = [
-                op
-                for at, op in enumerate(ops)
-                if isinstance(op, Reopenable) and forgotten.get(op.session, -1) < at
-            ]
-            sessions = list(forgotten)
-            sql.where_in(db, "DELETE FROM held WHERE session IN ({in})", sessions)
-            sql.where_in(db, "DELETE FROM reopenable WHERE session IN ({in})", sessions)
-            now = time.time()
-            sql.insert_rows(
-                db,
-                "INSERT OR REPLACE INTO reopenable",
-                [(e.session, e.revision, e.first_request, ",".join(e.traces), e.spans, now) for e in kept],
-            )
-            # A reopened revision's requests include the earlier one's: nothing to delete.
-            sql.insert_rows(
-                db, "INSERT OR IGNORE INTO held", [(r, e.session) for e in kept for r in e.requests]
-            )
-        except BaseException:  # tried again (a full disk): the same operations, first
-            with self._reopen_lock:
-                self._reopen_ops[:0] = ops
-            raise
+        self._reopen.add(session)
 
     @staticmethod
     def expire(db: sqlite3.Connection, replay_from: int, cutoff: float | None) -> None:
@@ -108,3 +63,28 @@ class Revisions:
                 (cutoff,),
             )
             db.execute("DELETE FROM reopenable WHERE closed_at < ?", (cutoff,))
+
+
+def _write_reopen(db: sqlite3.Connection, ops: list[Reopenable | str]) -> None:
+    """Keeps (``Reopenable``) and forgets (a session), as each in turn, in four statements:
+    first every session a forget names loses its rows, then each keep that follows its
+    session's last forget is written (keeps and forgets alternate as closing sessions push
+    the oldest out of ``reopen_cache``)."""
+    forgotten: dict[str, int] = {}  # session -> position of its last forget
+    for at, op in enumerate(ops):
+        if isinstance(op, str):
+            forgotten[op] = at
+    kept = [
+        op for at, op in enumerate(ops) if isinstance(op, Reopenable) and forgotten.get(op.session, -1) < at
+    ]
+    sessions = list(forgotten)
+    sql.where_in(db, "DELETE FROM held WHERE session IN ({in})", sessions)
+    sql.where_in(db, "DELETE FROM reopenable WHERE session IN ({in})", sessions)
+    now = time.time()
+    sql.insert_rows(
+        db,
+        "INSERT OR REPLACE INTO reopenable",
+        [(e.session, e.revision, e.first_request, ",".join(e.traces), e.spans, now) for e in kept],
+    )
+    # A reopened revision's requests include the earlier one's: nothing to delete.
+    sql.insert_rows(db, "INSERT OR IGNORE INTO held", [(r, e.session) for e in kept for r in e.requests])

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 
 from collector.db.location import Location
 from collector.db.shared import ROWS_PER_STATEMENT, Db
 from collector.state import index
 from collector.state.segments import Segments
-from collector.state.types import LATEST_REVISIONS, Closed, Recovery, Reopenable
+from collector.state.types import LATEST_REVISIONS, Closed, Recovery, Reopenable, revision_key
 
 
 def load_local(location: Location, segments: Segments | None) -> tuple[Recovery, int]:
@@ -55,11 +56,12 @@ def load_local(location: Location, segments: Segments | None) -> tuple[Recovery,
         db.close()
 
 
-def load_shared(db: Db, recovery: Recovery, replica: str) -> dict[str, int]:
+def load_shared(db: Db, recovery: Recovery, replica: str, lease_seconds: float = 30.0) -> dict[str, int]:
     """Fill in what a restart needs from the shared store, in the caller's transaction:
-    which of this replica's closed and reopenable revisions were evaluated, each session's
-    latest revision, the verdicts of revisions not yet evaluated, this replica's waiting judge
-    work; returns each outbox channel's row count."""
+    which of this replica's closed and reopenable revisions were evaluated (or are being
+    evaluated by another replica that took them over), each session's latest revision, the
+    verdicts of revisions not yet evaluated, this replica's waiting judge work (its leases
+    held again, ``lease_seconds``); returns each outbox channel's row count."""
     if db.dialect == "sqlite":
         _index_older_revisions(db)
     mine = {(s, c.revision) for s, revs in recovery.closed.items() for c in revs}
@@ -77,10 +79,12 @@ def load_shared(db: Db, recovery: Recovery, replica: str) -> dict[str, int]:
     ):
         recovery.results[str(key)] = json.loads(record)
     # Work of revisions evaluated since is done (its rows went with a crash between).
-    db.execute(
-        "DELETE FROM judge_pending WHERE EXISTS (SELECT 1 FROM coverage c "
-        "WHERE c.session = judge_pending.session AND c.revision = judge_pending.revision)"
-    )
+    for table in ("judge_pending", "judge_revisions"):
+        db.execute(
+            f"DELETE FROM {table} WHERE EXISTS (SELECT 1 FROM coverage c "
+            f"WHERE c.session = {table}.session AND c.revision = {table}.revision)"
+        )
+    _hold_own_work(db, recovery, mine, replica, lease_seconds)
     for key, enqueued_at, attempts in db.rows(
         "SELECT key, enqueued_at, attempts FROM judge_pending WHERE lease_owner = :me OR lease_owner IS NULL",
         {"me": replica},
@@ -92,6 +96,33 @@ def load_shared(db: Db, recovery: Recovery, replica: str) -> dict[str, int]:
         str(channel): int(count)
         for channel, count in db.rows("SELECT channel, COUNT(*) FROM outbox GROUP BY channel")
     }
+
+
+def _hold_own_work(
+    db: Db, recovery: Recovery, mine: set[tuple[str, int]], replica: str, lease_seconds: float
+) -> None:
+    """Revisions with queued judge work (``judge_revisions``) at a restart: those this replica
+    closed (its replay evaluates them again from its request log) are leased to it again,
+    unless another replica took them over and holds them (that one finishes them: they count
+    as evaluated here); those it had taken over from others are let go, for a takeover
+    (``collector.evaluate.takeover``, its own or another's) to finish from their evidence."""
+    now = time.time()
+    closed = {revision_key(s, r): (s, r) for s, r in mine}
+    lock = " FOR UPDATE" if db.dialect == "postgresql" else ""
+    for key, owner, expires in db.rows(f"SELECT key, lease_owner, lease_expires FROM judge_revisions{lock}"):
+        if key in closed:
+            if owner not in (None, replica) and expires is not None and float(expires) >= now:
+                recovery.evaluated.add(closed[key])
+                continue
+            db.execute(
+                "UPDATE judge_revisions SET lease_owner = :me, lease_expires = :until WHERE key = :key",
+                {"me": replica, "until": now + lease_seconds, "key": key},
+            )
+        elif owner == replica:
+            db.execute(
+                "UPDATE judge_revisions SET lease_owner = NULL, lease_expires = NULL WHERE key = :key",
+                {"key": key},
+            )
 
 
 def _evaluated(db: Db, keys: list[tuple[str, int]]) -> set[tuple[str, int]]:

@@ -30,6 +30,12 @@ def encode_record(record: dict[str, Any]) -> str:
 # Sessions whose latest revision a restart remembers (the assembler's bound on revisions).
 LATEST_REVISIONS = 100_000
 
+
+def revision_key(session: str, revision: int) -> str:
+    """The key of a session's revision in ``judge_revisions`` (one column: what leases take)."""
+    return f"{revision}:{session}"
+
+
 QuarantineReason = Literal["unreadable", "undecodable"]
 
 

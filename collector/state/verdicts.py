@@ -4,7 +4,8 @@
   crash, for revisions not yet evaluated, so that no verdict is paid twice);
 * each evaluated revision's coverage line, holding every result of the revision, with what
   the status queries read (``collector.state.index``); earlier revisions' verdicts become
-  superseded.
+  superseded, and the revision's queued judge work (``judge_revisions``, leased) is done, in
+  the same transaction.
 
 Each function returns a write (``Db`` -> result) in SQL both dialects read.  With a bound
 (``capacity``: the in-memory store), the revisions saved longest ago go once more are kept:
@@ -18,9 +19,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from collector.db.shared import Db
+from collector.db.shared import ROWS_PER_STATEMENT, Db
 from collector.state import index
-from collector.state.types import Recorded, encode_record, with_results
+from collector.state.types import Recorded, encode_record, revision_key, with_results
 
 # Retention, at every checkpoint: each searches an index of its own (``collector.db.schema``).
 EXPIRE = (
@@ -71,6 +72,7 @@ def coverage_write(
 
     def write(db: Db) -> None:
         indexed = index.prepare(rows, lines)  # first: a bad line fails the write before it writes
+        _work_done(db, [revision_key(s, r) for s, r, _, _ in rows])
         if capacity is None:
             index.store(db, indexed)
             return
@@ -95,6 +97,13 @@ def coverage_write(
         _set_kept(db, count)
 
     return write
+
+
+def _work_done(db: Db, keys: list[str]) -> None:
+    """The leased judge work of these revisions (``revision_key``) is done."""
+    for start in range(0, len(keys), ROWS_PER_STATEMENT):
+        names, params = db.in_("k", keys[start : start + ROWS_PER_STATEMENT])
+        db.execute(f"DELETE FROM judge_revisions WHERE key IN {names}", params)
 
 
 def expire(db: Db, cutoff: float, bounded: bool) -> None:

@@ -17,6 +17,7 @@ from collector.db.location import Location
 from collector.db.shared import Db
 from collector.state.types import Spool
 from collector.status import listing
+from collector.status.cluster import OpenAcross, merged
 from collector.status.view import SessionPage, SessionQuery
 
 T = TypeVar("T")
@@ -65,10 +66,28 @@ class ReaderPool:
 
 
 class StatusReads:
-    """``revisions``, ``sessions`` and ``overview`` of the store's evaluated sessions."""
+    """``revisions``, ``sessions`` and ``overview`` of the store's evaluated sessions; with
+    replicas sharing the store, the other replicas' open sessions (``collector.status.cluster``)."""
 
     def __init__(self, store: Spool, size: int = READERS) -> None:
         self._pool = ReaderPool(store.shared, size)
+        self._open = OpenAcross(store) if store.shared.dialect == "postgresql" else None
+
+    def publish_open(self, local: Callable[[], list[dict[str, Any]]]) -> None:
+        """Publish this replica's open sessions (``local()``) while it runs (replicas sharing a
+        PostgreSQL only: on SQLite the store is this replica's alone)."""
+        if self._open is not None:
+            self._open.start(local)
+
+    def with_others(
+        self, local: list[dict[str, Any]], tenant: str | None, held: dict[str, str]
+    ) -> list[dict[str, Any]]:
+        """``local`` (this replica's open sessions of ``tenant``, each given ``held``: its
+        ``replica`` and ``also_closed_by``) and the other replicas', soonest to close first."""
+        mine = [{**row, **held} for row in local]
+        if self._open is None:
+            return mine
+        return merged(mine, self._open.rows(tenant, held["also_closed_by"]))
 
     async def revisions(self, session: str, not_before: float) -> list[list[dict[str, Any]]]:
         return await self._pool.read(listing.revisions, session, not_before)
@@ -80,4 +99,6 @@ class StatusReads:
         return await self._pool.read(listing.overview, since, not_before, tenant)
 
     def close(self) -> None:
+        if self._open is not None:
+            self._open.stop()
         self._pool.close()

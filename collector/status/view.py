@@ -89,8 +89,10 @@ class StatusView(Protocol):
         """The sessions still open, of ``tenant`` (every tenant's with None), soonest to
         close first: ``session_id``, ``tenant``, ``revision``, ``spans``, ``skill_loads`` so
         far, ``idle_seconds``, ``closes_in_seconds``, ``closes_by`` (``idle_timeout`` or
-        ``max_duration``: what closes it then unless a span comes first) and ``also_closed_by``
-        (what else would close it sooner: the end attribute, the span and byte limits)."""
+        ``max_duration``: what closes it then unless a span comes first), ``also_closed_by``
+        (what else would close it sooner: the end attribute, the span and byte limits) and
+        ``replica`` (which holds it: with ``storage.shared`` every live replica's are listed,
+        as of its last beat, ``collector.status.cluster``)."""
         ...
 
     async def sessions(self, query: SessionQuery) -> SessionPage:

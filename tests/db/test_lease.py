@@ -39,7 +39,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sa.Engine
 def _claim(engine: sa.Engine, owner: str, now: float, limit: int = 10) -> list[str]:
     with engine.begin() as conn:
         rows = lease.claim(conn, judge_pending, owner, now=now, lease=30, limit=limit, order_by="enqueued_at")
-    return [str(row.key) for row in rows]
+    return [str(row["key"]) for row in rows]
 
 
 def test_owners_take_different_rows_and_a_lapsed_lease_is_taken_over(engine: sa.Engine) -> None:
@@ -73,6 +73,6 @@ def test_a_claim_skips_rows_another_transaction_holds_without_waiting(
             # Had the claim waited for ``one``'s rows, this would fail instead of answering.
             two.exec_driver_sql("SET LOCAL lock_timeout = '10s'")
             theirs = lease.claim(two, judge_pending, "b", now=0, lease=30, limit=3, order_by="enqueued_at")
-    assert [r.key for r in mine] == ["k0", "k1", "k2"]
-    assert [r.key for r in theirs] == ["k3", "k4", "k5"]
+    assert [r["key"] for r in mine] == ["k0", "k1", "k2"]
+    assert [r["key"] for r in theirs] == ["k3", "k4", "k5"]
     engine.dispose()

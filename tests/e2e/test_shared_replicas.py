@@ -1,7 +1,9 @@
 """Replicas of ``skillgauge serve`` sharing one PostgreSQL (``storage.shared``), started for
 this module: every replica's ``/v1/sessions``, session pages and ``/ui/sessions`` answer for
 the sessions of all three; a replica killed with SIGKILL while its exports wait on a
-downstream outage leaves them to another, which sends each span once after the lease."""
+downstream outage leaves them to another, which sends each span once after the lease; every
+replica's ``?state=open`` lists the open sessions of all three, naming the replica holding
+each, until one dies and its beat lapses."""
 
 from __future__ import annotations
 
@@ -97,3 +99,47 @@ def test_a_killed_replicas_exports_are_sent_once_by_another(postgres_server: Pos
                 for ss in rs.scope_spans for span in ss.spans]
     assert len(span_ids) == waiting  # every span that waited, each once
     assert len(set(span_ids)) == len(span_ids)
+
+
+def _open(server: Server) -> dict[str, str]:
+    """``?state=open`` on ``server``: each listed session's id -> the replica holding it."""
+    status, body = server.get_json("/v1/sessions?state=open&limit=500")
+    assert status == 200, body
+    return {row["session_id"]: row["replica"] for row in body["sessions"]}
+
+
+def test_every_replica_lists_every_replicas_open_sessions_until_one_dies(
+    postgres_server: Postgres,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    url = postgres_server.url()
+    config = {
+        "storage": {"shared": url, "lease": "1s"},
+        "sessions": {"idle_timeout": "1h", "check_interval": "0.1s"},
+    }
+    replicas = [Server(_dir(tmp_path / f"r{n}"), config) for n in range(3)]
+    try:
+        for n in range(6):  # two sessions a replica, each held open by one replica only
+            export_grpc(replicas[n % 3], recorded_session(n, f"open-{n}").SerializeToString())
+        held = {f"open-{n}": n % 3 for n in range(6)}
+        replica_of: dict[int, str] = {}  # the name each replica gives itself in its listing
+        for n, server in enumerate(replicas):
+            own = {s for s, r in held.items() if r == n}
+            listed = wait_for(
+                lambda server=server, own=own: _open(server) if own <= _open(server).keys() else None,
+                timeout=30,
+                interval=0.2,
+            )  # type: ignore[misc]
+            replica_of[n] = listed[min(own)]
+        assert len(set(replica_of.values())) == 3
+        expected = {s: replica_of[n] for s, n in held.items()}
+        for server in replicas:  # every replica lists all six, each naming its replica
+            wait_for(lambda server=server: _open(server) == expected, timeout=30, interval=0.2)  # type: ignore[misc]
+        replicas[0].proc.send_signal(signal.SIGKILL)
+        replicas[0].proc.wait()
+        alive = {s: r for s, r in expected.items() if held[s] != 0}
+        for server in replicas[1:]:  # the dead replica's stop counting once its beat lapses
+            wait_for(lambda server=server: _open(server) == alive, timeout=30, interval=0.2)  # type: ignore[misc]
+    finally:
+        codes = [server.stop() for server in replicas[1:]]
+    assert codes == [0, 0]

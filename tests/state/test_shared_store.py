@@ -24,6 +24,7 @@ from collector.state.facade import Store
 from collector.state.types import Closed, encode_record
 from collector.status.readers import StatusReads
 from collector.status.view import SessionQuery
+from evaluators.evidence import Session
 
 KEYS = st.sampled_from("abcdefgh")
 OPERATIONS = st.lists(
@@ -95,8 +96,8 @@ def test_replicas_sharing_one_database_list_each_others_sessions_and_keep_their_
             await store.save_result(f"s{n}|1|judge", f"s{n}", 1, {"score": n})
             await store.save_coverage([(f"s{n}", 1, [_verdict(f"s{n}")], _line(f"s{n}", now - n))])
         # Judge work each replica queued for a revision not yet evaluated.
-        StoredPending(a).pending_add([("a-work", "open-a", 1, "skill_omission", now)])
-        StoredPending(b).pending_add([("b-work", "open-b", 1, "skill_omission", now)])
+        StoredPending(a).pending_add([("a-work", "open-a", 1, "skill_omission", now)], Session("open-a"), now)
+        StoredPending(b).pending_add([("b-work", "open-b", 1, "skill_omission", now)], Session("open-b"), now)
         for store in (a, b):  # each answers for the cluster
             page = await StatusReads(store).sessions(SessionQuery(), 0)
             assert [r["session_id"] for r in page.rows] == ["s0", "s1"]
