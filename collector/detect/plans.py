@@ -10,6 +10,13 @@ value, a mime type, the text itself) is still read from the span.
 
 A plan lists keys in the order the readers read them, so a reader given a plan reads what it
 read without one, in the same order (``tests/detect/test_plans.py``).
+
+``SpanPlan.reads_nothing``: a span of the shape, without events, holds nothing any reader of
+prompt text, answers, catalogs or flattened messages reads (every table's list above is
+empty), so ``SessionEvidence.observe_span`` stops after its bookkeeping (``SKIP_EMPTY``).
+The skip is exact, not a guess: each of those readers reads only keys its list names.
+``tests/detect/test_plans.py`` assembles every recording with the skip and without it and
+compares the sessions.
 """
 
 from __future__ import annotations
@@ -69,6 +76,7 @@ class SpanPlan:
     tool_definitions: tuple[Field, ...]
     responses: tuple[Field, ...]
     shaped_tool: ShapedToolKeys | None  # a tool call by its keys' shape (``shaped_tool_keys``)
+    reads_nothing: bool  # no key any reader of text reads (see the module doc)
 
 
 def prompt_key(key: str) -> bool:
@@ -124,25 +132,41 @@ def _plan(shape: tuple[str, ...]) -> SpanPlan:
         and key.rstrip("0123456789").rstrip(".").endswith(prompt_facts.FLATTENED_SUFFIXES)
     )
     prefixes = tool_span_facts.MODEL_ATTRIBUTE_PREFIXES
+    catalog_names = tuple(k for k in skill_tool_facts.CATALOG_NAME_ATTRIBUTES if k in present)
+    prompts = _fields(present, PROMPT_ATTRIBUTES)
+    others, inputs = prompt_keys(shape), input_keys(shape)
+    tool_definitions = _fields(present, TOOL_DEFINITIONS)
+    responses = _fields(present, RESPONSE_ATTRIBUTES)
     return SpanPlan(
         model=any(key.startswith(prefixes) for key in shape),
         expected=EXPECTED_SKILLS_ATTRIBUTE in present,
         tool_markers=tuple(m for m in tool_span_facts.TOOL_SPAN_MARKERS if m[0] in present),
         agent_markers=tuple(m for m in tool_span_facts.AGENT_SPAN_MARKERS if m[0] in present),
-        catalog_names=tuple(k for k in skill_tool_facts.CATALOG_NAME_ATTRIBUTES if k in present),
-        prompts=_fields(present, PROMPT_ATTRIBUTES),
+        catalog_names=catalog_names,
+        prompts=prompts,
         flattened=flattened,
         flattened_texts=tuple(key for key in flattened if key.endswith(prompt_facts.FLATTENED_SUFFIXES)),
         outputs=outputs,
-        others=prompt_keys(shape),
-        inputs=input_keys(shape),
-        tool_definitions=_fields(present, TOOL_DEFINITIONS),
-        responses=_fields(present, RESPONSE_ATTRIBUTES),
+        others=others,
+        inputs=inputs,
+        tool_definitions=tool_definitions,
+        responses=responses,
         shaped_tool=shaped_tool_keys(shape),
+        reads_nothing=not (
+            catalog_names
+            or prompts
+            or flattened
+            or outputs
+            or others
+            or inputs
+            or tool_definitions
+            or responses
+        ),
     )
 
 
 _PLANS: dict[tuple[str, ...], SpanPlan] = {}
+SKIP_EMPTY = True  # spans whose plan ``reads_nothing`` skip the readers (off: every span is read)
 
 
 def plan_of(attrs: Attributes) -> SpanPlan:
@@ -161,6 +185,7 @@ __all__ = [
     "KNOWN_KEYS",
     "PROMPT_ATTRIBUTES",
     "RESPONSE_ATTRIBUTES",
+    "SKIP_EMPTY",
     "TOOL_DEFINITIONS",
     "SpanPlan",
     "flattened_keys",

@@ -152,6 +152,8 @@ class SessionEvidence:
         start = view.span.start_time_unix_nano
         if plan.agent_markers and has_marker(view, plan.agent_markers):
             self.agent_spans.append((start, view.trace_id, view.span_id))
+        if plan.reads_nothing and plans.SKIP_EMPTY and not view.events:
+            return  # no key below reads anything (``plans.SpanPlan.reads_nothing``)
         for key in plan.catalog_names:
             names_text = view.attrs.text(key)
             if names_text and self._first_sight(("catalog", names_text)):

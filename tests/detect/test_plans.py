@@ -6,20 +6,29 @@ was seen first."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from support import FRAMEWORKS
 
+from collector.config import parse
 from collector.detect import messages, plans
 from collector.detect.content import is_redacted
 from collector.detect.facts import prompts as prompt_facts
 from collector.detect.facts import sessions as session_facts
 from collector.detect.facts import tool_spans as tool_span_facts
-from collector.otlp.views import ResourceView, SpanView
+from collector.otlp.views import Attributes, ResourceView, SpanView
+from collector.receiver.errors import ReceiveError
+from collector.replay import requests_in
+from collector.sessions.assembler import Assembler
 from collector.sessions.keys import SessionKeys
+from evaluators.evidence import Session
 
 _PROMPT_KEYS = [key for event, key, _ in prompt_facts.PROMPT_FIELDS if not event]
 _RESPONSE_KEYS = [key for event, key in prompt_facts.RESPONSE_FIELDS if not event]
@@ -131,3 +140,43 @@ def test_configured_keys_by_shape_find_the_first_key_in_order_that_names_a_sessi
                 expected = (value, key)
                 break
         assert (found.value, found.attribute) == expected if found is not None else expected is None
+
+
+def test_every_recording_assembles_to_the_same_sessions_with_and_without_the_skip(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    requests = trace_bodies()
+    skipped = {"spans": 0}
+    plan_of = plans.plan_of
+
+    def counted(attrs: Attributes) -> plans.SpanPlan:
+        plan = plan_of(attrs)
+        skipped["spans"] += plan.reads_nothing
+        return plan
+
+    monkeypatch.setattr(plans, "plan_of", counted)
+    with_skip = _sessions(requests, raw=True)
+    assert skipped["spans"] > 500  # the skip is taken (on spans without events, of those)
+    monkeypatch.setattr(plans, "SKIP_EMPTY", False)
+    assert _sessions(requests, raw=True) == with_skip
+
+
+def trace_bodies() -> list[tuple[ExportTraceServiceRequest, bytes]]:
+    """Every recorded trace request, with its protobuf bytes."""
+    found = []
+    for path in sorted(FRAMEWORKS.glob("*/*.traces.jsonl")):
+        for _, received in requests_in(Path(path)):
+            if isinstance(received, ReceiveError) or received.signal != "traces":
+                continue
+            assert isinstance(received.request, ExportTraceServiceRequest)
+            found.append((received.request, received.request.SerializeToString()))
+    return found
+
+
+def _sessions(requests: list[tuple[ExportTraceServiceRequest, bytes]], raw: bool) -> list[Session]:
+    closed: list[Session] = []
+    assembler = Assembler(parse({}).sessions, lambda session, _reason: closed.append(session))
+    for n, (request, body) in enumerate(requests, 1):
+        assembler.add_spans(request, n, raw=body if raw else None)
+    assembler.close_all()
+    return sorted(closed, key=lambda s: (s.session_id, s.revision))
