@@ -5,8 +5,9 @@
 Runs ``bench.detect_cost`` over the benchmark's traffic with a timer around each stage of
 placing and observing a span (the reader or detector named), and prints, per stage, its
 calls a span and microseconds a span (inclusive: a stage's time holds what it calls, so the
-shares overlap where stages nest, e.g. ``_scan`` within ``_observe_tool``).  The timers cost
-~0.1-0.2 us a call themselves: read the shares, not the sum.  The first line is
+shares overlap where stages nest, e.g. ``_scan`` within ``_observe_tool``).  The timers read
+the thread's CPU time (a system call, ~0.5 us a reading, part of each figure): read the
+shares against one another, not the sum against the first line.  The first line is
 ``detect_cost`` without timers (CPU time, best of ``--rounds``).
 """
 
@@ -32,7 +33,7 @@ _TOTALS: dict[str, list[int]] = {}
 
 
 def _timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
-    clock = time.perf_counter_ns
+    clock = time.thread_time_ns  # CPU time: a busy machine's waits do not count
     total = _TOTALS.setdefault(name, [0, 0])
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
