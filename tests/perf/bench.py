@@ -418,8 +418,9 @@ def inprocess_cpu(bodies: list[bytes], spans: int, passes: int, extra: dict[str,
 def detect_cost(bodies: list[bytes]) -> float:
     """Microseconds of process CPU time per span for parse + assemble + detect, in process
     (CPU time, not wall clock: the machine's other work does not count), collected as serve
-    and replay collect (``GC_THRESHOLDS``; under Python's default thresholds the open
-    sessions' evidence is visited ~6x as often, ~12 us a span of this traffic)."""
+    and replay collect (``GC_THRESHOLDS``; Python's default thresholds collect the young
+    generation ~3x as often, visiting the open sessions' evidence: ~12 us a span more on the
+    bench traffic)."""
     import gc
 
     from collector.service import GC_THRESHOLDS
