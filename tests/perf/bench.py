@@ -378,7 +378,7 @@ def detect_cpu(bodies: list[bytes], spans: int, rounds: int) -> tuple[float, flo
 
     best_figure = best_cpu = float("inf")
     for _ in range(rounds):
-        gc.collect()  # the last round's sessions, not counted (``detect_cost`` collects too)
+        gc.collect()  # the last round's sessions, not counted
         cpu = time.process_time()
         best_figure = min(best_figure, detect_cost(bodies))
         best_cpu = min(best_cpu, (time.process_time() - cpu) / spans * 1e6)
@@ -428,7 +428,6 @@ def detect_cost(bodies: list[bytes]) -> float:
     assembler = Assembler(parse({}).sessions, lambda session, reason: None)
     spans = 0
     thresholds = gc.get_threshold()
-    gc.collect()
     gc.set_threshold(*GC_THRESHOLDS)
     try:
         start = time.process_time()
