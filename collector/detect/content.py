@@ -99,12 +99,18 @@ def tool_description(view: SpanView) -> str | None:
     return found
 
 
-def tool_call(view: SpanView) -> ToolCall | None:
+def tool_call(
+    view: SpanView,
+    markers: tuple[tuple[str, str | None], ...] = tool_span_facts.TOOL_SPAN_MARKERS,
+    shaped: object = _UNSEEN,
+) -> ToolCall | None:
     """The tool call a span records, or None if it is not a tool span: by a table marker,
-    else by the shape of its keys (``shaped_tool_keys``)."""
-    if not has_marker(view, tool_span_facts.TOOL_SPAN_MARKERS):
-        shaped = shaped_tool_keys(view.attrs.shape())
-        return None if shaped is None else _shaped_call(view, shaped)
+    else by the shape of its keys (``shaped_tool_keys``).  ``markers`` and ``shaped``: what
+    the span's key shape holds of them (``plans.SpanPlan``), when the caller knows it."""
+    if not has_marker(view, markers):
+        if shaped is _UNSEEN:
+            shaped = shaped_tool_keys(view.attrs.shape())
+        return _shaped_call(view, shaped) if isinstance(shaped, ShapedToolKeys) else None
     attrs = view.attrs
     if _has_any_key(attrs, tool_span_facts.HOOK_SPAN_KEYS):
         return None

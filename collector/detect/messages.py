@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from collector.detect.content import (
@@ -15,7 +14,7 @@ from collector.detect.content import (
 )
 from collector.detect.facts import logs as log_facts
 from collector.detect.facts import prompts as prompt_facts
-from collector.detect.facts import tool_spans as tool_span_facts
+from collector.detect.plans import Field, SpanPlan, plan_of
 from collector.detect.transcript import MessageCall, MessageResult
 from collector.otlp.views import SHAPES_KEPT, Attributes, Encoded, SpanView
 
@@ -28,9 +27,7 @@ def _index(fields: tuple[tuple[str, str, str], ...]) -> dict[str, tuple[tuple[st
     return {name: tuple(sorted(keys, key=lambda kr: kr[0])) for name, keys in events.items()}
 
 
-_PROMPT_ATTRIBUTES = tuple((key, role) for event, key, role in prompt_facts.PROMPT_FIELDS if not event)
 _PROMPT_EVENTS = _index(prompt_facts.PROMPT_FIELDS)
-_RESPONSE_ATTRIBUTES = tuple((key, "") for event, key in prompt_facts.RESPONSE_FIELDS if not event)
 _RESPONSE_EVENTS = _index(tuple((event, key, "") for event, key in prompt_facts.RESPONSE_FIELDS))
 _PREAMBLE = prompt_facts.USER_TEXT_PREAMBLE
 _ENCODED_ROLES = frozenset({"messages"})  # see ``prompt_fields``
@@ -38,19 +35,17 @@ INPUT = "input"  # the role of an ``input_texts`` text: read for requests as a h
 
 
 def _fields(
-    view: SpanView, attributes: tuple[tuple[str, str], ...], events: dict[str, tuple[tuple[str, str], ...]]
+    view: SpanView, attributes: tuple[Field, ...], events: dict[str, tuple[tuple[str, str], ...]]
 ) -> list[tuple[str, Attributes, str]]:
-    """(role, attributes, key) of the listed span attributes present, then of the listed
-    event attributes (events in span order; within an event, its listed keys in key order)."""
+    """(role, attributes, key) of the listed span attributes present (a ``SpanPlan``'s), then of
+    the listed event attributes (events in span order; within an event, its listed keys in key
+    order)."""
     found: list[tuple[str, Attributes, str]] = []
     attrs = view.attrs
-    present = attrs.keys()  # most listed keys are absent: test them against the index first
-    for key, role in attributes:
-        if key in present:
-            mime = prompt_facts.PLAIN_TEXT_INPUTS.get(key)
-            if mime is not None and attrs.get(mime) == prompt_facts.PLAIN_TEXT_MIME:
-                role = "user"
-            found.append((role, attrs, key))
+    for role, key, mime in attributes:
+        if mime is not None and attrs.get(mime) == prompt_facts.PLAIN_TEXT_MIME:
+            role = "user"
+        found.append((role, attrs, key))
     if not events:
         return found
     for event in view.events:
@@ -64,7 +59,7 @@ def _fields(
 
 
 def _field_texts(
-    view: SpanView, attributes: tuple[tuple[str, str], ...], events: dict[str, tuple[tuple[str, str], ...]]
+    view: SpanView, attributes: tuple[Field, ...], events: dict[str, tuple[tuple[str, str], ...]]
 ) -> list[tuple[str, str]]:
     """(role, text) of each of ``_fields`` that holds text (not a placeholder for it)."""
     found: list[tuple[str, str]] = []
@@ -96,13 +91,16 @@ def _encoded(attrs: Attributes, key: str) -> Encoded | None:
     return raw if raw and not is_redacted_encoded(raw) else None
 
 
-def prompt_fields(view: SpanView) -> list[tuple[str, str | Encoded]]:
+def prompt_fields(view: SpanView, plan: SpanPlan | None = None) -> list[tuple[str, str | Encoded]]:
     """(role, raw text) of every prompt-like field on the span, and of the conversation it
     recorded as its output (role "output": read for injected skill bodies, no turn).  A
     message history (role "messages") comes as its UTF-8 bytes (``Encoded``): it repeats the
-    conversation so far, and its reader decodes only what it has not read."""
+    conversation so far, and its reader decodes only what it has not read.  ``plan``: the
+    span's (``plans.plan_of``), when the caller has it."""
+    if plan is None:
+        plan = plan_of(view.attrs)
     found: list[tuple[str, str | Encoded]] = []
-    for role, attrs, key in _fields(view, _PROMPT_ATTRIBUTES, _PROMPT_EVENTS):
+    for role, attrs, key in _fields(view, plan.prompts, _PROMPT_EVENTS):
         if role in _ENCODED_ROLES:
             raw = _encoded(attrs, key)
             if raw is not None:
@@ -111,16 +109,14 @@ def prompt_fields(view: SpanView) -> list[tuple[str, str | Encoded]]:
         text = _readable(attrs, key)
         if text is not None:
             found.append((role, text))
-    for key in _flattened_keys(view):
-        if key.endswith(prompt_facts.FLATTENED_SUFFIXES):
-            flattened = _readable(view.attrs, key)
-            if flattened is not None:
-                found.append(("flattened", flattened))
-    for key in view.attrs.keys_with_prefix(prompt_facts.FLATTENED_OUTPUT_PREFIX):
-        if key.rstrip("0123456789").rstrip(".").endswith(prompt_facts.FLATTENED_SUFFIXES):
-            output = _readable(view.attrs, key)
-            if output is not None:
-                found.append(("output", output))
+    for key in plan.flattened_texts:
+        flattened = _readable(view.attrs, key)
+        if flattened is not None:
+            found.append(("flattened", flattened))
+    for key in plan.outputs:
+        output = _readable(view.attrs, key)
+        if output is not None:
+            found.append(("output", output))
     return found
 
 
@@ -129,41 +125,12 @@ def prompt_texts(view: SpanView) -> list[tuple[str, str]]:
     return [(role, raw if isinstance(raw, str) else raw.text()) for role, raw in prompt_fields(view)]
 
 
-# Every attribute key a table above reads already; the generic reader leaves them alone.
-_KNOWN_KEYS = frozenset(
-    [key for _, key, _ in prompt_facts.PROMPT_FIELDS]
-    + [key for _, key in prompt_facts.RESPONSE_FIELDS]
-    + list(tool_span_facts.TOOL_ARGUMENT_KEYS)
-    + list(tool_span_facts.TOOL_RESULT_KEYS)
-    + list(log_facts.LOG_CONTENT_ATTRIBUTES)
-    + list(prompt_facts.TOOL_DEFINITION_KEYS)
-)
-
-
-def _prompt_key(key: str) -> bool:
-    folded = key.casefold()
-    return (
-        key not in _KNOWN_KEYS
-        and not key.startswith(prompt_facts.PROMPT_KEY_SKIP_PREFIXES)
-        and any(word in folded for word in prompt_facts.PROMPT_KEY_WORDS)
-    )
-
-
-_PROMPT_KEYS_OF: dict[tuple[str, ...], tuple[str, ...]] = {}  # key shape -> its prompt-like keys
-
-
-def other_prompt_texts(attrs: Attributes) -> list[Encoded]:
+def other_prompt_texts(attrs: Attributes, plan: SpanPlan | None = None) -> list[Encoded]:
     """The text, as UTF-8 bytes, of the string attributes no table names whose key says they
     may hold a prompt (a system instruction, a request, a history so far): what a harness
     without a row records."""
-    shape = attrs.shape()
-    keys = _PROMPT_KEYS_OF.get(shape)
-    if keys is None:
-        keys = tuple(key for key in shape if _prompt_key(key))
-        if len(_PROMPT_KEYS_OF) < SHAPES_KEPT:
-            _PROMPT_KEYS_OF[shape] = keys
     found: list[Encoded] = []
-    for key in keys:
+    for key in (plan or plan_of(attrs)).others:
         raw = attrs.encoded(key)
         # At least PROMPT_MIN_CHARS characters: a character is 1-4 bytes.
         if (
@@ -178,49 +145,37 @@ def other_prompt_texts(attrs: Attributes) -> list[Encoded]:
     return found
 
 
-_INPUT_KEYS_OF: dict[tuple[str, ...], tuple[str, ...]] = {}  # key shape -> its input keys
-
-
-def input_texts(attrs: Attributes) -> list[Encoded]:
+def input_texts(attrs: Attributes, plan: SpanPlan | None = None) -> list[Encoded]:
     """The text, as UTF-8 bytes, of the string attributes no table names whose key says they
     hold an operation's input in a harness's own namespace (``prompt_facts.INPUT_KEY_ENDINGS``)."""
-    shape = attrs.shape()
-    keys = _INPUT_KEYS_OF.get(shape)
-    if keys is None:
-        keys = tuple(
-            key
-            for key in shape
-            if key.endswith(prompt_facts.INPUT_KEY_ENDINGS)
-            and key not in _KNOWN_KEYS
-            and not _prompt_key(key)
-        )
-        if len(_INPUT_KEYS_OF) < SHAPES_KEPT:
-            _INPUT_KEYS_OF[shape] = keys
     found: list[Encoded] = []
-    for key in keys:
+    for key in (plan or plan_of(attrs)).inputs:
         raw = attrs.encoded(key)
         if raw is not None and len(raw) >= prompt_facts.PROMPT_MIN_CHARS:
             found.append(raw)
     return found
 
 
-_TOOL_DEFINITIONS = tuple((key, "tools") for key in prompt_facts.TOOL_DEFINITION_KEYS)
-
-
-def tool_definitions(view: SpanView) -> list[tuple[str, str]]:
+def tool_definitions(view: SpanView, plan: SpanPlan | None = None) -> list[tuple[str, str]]:
     """("tools", text) of the span's tool definitions (``prompt_facts.TOOL_DEFINITION_KEYS``), a
     list of definitions as its JSON text."""
-    return _field_texts(view, _TOOL_DEFINITIONS, {})
+    fields = (plan or plan_of(view.attrs)).tool_definitions
+    return _field_texts(view, fields, {}) if fields else []
 
 
 def user_texts(
-    view: SpanView, prompts: list[tuple[str, str]] | None = None, flattened: bool = True
+    view: SpanView,
+    prompts: list[tuple[str, str]] | None = None,
+    flattened: bool = True,
+    plan: SpanPlan | None = None,
 ) -> list[str]:
     """Every user request the span's recorded input holds, oldest first (histories repeat),
     without a harness's preamble (``prompt_facts.USER_TEXT_PREAMBLE``).  ``prompts``: the span's
     ``prompt_texts``, when the caller has them already."""
+    if plan is None:
+        plan = plan_of(view.attrs)
     found: list[str] = []
-    for role, raw in _field_texts(view, _PROMPT_ATTRIBUTES, _PROMPT_EVENTS) if prompts is None else prompts:
+    for role, raw in _field_texts(view, plan.prompts, _PROMPT_EVENTS) if prompts is None else prompts:
         if role == "user":
             parsed = parse_json(raw)
             found.append(_text_only(parsed if parsed is not None else raw))
@@ -230,8 +185,8 @@ def user_texts(
                 for m in _messages(raw, unwrap=role == INPUT)
                 if m.get("role") in prompt_facts.USER_ROLES
             ]
-    if flattened:
-        found += _flattened_user_texts(view)
+    if flattened and plan.flattened:
+        found += _flattened_user_texts(view, plan.flattened)
     return [request for text in found if text and (request := _request(text))]
 
 
@@ -260,32 +215,7 @@ def _text_only(value: Any) -> str:
     return ""
 
 
-def _flattened_keys(view: SpanView) -> list[str]:
-    """The span's flattened message keys in message and part order (``.2.`` before ``.10.``),
-    whatever order the attributes were read in."""
-    keys = view.attrs.keys_with_prefix(prompt_facts.FLATTENED_PREFIX)
-    if len(keys) > 1:
-        keys.sort(key=_order)
-    return keys
-
-
-_DIGITS = re.compile(r"(\d+)")
-_ORDERS: dict[str, list[int | str]] = {}  # the same few dozen keys recur on every span
-
-
-def _order(key: str) -> list[int | str]:
-    order = _ORDERS.get(key)
-    if order is None:
-        order = [int(part) if part.isdigit() else part for part in _DIGITS.split(key)]
-        if len(_ORDERS) < 4096:
-            _ORDERS[key] = order
-    return order
-
-
-def _flattened_user_texts(view: SpanView) -> list[str]:
-    keys = _flattened_keys(view)
-    if not keys:  # most spans: no flattened messages
-        return []
+def _flattened_user_texts(view: SpanView, keys: tuple[str, ...]) -> list[str]:
     roles: dict[str, str] = {}
     texts: dict[str, list[str]] = {}
     for key in keys:
@@ -308,14 +238,13 @@ _Step = tuple[bool, tuple[tuple[str, str], ...]]
 _BLOCK_PLANS: dict[tuple[str, ...], tuple[_Step, ...]] = {}
 
 
-def _block_plan(view: SpanView) -> tuple[_Step, ...]:
-    """Where the span's flattened tool calls and results are, in message order: worked out
-    once per key shape."""
+def _block_plan(view: SpanView, every: tuple[str, ...]) -> tuple[_Step, ...]:
+    """Where the span's flattened tool calls and results are (``every``: its flattened keys),
+    in message order: worked out once per key shape."""
     shape = view.attrs.shape()
     plan = _BLOCK_PLANS.get(shape)
     if plan is not None:
         return plan
-    every = _flattened_keys(view)
     steps: list[tuple[bool, list[tuple[str, str]]]] = []
     calls: dict[str, list[tuple[str, str]]] = {}  # "<message>.tool_calls.<j>" -> its pairs
     for key in every:
@@ -348,13 +277,15 @@ def _block_plan(view: SpanView) -> tuple[_Step, ...]:
     return plan
 
 
-def flattened_blocks(view: SpanView) -> list[MessageCall | MessageResult]:
+def flattened_blocks(view: SpanView, plan: SpanPlan | None = None) -> list[MessageCall | MessageResult]:
     """The tool calls and tool results of the span's flattened input messages, in message
     order (``prompt_facts.FLATTENED_TOOL_CALLS``; a result is a message of role "tool" with a
     tool_call_id): what a history holds as blocks, for a convention that flattens it."""
-    plan = _block_plan(view)
+    every = (plan or plan_of(view.attrs)).flattened
+    if not every:  # most spans: no flattened messages
+        return []
     found: list[MessageCall | MessageResult] = []
-    for is_result, pairs in plan:  # most spans: none
+    for is_result, pairs in _block_plan(view, every):
         values: dict[str, str] = {}
         contents: list[str] = []
         for field, key in pairs:
@@ -374,9 +305,9 @@ def flattened_blocks(view: SpanView) -> list[MessageCall | MessageResult]:
     return found
 
 
-def response_raw(view: SpanView) -> str | None:
+def response_raw(view: SpanView, plan: SpanPlan | None = None) -> str | None:
     """The raw text of the span's recorded answer (``answer_text`` reads it)."""
-    found = _field_texts(view, _RESPONSE_ATTRIBUTES, _RESPONSE_EVENTS)
+    found = _field_texts(view, (plan or plan_of(view.attrs)).responses, _RESPONSE_EVENTS)
     return found[0][1] if found else None
 
 

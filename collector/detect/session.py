@@ -23,6 +23,7 @@ from collector.detect import (
     log_calls,
     messages,
     names,
+    plans,
     readings,
     transcript,
 )
@@ -45,7 +46,6 @@ from collector.otlp.views import Encoded, EventView, LogView, SpanView
 from evaluators.evidence import Catalog, Session, SkillLoad, ToolCall, Turn, UnreadableItem, fold_skill_name
 
 _EVENT_ACTIVATIONS = log_facts.SPAN_EVENT_SKILL_ACTIVATED
-_CATALOG_NAMES = skill_tool_facts.CATALOG_NAME_ATTRIBUTES
 _LOGGED_MESSAGE_KEYS = (*prompt_facts.MESSAGE_BODY_KEYS, log_facts.LOG_MESSAGE_CALLS_KEY)
 # Any catalog's marker as it survives in raw (JSON) text.
 _CATALOG_RAW: tuple[str, ...] = catalogs.RAW_MARKERS
@@ -135,39 +135,45 @@ class SessionEvidence:
             self._links[span.span_id] = span.parent_span_id
         if not self.framework:
             self._name_framework(view, view.name)
-        if self._rules.by_attribute or _EXPECTED in view.attrs or _EXPECTED in view.resource.attrs:
+        plan = plans.plan_of(view.attrs)  # what the span's keys alone decide
+        if self._rules.by_attribute or plan.expected or _EXPECTED in view.resource.attrs:
             where = (f"span {view.span.name!r} ({view.span_id})", f"the resource of span {view.span_id}")
             self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs, where=where))
         if not self.model_seen:
-            prefixes = tool_span_facts.MODEL_ATTRIBUTE_PREFIXES
-            self.model_seen = any(k.startswith(prefixes) for k in view.attrs.keys())  # noqa: SIM118 - Attributes is no dict
+            self.model_seen = plan.model
         for event in view.events:
             if event.name in _EVENT_ACTIVATIONS:
                 self._observe_activation_event(view, event)
-        call = tool_call(view)
+        call = tool_call(view, plan.tool_markers, plan.shaped_tool)
         if call is not None:
             self._observe_tool(call)
             self._tool_description(view)
             return
         start = view.span.start_time_unix_nano
-        if has_marker(view, tool_span_facts.AGENT_SPAN_MARKERS):
+        if plan.agent_markers and has_marker(view, plan.agent_markers):
             self.agent_spans.append((start, view.trace_id, view.span_id))
-        for key in _CATALOG_NAMES:
-            if key in view.attrs:
-                names_text = view.attrs.text(key)
-                if names_text and self._first_sight(("catalog", names_text)):
-                    entries = catalogs.names_list(names_text)
-                    if entries is not None:
-                        self.catalog.advertise(entries, skill_tool_facts.CATALOG_NAMES_SHAPE)
-        prompts = messages.prompt_fields(view)
+        if plan.reads_nothing and plans.SKIP_EMPTY and not view.events:
+            return  # no key below reads anything (``plans.SpanPlan.reads_nothing``)
+        for key in plan.catalog_names:
+            names_text = view.attrs.text(key)
+            if names_text and self._first_sight(("catalog", names_text)):
+                entries = catalogs.names_list(names_text)
+                if entries is not None:
+                    self.catalog.advertise(entries, skill_tool_facts.CATALOG_NAMES_SHAPE)
+        prompts = messages.prompt_fields(view, plan)
         if prompts:
             self._content_seen = True
         # Not counted as content seen: an unknown key may hold anything, and tool definitions
         # are no conversation.  These are read for a catalog in their descriptions, and only
         # when they hold a catalog's marker (most hold none, and a walk of them costs).
-        prompts += [("other", raw) for raw in messages.other_prompt_texts(view.attrs)]
-        prompts += [(messages.INPUT, raw) for raw in messages.input_texts(view.attrs)]
-        prompts += [tools for tools in messages.tool_definitions(view) if _has_any(tools[1], _CATALOG_RAW)]
+        if plan.others:
+            prompts += [("other", raw) for raw in messages.other_prompt_texts(view.attrs, plan)]
+        if plan.inputs:
+            prompts += [(messages.INPUT, raw) for raw in messages.input_texts(view.attrs, plan)]
+        if plan.tool_definitions:
+            prompts += [
+                tools for tools in messages.tool_definitions(view, plan) if _has_any(tools[1], _CATALOG_RAW)
+            ]
         # Chat spans repeat the system prompt and the history so far: a (role, text) pair this
         # session has read already can add no turn, catalog, call or injection.
         fresh: list[tuple[str, str]] = []
@@ -189,12 +195,12 @@ class SessionEvidence:
                 if self._first_sight((role, raw)):
                     fresh.append((role, raw))
         inputs = [p for p in fresh if p[0] == messages.INPUT]
-        for text in messages.user_texts(view, inputs, flattened=False) if inputs else ():
+        for text in messages.user_texts(view, inputs, flattened=False, plan=plan) if inputs else ():
             request = user_request(text)  # read only where no table's field names a request
             if request and all(t.user_message != request for t in self._input_turns):
                 self._input_turns.append(Turn(request, view.span_id, view.trace_id, start, source=_FROM_SPAN))
         for text in messages.user_texts(
-            view, [p for p in fresh if p[0] != messages.INPUT] if inputs else fresh
+            view, [p for p in fresh if p[0] != messages.INPUT] if inputs else fresh, plan=plan
         ):
             request = self._new_request(text, Seen(view.trace_id, view.span_id, start))
             if request:
@@ -203,14 +209,14 @@ class SessionEvidence:
         # model call records one, and most are superseded by a later one in the same turn.
         # (Measured: 4 us a span saved, 12 KB more per open 50-span session; a raw answer is
         # part of its span, so memory stays within the span bytes the session received.)
-        answer = messages.response_raw(view)
+        answer = messages.response_raw(view, plan)
         if answer:
             self._answers.append((view.span.end_time_unix_nano, answer))
         if fresh:
             seen = Seen(view.trace_id, view.span_id, view.span.start_time_unix_nano)
             for _, raw in fresh:
                 self._scan(raw, seen)
-        flattened = messages.flattened_blocks(view)
+        flattened = messages.flattened_blocks(view, plan) if plan.flattened else None
         if flattened:
             self._keep_blocks(flattened, Seen(view.trace_id, view.span_id, view.span.start_time_unix_nano))
 

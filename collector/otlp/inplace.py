@@ -20,9 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from collector.otlp.wire import Malformed, encode_varint, fields, varint
+
 # A request whose spans average at least this many bytes has its spans read in place.
 MIN_AVERAGE_SPAN_BYTES = 16 * 1024
-_VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5
+_LENGTH = 2  # the wire type of a length-delimited field
 _RESOURCE_SPANS = 1  # ExportTraceServiceRequest.resource_spans
 _SCOPE_SPANS = 2  # ResourceSpans.scope_spans
 _SPANS = 2  # ScopeSpans.spans
@@ -31,57 +33,17 @@ _KEY, _VALUE = 1, 2  # KeyValue fields
 _STRING_VALUE = 1  # AnyValue.string_value
 
 
-class Malformed(Exception):
-    """The bytes do not frame as protobuf where the walk expected them to."""
-
-
-def _varint(data: bytes, at: int, end: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if at >= end or shift > 63:
-            raise Malformed("truncated varint")
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, at
-        shift += 7
-
-
-def _fields(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int]]:
-    """(field number, start, end) of each length-delimited field in ``data[start:end]``;
-    other fields are skipped."""
-    at = start
-    while at < end:
-        tag, at = _varint(data, at, end)
-        wire = tag & 7
-        if wire == _LENGTH:
-            size, at = _varint(data, at, end)
-            if at + size > end:
-                raise Malformed("field past its message")
-            yield tag >> 3, at, at + size
-            at += size
-        elif wire == _VARINT:
-            _, at = _varint(data, at, end)
-        elif wire == _FIXED64:
-            at += 8
-        elif wire == _FIXED32:
-            at += 4
-        else:
-            raise Malformed(f"wire type {wire}")
-
-
 def span_ranges(raw: bytes) -> Iterator[tuple[int, int]]:
     """Where each span of an ExportTraceServiceRequest sits in ``raw``, in the order the
     parsed request holds them (resource spans, scope spans, spans)."""
-    for number, rs_start, rs_end in _fields(raw, 0, len(raw)):
-        if number != _RESOURCE_SPANS:
+    for number, wire, _, rs_start, rs_end in fields(raw, 0, len(raw)):
+        if number != _RESOURCE_SPANS or wire != _LENGTH:
             continue
-        for number, ss_start, ss_end in _fields(raw, rs_start, rs_end):
-            if number != _SCOPE_SPANS:
+        for number, wire, _, ss_start, ss_end in fields(raw, rs_start, rs_end):
+            if number != _SCOPE_SPANS or wire != _LENGTH:
                 continue
-            for number, start, end in _fields(raw, ss_start, ss_end):
-                if number == _SPANS:
+            for number, wire, _, start, end in fields(raw, ss_start, ss_end):
+                if number == _SPANS and wire == _LENGTH:
                     yield start, end
 
 
@@ -125,7 +87,7 @@ class SpanBytes:
         if not self._is_the_span():
             return None
         name = key.encode()
-        pattern = bytes((_KEY << 3 | _LENGTH,)) + _encode_varint(len(name)) + name
+        pattern = bytes((_KEY << 3 | _LENGTH,)) + encode_varint(len(name)) + name
         raw, end = self.raw, self.end
         at = raw.find(pattern, self.start, end)
         while at >= 0:
@@ -146,49 +108,24 @@ def _attribute_at(raw: bytes, at: int, end: int, key_bytes: int) -> tuple[int, t
         tag_at = at - size - 1
         if tag_at < 0 or raw[tag_at] != _ATTRIBUTES << 3 | _LENGTH:
             continue
-        length, after = _varint(raw, tag_at + 1, at)
+        length, after = varint(raw, tag_at + 1, at)
         if after != at or at + length > end:
             continue
         value_at = at + key_bytes
         if value_at >= at + length or raw[value_at] != _VALUE << 3 | _LENGTH:
             return at + length, None
-        value_size, value_start = _varint(raw, value_at + 1, at + length)
+        value_size, value_start = varint(raw, value_at + 1, at + length)
         if value_start + value_size != at + length:
             return None
         return at + length, _string_of(raw, value_start, value_start + value_size)
     return None
 
 
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _string_of(raw: bytes, start: int, end: int) -> tuple[int, int] | None:
     """Where an AnyValue's string sits, when the value it holds (its last field) is one."""
-    at = start
     where: tuple[int, int] | None = None
-    while at < end:
-        tag, at = _varint(raw, at, end)
-        wire = tag & 7
-        if wire == _LENGTH:
-            size, at = _varint(raw, at, end)
-            if at + size > end:
-                raise Malformed("field past its message")
-            where = (at, at + size) if tag >> 3 == _STRING_VALUE else None
-            at += size
-        elif wire == _VARINT:
-            _, at = _varint(raw, at, end)
-            where = None
-        elif wire in (_FIXED64, _FIXED32):
-            at += 8 if wire == _FIXED64 else 4
-            where = None
-        else:
-            raise Malformed(f"wire type {wire}")
+    for number, wire, _, value_start, value_end in fields(raw, start, end):
+        where = (value_start, value_end) if number == _STRING_VALUE and wire == _LENGTH else None
     return where
 
 

@@ -91,26 +91,39 @@ class SessionKeys:
     """The configured keys (``where:attribute`` pairs, ``where`` "span" or "resource") and,
     when ``by_shape``, keys found by their shape."""
 
-    __slots__ = ("_by_shape", "_keys")
+    __slots__ = ("_by_shape", "_keys", "_present")
 
     def __init__(self, configured: tuple[str, ...], by_shape: bool = True) -> None:
         self._keys = tuple(tuple(k.split(":", 1)) for k in configured)
         self._by_shape = by_shape
+        # (item's key shape, resource's) -> the configured keys present, in order: whether
+        # each is the item's (else the resource's), and its name.
+        self._present: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[tuple[bool, str], ...]] = {}
 
     def find(self, values: Attributes, resource: Attributes) -> FoundKey | None:
         """The session id an item (``values``) and its resource name, or None."""
         return self.configured(values, resource) or self.shaped(values, resource)
 
     def configured(self, values: Attributes, resource: Attributes) -> FoundKey | None:
-        """The session id the first configured key present names, or None."""
-        for where, key in self._keys:
-            attrs = values if where == "span" else resource
-            if key in attrs:  # most spans carry none of the keys, or one
-                value = attrs.get(key)
-                # Only text names a session: a key that also holds numbers (Codex CLI's
-                # thread.id is, on most spans, the OS thread's number) names none there.
-                if type(value) is str and value:
-                    return FoundKey(value, "configured", key)
+        """The session id the first configured key present names, or None.  Which keys are
+        present is worked out once per pair of key shapes (item, resource)."""
+        shapes = (values.shape(), resource.shape())
+        present = self._present.get(shapes)
+        if present is None:
+            on_item, on_resource = frozenset(shapes[0]), frozenset(shapes[1])
+            present = tuple(
+                (where == "span", key)
+                for where, key in self._keys
+                if key in (on_item if where == "span" else on_resource)
+            )
+            if len(self._present) < SHAPES_KEPT:
+                self._present[shapes] = present
+        for on_span, key in present:  # most items carry none of the keys, or one
+            value = (values if on_span else resource).get(key)
+            # Only text names a session: a key that also holds numbers (Codex CLI's thread.id
+            # is, on most spans, the OS thread's number) names none there.
+            if type(value) is str and value:
+                return FoundKey(value, "configured", key)
         return None
 
     def shaped(self, values: Attributes, resource: Attributes) -> FoundKey | None:

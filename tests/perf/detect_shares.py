@@ -1,0 +1,111 @@
+"""Where detection's CPU goes: each detector's and reader's share of ``bench.detect_cost``.
+
+    python tests/perf/detect_shares.py [--sessions 2000] [--rounds 3]
+
+Runs ``bench.detect_cost`` over the benchmark's traffic with a timer around each stage of
+placing and observing a span (the reader or detector named), and prints, per stage, its
+calls a span and microseconds a span (inclusive: a stage's time holds what it calls, so the
+shares overlap where stages nest, e.g. ``_scan`` within ``_observe_tool``).  The timers read
+the thread's CPU time (a system call, ~0.5 us a reading, part of each figure): read the
+shares against one another, not the sum against the first line.  The first line is
+``detect_cost`` without timers (CPU time, best of ``--rounds``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+
+import bench  # noqa: E402
+
+from collector.detect import content, histories, messages, readings  # noqa: E402
+from collector.detect import session as session_module  # noqa: E402
+from collector.otlp import views  # noqa: E402
+from collector.sessions import assembler, binding  # noqa: E402
+
+_TOTALS: dict[str, list[int]] = {}
+
+
+def _timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    clock = time.thread_time_ns  # CPU time: a busy machine's waits do not count
+    total = _TOTALS.setdefault(name, [0, 0])
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = clock()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            total[0] += clock() - start
+            total[1] += 1
+
+    return wrapper
+
+
+# (owner, attribute, label): what each stage is.
+STAGES: list[tuple[Any, str, str]] = [
+    (assembler.Assembler, "_place", "place: key, session, counts"),
+    (binding.Binding, "_key_and_source", "  session key (configured, by shape)"),
+    (binding.Binding, "_session_for", "  session for the key"),
+    (views.Attributes, "_index", "attributes indexed (protobuf's keys read), any stage"),
+    (session_module.SessionEvidence, "observe_span", "observe_span (every detector)"),
+    (session_module.SessionEvidence, "_name_framework", "  framework"),
+    (session_module, "tool_call", "  tool call read (content.tool_call)"),
+    (session_module.SessionEvidence, "_observe_tool", "  tool detectors (load_of) and catalog tools"),
+    (session_module.SessionEvidence, "_tool_description", "  tool description catalog"),
+    (messages, "prompt_fields", "  prompt fields read"),
+    (messages, "other_prompt_texts", "  keys no table names (prompts)"),
+    (messages, "input_texts", "  keys no table names (inputs)"),
+    (messages, "tool_definitions", "  tool definitions"),
+    (histories.Histories, "unread_part", "  history: unread part"),
+    (messages, "user_texts", "  user turns: texts"),
+    (session_module.SessionEvidence, "_new_request", "  user turns: request, injected located"),
+    (messages, "response_raw", "  answers"),
+    (session_module.SessionEvidence, "_scan", "  prompt text: catalogs, blocks, injections"),
+    (readings, "contents", "    decoded and walked (readings.contents)"),
+    (session_module.SessionEvidence, "_catalog_in", "    catalog shapes"),
+    (messages, "flattened_blocks", "  flattened message blocks"),
+    (content, "parse_json", "  (JSON parses, any stage)"),
+]
+
+
+def shares(bodies: list[bytes], spans: int) -> list[tuple[str, float, float]]:
+    """(stage, calls a span, us a span) of one timed ``detect_cost`` run."""
+    saved = [(owner, attribute, getattr(owner, attribute)) for owner, attribute, _ in STAGES]
+    _TOTALS.clear()
+    try:
+        for owner, attribute, label in STAGES:
+            setattr(owner, attribute, _timed(label, getattr(owner, attribute)))
+        bench.detect_cost(bodies)
+    finally:
+        for owner, attribute, original in saved:
+            setattr(owner, attribute, original)
+    return [(label, _TOTALS[label][1] / spans, _TOTALS[label][0] / 1e3 / spans) for _, _, label in STAGES]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3)
+    opts = parser.parse_args(argv)
+    bodies, spans = bench.requests_for(opts.sessions)
+    plain = min(bench.detect_cost(bodies) for _ in range(opts.rounds))
+    print(f"detect_cost: {plain:.1f} us of CPU a span over {spans} spans (no timers, best of {opts.rounds})")
+    best: dict[str, tuple[float, float]] = {}
+    for _ in range(opts.rounds):
+        for label, calls, us in shares(bodies, spans):
+            if label not in best or us < best[label][1]:
+                best[label] = (calls, us)
+    print(f"{'stage':<52} {'calls/span':>10} {'us/span':>8} {'share':>6}")
+    for label, (calls, us) in best.items():
+        print(f"{label:<52} {calls:>10.2f} {us:>8.1f} {us / plain:>6.0%}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
