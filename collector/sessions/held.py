@@ -160,9 +160,7 @@ class Held:
         # they share ``reopen_cache`` with ``_recent``, and go first.
         self._dormant: OrderedDict[str, Reopenable] = OrderedDict()
         self._dormant_traces: dict[bytes, str] = {}
-        # Kept sessions ``on_keep`` has not heard of yet (key -> revision), and those the store
-        # has rows for (``Kept.announce``).
-        self._unannounced: dict[str, int] = {}
+        # Kept sessions the store has reopenable rows for (``Kept._keep``).
         self._announced: set[str] = set()
         self.skip: Skip | None = None  # set only while a restart replays the spool
         self.closed_by_reason: dict[str, int] = dict.fromkeys(CLOSE_REASONS, 0)

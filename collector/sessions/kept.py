@@ -7,9 +7,9 @@ next revision carrying the earlier ones, and a re-sent item is known as taken.  
 yet (``_dormant``) share ``sessions.reopen_cache``, dormant ones out first; kept ones are
 also held to ``reopen_cache_bytes``, the oldest out first.
 
-``on_keep``/``on_forget`` (the store's reopenable rows) hear of a session as it is kept
-(``announce``, called at once) and as it leaves; ``on_forget`` hears only of sessions
-``on_keep`` (or a restart) told the store about.  The rows are queued at once: a checkpoint
+``on_keep``/``on_forget`` (the store's reopenable rows) hear of a session as it is kept and
+as it leaves; ``on_forget`` hears only of sessions ``on_keep`` (or a restart) told the store
+about.  The rows are queued at once: a checkpoint
 may delete a kept revision's requests as soon as the revision is evaluated, and only its
 ``held`` rows keep them.  A restart rebuilds from its closed rows a kept revision whose
 reopenable row a crash cut off (``kept_since_checkpoint``).
@@ -44,35 +44,21 @@ class Kept(Held):
         for trace_id in session.traces:
             self._recent_owner[trace_id] = session.key
         if self._on_keep is not None and self._config.reopen_cache:
-            self._unannounced[session.key] = session.revision
-            self.announce()
-        self._trim_reopenable()
-
-    def announce(self) -> int:
-        """Tell ``on_keep`` of the sessions kept since the last call and kept still; how many."""
-        pending, self._unannounced = self._unannounced, {}
-        told = 0
-        for key, revision in pending.items():
-            recent = self._recent.get(key)
-            if recent is None or recent.revision != revision or self._on_keep is None:
-                continue
             self._on_keep(
                 Reopenable(
-                    key,
-                    recent.revision,
-                    recent.first_request,
-                    tuple(recent.requests),
-                    tuple(sorted(t.hex() for t in recent.traces)),
-                    recent.spans,
+                    session.key,
+                    session.revision,
+                    session.first_request,
+                    tuple(session.requests),
+                    tuple(sorted(t.hex() for t in session.traces)),
+                    session.spans,
                 )
             )
-            self._announced.add(key)
-            told += 1
-        return told
+            self._announced.add(session.key)
+        self._trim_reopenable()
 
     def _forget_rows(self, key: str) -> None:
         """``key`` is no longer reopenable: its store rows go, if the store was told of it."""
-        self._unannounced.pop(key, None)
         if key in self._announced:
             self._announced.discard(key)
             if self._on_forget is not None:

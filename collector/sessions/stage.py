@@ -373,7 +373,7 @@ class SessionsStage:
             self.assembler.seed_revision(session, revision)
         # Evaluated revisions that later items may reopen whole.  One that closed but was not
         # evaluated is rebuilt by the replay itself (and kept again when it closes again).
-        # Those kept since the last checkpoint have closed rows only (``Kept.announce``).
+        # Those whose reopenable rows a crash cut off come back from their closed rows.
         self.assembler.load_dormant(
             entry
             for entry in (
@@ -423,7 +423,6 @@ class SessionsStage:
 
     async def _checkpoint(self) -> None:
         try:
-            self.assembler.announce()  # queued before the checkpoint's deletions (``Kept``)
             await self.store.checkpoint(self.replay_from(), self.storage.retention)
         except Exception as err:  # the next tick tries again; a full disk is logged by the store
             level = logging.DEBUG if self.store.faults.unavailable is not None else logging.WARNING
@@ -505,5 +504,4 @@ class SessionsStage:
         if self._checkpoints:
             await asyncio.wait(set(self._checkpoints), timeout=timeout)
         if self.store.durable:
-            self.assembler.announce()
             await self.store.checkpoint(self.replay_from(), self.storage.retention)

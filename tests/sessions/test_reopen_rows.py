@@ -1,6 +1,6 @@
-"""The store hears of each kept session as it is kept (``Kept.announce``), and its rows are
-forgotten when it leaves; what a crash left unannounced comes back from its closed rows
-(``kept_since_checkpoint``)."""
+"""The store hears of each kept session as it is kept (``Kept._keep``), and its rows are
+forgotten when it leaves; what a crash left without its reopenable rows comes back from its
+closed rows (``kept_since_checkpoint``)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,6 @@ def test_each_kept_session_reaches_the_store_when_kept_and_is_forgotten_when_it_
     assert [e.session for e in kept] == ["a", "b", "c"] and forgotten == ["a"]
     close("d")  # "b" leaves the cache
     assert [e.session for e in kept] == ["a", "b", "c", "d"] and forgotten == ["a", "b"]
-    assert asm.announce() == 0  # nothing waits for a checkpoint
 
 
 def test_revisions_kept_after_the_last_checkpoint_come_back_from_their_closed_rows() -> None:
