@@ -121,11 +121,16 @@ class Held:
         on_keep: OnKeep | None = None,
         on_forget: OnForget | None = None,
         tenant_max_open: dict[str, int] | None = None,
+        rebuild_kept: bool = False,
     ) -> None:
         """``on_keep``/``on_forget``: a closed session becomes reopenable whole, or stops
         being so (evicted from ``reopen_cache``, or closed for a reason that starts afresh).
-        ``tenant_max_open``: tenants' own ``max_open_sessions`` (within ``max_open``)."""
+        ``tenant_max_open``: tenants' own ``max_open_sessions`` (within ``max_open``).
+        ``rebuild_kept``: the store keeps a kept session's requests and gives them back
+        (``Spool.read_requests``), so a kept session is held as its ids only and rebuilt
+        from them when a late item reopens it; else its evidence is held."""
         self._config = config
+        self.rebuild_kept = rebuild_kept
         self._tenant_max_open = dict(tenant_max_open or {})
         self.open_by_tenant: dict[str, int] = {}  # sessions open, by tenant (``""`` the default)
         self._on_duplicate = on_duplicate  # (signal): a re-sent item, taken and not counted again

@@ -1,11 +1,14 @@
 """Closed sessions kept for reopening, and forgotten.
 
 A session closed for a reason that lets it reopen whole (``idle_timeout``, ``end_attribute``)
-is kept (``_keep``) with its evidence, traces and item ids, so a late item reopens it as the
-next revision carrying the earlier ones, and a re-sent item is known as taken.  Kept sessions
-(``_recent``) and the reopenable revisions a restart found in the store and has not rebuilt
-yet (``_dormant``) share ``sessions.reopen_cache``, dormant ones out first; kept ones are
-also held to ``reopen_cache_bytes``, the oldest out first.
+is kept (``_keep``), so a late item reopens it as the next revision carrying the earlier
+ones, and a re-sent item is known as taken.  With a store that keeps requests
+(``rebuild_kept``), it is kept as what reopening needs: its revision, request ids and
+traces (``_dormant``, as a restart finds it in the store), and a late item has it rebuilt
+from its spooled requests first (``Restart.restore``); an eviction then frees a small
+tuple, not an evidence graph.  In memory, its evidence, traces and item ids are kept
+(``_recent``).  ``_recent`` and ``_dormant`` share ``sessions.reopen_cache``, dormant ones out
+first; ``_recent`` is also held to ``reopen_cache_bytes``, the oldest out first.
 
 ``on_keep``/``on_forget`` (the store's reopenable rows) hear of a session as it is kept and
 as it leaves; ``on_forget`` hears only of sessions ``on_keep`` (or a restart) told the store
@@ -30,31 +33,36 @@ class Kept(Held):
 
     def _keep(self, session: OpenSession) -> None:
         """Keep a session just closed, for reopening whole."""
-        self._recent[session.key] = Recent(
-            session.evidence,
+        entry = Reopenable(
+            session.key,
             session.revision,
             session.first_request,
-            session.traces,
+            tuple(session.requests),
+            tuple(sorted(t.hex() for t in session.traces)),
             session.spans,
-            session.ids,
-            session.requests,
-            session.bytes + session.carried,
         )
-        self.recent_bytes += session.bytes + session.carried
-        for trace_id in session.traces:
-            self._recent_owner[trace_id] = session.key
         if self._on_keep is not None and self._config.reopen_cache:
-            self._on_keep(
-                Reopenable(
-                    session.key,
-                    session.revision,
-                    session.first_request,
-                    tuple(session.requests),
-                    tuple(sorted(t.hex() for t in session.traces)),
-                    session.spans,
-                )
-            )
+            self._on_keep(entry)
             self._announced.add(session.key)
+        if self.rebuild_kept:
+            self._drop_dormant(session.key)
+            self._dormant[session.key] = entry
+            for trace_id in session.traces:
+                self._dormant_traces[trace_id] = session.key
+        else:
+            self._recent[session.key] = Recent(
+                session.evidence,
+                session.revision,
+                session.first_request,
+                session.traces,
+                session.spans,
+                session.ids,
+                session.requests,
+                session.bytes + session.carried,
+            )
+            self.recent_bytes += session.bytes + session.carried
+            for trace_id in session.traces:
+                self._recent_owner[trace_id] = session.key
         self._trim_reopenable()
 
     def _forget_rows(self, key: str) -> None:

@@ -141,24 +141,32 @@ class RequestLog:
         )
 
     async def read_requests(self, ids: tuple[int, ...]) -> list[tuple[int, str, bytes]]:
-        """Those spooled requests (the ones still stored), in id order, read off the loop."""
+        """Those spooled requests (the ones still stored, their rows written or still
+        queued), in id order, read off the loop."""
         segments = self._segments
         if segments is None:
             return []
 
         def read() -> list[tuple[int, str, bytes]]:
-            out: list[tuple[int, str, bytes]] = []
+            found: dict[int, tuple[str, Spooled]] = {}
             with self._reader_lock:
                 for start in range(0, len(ids), _READ_CHUNK):
                     chunk = ids[start : start + _READ_CHUNK]
                     rows = self._reader.execute(
                         "SELECT id, signal, segment, offset, length FROM spooled WHERE id IN "
-                        f"({','.join('?' * len(chunk))}) ORDER BY id",
+                        f"({','.join('?' * len(chunk))})",
                         chunk,
                     ).fetchall()
                     for request_id, signal, segment, offset, length in rows:
-                        with contextlib.suppress(OSError):  # unreadable: its spans are not rebuilt
-                            out.append((request_id, signal, segments.read(Spooled(segment, offset, length))))
+                        found[request_id] = (signal, Spooled(segment, offset, length))
+            if self._appended is not None and len(found) < len(ids):
+                for request_id, signal, where in self._appended.queued(set(ids) - found.keys()):
+                    found[request_id] = (signal, where)
+            out: list[tuple[int, str, bytes]] = []
+            for request_id in sorted(found):
+                signal, where = found[request_id]
+                with contextlib.suppress(OSError):  # unreadable: its spans are not rebuilt
+                    out.append((request_id, signal, segments.read(where)))
             return out
 
         return await asyncio.to_thread(read)
