@@ -46,7 +46,7 @@ from collector.state.appended import index_tail
 from collector.state.config import Storage
 from collector.state.requestlog import RequestLog
 from collector.state.revisions import Revisions
-from collector.state.segments import Segments, Write
+from collector.state.segments import Segments, Sync, Write
 from collector.state.types import Closed, QuarantineReason, Recorded, Recovery, Reopenable
 from collector.state.vouch import StoreRefused
 
@@ -66,17 +66,19 @@ class Store:
         *,
         max_bytes: int | None = None,
         write: Write = os.write,
+        sync: Sync = os.fdatasync,
         revisions_capacity: int = MEMORY_REVISIONS,
         shared: str | None = None,
         replica: str | None = None,
         lease_seconds: float = 30.0,
     ) -> None:
         """``max_bytes`` (``storage.max_bytes``) sizes segment files and the WAL to fit it;
-        ``write`` is how segment bytes reach their file (``os.write``); in memory, only the
-        latest ``revisions_capacity`` evaluated revisions are kept.  ``shared``
-        (``storage.shared``) puts the shared tables in that PostgreSQL database; ``replica``
-        names this replica there (the judge work it queued is its own to finish); the outbox
-        entries it sends are leased to it for ``lease_seconds`` (``storage.lease``)."""
+                ``write`` is how segment bytes reach their file (``os.write``), ``sync`` how they are made
+        durable (``os.fdatasync``); in memory, only the
+                latest ``revisions_capacity`` evaluated revisions are kept.  ``shared``
+                (``storage.shared``) puts the shared tables in that PostgreSQL database; ``replica``
+                names this replica there (the judge work it queued is its own to finish); the outbox
+                entries it sends are leased to it for ``lease_seconds`` (``storage.lease``)."""
         self.unfinished: dict[tuple[str, int], int] = {}
         self.faults = Faults()
         self.outbox_capacity = outbox_capacity
@@ -88,7 +90,7 @@ class Store:
         else:
             self.location = database.open_file(Path(directory))
             self._capacity = None
-            segments = Segments(Path(directory) / "requests", segment_bytes, write)
+            segments = Segments(Path(directory) / "requests", segment_bytes, write, sync)
         self.durable = self.location.durable
         self.replica = replica or _replica_name(directory)
         self.lease_seconds = lease_seconds
