@@ -76,8 +76,7 @@ class Kept(Held):
         """Hold ``_recent`` and ``_dormant`` together to ``reopen_cache``, dormant ones first,
         and ``_recent`` to ``reopen_cache_bytes``, the oldest out first."""
         while self._dormant and len(self._recent) + len(self._dormant) > self._config.reopen_cache:
-            key, _ = self._dormant.popitem(last=False)
-            self._forget(key)
+            self._forget(next(iter(self._dormant)))  # its traces too (``_drop_dormant``)
         limit = self._config.reopen_cache_bytes
         while self._recent and (len(self._recent) > self._config.reopen_cache or self.recent_bytes > limit):
             key = next(iter(self._recent))
