@@ -53,7 +53,10 @@ class RequestLog:
         faults: Faults,
         next_id: int,
         quarantine: Path | None,
+        *,
+        synced: bool = True,
     ) -> None:
+        """``synced``: an append returns once its bytes are synced (``storage.sync``)."""
         self._location = location
         self._segments = segments
         self._faults = faults
@@ -62,7 +65,7 @@ class RequestLog:
         self._last_refused = 0  # bytes of the last request refused for a failed write
         self.writer: Writer | None = None  # set by ``start`` (after startup's reads)
         self._appended: Appended | None = None
-        self._synced = GroupSync(segments.sync) if segments is not None else None
+        self._synced = GroupSync(segments.sync) if segments is not None and synced else None
         # Reads of kept requests (reopening): one connection, from a worker thread.
         self._reader = location.connect(check_same_thread=False)
         self._reader_lock = threading.Lock()
@@ -76,7 +79,7 @@ class RequestLog:
     async def append(self, signal: str, payload: bytes, tenant: str = "") -> int:
         """Write one request (from ``tenant``) to its segment file, on the calling thread, and
         queue its row; return once a sync made it durable (``GroupSync``: one ``fdatasync``
-        for the appends of a loop turn, off the loop).  Raise ``Retryable`` (reason
+        for the appends of a loop turn, off the loop; unless ``storage.sync`` is off).  Raise ``Retryable`` (reason
         ``storage_error``) if it cannot be written (nothing of it is kept) or synced (its
         frame stays: a restart replays it, and the sender's retry is a duplicate)."""
         appended, writer = self._appended, self.writer

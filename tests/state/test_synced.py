@@ -17,7 +17,7 @@ from collector.component import Retryable
 from collector.config import parse
 from collector.otlp.received import Received
 from collector.service import Chain
-from collector.state.facade import Store
+from collector.state.facade import Store, open_spool
 from collector.state.segments import Segments
 
 
@@ -30,6 +30,7 @@ class HeldSync:
         self.released = threading.Event()
         self.synced: list[int] = []
         self.fail: OSError | None = None
+        self._fdatasync = os.fdatasync  # the real one, should a test put this in its place
 
     def __call__(self, fd: int) -> None:
         self.entered.set()
@@ -37,7 +38,7 @@ class HeldSync:
         if self.fail is not None:
             raise self.fail
         self.synced.append(os.fstat(fd).st_ino)
-        os.fdatasync(fd)
+        self._fdatasync(fd)
 
 
 async def test_the_acknowledgement_waits_for_the_sync_of_the_request_bytes(tmp_path: Path) -> None:
@@ -85,3 +86,21 @@ def test_a_sync_covers_the_files_appended_to_since_the_last_one(tmp_path: Path) 
     segments.sync()  # nothing new in the first file: only the current one
     assert sync.synced[2:] == [(tmp_path / "00000002.seg").stat().st_ino]
     segments.close()
+
+
+async def test_storage_sync_chooses_whether_an_append_waits_for_the_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held = HeldSync()  # never released: an append that waits for it does not return
+    monkeypatch.setattr(os, "fdatasync", held)
+    off = open_spool(parse({"storage": {"path": str(tmp_path / "off"), "sync": False}}).storage)
+    assert await off.append("traces", b"a" * 100) == 1  # written, not synced
+    assert not held.entered.is_set()
+    await off.shutdown(5)
+    on = open_spool(parse({"storage": {"path": str(tmp_path / "on")}}).storage)
+    append = asyncio.create_task(on.append("traces", b"a" * 100))
+    assert await asyncio.to_thread(held.entered.wait, 30)  # the default syncs
+    assert not append.done()
+    held.released.set()
+    assert await append == 1
+    await on.shutdown(5)
