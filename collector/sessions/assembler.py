@@ -66,6 +66,7 @@ from collector.sessions.items import (
     span_problem,
 )
 from collector.sessions.keys import mentions_skills
+from collector.state.types import Reopenable
 from evaluators.evidence import UnreadableItem, session_key
 
 __all__ = [
@@ -134,11 +135,18 @@ class Assembler(Admission):
         slice_seconds: float = SLICE_SECONDS,
         raw: bytes | None = None,
         tenant: str = "",
-    ) -> Iterator[None]:
+        rebuilds: bool = False,
+    ) -> Iterator[Reopenable | None]:
         """Place each span of a request (from ``tenant``) in its session and hand it to that
-        session's evidence, pausing (yielding) once ``slice_seconds`` have passed since it
+        session's evidence, pausing (yielding None) once ``slice_seconds`` have passed since it
         started or last paused, so that a caller on the event loop can let other work
         (acknowledgements) through in between.
+
+        ``rebuilds``: a span of a kept session held as its request ids only (dormant: kept
+        since a restart, or while ``rebuild_kept``) yields that entry, taken out of the
+        dormant set, before the span is placed: the caller ``restore``s it from its spooled
+        requests, and the span then reopens it whole.  Without it, the caller has rebuilt
+        what the request reopens before (``dormant_in``).
 
         ``raw``: the request as received, when known.  Each span then counts an equal share
         of its size towards ``max_bytes`` instead of being measured (measuring a span means
@@ -163,7 +171,7 @@ class Assembler(Admission):
                     if places is not None and raw is not None:  # every span's, in order, before anything else
                         in_place, places = _in_place(raw, places, span)
                     if clock() >= pause_at:
-                        yield
+                        yield None
                         pause_at = clock() + slice_seconds
                     problem = span_problem(span)
                     if problem is not None:
@@ -174,9 +182,15 @@ class Assembler(Admission):
                     try:
                         view = SpanView(span, scope, resource, in_place)
                         size = span.ByteSize() if share is None else share
+                        trace = scoped(tenant, span.trace_id)
+                        found = self._key_and_source(view.attrs, resource.attrs, tenant, trace)
+                        if rebuilds and self._dormant:
+                            entry = self._waking(found[0], trace, request_id)
+                            if entry is not None:
+                                yield entry
                         session = self._place(
+                            found,
                             view.attrs,
-                            resource.attrs,
                             span.trace_id,
                             span.span_id,
                             span.parent_span_id,
@@ -201,10 +215,23 @@ class Assembler(Admission):
             if session.ending:
                 self._close(session, "end_attribute")
 
+    def _waking(self, key: str | None, trace: bytes, request_id: int) -> Reopenable | None:
+        """The dormant entry an item of ``key`` (or, keyed by none, of ``trace``) reopens,
+        taken out of the dormant set; None when it reopens none."""
+        if key is None:
+            key = self._dormant_traces.get(trace)
+        if key is None or key in self._open or key not in self._dormant:
+            return None
+        if self.skip is not None and self.skip(key, trace, request_id):
+            return None
+        entry = self._dormant[key]
+        self._drop_dormant(key)
+        return entry
+
     def _place(
         self,
+        found: tuple[str | None, str],
         values: Attributes,
-        resource_values: Attributes,
         trace_id: bytes,
         span_id: bytes,
         parent: bytes,
@@ -214,11 +241,12 @@ class Assembler(Admission):
         now: float,
         tenant: str,
     ) -> OpenSession | None:
-        """The open session a usable span joins, counted in it; None for a span that an
+        """The open session a usable span joins (``found``: its key and what named it,
+        ``_key_and_source``), counted in it; None for a span that an
         evaluation before a restart already accounted for, or that its session has taken
         already (a re-sent span)."""
         trace = scoped(tenant, trace_id)
-        key, source = self._key_and_source(values, resource_values, tenant, trace)
+        key, source = found
         if self.skip is not None and self.skip(key, trace, request_id):
             result.accepted += 1  # evaluated before the restart: accounted for
             return None

@@ -35,9 +35,12 @@ class Sessions(Strict):
     # at once); at most max_pending_requests requests wait so.
     pending_wait: NonNegativeSeconds = 2.0
     end_attribute: str = "skillgauge.session.end"
-    # Closed sessions kept in memory so late spans reopen them whole (a new revision).
+    # Closed sessions kept so late spans reopen them whole (a new revision): with a durable
+    # spool as their request ids (a late span rebuilds one from its requests), in memory with
+    # their evidence.
     reopen_cache: int = Field(2_000, ge=0)
-    # ... and at most this many bytes of them (their items' bytes as received), the oldest out first.
+    # ... and at most this many bytes of evidence held (their items' bytes as received), the
+    # oldest out first.
     reopen_cache_bytes: Bytes = 64 * 1024**2
     check_interval: Seconds = 1.0
 

@@ -121,11 +121,16 @@ class Held:
         on_keep: OnKeep | None = None,
         on_forget: OnForget | None = None,
         tenant_max_open: dict[str, int] | None = None,
+        rebuild_kept: bool = False,
     ) -> None:
         """``on_keep``/``on_forget``: a closed session becomes reopenable whole, or stops
         being so (evicted from ``reopen_cache``, or closed for a reason that starts afresh).
-        ``tenant_max_open``: tenants' own ``max_open_sessions`` (within ``max_open``)."""
+        ``tenant_max_open``: tenants' own ``max_open_sessions`` (within ``max_open``).
+        ``rebuild_kept``: the store keeps a kept session's requests and gives them back
+        (``Spool.read_requests``), so a kept session is held as its ids only and rebuilt
+        from them when a late item reopens it; else its evidence is held."""
         self._config = config
+        self.rebuild_kept = rebuild_kept
         self._tenant_max_open = dict(tenant_max_open or {})
         self.open_by_tenant: dict[str, int] = {}  # sessions open, by tenant (``""`` the default)
         self._on_duplicate = on_duplicate  # (signal): a re-sent item, taken and not counted again
@@ -160,9 +165,7 @@ class Held:
         # they share ``reopen_cache`` with ``_recent``, and go first.
         self._dormant: OrderedDict[str, Reopenable] = OrderedDict()
         self._dormant_traces: dict[bytes, str] = {}
-        # Kept sessions ``on_keep`` has not heard of yet (key -> revision), and those the store
-        # has rows for (``Kept.announce``).
-        self._unannounced: dict[str, int] = {}
+        # Kept sessions the store has reopenable rows for (``Kept._keep``).
         self._announced: set[str] = set()
         self.skip: Skip | None = None  # set only while a restart replays the spool
         self.closed_by_reason: dict[str, int] = dict.fromkeys(CLOSE_REASONS, 0)

@@ -1,15 +1,18 @@
 """Closed sessions kept for reopening, and forgotten.
 
 A session closed for a reason that lets it reopen whole (``idle_timeout``, ``end_attribute``)
-is kept (``_keep``) with its evidence, traces and item ids, so a late item reopens it as the
-next revision carrying the earlier ones, and a re-sent item is known as taken.  Kept sessions
-(``_recent``) and the reopenable revisions a restart found in the store and has not rebuilt
-yet (``_dormant``) share ``sessions.reopen_cache``, dormant ones out first; kept ones are
-also held to ``reopen_cache_bytes``, the oldest out first.
+is kept (``_keep``), so a late item reopens it as the next revision carrying the earlier
+ones, and a re-sent item is known as taken.  With a store that keeps requests
+(``rebuild_kept``), it is kept as what reopening needs: its revision, request ids and
+traces (``_dormant``, as a restart finds it in the store), and a late item has it rebuilt
+from its spooled requests first (``Restart.restore``); an eviction then frees a small
+tuple, not an evidence graph.  In memory, its evidence, traces and item ids are kept
+(``_recent``).  ``_recent`` and ``_dormant`` share ``sessions.reopen_cache``, dormant ones out
+first; ``_recent`` is also held to ``reopen_cache_bytes``, the oldest out first.
 
-``on_keep``/``on_forget`` (the store's reopenable rows) hear of a session as it is kept
-(``announce``, called at once) and as it leaves; ``on_forget`` hears only of sessions
-``on_keep`` (or a restart) told the store about.  The rows are queued at once: a checkpoint
+``on_keep``/``on_forget`` (the store's reopenable rows) hear of a session as it is kept and
+as it leaves; ``on_forget`` hears only of sessions ``on_keep`` (or a restart) told the store
+about.  The rows are queued at once: a checkpoint
 may delete a kept revision's requests as soon as the revision is evaluated, and only its
 ``held`` rows keep them.  A restart rebuilds from its closed rows a kept revision whose
 reopenable row a crash cut off (``kept_since_checkpoint``).
@@ -30,49 +33,40 @@ class Kept(Held):
 
     def _keep(self, session: OpenSession) -> None:
         """Keep a session just closed, for reopening whole."""
-        self._recent[session.key] = Recent(
-            session.evidence,
+        entry = Reopenable(
+            session.key,
             session.revision,
             session.first_request,
-            session.traces,
+            tuple(session.requests),
+            tuple(sorted(t.hex() for t in session.traces)),
             session.spans,
-            session.ids,
-            session.requests,
-            session.bytes + session.carried,
         )
-        self.recent_bytes += session.bytes + session.carried
-        for trace_id in session.traces:
-            self._recent_owner[trace_id] = session.key
         if self._on_keep is not None and self._config.reopen_cache:
-            self._unannounced[session.key] = session.revision
-            self.announce()
-        self._trim_reopenable()
-
-    def announce(self) -> int:
-        """Tell ``on_keep`` of the sessions kept since the last call and kept still; how many."""
-        pending, self._unannounced = self._unannounced, {}
-        told = 0
-        for key, revision in pending.items():
-            recent = self._recent.get(key)
-            if recent is None or recent.revision != revision or self._on_keep is None:
-                continue
-            self._on_keep(
-                Reopenable(
-                    key,
-                    recent.revision,
-                    recent.first_request,
-                    tuple(recent.requests),
-                    tuple(sorted(t.hex() for t in recent.traces)),
-                    recent.spans,
-                )
+            self._on_keep(entry)
+            self._announced.add(session.key)
+        if self.rebuild_kept:
+            self._drop_dormant(session.key)
+            self._dormant[session.key] = entry
+            for trace_id in session.traces:
+                self._dormant_traces[trace_id] = session.key
+        else:
+            self._recent[session.key] = Recent(
+                session.evidence,
+                session.revision,
+                session.first_request,
+                session.traces,
+                session.spans,
+                session.ids,
+                session.requests,
+                session.bytes + session.carried,
             )
-            self._announced.add(key)
-            told += 1
-        return told
+            self.recent_bytes += session.bytes + session.carried
+            for trace_id in session.traces:
+                self._recent_owner[trace_id] = session.key
+        self._trim_reopenable()
 
     def _forget_rows(self, key: str) -> None:
         """``key`` is no longer reopenable: its store rows go, if the store was told of it."""
-        self._unannounced.pop(key, None)
         if key in self._announced:
             self._announced.discard(key)
             if self._on_forget is not None:
@@ -82,8 +76,7 @@ class Kept(Held):
         """Hold ``_recent`` and ``_dormant`` together to ``reopen_cache``, dormant ones first,
         and ``_recent`` to ``reopen_cache_bytes``, the oldest out first."""
         while self._dormant and len(self._recent) + len(self._dormant) > self._config.reopen_cache:
-            key, _ = self._dormant.popitem(last=False)
-            self._forget(key)
+            self._forget(next(iter(self._dormant)))  # its traces too (``_drop_dormant``)
         limit = self._config.reopen_cache_bytes
         while self._recent and (len(self._recent) > self._config.reopen_cache or self.recent_bytes > limit):
             key = next(iter(self._recent))

@@ -27,8 +27,8 @@ from evaluators.evidence import split_session_key
 def kept_since_checkpoint(
     closed: dict[str, list[Closed]], evaluated: set[tuple[str, int]], known: Iterable[Reopenable]
 ) -> list[Reopenable]:
-    """The revisions kept for reopening after the store's last checkpoint, whose reopenable
-    rows were not written yet (``Kept.announce``), from their closed rows: each session's
+    """The revisions kept for reopening whose reopenable rows were not written (a crash
+    between a closed row's commit and theirs), from their closed rows: each session's
     latest revision, evaluated, closed for a reason that reopens whole, keyed (a trace that
     named no session is not kept), and newer than its reopenable row, if any.  They hold the
     requests from their first to their last (those the store still has); oldest first."""

@@ -36,7 +36,7 @@ from collector.sessions.items import Steps, checking_spans
 from collector.sessions.metrics import SessionsMetrics
 from collector.sessions.restart import kept_since_checkpoint
 from collector.state.config import Storage
-from collector.state.types import Closed, Recovery, Spool
+from collector.state.types import Closed, Recovery, Reopenable, Spool
 from evaluators.evidence import Session, split_session_key
 
 log = logging.getLogger("skillgauge")
@@ -82,6 +82,7 @@ class SessionsStage:
             on_keep=store.keep_reopenable,
             on_forget=store.forget_reopenable,
             tenant_max_open=tenant_max_open,
+            rebuild_kept=store.durable,
         )
         self._closed: list[Session] = []  # closed by the assembler, not yet handed on
         self._pending: deque[Spooled] = deque()  # spooled, acknowledged, not assembled
@@ -204,10 +205,17 @@ class SessionsStage:
                 request = item.received.request
                 assert isinstance(request, ExportTraceServiceRequest)
                 received = item.received
-                await self._reopen_dormant(request, item.request_id, received.tenant)
-                for _ in self.assembler.feed(
-                    request, item.request_id, Accepted(), raw=received.raw, tenant=received.tenant
+                for entry in self.assembler.feed(
+                    request,
+                    item.request_id,
+                    Accepted(),
+                    raw=received.raw,
+                    tenant=received.tenant,
+                    rebuilds=True,
                 ):
+                    if entry is not None:  # a span reopens a kept session: rebuilt first
+                        await self._rebuild(entry)
+                        continue
                     await self._forward()
                     await asyncio.sleep(0)  # acknowledgements need not wait for a whole request
                 await self._forward()
@@ -262,24 +270,29 @@ class SessionsStage:
         if not self.assembler.has_dormant:
             return
         for entry in self.assembler.dormant_in(request, request_id, tenant):
-            parsed: list[ExportTraceServiceRequest | ExportLogsServiceRequest] = []
-            for kept_id, signal, payload in await self.store.read_requests(entry.requests):
-                kept = ExportTraceServiceRequest() if signal == "traces" else ExportLogsServiceRequest()
-                try:
-                    wire.parse(kept, payload)
-                except DecodeError:
-                    log.warning(
-                        "request %d kept for session %r cannot be parsed: left out", kept_id, entry.session
-                    )
-                    continue
-                parsed.append(kept)
-            self.assembler.restore(entry, parsed)
-            log.debug(
-                "session %r revision %d rebuilt from %d spooled requests to reopen",
-                entry.session,
-                entry.revision,
-                len(parsed),
-            )
+            await self._rebuild(entry)
+
+    async def _rebuild(self, entry: Reopenable) -> None:
+        """Rebuild a kept revision from its spooled requests (read off the loop), so that the
+        item that reopens it finds it whole."""
+        parsed: list[ExportTraceServiceRequest | ExportLogsServiceRequest] = []
+        for kept_id, signal, payload in await self.store.read_requests(entry.requests):
+            kept = ExportTraceServiceRequest() if signal == "traces" else ExportLogsServiceRequest()
+            try:
+                wire.parse(kept, payload)
+            except DecodeError:
+                log.warning(
+                    "request %d kept for session %r cannot be parsed: left out", kept_id, entry.session
+                )
+                continue
+            parsed.append(kept)
+        self.assembler.restore(entry, parsed)
+        log.debug(
+            "session %r revision %d rebuilt from %d spooled requests to reopen",
+            entry.session,
+            entry.revision,
+            len(parsed),
+        )
 
     # -- closing --------------------------------------------------------------------------
 
@@ -373,7 +386,7 @@ class SessionsStage:
             self.assembler.seed_revision(session, revision)
         # Evaluated revisions that later items may reopen whole.  One that closed but was not
         # evaluated is rebuilt by the replay itself (and kept again when it closes again).
-        # Those kept since the last checkpoint have closed rows only (``Kept.announce``).
+        # Those whose reopenable rows a crash cut off come back from their closed rows.
         self.assembler.load_dormant(
             entry
             for entry in (
@@ -423,7 +436,6 @@ class SessionsStage:
 
     async def _checkpoint(self) -> None:
         try:
-            self.assembler.announce()  # queued before the checkpoint's deletions (``Kept``)
             await self.store.checkpoint(self.replay_from(), self.storage.retention)
         except Exception as err:  # the next tick tries again; a full disk is logged by the store
             level = logging.DEBUG if self.store.faults.unavailable is not None else logging.WARNING
@@ -505,5 +517,4 @@ class SessionsStage:
         if self._checkpoints:
             await asyncio.wait(set(self._checkpoints), timeout=timeout)
         if self.store.durable:
-            self.assembler.announce()
             await self.store.checkpoint(self.replay_from(), self.storage.retention)

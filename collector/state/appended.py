@@ -90,6 +90,11 @@ class Appended:
     def _write(self, db: sqlite3.Connection) -> None:
         self._rows._write(db)
 
+    def queued(self, ids: set[int]) -> list[tuple[int, str, Spooled]]:
+        """(id, signal, where) of those requests whose rows are queued, not yet written."""
+        with self._rows.lock:
+            return [(row[0], row[2], Spooled(*row[3:6])) for row in self._rows.rows if row[0] in ids]
+
     def drop_before(self, first_row_segment: int | None) -> None:
         """Drop the segment files before ``first_row_segment`` (the first file a committed
         row points into; None: no row) and before any file a queued row points into."""

@@ -16,6 +16,11 @@ class Storage(Strict):
     # Beyond this the receivers answer with backpressure until sessions close and the spool
     # is trimmed; raise it, or add replicas, if skillgauge_spool_bytes sits near it.
     max_bytes: Bytes = 4 * 1024**3
+    # Acknowledge a request only once its bytes are fdatasynced (one sync for the requests
+    # of an event-loop turn): a power cut loses no acknowledged request.  Off, a request is
+    # acknowledged once written (kill -9 still loses nothing): a sender with one request in
+    # flight saves a sync a request (~2 ms here, ~100 ms at p99 on a busy disk).
+    sync: bool = True
     checkpoint_interval: Seconds = 5.0  # how often spooled requests no session needs are deleted
     retention: Seconds = 7 * 86400.0  # evaluation results and coverage lines kept this long
     # Where the shared tables live (closed revisions' verdicts and coverage, the judge queue,

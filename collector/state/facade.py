@@ -46,7 +46,7 @@ from collector.state.appended import index_tail
 from collector.state.config import Storage
 from collector.state.requestlog import RequestLog
 from collector.state.revisions import Revisions
-from collector.state.segments import Segments, Write
+from collector.state.segments import Segments, Sync, Write
 from collector.state.types import Closed, QuarantineReason, Recorded, Recovery, Reopenable
 from collector.state.vouch import StoreRefused
 
@@ -66,17 +66,20 @@ class Store:
         *,
         max_bytes: int | None = None,
         write: Write = os.write,
+        sync: Sync | None = os.fdatasync,
         revisions_capacity: int = MEMORY_REVISIONS,
         shared: str | None = None,
         replica: str | None = None,
         lease_seconds: float = 30.0,
     ) -> None:
         """``max_bytes`` (``storage.max_bytes``) sizes segment files and the WAL to fit it;
-        ``write`` is how segment bytes reach their file (``os.write``); in memory, only the
-        latest ``revisions_capacity`` evaluated revisions are kept.  ``shared``
-        (``storage.shared``) puts the shared tables in that PostgreSQL database; ``replica``
-        names this replica there; the judge work it queues and the outbox entries it sends are
-        leased to it for ``lease_seconds`` (``storage.lease``), renewed while it lives."""
+        ``write`` is how segment bytes reach their file (``os.write``), ``sync`` how they are
+        made durable before their acknowledgement (``os.fdatasync``; None: not synced,
+        ``storage.sync`` off); in memory, only the latest ``revisions_capacity`` evaluated
+        revisions are kept.  ``shared`` (``storage.shared``) puts the shared tables in that
+        PostgreSQL database; ``replica`` names this replica there; the judge work it queues
+        and the outbox entries it sends are leased to it for ``lease_seconds``
+        (``storage.lease``), renewed while it lives."""
         self.unfinished: dict[tuple[str, int], int] = {}
         self.faults = Faults()
         self.outbox_capacity = outbox_capacity
@@ -88,7 +91,7 @@ class Store:
         else:
             self.location = database.open_file(Path(directory))
             self._capacity = None
-            segments = Segments(Path(directory) / "requests", segment_bytes, write)
+            segments = Segments(Path(directory) / "requests", segment_bytes, write, sync or os.fdatasync)
         self.durable = self.location.durable
         self.replica = replica or _replica_name(directory)
         self.lease_seconds = lease_seconds
@@ -109,7 +112,9 @@ class Store:
             # Frames a crash left with no row get theirs before anything reads the rows.
             next_id = index_tail(self.location.path, segments, next_id)
         quarantine = None if directory is None else Path(directory) / "quarantine"
-        self.log = RequestLog(self.location, segments, self.faults, next_id, quarantine)
+        self.log = RequestLog(
+            self.location, segments, self.faults, next_id, quarantine, synced=sync is not None
+        )
         self._writer = Writer(self.location, wal_size_limit, self.faults, self.log.probe)
         self.log.start(self._writer)
         self.revisions = Revisions(self._writer.put)
@@ -257,7 +262,12 @@ def open_spool(storage: Storage, outbox_capacity: int = 100_000) -> Store:
     """The store of ``storage.path`` (``":memory:"``: in memory) and ``storage.shared``."""
     path = None if storage.path == ":memory:" else storage.path
     store = Store(
-        path, outbox_capacity, max_bytes=storage.max_bytes, shared=storage.shared, lease_seconds=storage.lease
+        path,
+        outbox_capacity,
+        max_bytes=storage.max_bytes,
+        sync=os.fdatasync if storage.sync else None,
+        shared=storage.shared,
+        lease_seconds=storage.lease,
     )
     if storage.shared is not None:
         log.info(

@@ -1,6 +1,8 @@
-"""The request log: every accepted OTLP request, written before it is acknowledged.  Its
-bytes go to segment files in the data directory (``collector.state.segments``), on the event
-loop; where they are, and the tenant each came from, to the local ``spooled`` index,
+"""The request log: every accepted OTLP request, written and synced before it is
+acknowledged.  Its bytes go to segment files in the data directory
+(``collector.state.segments``), on the event loop, and are made durable by one
+``fdatasync`` for the appends of a loop turn, off the loop (``collector.state.synced``);
+where they are, and the tenant each came from, to the local ``spooled`` index,
 committed after by the writer thread (a restart indexes any frame left without its row:
 ``collector.state.appended``).  It is local to each replica (session routing makes it so)
 and never leaves the data directory.
@@ -30,6 +32,7 @@ from collector.db.location import Location
 from collector.db.writer import Faults, Writer, describe
 from collector.state.appended import Appended, unindexed
 from collector.state.segments import Segments, Spooled
+from collector.state.synced import GroupSync
 from collector.state.types import QuarantineReason
 
 log = logging.getLogger(__name__)
@@ -50,7 +53,10 @@ class RequestLog:
         faults: Faults,
         next_id: int,
         quarantine: Path | None,
+        *,
+        synced: bool = True,
     ) -> None:
+        """``synced``: an append returns once its bytes are synced (``storage.sync``)."""
         self._location = location
         self._segments = segments
         self._faults = faults
@@ -59,6 +65,7 @@ class RequestLog:
         self._last_refused = 0  # bytes of the last request refused for a failed write
         self.writer: Writer | None = None  # set by ``start`` (after startup's reads)
         self._appended: Appended | None = None
+        self._synced = GroupSync(segments.sync) if segments is not None and synced else None
         # Reads of kept requests (reopening): one connection, from a worker thread.
         self._reader = location.connect(check_same_thread=False)
         self._reader_lock = threading.Lock()
@@ -71,8 +78,10 @@ class RequestLog:
 
     async def append(self, signal: str, payload: bytes, tenant: str = "") -> int:
         """Write one request (from ``tenant``) to its segment file, on the calling thread, and
-        queue its row; raise ``Retryable`` (reason ``storage_error``) if it cannot be
-        written: nothing of it is kept."""
+        queue its row; return once a sync made it durable (``GroupSync``: one ``fdatasync``
+        for the appends of a loop turn, off the loop; unless ``storage.sync`` is off).  Raise ``Retryable`` (reason
+        ``storage_error``) if it cannot be written (nothing of it is kept) or synced (its
+        frame stays: a restart replays it, and the sender's retry is a duplicate)."""
         appended, writer = self._appended, self.writer
         if appended is not None and writer is not None:
             try:
@@ -87,6 +96,17 @@ class RequestLog:
                     reason="storage_error",
                 ) from err
         request_id, self._next_id = self._next_id, self._next_id + 1
+        if self._synced is not None and writer is not None:
+            try:
+                await self._synced.wait()
+            except OSError as err:
+                self._faults.write_failures["request"] += 1
+                writer.failed(err)
+                raise Retryable(
+                    f"the spool cannot make the request durable ({describe(err)}); retry later",
+                    retry_after=RETRY_AFTER,
+                    reason="storage_error",
+                ) from err
         return request_id
 
     def requests(self, from_id: int) -> Iterator[tuple[int, str, bytes, str]]:
@@ -141,24 +161,32 @@ class RequestLog:
         )
 
     async def read_requests(self, ids: tuple[int, ...]) -> list[tuple[int, str, bytes]]:
-        """Those spooled requests (the ones still stored), in id order, read off the loop."""
+        """Those spooled requests (the ones still stored, their rows written or still
+        queued), in id order, read off the loop."""
         segments = self._segments
         if segments is None:
             return []
 
         def read() -> list[tuple[int, str, bytes]]:
-            out: list[tuple[int, str, bytes]] = []
+            found: dict[int, tuple[str, Spooled]] = {}
             with self._reader_lock:
                 for start in range(0, len(ids), _READ_CHUNK):
                     chunk = ids[start : start + _READ_CHUNK]
                     rows = self._reader.execute(
                         "SELECT id, signal, segment, offset, length FROM spooled WHERE id IN "
-                        f"({','.join('?' * len(chunk))}) ORDER BY id",
+                        f"({','.join('?' * len(chunk))})",
                         chunk,
                     ).fetchall()
                     for request_id, signal, segment, offset, length in rows:
-                        with contextlib.suppress(OSError):  # unreadable: its spans are not rebuilt
-                            out.append((request_id, signal, segments.read(Spooled(segment, offset, length))))
+                        found[request_id] = (signal, Spooled(segment, offset, length))
+            if self._appended is not None and len(found) < len(ids):
+                for request_id, signal, where in self._appended.queued(set(ids) - found.keys()):
+                    found[request_id] = (signal, where)
+            out: list[tuple[int, str, bytes]] = []
+            for request_id in sorted(found):
+                signal, where = found[request_id]
+                with contextlib.suppress(OSError):  # unreadable: its spans are not rebuilt
+                    out.append((request_id, signal, segments.read(where)))
             return out
 
         return await asyncio.to_thread(read)

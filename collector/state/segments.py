@@ -45,6 +45,8 @@ _SUFFIX = ".seg"
 SEGMENT_BYTES = 64 * 1024 * 1024  # a new file once this is reached: the unit that is freed
 # ``os.write``'s shape: the seam through which tests make a disk fill up mid-request.
 Write = Callable[[int, memoryview], int]
+# ``os.fdatasync``'s shape: the seam through which tests hold a sync back.
+Sync = Callable[[int], None]
 # A frame header: magic, signal code, tenant length (its UTF-8 bytes follow), payload length,
 # request id.  ``_OLD``: the same without the request id.
 _MAGIC = b"SGR2"
@@ -91,11 +93,20 @@ class Spooled:
 
 
 class Segments:
-    def __init__(self, directory: Path, segment_bytes: int = SEGMENT_BYTES, write: Write = os.write) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        segment_bytes: int = SEGMENT_BYTES,
+        write: Write = os.write,
+        sync: Sync = os.fdatasync,
+    ) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self._segment_bytes = segment_bytes
         self._write = write
+        self._sync = sync
+        self._retired: list[int] = []  # files appended to since the last ``sync``, closed since
+        self._created = False  # a file was created since the last ``sync``: its name too
         # Never append to a file from before: a crash may have left it with a torn tail.
         self._number = max(self.numbers(), default=0)
         self._fd: int | None = None
@@ -117,11 +128,12 @@ class Segments:
     def append_locked(self, payload: bytes, signal: str, tenant: str, request: int) -> Spooled:
         """``append``, its caller holding ``lock``."""
         if self._fd is None or self._size >= self._segment_bytes:
-            self.close()
+            self._retire()
             self._number += 1
             self._fd = os.open(
                 self._path(self._number), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600
             )
+            self._created = True
             self._size = 0
         name = tenant.encode()
         header = _HEADER.pack(_MAGIC, _SIGNALS.get(signal, 0), len(name), len(payload), request) + name
@@ -136,6 +148,35 @@ class Segments:
         offset = start + _HEADER.size + len(name)
         self._size, self._last_start = offset + len(payload), start
         return Spooled(self._number, offset, len(payload))
+
+    def sync(self) -> None:
+        """Make every frame appended before the call durable (``fdatasync`` of each file
+        appended to since the last call, and of the directory when a file was created in
+        it); raises ``OSError`` when the disk cannot.  Runs on any thread: it holds ``lock``
+        only to take the files, and syncs a duplicate of the current file's descriptor, so
+        appends go on meanwhile."""
+        with self.lock:
+            retired, self._retired = self._retired, []
+            current = os.dup(self._fd) if self._fd is not None else None
+            created, self._created = self._created, False
+        try:
+            for fd in (*retired, *(() if current is None else (current,))):
+                self._sync(fd)
+            if created:
+                directory = os.open(self.directory, os.O_RDONLY)
+                try:
+                    os.fsync(directory)
+                finally:
+                    os.close(directory)
+        except BaseException:
+            with self.lock:  # not synced: the next call tries again
+                self._created = self._created or created
+                self._retired[:0] = retired
+                retired = []
+            raise
+        finally:
+            for fd in (*retired, *(() if current is None else (current,))):
+                os.close(fd)
 
     def trim(self, where: Spooled) -> None:
         """Undo the last ``append`` (its row could not be committed): its bytes go."""
@@ -159,7 +200,7 @@ class Segments:
         try:
             self._size = os.fstat(self._fd).st_size
         except OSError:
-            self.close()
+            self._retire()
 
     def frames(self, number: int, start: int = 0) -> Iterator[Frame]:
         """The whole requests of file ``number``, in order, from its frame at byte ``start``
@@ -251,8 +292,10 @@ class Segments:
         """Delete the files before ``segment``, never the one being appended to; None (no
         request needs any file): every file, the one being appended to too (the next append
         starts a new one), so that a spool with nothing left to replay holds no request bytes."""
-        if segment is None:
-            self.close()
+        if segment is None:  # every request done: the files go, unsynced
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
             self._size = 0
             keep_from = self._number + 1
         else:
@@ -270,7 +313,19 @@ class Segments:
                 total += self._path(number).stat().st_size
         return total
 
+    def _retire(self) -> None:
+        """Stop appending to the current file; the next ``sync`` syncs and closes it."""
+        if self._fd is not None:
+            self._retired.append(self._fd)
+            self._fd = None
+
     def close(self) -> None:
+        """Close the file being appended to (and those ``sync`` has not synced: nothing is
+        acknowledged from them once the process stops appending)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        with self.lock:
+            retired, self._retired = self._retired, []
+        for fd in retired:
+            os.close(fd)

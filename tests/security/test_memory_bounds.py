@@ -70,7 +70,8 @@ def test_closed_sessions_with_large_catalogs_of_their_own_give_their_memory_back
         print(f"RSS {before / 2**20:.0f} MB -> {after / 2**20:.0f} MB; caches {cached}")
         assert after - before < MAX_GROWTH, f"RSS grew {(after - before) / 2**20:.0f} MB"
         assert 0 < cached["catalogs"] <= 32 * 2**20
-        assert 0 < cached["reopen"] <= 64 * 2**20  # sessions.reopen_cache_bytes
+        # Kept for reopening as request ids (a durable spool): no evidence held.
+        assert cached["reopen"] == 0
         assert "skillgauge_cache_max_bytes" in text
     finally:
         srv.stop()

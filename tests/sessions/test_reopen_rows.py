@@ -1,6 +1,6 @@
-"""The store hears of each kept session as it is kept (``Kept.announce``), and its rows are
-forgotten when it leaves; what a crash left unannounced comes back from its closed rows
-(``kept_since_checkpoint``)."""
+"""The store hears of each kept session as it is kept (``Kept._keep``), and its rows are
+forgotten when it leaves; what a crash left without its reopenable rows comes back from its
+closed rows (``kept_since_checkpoint``)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,6 @@ def test_each_kept_session_reaches_the_store_when_kept_and_is_forgotten_when_it_
     assert [e.session for e in kept] == ["a", "b", "c"] and forgotten == ["a"]
     close("d")  # "b" leaves the cache
     assert [e.session for e in kept] == ["a", "b", "c", "d"] and forgotten == ["a", "b"]
-    assert asm.announce() == 0  # nothing waits for a checkpoint
 
 
 def test_revisions_kept_after_the_last_checkpoint_come_back_from_their_closed_rows() -> None:
@@ -62,3 +61,18 @@ def test_revisions_kept_after_the_last_checkpoint_come_back_from_their_closed_ro
     assert kept_since_checkpoint(closed, evaluated, rows) == [
         Reopenable("kept", 1, 3, (3, 4, 5), ("ab" * 16,), 0)
     ]
+
+
+def test_sessions_kept_as_ids_are_held_to_the_cache_with_their_traces() -> None:
+    kept: list[Reopenable] = []
+    clock = Clock()
+    config = parse({"sessions": {"idle_timeout": "1s", "reopen_cache": 2}}).sessions
+    asm = Assembler(config, lambda s, r: None, clock=clock, on_keep=kept.append, rebuild_kept=True)
+    for n, session in enumerate("abcde"):
+        for _ in asm.feed(span(session, n + 1), n + 1, Accepted()):
+            pass
+        clock.now += 2
+        asm.close_due()
+    assert len(kept) == 5 and asm.recent_bytes == 0  # no evidence held
+    assert sorted(asm._dormant) == ["d", "e"]
+    assert sorted(asm._dormant_traces.values()) == ["d", "e"]  # the evicted ones' traces went too

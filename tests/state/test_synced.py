@@ -1,0 +1,106 @@
+"""A request is acknowledged only once its bytes are synced: the appends of one event-loop
+turn wait on one ``fdatasync``, run off the loop; a sync that fails refuses them as retryable.
+The sync is a seam (``sync``), so a test holds it back."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from support import FRAMEWORKS, trace_requests
+
+from collector.component import Retryable
+from collector.config import parse
+from collector.otlp.received import Received
+from collector.service import Chain
+from collector.state.facade import Store, open_spool
+from collector.state.segments import Segments
+
+
+class HeldSync:
+    """``os.fdatasync`` that waits for ``release`` before it syncs; records each file synced
+    (its inode) and each run's calls."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.released = threading.Event()
+        self.synced: list[int] = []
+        self.fail: OSError | None = None
+        self._fdatasync = os.fdatasync  # the real one, should a test put this in its place
+
+    def __call__(self, fd: int) -> None:
+        self.entered.set()
+        assert self.released.wait(30), "never released"
+        if self.fail is not None:
+            raise self.fail
+        self.synced.append(os.fstat(fd).st_ino)
+        self._fdatasync(fd)
+
+
+async def test_the_acknowledgement_waits_for_the_sync_of_the_request_bytes(tmp_path: Path) -> None:
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
+    sync = HeldSync()
+    store = Store(tmp_path, sync=sync)
+    chain = Chain(parse({"storage": {"path": str(tmp_path)}}), store=store)
+    items = [Received("traces", request, "test") for _ in range(3)]
+    # Three requests in one loop turn: each is written, then waits for the sync.
+    acks = [asyncio.create_task(chain.consume(item)) for item in items]
+    assert await asyncio.to_thread(sync.entered.wait, 30)  # the loop ran meanwhile
+    assert not any(ack.done() for ack in acks) and chain.open_count() == 0
+    sync.released.set()
+    await asyncio.gather(*acks)  # answered once the sync returned
+    assert all(item.outcome.accepted for item in items)
+    segment = next((tmp_path / "requests").glob("*.seg"))
+    assert sync.synced == [segment.stat().st_ino]  # one sync for the three
+    await chain.sessions_stage.settle()
+    assert chain.open_count() == 1
+    await chain.shutdown(5)
+
+
+async def test_a_sync_that_fails_refuses_the_request_as_retryable(tmp_path: Path) -> None:
+    sync = HeldSync()
+    sync.fail = OSError(errno.EIO, os.strerror(errno.EIO))
+    sync.released.set()
+    store = Store(tmp_path, sync=sync)
+    with pytest.raises(Retryable) as refused:
+        await store.append("traces", b"a" * 100)
+    assert refused.value.reason == "storage_error" and "Input/output error" in str(refused.value)
+    assert store.faults.write_failures["request"] == 1
+    sync.fail = None  # the disk works again: the frame left behind is synced with the next
+    assert await store.append("traces", b"b" * 100) == 2
+    await store.shutdown(5)
+
+
+def test_a_sync_covers_the_files_appended_to_since_the_last_one(tmp_path: Path) -> None:
+    sync = HeldSync()
+    sync.released.set()
+    segments = Segments(tmp_path, segment_bytes=100, sync=sync)
+    segments.append(b"a" * 150, request=1)
+    segments.append(b"b" * 150, request=2)  # the first file is full: a second one
+    segments.sync()
+    assert sorted(sync.synced) == sorted(p.stat().st_ino for p in tmp_path.glob("*.seg"))
+    segments.sync()  # nothing new in the first file: only the current one
+    assert sync.synced[2:] == [(tmp_path / "00000002.seg").stat().st_ino]
+    segments.close()
+
+
+async def test_storage_sync_chooses_whether_an_append_waits_for_the_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held = HeldSync()  # never released: an append that waits for it does not return
+    monkeypatch.setattr(os, "fdatasync", held)
+    off = open_spool(parse({"storage": {"path": str(tmp_path / "off"), "sync": False}}).storage)
+    assert await off.append("traces", b"a" * 100) == 1  # written, not synced
+    assert not held.entered.is_set()
+    await off.shutdown(5)
+    on = open_spool(parse({"storage": {"path": str(tmp_path / "on")}}).storage)
+    append = asyncio.create_task(on.append("traces", b"a" * 100))
+    assert await asyncio.to_thread(held.entered.wait, 30)  # the default syncs
+    assert not append.done()
+    held.released.set()
+    assert await append == 1
+    await on.shutdown(5)
