@@ -54,10 +54,6 @@ _WRITER_CHECKPOINT_PAGES = 8192
 # and how soon a failed write nobody waits for (a closed revision) is tried again.
 _PROBE_EVERY = 1.0
 _RETRY_WRITES_EVERY = 1.0
-# Work nobody waits for (``put``) wakes the writer once for all that is put within this long:
-# a wake-up hands the GIL to the writer and back, which cost the event loop more than the
-# row (one wake-up a closed session, ~35 % of closing one, in a served replica at saturation).
-_GATHER = 0.01  # seconds
 T = TypeVar("T")
 
 WriteKind = Literal["request", "write", "probe"]
@@ -102,7 +98,6 @@ _Work = tuple[
     WriteKind,
 ]
 _STOP: _Work = (lambda db: None, None, None, "write")  # shutdown: commit what is queued, then stop
-_NOW, _LATER = "now", "later"  # what a signal to the writer asks: take the work at once, or soon
 
 
 class Writer:
@@ -123,10 +118,7 @@ class Writer:
         self._wal_size_limit = wal_size_limit
         self._probe = probe
         self._retries_waiting = 0  # failed writes nobody waits for, not yet tried again
-        # Every piece of work, in the order queued; the writer hears of it through ``_signals``.
-        self._work: deque[_Work] = deque()
-        self._signals: queue.SimpleQueue[str] = queue.SimpleQueue()
-        self._armed = False  # a ``_LATER`` signal is out: work ``put`` since needs none
+        self._queue: queue.SimpleQueue[_Work] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="skillgauge-spool", daemon=True)
         self._thread.start()
         self._stopped = threading.Event()
@@ -142,19 +134,13 @@ class Writer:
         """Queue work and return the future its commit settles."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[T] = loop.create_future()
-        self._work.append((work, done, loop, kind))
-        self._signals.put(_NOW)
+        self._queue.put((work, done, loop, kind))
         return done
 
     def put(self, work: Callable[[sqlite3.Connection], Any] | Rows, kind: WriteKind = "write") -> None:
         """Queue work nobody waits for (it commits with a later group, in order; retried
-        while storage fails).  It wakes the writer only if nothing else put has yet: the
-        writer then waits up to ``_GATHER`` for more (or for work someone waits for) and
-        takes all of it at once."""
-        self._work.append((work, None, None, kind))
-        if not self._armed:
-            self._armed = True
-            self._signals.put(_LATER)
+        while storage fails)."""
+        self._queue.put((work, None, None, kind))
 
     def failed(self, error: BaseException) -> None:
         """A write made on another thread (a request's segment frame, on the event loop)
@@ -164,8 +150,7 @@ class Writer:
 
     async def stop(self, timeout: float) -> None:
         """Commit what is queued, then stop both threads."""
-        self._work.append(_STOP)
-        self._signals.put(_NOW)
+        self._queue.put(_STOP)
         await asyncio.to_thread(self._thread.join, timeout)
         self._stopped.set()
         if self.checkpointer.is_alive():
@@ -243,26 +228,18 @@ class Writer:
         return probed_at + _PROBE_EVERY if self.faults.unavailable is not None else None
 
     def _next(self, block: bool, until: float | None) -> _Work | None:
-        """The oldest work queued; when there is none and ``block``, wait for a signal (up to
-        ``until``), and after a ``_LATER`` one up to ``_GATHER`` more, for work to share it."""
-        if not block or self._work:
+        if not block:
             return self._next_nowait()
         try:
             timeout = None if until is None else max(0.0, until - time.monotonic())
-            signal = self._signals.get(timeout=timeout)
-            if signal == _LATER:
-                with contextlib.suppress(queue.Empty):
-                    while self._signals.get(timeout=_GATHER) != _NOW:
-                        pass
+            return self._queue.get(timeout=timeout)
         except queue.Empty:
-            pass
-        self._armed = False  # what is put from now on signals again
-        return self._next_nowait()
+            return None
 
     def _next_nowait(self) -> _Work | None:
         try:
-            return self._work.popleft()
-        except IndexError:
+            return self._queue.get_nowait()
+        except queue.Empty:
             return None
 
     def _commit(self, db: sqlite3.Connection, group: list[_Work]) -> list[_Work]:
