@@ -12,7 +12,8 @@ A trace may hold several sessions (a server running one session after another in
 trace).  An item without a key in such a trace joins the session that took the span it was
 logged under (a log record) or its parent span (a span), when one of them did; only else
 the session the trace was bound to last.  Which session is placed last, and whether spans
-or log records are assembled first, then changes nothing for such an item.
+or log records are assembled first, then changes nothing for such an item: a log record
+whose span none of them has taken yet is held until it comes (``early_logs``).
 """
 
 from __future__ import annotations
