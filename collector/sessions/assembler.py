@@ -110,6 +110,42 @@ _UNREADABLE_DETAIL_CHARS = 300
 log = logging.getLogger("skillgauge")
 
 
+class _Kin:
+    """The spans of one request by id, indexed on first use: the open session a key on the
+    nearest keyed ancestor of a span names, within the request (children are exported before
+    their parents, often in the same request)."""
+
+    _MAX_HOPS = 64
+
+    def __init__(self, assembler: Assembler, request: ExportTraceServiceRequest, tenant: str) -> None:
+        self._assembler = assembler
+        self._request = request
+        self._tenant = tenant
+        self._spans: dict[bytes, tuple[Span, str, ResourceView]] | None = None
+
+    def keyed(self, trace: bytes, parent: bytes) -> OpenSession | None:
+        """The open session the nearest ancestor of a span (from its ``parent``) in this
+        request names by its key; None when none of them within the request has one."""
+        if self._spans is None:
+            self._spans = {
+                span.trace_id + span.span_id: (span, ss.scope.name, ResourceView(rs.resource))
+                for rs in self._request.resource_spans
+                for ss in rs.scope_spans
+                for span in ss.spans
+            }
+        trace_id = trace[-16:]
+        for _ in range(self._MAX_HOPS):
+            found = self._spans.get(trace_id + parent) if parent else None
+            if found is None:
+                return None
+            span, scope, resource = found
+            key = self._assembler._key_of(SpanView(span, scope, resource).attrs, resource.attrs, self._tenant)
+            if key is not None:
+                return self._assembler.get(key)
+            parent = span.parent_span_id
+        return None
+
+
 class Assembler(Admission):
     """Takes spans and log records in, each into its session."""
 
@@ -148,6 +184,7 @@ class Assembler(Admission):
         walking all of it again)."""
         now = self._clock()
         touched: dict[str, OpenSession] = {}
+        kin = _Kin(self, request, tenant)
         share: int | None = None
         places: Iterator[tuple[int, int]] | None = None  # each span's place in ``raw`` (``inplace``)
         if raw is not None:
@@ -188,6 +225,7 @@ class Assembler(Admission):
                             result,
                             now,
                             tenant,
+                            kin,
                         )
                         if session is None:
                             continue
@@ -222,10 +260,12 @@ class Assembler(Admission):
         result: Accepted,
         now: float,
         tenant: str,
+        kin: _Kin | None = None,
     ) -> OpenSession | None:
         """The open session a usable span joins, counted in it; None for a span that an
         evaluation before a restart already accounted for, or that its session has taken
-        already (a re-sent span)."""
+        already (a re-sent span).  ``kin``: its request's spans, for the keyed ancestor of
+        an unkeyed span in a trace of several sessions (``Binding._session_for``)."""
         trace = scoped(tenant, trace_id)
         key, source = self._key_and_source(values, resource_values, tenant, trace)
         if self.skip is not None and self.skip(key, trace, request_id):
@@ -236,7 +276,9 @@ class Assembler(Admission):
             result.accepted += 1
             self._duplicate("traces")
             return None
-        session = self._session_for(key, trace, now, request_id, tenant, source, near=parent)
+        session = self._session_for(
+            key, trace, now, request_id, tenant, source, near=parent, ancestor=kin.keyed if kin else None
+        )
         if session.provisional and not session.skill_named:
             session.skill_named = mentions_skills(values)
         session.ids.add(ident)

@@ -18,6 +18,8 @@ whose span none of them has taken yet is held until it comes (``early_logs``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from collector.detect.session import SessionEvidence
 from collector.otlp.views import Attributes, LogView
 from collector.sessions.held import OpenSession
@@ -94,15 +96,20 @@ class Binding(Kept):
         tenant: str,
         source: str = "trace",
         near: bytes = b"",
+        ancestor: Callable[[bytes, bytes], OpenSession | None] | None = None,
     ) -> OpenSession:
         """``trace_id``: ``scoped`` to ``tenant``; ``source``: what named ``key``; ``near``:
         for an item without a key, the span it belongs under (a log record's span, a span's
-        parent).  A key found by shape yields to a configured one: a trace bound to a session
+        parent); ``ancestor``: for a span in a trace bound to several open sessions whose
+        parent none of them took yet, the session a keyed ancestor in its request names (the
+        parent comes after it, as children are exported first).  A key found by shape yields to a configured one: a trace bound to a session
         a configured key named stays there, and a session a shaped key named is folded into
         the configured one that names one of its traces (its key then leads there)."""
         owner = self._trace_owner.get(trace_id) if trace_id else None
         if key is None:
             holder = self._holder(trace_id, near)
+            if holder is None and ancestor is not None and near and trace_id in self._hosts:
+                holder = ancestor(trace_id, near)
             if holder is not None:
                 return self._touch(holder, request_id)
             if owner is not None and owner in self._open:

@@ -266,3 +266,19 @@ def test_records_whose_span_never_comes_are_placed_when_their_sessions_close() -
     assert asm.close_due() > 0
     assert len(asm.early_logs) == 0 and asm.early_logs.held_total == held
     assert sorted(closed) == sorted(str(s["session_id"]) for s in SCENARIOS.values())
+
+
+def tool_calls_after_the_second_session_came(asm: Assembler, clock: Clock) -> None:
+    # The tool calls' spans (keyed) and their permission checks' (no key, exported first) come
+    # last, in one request, after both sessions are bound to the trace (the second last): each
+    # permission check's span goes to its keyed parent's session, and its record with it.
+    first, later = held_back({"Permission.ask", "Tool.execute"})
+    for n, request in enumerate(first):
+        asm.add_spans(request, 1 + n)
+    all_logs(asm, clock)
+    asm.add_spans(later, 50)
+    assert len(asm.early_logs) == 0
+
+
+def test_an_unkeyed_span_before_its_keyed_parent_in_its_request_joins_the_parents_session() -> None:
+    assert_each_session_has_its_own_loads(run(tool_calls_after_the_second_session_came))
