@@ -10,8 +10,9 @@ for reopening reopens it as the next revision, carrying the earlier ones.
 
 A trace may hold several sessions (a server running one session after another in one
 trace).  An item without a key in such a trace joins the session that took the span it was
-logged under (a log record) or its parent span (a span), when one of them did; only else
-the session the trace was bound to last.  Which session is placed last, and whether spans
+logged under (a log record) or its parent span (a span), when one of them did; a span
+whose parent comes after it in its request (children are exported first) joins the session
+its nearest keyed ancestor there names; only else the session the trace was bound to last.  Which session is placed last, and whether spans
 or log records are assembled first, then changes nothing for such an item: a log record
 whose span none of them has taken yet is held until it comes (``early_logs``).
 """
