@@ -36,6 +36,7 @@ the spooled requests through the same rule, so it rebuilds the same sets.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 from collections.abc import Iterable, Iterator
@@ -416,7 +417,7 @@ class Assembler(Admission):
                     session = self._open.get(early.bound_to) or self._session_for(
                         None, early.trace, now, early.request_id, early.tenant, near=early.span_id
                     )
-                self._touch(session, early.request_id)
+                self._took_early(session, early.request_id)
                 view = LogView(LogRecord.FromString(early.encoded), early.scope, ResourceView(early.resource))
                 if session.provisional and not session.skill_named:
                     session.skill_named = mentions_skills(view.attrs)
@@ -425,6 +426,17 @@ class Assembler(Admission):
                 session.evidence.observe_log(view)
             except Exception as err:  # this record alone, as when placed on arrival
                 self._unreadable("log", early.trace, early.span_id, session, err)
+
+    def _took_early(self, session: OpenSession, request_id: int) -> None:
+        """``session`` took a record of an earlier request than its last: its request range
+        and its list of requests (kept in order) take it in, for a restart and a reopen."""
+        if not request_id:
+            return
+        session.first_request = min(session.first_request or request_id, request_id)
+        session.last_request = max(session.last_request, request_id)
+        at = bisect.bisect_left(session.requests, request_id)
+        if at == len(session.requests) or session.requests[at] != request_id:
+            session.requests.insert(at, request_id)
 
     def _close(self, session: OpenSession, reason: str) -> None:
         """Records held in its traces that came while it was their binding (or while a

@@ -231,8 +231,12 @@ def permission_checks_before_their_spans(asm: Assembler, clock: Clock) -> None:
         asm.add_spans(request, 1 + n)
     all_logs(asm, clock)
     assert len(asm.early_logs) == 2  # held: their spans had not come
-    asm.add_spans(later, 50)
+    asm.add_spans(later, 200)
     assert len(asm.early_logs) == 0  # each placed with its span
+    for scenario in SCENARIOS.values():  # a restart replays each session's requests in order
+        session = asm.get(str(scenario["session_id"]))
+        assert session is not None and session.requests == sorted(set(session.requests))
+        assert session.first_request == session.requests[0] and session.last_request == 200
 
 
 def test_permission_checks_logged_just_before_their_span_go_to_their_own_sessions() -> None:
