@@ -185,23 +185,37 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _data_dir(args: argparse.Namespace, command: str) -> tuple[Config, str] | int:
+    """The config of ``skillgauge <command>`` (recover, migrate) and its data directory; or,
+    said on stderr, the exit status when it has none (``storage.path`` ":memory:": 1)."""
+    config = _config(args.config)
+    path = config.storage.path
+    if path == ":memory:":
+        print(f'skillgauge {command}: storage.path is ":memory:": nothing to {command}', file=sys.stderr)
+        return 1
+    return config, path
+
+
+def _refused(command: str, err: Exception) -> int:
+    """Say why ``skillgauge <command>`` could not take or use the data directory; its exit
+    status: 2 while a serve holds the directory's lock (a usage error), else 1."""
+    from collector.state.lock import DataDirLocked
+
+    print(f"skillgauge {command}: {err}", file=sys.stderr)
+    return 2 if isinstance(err, DataDirLocked) else 1
+
+
 def cmd_recover(args: argparse.Namespace) -> int:
     from collector.state.lock import DataDirLocked
     from collector.state.recover import recover
 
-    config = _config(args.config)
-    path = config.storage.path
-    if path == ":memory:":
-        print('skillgauge recover: storage.path is ":memory:": nothing to recover', file=sys.stderr)
-        return 1
+    found = _data_dir(args, "recover")
+    if isinstance(found, int):
+        return found
     try:
-        done = recover(path, force=args.force)
-    except DataDirLocked as err:
-        print(f"skillgauge recover: {err}", file=sys.stderr)
-        return 2
-    except (OSError, RuntimeError) as err:
-        print(f"skillgauge recover: {err}", file=sys.stderr)
-        return 1
+        done = recover(found[1], force=args.force)  # under the directory's lock
+    except (DataDirLocked, OSError, RuntimeError) as err:
+        return _refused("recover", err)
     if done.sound:
         print(f"{done.database}: sound; nothing to recover (--force rebuilds it anyway)")
         return 0
@@ -221,19 +235,14 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from collector.state.lock import DataDirLock, DataDirLocked
     from collector.state.vouch import StoreRefused, vouch
 
-    config = _config(args.config)
-    path = config.storage.path
-    if path == ":memory:":
-        print('skillgauge migrate: storage.path is ":memory:": nothing to migrate', file=sys.stderr)
-        return 1
+    found = _data_dir(args, "migrate")
+    if isinstance(found, int):
+        return found
+    config, path = found
     try:
         lock = DataDirLock(path).acquire()
-    except DataDirLocked as err:
-        print(f"skillgauge migrate: {err}", file=sys.stderr)
-        return 2
-    except RuntimeError as err:
-        print(f"skillgauge migrate: {err}", file=sys.stderr)
-        return 1
+    except (DataDirLocked, RuntimeError) as err:
+        return _refused("migrate", err)
     database = Path(path) / "skillgauge.sqlite"
     try:
         vouch(path)

@@ -90,10 +90,16 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
             if len(component) > 1:
                 out.append(sorted(component))
 
-    sys.setrecursionlimit(10_000)
-    for v in sorted(edges):
-        if v not in index:
-            visit(v)
+    # The recursion limit is the process's: raised for this walk only, then put back, so a
+    # test run in the same process afterwards sees the limit it would see alone.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))
+    try:
+        for v in sorted(edges):
+            if v not in index:
+                visit(v)
+    finally:
+        sys.setrecursionlimit(limit)
     return out
 
 

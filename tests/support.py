@@ -186,7 +186,7 @@ class Server:
                 setattr(self, f"{name}_port", int(found.group(1)))
         return True
 
-    def wait_ready(self, timeout: float = 20.0) -> None:
+    def wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

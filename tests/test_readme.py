@@ -113,8 +113,9 @@ def test_quick_start_has_exactly_two_commands_and_ci_runs_the_second() -> None:
     assert len(commands) == 2
     assert "skillgauge serve" in commands[0]
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "pip install -q -e '.[test]'" in ci and "python -m pytest -q" in ci
-    assert "pip install -e '.[test]'" in commands[1] and "python -m pytest -q" in commands[1]
+    pytest = "python -m pytest -q -n auto --dist loadscope"  # every core, a module to a worker
+    assert "pip install -q -e '.[test]'" in ci and f"{pytest} " in ci
+    assert "pip install -e '.[test]'" in commands[1] and commands[1].endswith(pytest)
 
 
 def test_send_it_something_sends_a_bundled_recording_that_exists() -> None:

@@ -7,6 +7,7 @@ evidence; the skill detectors then only look at evidence, never at conventions.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -240,18 +241,50 @@ def parse_json(text: str | None) -> Any:
     return _loads(text)
 
 
+MAX_JSON_DEPTH = 1024  # orjson's own nesting limit, counted by orjson: no stack involved
+# The bound for text only json reads (NaN, Infinity, lone surrogates): json's decoder recurses,
+# so its bound would be the process's recursion limit less the caller's stack; this one is far
+# below Python's default limit, so such text reads the same from every caller and process.
+FALLBACK_JSON_DEPTH = 200
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+class TooDeep(RecursionError):
+    """JSON text nested deeper than its bound: unreadable at any recursion limit and any
+    stack depth of the caller (counted as ``too_deep``, as a RecursionError is)."""
+
+
 @memo_by_text("json", 32 * 1024 * 1024, value_factor=4.0)  # a parsed value: ~4x its text
 def _loads(text: str) -> Any:
+    """The value of ``text``, None when it is not JSON; raises ``TooDeep`` for text nested
+    deeper than ``MAX_JSON_DEPTH`` (``FALLBACK_JSON_DEPTH`` for text that only json reads),
+    the same in every process and from every caller."""
     try:
         # ~2x json's speed on recorded histories; the same values, except that an integer over
         # 64 bits reads as the nearest float (detectors read strings and blocks, not numbers).
         return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        pass
+    except orjson.JSONDecodeError as err:
+        if "depth limit" in str(err):
+            raise TooDeep(f"JSON text nested deeper than {MAX_JSON_DEPTH}") from None
+    if _nesting(text) > FALLBACK_JSON_DEPTH:
+        raise TooDeep(f"JSON text that only json reads, nested deeper than {FALLBACK_JSON_DEPTH}")
     try:  # what orjson refuses and json reads: NaN, Infinity, lone surrogates
         return json.loads(text)
     except ValueError:
         return None
+
+
+def _nesting(text: str) -> int:
+    """How deep the brackets of ``text`` nest outside its strings (without recursion)."""
+    depth = deepest = 0
+    for bracket in _BRACKET.finditer(_STRING.sub("", text)):
+        if bracket.group() in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
 
 
 def arguments_of(call: ToolCall) -> dict[str, Any] | str | None:

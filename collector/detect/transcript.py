@@ -150,42 +150,41 @@ def _nested(text: str) -> dict[str, Any] | list[Any] | None:
 
 
 def _walk(value: Any, strings: list[str] | None, found: list[MessageCall | MessageResult] | None) -> None:
-    # Appending to lists: a generator per nesting level costs more than the work itself.
-    # Inside a block, only strings are still collected (blocks do not nest).  A container's
-    # strings, numbers and literals are handled in its own loop: a call per leaf would cost
-    # more than the leaf.
-    if isinstance(value, str):
-        nested = _nested(value)
-        if nested is None:
-            if strings is not None:
-                strings.append(value)
-            return
-        value = nested
-    if isinstance(value, dict):
-        if found is not None:
-            block = block_of(value)
-            if block is not None:
-                found.append(block)
-                if strings is None:
-                    return
-                found = None
-        if strings is None and found is None:
-            return
-        items: Iterable[Any] = value.values()
-    elif isinstance(value, list):
-        items = value
-    else:
-        return
-    for item in items:
-        if isinstance(item, str):
-            nested = _nested(item)
-            if nested is None:
-                if strings is not None:
-                    strings.append(item)
-                continue
-            item = nested
-        if isinstance(item, _CONTAINERS):
-            _walk(item, strings, found)
+    # Without recursion (a stack of iterators, each resumed where it stopped, keeps document
+    # order): a value nested 1,000 deep is walked the same at any recursion limit and from any
+    # caller.  Appending to lists: a generator per nesting level costs more than the work
+    # itself.  Inside a block, only strings are still collected (blocks do not nest).  A
+    # container's strings, numbers and literals are handled in its own loop: a stack entry per
+    # leaf would cost more than the leaf.
+    stack: list[tuple[Iterator[Any], bool]] = [(iter((value,)), found is not None)]
+    while stack:
+        items, want_blocks = stack[-1]
+        for item in items:
+            if isinstance(item, str):
+                nested = _nested(item)
+                if nested is None:
+                    if strings is not None:
+                        strings.append(item)
+                    continue
+                item = nested
+            if isinstance(item, dict):
+                inner = want_blocks
+                if inner and found is not None:
+                    block = block_of(item)
+                    if block is not None:
+                        found.append(block)
+                        inner = False
+                        if strings is None:
+                            continue
+                if strings is None and not inner:
+                    continue
+                stack.append((iter(item.values()), inner))
+                break
+            if isinstance(item, list):
+                stack.append((iter(item), want_blocks))
+                break
+        else:
+            stack.pop()
 
 
 # A skill's body framed by a tag that names it, under any tag: <x name="skill" path="...">body</x>.

@@ -36,12 +36,15 @@ the spooled requests through the same rule, so it rebuilds the same sets.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 from collections.abc import Iterable, Iterator
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector.otlp import inplace
@@ -50,6 +53,7 @@ from collector.otlp.received import Accepted
 from collector.otlp.views import Attributes, LogView, ResourceView, SpanView
 from collector.sessions.admission import Admission, TenantLimited
 from collector.sessions.closing import nothing_to_evaluate
+from collector.sessions.early_logs import EarlyLog, EarlyLogs
 from collector.sessions.held import CLOSE_REASONS, OpenSession
 from collector.sessions.items import (
     SLICE_SECONDS,
@@ -108,6 +112,42 @@ _UNREADABLE_DETAIL_CHARS = 300
 log = logging.getLogger("skillgauge")
 
 
+class _Kin:
+    """The spans of one request by id, indexed on first use: the open session a key on the
+    nearest keyed ancestor of a span names, within the request (children are exported before
+    their parents, often in the same request)."""
+
+    _MAX_HOPS = 64
+
+    def __init__(self, assembler: Assembler, request: ExportTraceServiceRequest, tenant: str) -> None:
+        self._assembler = assembler
+        self._request = request
+        self._tenant = tenant
+        self._spans: dict[bytes, tuple[Span, str, ResourceView]] | None = None
+
+    def keyed(self, trace: bytes, parent: bytes) -> OpenSession | None:
+        """The open session the nearest ancestor of a span (from its ``parent``) in this
+        request names by its key; None when none of them within the request has one."""
+        if self._spans is None:
+            self._spans = {
+                span.trace_id + span.span_id: (span, ss.scope.name, ResourceView(rs.resource))
+                for rs in self._request.resource_spans
+                for ss in rs.scope_spans
+                for span in ss.spans
+            }
+        trace_id = trace[-16:]
+        for _ in range(self._MAX_HOPS):
+            found = self._spans.get(trace_id + parent) if parent else None
+            if found is None:
+                return None
+            span, scope, resource = found
+            key = self._assembler._key_of(SpanView(span, scope, resource).attrs, resource.attrs, self._tenant)
+            if key is not None:
+                return self._assembler.get(key)
+            parent = span.parent_span_id
+        return None
+
+
 class Assembler(Admission):
     """Takes spans and log records in, each into its session."""
 
@@ -153,6 +193,7 @@ class Assembler(Admission):
         walking all of it again)."""
         now = self._clock()
         touched: dict[str, OpenSession] = {}
+        kin = _Kin(self, request, tenant)
         share: int | None = None
         places: Iterator[tuple[int, int]] | None = None  # each span's place in ``raw`` (``inplace``)
         if raw is not None:
@@ -199,10 +240,17 @@ class Assembler(Admission):
                             result,
                             now,
                             tenant,
+                            kin,
                         )
                         if session is None:
                             continue
                         session.evidence.observe_span(view)
+                        if self._early:  # records logged under this span, come before it
+                            self._let_go(
+                                self._early.take_span(scoped(tenant, span.trace_id), span.span_id),
+                                now,
+                                session,
+                            )
                     except Exception as err:  # this span alone: its neighbours go on as if it were not sent
                         result.accepted = before + 1  # acknowledged: taken, though unreadable
                         self._unreadable("span", span.trace_id, span.span_id, session, err)
@@ -240,11 +288,13 @@ class Assembler(Admission):
         result: Accepted,
         now: float,
         tenant: str,
+        kin: _Kin | None = None,
     ) -> OpenSession | None:
         """The open session a usable span joins (``found``: its key and what named it,
         ``_key_and_source``), counted in it; None for a span that an
         evaluation before a restart already accounted for, or that its session has taken
-        already (a re-sent span)."""
+        already (a re-sent span).  ``kin``: its request's spans, for the keyed ancestor of
+        an unkeyed span in a trace of several sessions (``Binding._session_for``)."""
         trace = scoped(tenant, trace_id)
         key, source = found
         if self.skip is not None and self.skip(key, trace, request_id):
@@ -255,7 +305,9 @@ class Assembler(Admission):
             result.accepted += 1
             self._duplicate("traces")
             return None
-        session = self._session_for(key, trace, now, request_id, tenant, source, near=parent)
+        session = self._session_for(
+            key, trace, now, request_id, tenant, source, near=parent, ancestor=kin.keyed if kin else None
+        )
         if session.provisional and not session.skill_named:
             session.skill_named = mentions_skills(values)
         session.ids.add(ident)
@@ -283,6 +335,7 @@ class Assembler(Admission):
         result = Accepted()
         for resource_logs in request.resource_logs:
             resource = ResourceView(resource_logs.resource)
+            kept: Resource | None = None  # a copy for held records: the request is not kept alive
             for scope_logs in resource_logs.scope_logs:
                 scope = scope_logs.scope.name
                 for record in scope_logs.log_records:
@@ -311,6 +364,25 @@ class Assembler(Admission):
                             result.accepted += 1
                             self._duplicate("logs")
                             continue
+                        bound_to = self._early_for(key, trace_id, record.span_id)
+                        if bound_to is not None:
+                            if kept is None:
+                                kept = Resource()
+                                kept.CopyFrom(resource_logs.resource)
+                            early = EarlyLog(
+                                trace_id,
+                                record.span_id,
+                                ident,
+                                encoded,
+                                kept,
+                                scope,
+                                request_id,
+                                tenant,
+                                bound_to,
+                            )
+                            result.accepted += 1
+                            self._let_go(self._early.add(early), now)  # what a bound lets go
+                            continue
                         session = self._session_for(
                             key, trace_id, now, request_id, tenant, source, near=record.span_id
                         )
@@ -332,6 +404,8 @@ class Assembler(Admission):
         reopening) has taken an item with this ``ident`` already: a re-sent item.
         ``trace_id``: ``scoped`` to ``tenant``."""
         if key is None:
+            if self._early and self._early.holds(trace_id, ident):
+                return True
             shared = self.hosts_taken(trace_id, ident)
             if shared is not None:  # a trace of several open sessions: any of them
                 return shared
@@ -342,6 +416,75 @@ class Assembler(Admission):
             return ident in session.ids
         recent = self._recent.get(key)
         return recent is not None and ident in recent.ids
+
+    def _early_for(self, key: str | None, trace_id: bytes, span_id: bytes) -> str | None:
+        """For a log record to hold (``early_logs``): the session its trace is bound to now;
+        None to place it now.  Held: a record that names no session, logged under a span that
+        none of the open sessions its trace is bound to has taken yet, in a trace bound to
+        several (the one case where the binding may not be its session's).  A trace bound to
+        one session places it there at once, as it places an unkeyed span: nearly every trace
+        holds one session, and its records wait for nothing."""
+        hosts = self._hosts.get(trace_id) if key is None and trace_id else None
+        if hosts is None or len(span_id) != 8 or span_id == bytes(8):
+            return None
+        ident = trace_id[-16:] + span_id  # as ``_place`` names a span
+        for bound in hosts:
+            session = self._open.get(bound)
+            if session is not None and ident in session.ids:
+                return None
+        return self._trace_owner.get(trace_id)
+
+    def _let_go(self, records: list[EarlyLog], now: float, into: OpenSession | None = None) -> None:
+        """Place held records: in ``into`` (the session that took their span, or the one
+        closing that their trace was bound to when they came), else where they would have gone
+        unheld (the session their trace was bound to then, if open, else its binding now)."""
+        for early in records:
+            session = into
+            try:
+                if session is None:
+                    session = self._open.get(early.bound_to) or self._session_for(
+                        None, early.trace, now, early.request_id, early.tenant, near=early.span_id
+                    )
+                self._took_early(session, early.request_id)
+                view = LogView(LogRecord.FromString(early.encoded), early.scope, ResourceView(early.resource))
+                if session.provisional and not session.skill_named:
+                    session.skill_named = mentions_skills(view.attrs)
+                session.ids.add(early.ident)
+                session.bytes += len(early.encoded)
+                session.evidence.observe_log(view)
+            except Exception as err:  # this record alone, as when placed on arrival
+                self._unreadable("log", early.trace, early.span_id, session, err)
+
+    def _took_early(self, session: OpenSession, request_id: int) -> None:
+        """``session`` took a record of an earlier request than its last: its request range
+        and its list of requests (kept in order) take it in, for a restart and a reopen."""
+        if not request_id:
+            return
+        session.first_request = min(session.first_request or request_id, request_id)
+        session.last_request = max(session.last_request, request_id)
+        at = bisect.bisect_left(session.requests, request_id)
+        if at == len(session.requests) or session.requests[at] != request_id:
+            session.requests.insert(at, request_id)
+
+    def _close(self, session: OpenSession, reason: str) -> None:
+        """Records held in its traces that came while it was their binding (or while a
+        session since folded was) are placed in it first: where they would have gone unheld."""
+        if self._early and session.key in self._open:
+            waiting = self._early.take_bound_to(
+                session.traces, lambda key: key == session.key or key not in self._open
+            )
+            self._let_go(waiting, self._clock(), session)
+        super()._close(session, reason)
+
+    def close_all(self, reason: str = "shutdown") -> int:
+        if self._early:
+            self._let_go(self._early.take_all(), self._clock())
+        return super().close_all(reason)
+
+    @property
+    def early_logs(self) -> EarlyLogs:
+        """Unkeyed log records held for their span (``early_logs``)."""
+        return self._early
 
     def _duplicate(self, signal: str) -> None:
         self.duplicates[signal] = self.duplicates.get(signal, 0) + 1
@@ -381,6 +524,9 @@ class Assembler(Admission):
     def oldest_request(self) -> int | None:
         """The first spooled request an open session still needs (None: none open)."""
         firsts = [s.first_request for s in self._open.values() if s.first_request]
+        held = self._early.oldest_request() if self._early else None
+        if held is not None:
+            firsts.append(held)
         return min(firsts) if firsts else None
 
     def open_sessions(self) -> Iterable[OpenSession]:

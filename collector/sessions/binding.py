@@ -10,12 +10,16 @@ for reopening reopens it as the next revision, carrying the earlier ones.
 
 A trace may hold several sessions (a server running one session after another in one
 trace).  An item without a key in such a trace joins the session that took the span it was
-logged under (a log record) or its parent span (a span), when one of them did; only else
-the session the trace was bound to last.  Which session is placed last, and whether spans
-or log records are assembled first, then changes nothing for such an item.
+logged under (a log record) or its parent span (a span), when one of them did; a span
+whose parent comes after it in its request (children are exported first) joins the session
+its nearest keyed ancestor there names; only else the session the trace was bound to last.  Which session is placed last, and whether spans
+or log records are assembled first, then changes nothing for such an item: a log record
+whose span none of them has taken yet is held until it comes (``early_logs``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from collector.detect.session import SessionEvidence
 from collector.otlp.views import Attributes, LogView
@@ -93,15 +97,20 @@ class Binding(Kept):
         tenant: str,
         source: str = "trace",
         near: bytes = b"",
+        ancestor: Callable[[bytes, bytes], OpenSession | None] | None = None,
     ) -> OpenSession:
         """``trace_id``: ``scoped`` to ``tenant``; ``source``: what named ``key``; ``near``:
         for an item without a key, the span it belongs under (a log record's span, a span's
-        parent).  A key found by shape yields to a configured one: a trace bound to a session
+        parent); ``ancestor``: for a span in a trace bound to several open sessions whose
+        parent none of them took yet, the session a keyed ancestor in its request names (the
+        parent comes after it, as children are exported first).  A key found by shape yields to a configured one: a trace bound to a session
         a configured key named stays there, and a session a shaped key named is folded into
         the configured one that names one of its traces (its key then leads there)."""
         owner = self._trace_owner.get(trace_id) if trace_id else None
         if key is None:
             holder = self._holder(trace_id, near)
+            if holder is None and ancestor is not None and near and trace_id in self._hosts:
+                holder = ancestor(trace_id, near)
             if holder is not None:
                 return self._touch(holder, request_id)
             if owner is not None and owner in self._open:

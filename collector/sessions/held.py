@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from collector.detect.expectations import NO_RULES, Rules
 from collector.detect.session import SessionEvidence
 from collector.sessions.config import Sessions as SessionsConfig
+from collector.sessions.early_logs import EarlyLogs
 from collector.sessions.keys import SessionKeys
 from collector.state.types import Closed, Reopenable
 from collector.telemetry import RateLimitedLog
@@ -157,6 +158,8 @@ class Held:
         # trace) -> their keys, the owner among them: an unkeyed item joins the one that holds
         # its span (``Binding._holder``).
         self._hosts: dict[bytes, list[str]] = {}
+        # Unkeyed log records that came before their span, held for it (``early_logs``).
+        self._early = EarlyLogs()
         self._revisions: OrderedDict[str, int] = OrderedDict()  # closed sessions' last revision
         self._recent: OrderedDict[str, Recent] = OrderedDict()  # for reopening, bounded
         self.recent_bytes = 0  # what ``_recent`` holds, in its sessions' item bytes

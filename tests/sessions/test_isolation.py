@@ -8,6 +8,7 @@ import copy
 import json
 import logging
 import sqlite3
+import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,34 @@ async def test_a_5000_deep_span_leaves_the_other_sessions_of_its_request_as_if_s
     )
     lines = [r for r in caplog.records if "unreadable span" in r.getMessage()]
     assert len(lines) == 1 and "session poisoned" in lines[0].getMessage()  # rate-limited: one line
+
+
+@pytest.mark.parametrize("limit", [1000, 20_000])
+@pytest.mark.parametrize(("depth", "unreadable"), [(1000, False), (5000, True)])
+async def test_how_deep_a_value_may_nest_is_the_same_at_any_recursion_limit(
+    depth: int, unreadable: bool, limit: int
+) -> None:
+    """The process's recursion limit (another test's, a test runner's) changes nothing: text
+    nested 1,000 deep is read and walked, 5,000 deep is one unreadable span, at either limit."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit)
+    try:
+        text = "[" * depth + '{"type": "tool_use", "text": "x"}' + "]" * depth
+        request = recorded_session(3, "nested")
+        spans = [span for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans]
+        for kv in (kv for span in spans for kv in span.attributes):
+            if kv.value.HasField("string_value") and len(kv.value.string_value) > 40:
+                kv.value.string_value = text
+        together, _ = await evaluate(request)
+    finally:
+        sys.setrecursionlimit(before)
+    record = together["nested"]
+    assert record["spans"] == len(spans)
+    if unreadable:
+        assert record["unreadable"]["count"] >= 1
+        assert {item["reason"] for item in record["unreadable"]["items"]} == {"too_deep"}
+    else:
+        assert "unreadable" not in record
 
 
 async def test_an_unreadable_log_record_is_counted_and_its_neighbours_taken() -> None:

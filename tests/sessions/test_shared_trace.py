@@ -173,3 +173,116 @@ def test_served_permission_checks_sent_after_every_span_was_assembled_go_to_thei
             assert len(loaded) == len(want)  # one span per load: none of the other session's
     finally:
         server.stop()
+
+
+def records_by_request() -> dict[int, ExportLogsServiceRequest]:
+    """Each log record in a request of its own, before the first trace request that carries
+    the span it was logged under (its key: that trace request's index)."""
+    where = {
+        span.span_id: n
+        for n, request in enumerate(traces())
+        for rs in request.resource_spans
+        for ss in rs.scope_spans
+        for span in ss.spans
+    }
+    out: dict[int, ExportLogsServiceRequest] = {}
+    for request in logs():
+        for rl in request.resource_logs:
+            for sl in rl.scope_logs:
+                for record in sl.log_records:
+                    part = out.setdefault(where[record.span_id], ExportLogsServiceRequest())
+                    part.resource_logs.add(resource=rl.resource).scope_logs.add(scope=sl.scope).log_records.append(record)
+    return out
+
+
+def each_record_just_before_its_span(asm: Assembler, _clock: Clock) -> None:
+    # Behind a Collector the logs pipeline may deliver a record before the span it was logged
+    # under: each permission check comes while the trace is bound to the other session, or to
+    # its own, or to both, before its tool call's span.
+    before = records_by_request()
+    for n, request in enumerate(traces()):
+        if n in before:
+            asm.add_logs(before[n], 100 + n)
+        asm.add_spans(request, 1 + n)
+
+
+def held_back(names: set[str]) -> tuple[list[ExportTraceServiceRequest], ExportTraceServiceRequest]:
+    """The trace requests without the spans named ``names``, and those spans in one request."""
+    first: list[ExportTraceServiceRequest] = []
+    later = ExportTraceServiceRequest()
+    for request in traces():
+        rest = ExportTraceServiceRequest()
+        for rs in request.resource_spans:
+            for ss in rs.scope_spans:
+                kept = rest.resource_spans.add(resource=rs.resource).scope_spans.add(scope=ss.scope)
+                back = later.resource_spans.add(resource=rs.resource).scope_spans.add(scope=ss.scope)
+                for span in ss.spans:
+                    (back if span.name in names else kept).spans.append(span)
+        first.append(rest)
+    return first, later
+
+
+def permission_checks_before_their_spans(asm: Assembler, clock: Clock) -> None:
+    # Both sessions open and bound to the trace (to the second last), every span in but the
+    # permission checks' own: unheld, the first session's release-notes check went to the
+    # second, a load of its own, unresolved.
+    first, later = held_back({"Permission.ask"})
+    for n, request in enumerate(first):
+        asm.add_spans(request, 1 + n)
+    all_logs(asm, clock)
+    assert len(asm.early_logs) == 2  # held: their spans had not come
+    asm.add_spans(later, 200)
+    assert len(asm.early_logs) == 0  # each placed with its span
+    for scenario in SCENARIOS.values():  # a restart replays each session's requests in order
+        session = asm.get(str(scenario["session_id"]))
+        assert session is not None and session.requests == sorted(set(session.requests))
+        assert session.first_request == session.requests[0] and session.last_request == 200
+
+
+def test_permission_checks_logged_just_before_their_span_go_to_their_own_sessions() -> None:
+    assert_each_session_has_its_own_loads(run(each_record_just_before_its_span))
+
+
+def test_permission_checks_logged_before_their_own_spans_go_to_their_own_sessions() -> None:
+    assert_each_session_has_its_own_loads(run(permission_checks_before_their_spans))
+
+
+def test_records_whose_span_never_comes_are_placed_when_their_sessions_close() -> None:
+    # The span they were logged under is never sent: they go, at the close, where they would
+    # have gone unheld; none is dropped.
+    first, _never = held_back({"Permission.ask"})
+    closed: dict[str, list[Session]] = {}
+    clock = Clock()
+    asm = Assembler(
+        parse({"sessions": {"idle_timeout": "3s"}}).sessions,
+        lambda s, _r: closed.setdefault(s.session_id, []).append(s),
+        clock=clock,
+    )
+    for n, request in enumerate(first):
+        asm.add_spans(request, 1 + n)
+    accepted = sum(asm.add_logs(request, 100 + n).accepted for n, request in enumerate(logs()))
+    assert accepted == sum(len(s.log_records) for r in logs() for rl in r.resource_logs for s in rl.scope_logs)
+    held = len(asm.early_logs)
+    assert held == 2 and asm.oldest_request() == 1
+    resent = sum(asm.add_logs(request).accepted for request in logs())
+    assert resent == accepted and asm.duplicates == {"logs": accepted}  # held ones too: counted once
+    clock.now += 4
+    assert asm.close_due() > 0
+    assert len(asm.early_logs) == 0 and asm.early_logs.held_total == held
+    assert sorted(closed) == sorted(str(s["session_id"]) for s in SCENARIOS.values())
+
+
+def tool_calls_after_the_second_session_came(asm: Assembler, clock: Clock) -> None:
+    # The tool calls' spans (keyed) and their permission checks' (no key, exported first) come
+    # last, in one request, after both sessions are bound to the trace (the second last): each
+    # permission check's span goes to its keyed parent's session, and its record with it.
+    first, later = held_back({"Permission.ask", "Tool.execute"})
+    for n, request in enumerate(first):
+        asm.add_spans(request, 1 + n)
+    all_logs(asm, clock)
+    asm.add_spans(later, 50)
+    assert len(asm.early_logs) == 0
+
+
+def test_an_unkeyed_span_before_its_keyed_parent_in_its_request_joins_the_parents_session() -> None:
+    assert_each_session_has_its_own_loads(run(tool_calls_after_the_second_session_came))
