@@ -97,8 +97,10 @@ def test_kill_9_mid_stream_loses_nothing_and_judges_once(tmp_path: Path, shared:
     assert all(c["revision"] == 1 for c in coverage.values())
 
     # Judged once: every verdict on record was asked for once, except calls the kill cut off
-    # before their verdict came back (the judge answers in 0.2 s; a verdict is committed as it
-    # arrives, so only calls that started in the last 0.2 s before a kill can be asked again).
+    # before their verdict was committed (the judge answers in 0.2 s and a verdict is committed
+    # as it arrives, by the writer thread: on a loaded 2-core machine that thread can wait for
+    # the GIL well past the answer, so calls that started up to 1 s before a kill may be asked
+    # again; every other call may not).
     results = [r for c in coverage.values() for r in c["results"]]  # each coverage line holds its results
     judged_rows = [r for r in results if r["judge"] is not None]
     assert judged_rows, "the judge was never called: the test proves nothing"
@@ -108,7 +110,7 @@ def test_kill_9_mid_stream_loses_nothing_and_judges_once(tmp_path: Path, shared:
         json.dumps(r, sort_keys=True) for r in judged_rows
     )
     cut_off = sum(
-        1 for seen in fake.requests for k, dead in zip(killed_at, dead_at, strict=True) if k - 0.25 <= seen.at <= dead
+        1 for seen in fake.requests for k, dead in zip(killed_at, dead_at, strict=True) if k - 1.0 <= seen.at <= dead
     )
     repeated = len(fake.requests) - len(judged_rows)
     assert 0 <= repeated <= cut_off, (repeated, cut_off)
