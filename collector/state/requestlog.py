@@ -79,35 +79,34 @@ class RequestLog:
     async def append(self, signal: str, payload: bytes, tenant: str = "") -> int:
         """Write one request (from ``tenant``) to its segment file, on the calling thread, and
         queue its row; return once a sync made it durable (``GroupSync``: one ``fdatasync``
-        for the appends of a loop turn, off the loop; unless ``storage.sync`` is off).  Raise ``Retryable`` (reason
-        ``storage_error``) if it cannot be written (nothing of it is kept) or synced (its
-        frame stays: a restart replays it, and the sender's retry is a duplicate)."""
+        for the appends of a loop turn, off the loop; unless ``storage.sync`` is off).  Raise
+        ``Retryable`` (reason ``storage_error``) if it cannot be written (nothing of it is
+        kept) or synced (its frame stays: a restart replays it, and the sender's retry is a
+        duplicate)."""
         appended, writer = self._appended, self.writer
         if appended is not None and writer is not None:
             try:
                 appended.append(self._next_id, signal, payload, tenant)
             except OSError as err:
                 self._last_refused = len(payload)
-                self._faults.write_failures["request"] += 1
-                writer.failed(err)
-                raise Retryable(
-                    f"the spool cannot store the request ({describe(err)}); retry later",
-                    retry_after=RETRY_AFTER,
-                    reason="storage_error",
-                ) from err
+                raise self._refused(writer, err, "store") from err
         request_id, self._next_id = self._next_id, self._next_id + 1
         if self._synced is not None and writer is not None:
             try:
                 await self._synced.wait()
             except OSError as err:
-                self._faults.write_failures["request"] += 1
-                writer.failed(err)
-                raise Retryable(
-                    f"the spool cannot make the request durable ({describe(err)}); retry later",
-                    retry_after=RETRY_AFTER,
-                    reason="storage_error",
-                ) from err
+                raise self._refused(writer, err, "make durable") from err
         return request_id
+
+    def _refused(self, writer: Writer, err: OSError, doing: str) -> Retryable:
+        """A request the disk failed (counted, and the writer told), as the sender's retry."""
+        self._faults.write_failures["request"] += 1
+        writer.failed(err)
+        return Retryable(
+            f"the spool cannot {doing} the request ({describe(err)}); retry later",
+            retry_after=RETRY_AFTER,
+            reason="storage_error",
+        )
 
     def requests(self, from_id: int) -> Iterator[tuple[int, str, bytes, str]]:
         """Spooled requests from ``from_id`` on (id, signal, payload, tenant), read through a
