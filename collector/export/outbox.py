@@ -126,13 +126,7 @@ class SpoolOutbox:
 
         def write(db: Db) -> tuple[int, int]:
             keys = list(latest)
-            waiting = 0  # a key put again replaces its entry, at the end of the line
-            for start in range(0, len(keys), _CHUNK):
-                names, params = db.in_("k", keys[start : start + _CHUNK])
-                waiting += db.execute(
-                    f"DELETE FROM outbox WHERE key IN {names} AND channel = :channel",
-                    {**params, "channel": channel},
-                ).rowcount
+            waiting = _delete(db, channel, keys)  # a key put again replaces its entry, at the end of the line
             db.insert("outbox", ("channel", "key", "payload", "enqueued_at"), rows)
             count = _count_add(db, channel, len(keys) - waiting)
             over = max(0, count - capacity)
@@ -176,14 +170,7 @@ class SpoolOutbox:
         channel, acked_keys = self._channel, list(keys)
 
         def write(db: Db) -> int:
-            acked = 0
-            for start in range(0, len(acked_keys), _CHUNK):
-                names, params = db.in_("k", acked_keys[start : start + _CHUNK])
-                acked += db.execute(
-                    f"DELETE FROM outbox WHERE key IN {names} AND channel = :channel",
-                    {**params, "channel": channel},
-                ).rowcount
-            return _count_add(db, channel, -acked)
+            return _count_add(db, channel, -_delete(db, channel, acked_keys))
 
         self._store.outbox_counts[channel] = await self._store.transact(write)
 
@@ -195,6 +182,18 @@ class SpoolOutbox:
 
 
 _CHUNK = 256  # keys a statement
+
+
+def _delete(db: Db, channel: str, keys: list[str]) -> int:
+    """Delete the entries of ``keys`` on ``channel``, in chunks; how many there were."""
+    deleted = 0
+    for start in range(0, len(keys), _CHUNK):
+        names, params = db.in_("k", keys[start : start + _CHUNK])
+        deleted += db.execute(
+            f"DELETE FROM outbox WHERE key IN {names} AND channel = :channel",
+            {**params, "channel": channel},
+        ).rowcount
+    return deleted
 
 
 def _count_add(db: Db, channel: str, change: int) -> int:
