@@ -45,6 +45,7 @@ from collector.state import database, startup, verdicts
 from collector.state.appended import index_tail
 from collector.state.config import Storage
 from collector.state.requestlog import RequestLog
+from collector.state.reserve import Reserve, reserve_for
 from collector.state.revisions import Revisions
 from collector.state.segments import Segments, Sync, Write
 from collector.state.types import Closed, QuarantineReason, Recorded, Recovery, Reopenable
@@ -112,10 +113,17 @@ class Store:
             # Frames a crash left with no row get theirs before anything reads the rows.
             next_id = index_tail(self.location.path, segments, next_id)
         quarantine = None if directory is None else Path(directory) / "quarantine"
+        reserve = None if directory is None else Reserve(Path(directory), reserve_for(max_bytes), write)
         self.log = RequestLog(
-            self.location, segments, self.faults, next_id, quarantine, synced=sync is not None
+            self.location,
+            segments,
+            self.faults,
+            next_id,
+            quarantine,
+            synced=sync is not None,
+            reserve=reserve,
         )
-        self._writer = Writer(self.location, wal_size_limit, self.faults, self.log.probe)
+        self._writer = Writer(self.location, wal_size_limit, self.faults, self.log.probe, self.log.make_room)
         self.log.start(self._writer)
         self.revisions = Revisions(self._writer.put)
         self._shared_writer = None if shared is None else SharedWriter(self.shared, self.faults)

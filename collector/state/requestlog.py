@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -31,6 +33,7 @@ from collector.component import Retryable
 from collector.db.location import Location
 from collector.db.writer import Faults, Writer, describe
 from collector.state.appended import Appended, unindexed
+from collector.state.reserve import Reserve
 from collector.state.segments import Segments, Spooled
 from collector.state.synced import GroupSync
 from collector.state.types import QuarantineReason
@@ -55,10 +58,17 @@ class RequestLog:
         quarantine: Path | None,
         *,
         synced: bool = True,
+        reserve: Reserve | None = None,
     ) -> None:
-        """``synced``: an append returns once its bytes are synced (``storage.sync``)."""
+        """``synced``: an append returns once its bytes are synced (``storage.sync``);
+        ``reserve``: room kept for the writes that finish acknowledged requests (requests are
+        refused while it is released)."""
         self._location = location
         self._segments = segments
+        self._reserve = reserve
+        if reserve is not None:
+            with contextlib.suppress(OSError):  # no room: refused until the probe finds some
+                reserve.restore()
         self._faults = faults
         self._next_id = next_id
         self._quarantine = quarantine
@@ -85,6 +95,10 @@ class RequestLog:
         duplicate)."""
         appended, writer = self._appended, self.writer
         if appended is not None and writer is not None:
+            if self._reserve is not None and self._reserve.released:
+                self._last_refused = len(payload)
+                full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "the spool's reserve is in use")
+                raise self._refused(writer, full, "store")
             try:
                 appended.append(self._next_id, signal, payload, tenant)
             except OSError as err:
@@ -215,9 +229,15 @@ class RequestLog:
     def probe(self, db: sqlite3.Connection) -> None:
         """A small write of each kind an append makes (segment bytes, a row): what tells the
         store that storage works again when no request comes to try it."""
+        if self._reserve is not None:
+            self._reserve.restore()
         if self._segments is not None:
             self._segments.probe(min(max(self._last_refused, 1), _PROBE_BYTES))
         db.execute("INSERT OR REPLACE INTO state (name, value) VALUES ('probed_at', ?)", (int(time.time()),))
+
+    def make_room(self) -> bool:
+        """Release the reserve (see ``collector.state.reserve``); True if that freed room."""
+        return self._reserve is not None and self._reserve.release()
 
     def close(self) -> None:
         if self._segments is not None:
