@@ -13,11 +13,15 @@ deletions), and the rest follows in the next: no transaction grows long enough t
 request that arrives while it runs.  Rows for the same table that queue up together
 (``Rows``) are inserted by one multi-row statement: each SQLite call hands the GIL to the
 event loop and must win it back, so statements, not rows, are what a busy loop makes slow.
+For the same reason work nobody waits for (``put``) wakes the writer once for all that is
+put within ``_GATHER`` of it, not once each: work someone waits for (``submit``) wakes it at
+once, and takes what was put before it along, in order.
 
 Storage that fails (a full disk, an I/O error) fails safe: the failure is counted
 (``Faults``) and the store reports itself unavailable until a write succeeds again: the next
 request, or a small probe (the caller's) written every second.  Other writes nobody waits for
-are retried until they commit; the writer thread never dies of a failed write.
+are retried until they commit, at once when the caller's ``make_room`` freed room for them
+(the store's reserve), else a second later; the writer thread never dies of a failed write.
 """
 
 from __future__ import annotations
