@@ -18,9 +18,11 @@ from collector.db.shared import ROWS_PER_STATEMENT, Db
 from evaluators.evidence import LOAD_STATUSES
 
 EXPIRE = "DELETE FROM verdicts WHERE evaluated_at < :cutoff"
+# Only the rows whose mark changes are written (a new session's only revision keeps the
+# column's default, 1): an UPDATE rewrites every row it matches, with its whole record.
 _MARK_LATEST = (
-    "UPDATE coverage SET latest = CASE WHEN revision = (SELECT MAX(revision) FROM coverage c "
-    "WHERE c.session = coverage.session) THEN 1 ELSE 0 END WHERE session IN {in}"
+    "UPDATE coverage SET latest = 1 - latest WHERE session IN {in} AND latest <> CASE WHEN revision = "
+    "(SELECT MAX(revision) FROM coverage c WHERE c.session = coverage.session) THEN 1 ELSE 0 END"
 )
 _COVERAGE = (
     "session",
