@@ -145,13 +145,18 @@ class Writer:
             self.checkpointer.start()
 
     def submit(
-        self, work: Callable[[sqlite3.Connection], T] | Rows, *, kind: WriteKind = "write"
+        self, work: Callable[[sqlite3.Connection], T] | Rows, *, kind: WriteKind = "write", soon: bool = False
     ) -> asyncio.Future[T]:
-        """Queue work and return the future its commit settles."""
+        """Queue work and return the future its commit settles: at once, or with ``soon`` as
+        work ``put`` is (within ``_GATHER``, with what is put meanwhile)."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[T] = loop.create_future()
         self._work.append((work, done, loop, kind))
-        self._signals.put(_NOW)
+        if not soon:
+            self._signals.put(_NOW)
+        elif not self._armed:
+            self._armed = True
+            self._signals.put(_LATER)
         return done
 
     def put(self, work: Callable[[sqlite3.Connection], Any] | Rows, kind: WriteKind = "write") -> None:

@@ -196,8 +196,8 @@ class Store:
             # writer is in order): a restart that finds a revision evaluated in the shared
             # store finds it closed here too, and may reopen it whole.
             await self._writer.submit(_nothing)
-        if revisions:  # parsed for the listing's columns in the writer thread, not on the loop
-            await self.transact(verdicts.coverage_write(revisions, self._capacity, lines))
+        if revisions:  # with the writer's next gathered group: only the revisions' metrics wait
+            await self.transact(verdicts.coverage_write(revisions, self._capacity, lines), soon=True)
         for session, revision, _, _ in revisions:
             self.unfinished.pop((session, revision), None)
 
@@ -211,12 +211,13 @@ class Store:
         else:
             self._writer.put(lambda raw: work(Db(raw, "sqlite")))
 
-    async def transact(self, work: Callable[[Db], T]) -> T:
-        """Run ``work`` in the shared store's next transaction; its result once committed."""
+    async def transact(self, work: Callable[[Db], T], *, soon: bool = False) -> T:
+        """Run ``work`` in the shared store's next transaction; its result once committed.
+        ``soon``: the local writer may wait to gather other work with it (``Writer.submit``)."""
         if self._shared_writer is not None:
             value: T = await self._shared_writer.submit(work)
             return value
-        return await self._writer.submit(lambda raw: work(Db(raw, "sqlite")))
+        return await self._writer.submit(lambda raw: work(Db(raw, "sqlite")), soon=soon)
 
     def _submit(
         self, work: Callable[[sqlite3.Connection], T] | Rows, *, kind: WriteKind = "write"

@@ -41,3 +41,18 @@ async def test_work_put_alone_commits(tmp_path: Path) -> None:
     writer.put(lambda db: again.set())  # and the next, after the writer went back to waiting
     assert await asyncio.to_thread(again.wait, 30)
     await writer.stop(10)
+
+
+async def test_work_submitted_soon_commits_alone_and_in_order_with_work_put(tmp_path: Path) -> None:
+    writer = _writer(tmp_path)
+    assert await writer.submit(lambda db: "alone", soon=True) == "alone"  # nothing else came
+    done: list[str] = []
+    gate = threading.Event()
+    writer.put(lambda db: gate.wait(30))
+    writer.put(lambda db: done.append("put"))
+    later = writer.submit(lambda db: done.append("soon"), soon=True)
+    writer.put(lambda db: done.append("put after"))
+    gate.set()
+    await later
+    await writer.stop(10)
+    assert done == ["put", "soon", "put after"]
