@@ -60,8 +60,12 @@ _PROBE_EVERY = 1.0
 _RETRY_WRITES_EVERY = 1.0
 # Work nobody waits for (``put``) wakes the writer once for all that is put within this long:
 # a wake-up hands the GIL to the writer and back, which cost the event loop more than the
-# row (one wake-up a closed session, ~35 % of closing one, in a served replica at saturation).
-_GATHER = 0.01  # seconds
+# row (one wake-up a closed session, ~35 % of closing one, in a served replica at saturation),
+# and each group's statements hand it over again.  At 50 ms a saturated replica's writer
+# switched ~300 times a second (10 ms: ~650, waking at each put: ~850) and took ~25 % less
+# CPU than waking at each put; what waits is closed rows, request rows and recorded
+# revisions' metrics (bench.py, tests/perf/README.md).
+_GATHER = 0.05  # seconds
 T = TypeVar("T")
 
 WriteKind = Literal["request", "write", "probe"]

@@ -68,7 +68,7 @@ def test_a_request_cut_short_by_a_full_disk_is_cut_off_its_segment_and_the_next_
             await spool.append("traces", b"b" * 1000)
         disk.free = None  # space again
         await spool.append("traces", b"c" * 1000)
-        # The rows queued so far are written (the writer gathers them for up to 10 ms): its
+        # The rows queued so far are written (the writer gathers them for up to 50 ms): its
         # thread, which outlives this "process", must not hold the database when the next opens.
         await spool.transact(lambda db: None)
         return refused.value, (tmp_path / "requests" / "00000001.seg").stat().st_size
