@@ -11,6 +11,8 @@ keyed session is kept for reopening whole (``Kept``); else what it kept before i
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from collector.sessions.binding import Binding
 from collector.sessions.held import OpenSession
 from collector.state.types import Closed
@@ -125,15 +127,18 @@ class Closing(Binding):
             self._forget_rows(session.key)  # what it kept before this revision is not reopened
 
     def _bounded(self, session: Session) -> Session:
-        """The closed session with each skill body cut to ``sessions.max_skill_body_chars``."""
+        """The closed session with each skill body cut to ``sessions.max_skill_body_chars``
+        (a cut load is a new one in the session's list: the evidence may share the old)."""
         limit = self._config.max_skill_body_chars
-        for load in session.skill_loads:
+        loads = session.skill_loads
+        for i, load in enumerate(loads):
             if load.body is not None and len(load.body) > limit:
                 cut = len(load.body) - limit
-                load.body_cut = cut
                 self.bodies_cut += 1
-                load.body = (
-                    f"{load.body[:limit]}\n[... {cut} characters cut: sessions.max_skill_body_chars ...]"
+                loads[i] = replace(
+                    load,
+                    body=f"{load.body[:limit]}\n[... {cut} characters cut: sessions.max_skill_body_chars ...]",
+                    body_cut=cut,
                 )
         return session
 
