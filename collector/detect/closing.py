@@ -2,14 +2,16 @@
 
 Each pass is a pure function of what intake gathered (``Gathered``) and what the passes
 before it made: it returns new lists and leaves its arguments, and the objects in them, as
-they were.  A load a pass changes is a copy (``changed``); a load it leaves alone is passed
-on as it came, so what ``run`` returns may hold intake's own objects, which nobody changes.
+they were.  A load or turn a pass changes is a copy (``changed``); one it leaves alone is
+passed on as it came, so what ``run`` returns may hold intake's own objects, which nobody
+changes.
 ``run`` applies the passes in order.
 """
 
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from operator import attrgetter
@@ -140,6 +142,8 @@ def complete_from_log_calls(
     permission checks, else the other logged calls."""
     calls, loads = list(calls), list(loads)
     logged = [entry for entry in logged_calls if entry.inside == checks]
+    if not logged:
+        return calls, loads
 
     def ancestors(span_id: str) -> list[str]:
         return _ancestors(links, span_id)
@@ -517,22 +521,24 @@ def merge_restated_turns(turns: list[Turn], answers: list[tuple[int, str]]) -> l
 def answer_turns(turns: list[Turn], answers: list[tuple[int, str]]) -> list[Turn]:
     """Each turn with its answer: the latest recorded answer before the next turn began (of
     answers that end together, the one that arrived last)."""
+    if not answers:
+        return list(turns)
     ordered = sorted(answers, key=lambda answer: answer[0])
+    ends = [end for end, _ in ordered]
     answered: list[Turn] = []
     for i, turn in enumerate(turns):
-        until = turns[i + 1].start_unix_nano if i + 1 < len(turns) else None
-        window = [
-            raw for end, raw in ordered if end >= turn.start_unix_nano and (until is None or end < until)
-        ]
+        start = bisect_left(ends, turn.start_unix_nano)
+        stop = bisect_left(ends, turns[i + 1].start_unix_nano) if i + 1 < len(turns) else len(ends)
         response = turn.response
-        for raw in reversed(window):
+        for _, raw in reversed(ordered[start:stop]):
             text = messages.answer_text(raw)
             if text:
                 response = text
                 break
-        copy = Turn(*_TURN_FIELDS(turn))
-        copy.response = response
-        answered.append(copy)
+        if response is not turn.response:
+            turn = Turn(*_TURN_FIELDS(turn))
+            turn.response = response
+        answered.append(turn)
     return answered
 
 

@@ -23,7 +23,7 @@ class Seen:
     time_unix_nano: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Gathered:
     """One session's evidence at close: intake's (``SessionEvidence``) own containers, read
     only, for as long as the passes run."""

@@ -109,20 +109,16 @@ class Closing(Binding):
             self.unkeyed += 1  # no key named it: a session of its own, evaluated, said so
         keep = not session.provisional and reason in REOPEN_WHOLE
         self.closed_by_reason[reason] = self.closed_by_reason.get(reason, 0) + 1
+        traces = tuple(sorted(t.hex() for t in session.traces))
         if self._on_record is not None:
             self._on_record(
                 Closed(
-                    session.key,
-                    session.revision,
-                    reason,
-                    session.first_request,
-                    session.last_request,
-                    tuple(sorted(t.hex() for t in session.traces)),
+                    session.key, session.revision, reason, session.first_request, session.last_request, traces
                 )
             )
         self._on_close(finished, reason)
         if keep:
-            self._keep(session)
+            self._keep(session, traces)
         elif not session.provisional:
             self._forget_rows(session.key)  # what it kept before this revision is not reopened
 

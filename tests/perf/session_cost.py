@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def reopen() -> None:
         held[:] = [open_sessions(bodies, [])]
+
     settings = settings_from(parse({}), SkillRegistry(), judge_available=False)
     coverages = [
         Coverage(s, [r for r in suite.plan(s, settings).slots if isinstance(r, EvaluationResult)])
