@@ -45,9 +45,13 @@ def rubric_text(spec: CustomSpec) -> str:
     return f"{prompt.template('custom')}\n\nOperator instructions:\n{instructions}"
 
 
-def plan(session: Session, settings: Settings, spec: CustomSpec) -> list[Slot]:
+def plan(
+    session: Session, settings: Settings, spec: CustomSpec, catalog: ResolvedCatalog | None = None
+) -> list[Slot]:
+    """``spec``'s slots for the session.  ``catalog``: the session's ``resolve_catalog``, when
+    the caller has it."""
     refs = referenced(spec)
-    catalog = resolve_catalog(session, settings.registry)
+    catalog = catalog if catalog is not None else resolve_catalog(session, settings.registry)
     name = spec.evaluation
     slots: list[Slot] = []
     if "skill_content" in refs:

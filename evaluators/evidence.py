@@ -119,6 +119,11 @@ class Catalog:
         self.truncated += 1
         return CatalogEntry(entry.name, entry.description[:MAX_DESCRIPTION_CHARS], entry.location)
 
+    def copy(self) -> Catalog:
+        """A catalog that later ``advertise`` and ``merge`` calls on this one leave as it is
+        (the entries are shared: nothing changes one once it is kept)."""
+        return Catalog(self.state, dict(self.skills), self.source, self.limit, self.truncated)
+
     def merge(self, other: Catalog) -> None:
         if other.state == "not_recorded":
             return

@@ -113,7 +113,7 @@ def resolve_catalog(session: Session, registry: SkillRegistry) -> ResolvedCatalo
     if session.catalog.state != "not_recorded":
         return ResolvedCatalog(tuple(session.catalog.skills.values()), "trace", session.catalog.state)
     if len(registry):
-        return ResolvedCatalog(tuple(registry.catalog()), "registry", "advertised")
+        return ResolvedCatalog(registry.entries, "registry", "advertised")
     return ResolvedCatalog((), "none", "not_recorded")
 
 

@@ -32,13 +32,18 @@ class RegisteredSkill:
 
 @dataclass(frozen=True, slots=True)
 class SkillRegistry:
+    """The skills as read at start-up; nothing changes them after."""
+
     skills: dict[str, RegisteredSkill] = field(default_factory=dict)  # folded name -> skill
+    # The catalog entries, made once: every session with no catalog of its own reads them.
+    entries: tuple[CatalogEntry, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        entries = tuple(CatalogEntry(s.name, s.description, s.path) for s in self.skills.values())
+        object.__setattr__(self, "entries", entries)
 
     def get(self, name: str) -> RegisteredSkill | None:
         return self.skills.get(fold_skill_name(name))
-
-    def catalog(self) -> list[CatalogEntry]:
-        return [CatalogEntry(s.name, s.description, s.path) for s in self.skills.values()]
 
     def __len__(self) -> int:
         return len(self.skills)

@@ -8,10 +8,10 @@ a missing verdict can never be read as a pass.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from evaluators.evidence import LOAD_STATUSES, Session, Turn, fold_skill_name, session_key
+from evaluators.evidence import LOAD_STATUSES, Because, Session, Turn, fold_skill_name, session_key
 
 Status = Literal["judged", "not_applicable", "skipped", "error"]
 STATUSES: tuple[Status, ...] = ("judged", "not_applicable", "skipped", "error")
@@ -176,13 +176,16 @@ class Coverage:
         Every skill load has one selection row, every distinct skill loaded one following
         row, every session one omission decision, whatever their status.
         """
+        return self._accounting(_tally(r.evaluation for r in self.results))
+
+    def _accounting(self, counts: dict[str, int]) -> dict[str, Any]:
+        """``accounting`` from the rows each evaluation produced (``counts``)."""
         loads = self.session.skill_loads
         owed = {
             SELECTION: len(loads),
             FOLLOWING: len({fold_skill_name(load.skill) for load in loads}),
             OMISSION: 1,
         }
-        counts = _tally(r.evaluation for r in self.results)
         rows = {
             name: {"owed": owed[name] if name in self.enabled else 0, "rows": counts.get(name, 0)}
             for name in (SELECTION, FOLLOWING, OMISSION)
@@ -190,23 +193,30 @@ class Coverage:
         return {**rows, "adds_up": all(v["owed"] == v["rows"] for v in rows.values())}
 
     def judge_totals(self) -> dict[str, Any]:
-        used = [r.judge for r in self.results if r.judge is not None]
-        return {
-            "rows": len(used),
-            "input_tokens": sum(u.input_tokens for u in used),
-            "output_tokens": sum(u.output_tokens for u in used),
-            "cache_read_tokens": sum(u.cache_read_tokens for u in used),
-            "cache_write_tokens": sum(u.cache_write_tokens for u in used),
-            "cost_usd": round(sum(u.cost_usd for u in used), 8),
-            "context_truncated": sum(1 for u in used if u.context_truncated),
-        }
+        return _judge_totals([r.judge for r in self.results if r.judge is not None])
 
     def to_dict(self) -> dict[str, Any]:
         s = self.session
-        by_status = _tally(r.status for r in self.results)
+        # One pass over the results for every tally the line shows.
+        by_status: dict[str, int] = {}
+        by_evaluation: dict[str, dict[str, int]] = {}
+        met: list[str | None] = []
+        missed: list[str | None] = []
+        used: list[JudgeUsage] = []
+        for r in self.results:
+            by_status[r.status] = by_status.get(r.status, 0) + 1
+            by_reason = by_evaluation.setdefault(r.evaluation, {})
+            key = f"{r.status}/{r.reason}"
+            by_reason[key] = by_reason.get(key, 0) + 1
+            if r.evaluation == "skill_invoked":
+                if r.passed:
+                    met.append(r.skill)
+                elif r.passed is False:
+                    missed.append(r.skill)
+            if r.judge is not None:
+                used.append(r.judge)
+        rows = {name: sum(by_reason.values()) for name, by_reason in by_evaluation.items()}
         loads_by_status = _tally(load.status for load in s.skill_loads)
-        met = [r.skill for r in self.results if r.evaluation == "skill_invoked" and r.passed]
-        missed = [r.skill for r in self.results if r.evaluation == "skill_invoked" and r.passed is False]
         return {
             "session_id": s.session_id,
             **({"tenant": s.tenant} if s.tenant else {}),
@@ -245,18 +255,16 @@ class Coverage:
                 "met": met,
                 "missed": missed,
                 "state": "declared" if s.expected_skills else "none",
-                "why": {skill: asdict(because) for skill, because in s.expected_because.items()},
+                "why": {skill: _because(because) for skill, because in s.expected_because.items()},
             },
             "turns": [
                 {"request": _cut(user_request(turn)), "trace_id": turn.trace_id, "span_id": turn.span_id}
                 for turn in s.turns[:MAX_TURNS_SHOWN]
             ],
-            "results_by_status": {
-                k: by_status.get(k, 0) for k in ("judged", "not_applicable", "skipped", "error")
-            },
-            "evaluations": _by_evaluation(self.results),
-            "accounting": self.accounting(),
-            "judge": self.judge_totals(),
+            "results_by_status": {k: by_status.get(k, 0) for k in STATUSES},
+            "evaluations": by_evaluation,
+            "accounting": self._accounting(rows),
+            "judge": _judge_totals(used),
             **(_unreadable(s) if s.unreadable_count else {}),
         }
 
@@ -330,10 +338,22 @@ def _tally(values: Iterable[str]) -> dict[str, int]:
     return counts
 
 
-def _by_evaluation(results: list[EvaluationResult]) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for r in results:
-        by_reason = out.setdefault(r.evaluation, {})
-        key = f"{r.status}/{r.reason}"
-        by_reason[key] = by_reason.get(key, 0) + 1
-    return out
+def _judge_totals(used: list[JudgeUsage]) -> dict[str, Any]:
+    """What the judge calls behind ``used`` (one a judged row) cost, summed."""
+    return {
+        "rows": len(used),
+        "input_tokens": sum(u.input_tokens for u in used),
+        "output_tokens": sum(u.output_tokens for u in used),
+        "cache_read_tokens": sum(u.cache_read_tokens for u in used),
+        "cache_write_tokens": sum(u.cache_write_tokens for u in used),
+        "cost_usd": round(sum(u.cost_usd for u in used), 8),
+        "context_truncated": sum(1 for u in used if u.context_truncated),
+    }
+
+
+def _because(because: Because) -> dict[str, str]:
+    """``dataclasses.asdict`` of a ``Because``, without its deep copy."""
+    return {name: getattr(because, name) for name in _BECAUSE_FIELDS}
+
+
+_BECAUSE_FIELDS = tuple(f.name for f in fields(Because))

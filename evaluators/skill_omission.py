@@ -15,7 +15,7 @@ from evaluators import context
 from evaluators.evidence import Session, fold_skill_name
 from evaluators.judge import prompt
 from evaluators.judge.verdicts import OmissionScale
-from evaluators.plan import Settings, Slot, gate, not_applicable, resolve_catalog, task
+from evaluators.plan import ResolvedCatalog, Settings, Slot, gate, not_applicable, resolve_catalog, task
 
 NAME = "skill_omission"
 USED = ("loaded", "unresolved")
@@ -32,8 +32,10 @@ def unsuccessful_loads(session: Session) -> str:
     return "\n".join(lines) if lines else NO_ATTEMPTS
 
 
-def plan(session: Session, settings: Settings) -> list[Slot]:
-    catalog = resolve_catalog(session, settings.registry)
+def plan(session: Session, settings: Settings, catalog: ResolvedCatalog | None = None) -> list[Slot]:
+    """The session's one slot.  ``catalog``: the session's ``resolve_catalog``, when the caller
+    has it."""
+    catalog = catalog if catalog is not None else resolve_catalog(session, settings.registry)
     where = {
         "trace_id": session.first_agent_span[0] if session.first_agent_span else None,
         "span_id": session.first_agent_span[1] if session.first_agent_span else None,

@@ -13,13 +13,15 @@ from evaluators import context
 from evaluators.evidence import Session, SkillLoad
 from evaluators.judge import prompt
 from evaluators.judge.verdicts import SELECTION
-from evaluators.plan import Settings, Slot, gate, not_applicable, resolve_catalog, task
+from evaluators.plan import ResolvedCatalog, Settings, Slot, gate, not_applicable, resolve_catalog, task
 
 NAME = "skill_selection_accuracy"
 
 
-def plan(session: Session, settings: Settings) -> list[Slot]:
-    catalog = resolve_catalog(session, settings.registry)
+def plan(session: Session, settings: Settings, catalog: ResolvedCatalog | None = None) -> list[Slot]:
+    """One slot per skill load.  ``catalog``: the session's ``resolve_catalog``, when the
+    caller has it."""
+    catalog = catalog if catalog is not None else resolve_catalog(session, settings.registry)
     slots: list[Slot] = []
     for load in session.skill_loads:
         where = {

@@ -122,7 +122,7 @@ def test_judge_call_cost_prints_a_line_for_each_way() -> None:
 
 def test_session_cost_prints_a_line_for_each_step() -> None:
     lines = perf("session_cost.py", "--sessions", "40", "--rounds", "1")[1:]
-    assert [line.split()[0] for line in lines] == ["plan", "results", "coverage", "metrics", "index", "index_dicts", "all"]
+    assert [line.split()[0] for line in lines] == ["close", "plan", "results", "coverage", "metrics", "index", "index_dicts", "all"]
     assert all(float(line.split()[1]) > 0 for line in lines)
 
 

@@ -1,15 +1,21 @@
 """The passes at close: what only makes sense once a session's items are all in.
 
 Each pass is a pure function of what intake gathered (``Gathered``) and what the passes
-before it made: it returns new lists and leaves its arguments as they were.  ``run`` applies
-them in order.
+before it made: it returns new lists and leaves its arguments, and the objects in them, as
+they were.  A load or turn a pass changes is a copy (``changed``); one it leaves alone is
+passed on as it came, so what ``run`` returns may hold intake's own objects, which nobody
+changes.
+``run`` applies the passes in order.
 """
 
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from operator import attrgetter
+from typing import Any
 
 from collector.detect import log_calls, messages, names, skill_shapes, skill_tools
 from collector.detect.content import parse_json
@@ -70,9 +76,23 @@ def run(gathered: Gathered) -> Closed:
     )
 
 
+# Every field of a load and of a turn, in their constructors' order (``changed``, ``answer_turns``).
+_LOAD_FIELDS = attrgetter(*(f.name for f in fields(SkillLoad)))
+_TURN_FIELDS = attrgetter(*(f.name for f in fields(Turn)))
+
+
+def changed(load: SkillLoad, **changes: Any) -> SkillLoad:
+    """A copy of ``load`` with ``changes`` (``dataclasses.replace``, without its per-call
+    field walk: every closed session copies its loads)."""
+    copy = SkillLoad(*_LOAD_FIELDS(load))
+    for name, value in changes.items():
+        setattr(copy, name, value)
+    return copy
+
+
 def _own(loads: list[SkillLoad]) -> list[SkillLoad]:
     """Copies a pass may change without changing what it was given."""
-    return [replace(load) for load in loads]
+    return [changed(load) for load in loads]
 
 
 # -- tool calls ------------------------------------------------------------------------
@@ -122,6 +142,8 @@ def complete_from_log_calls(
     permission checks, else the other logged calls."""
     calls, loads = list(calls), list(loads)
     logged = [entry for entry in logged_calls if entry.inside == checks]
+    if not logged:
+        return calls, loads
 
     def ancestors(span_id: str) -> list[str]:
         return _ancestors(links, span_id)
@@ -195,15 +217,9 @@ def settle_from_records(
 ) -> list[SkillLoad]:
     """A tool span with no recorded result, settled by what else the harness recorded: a
     logged tool result, or the skill's activation (a log record, a span event)."""
-    loads = _own(loads)
-    for load in loads:
-        if load.status != "unresolved":
-            continue
-        logged = log_results.get(load.tool_call_id or "")
-        if logged is not None:
-            load.status = "loaded" if logged[0] else "failed"
-        elif load.key in activated:
-            load.status = "loaded" if activated[load.key][2] else "failed"
+    loads = [
+        _settled(load, log_results, activated) if load.status == "unresolved" else load for load in loads
+    ]
     # An activation recorded with no tool span at all (traces not exported, or sampled out,
     # or a skill the user invoked); one without a name, where no skill call of its trace
     # stands for it.
@@ -225,14 +241,27 @@ def settle_from_records(
     return loads
 
 
+def _settled(
+    load: SkillLoad, log_results: dict[str, tuple[bool, Seen]], activated: dict[str, tuple[str, Seen, bool]]
+) -> SkillLoad:
+    """An unresolved load as a logged tool result, else its skill's activation, settles it."""
+    logged = log_results.get(load.tool_call_id or "")
+    if logged is not None:
+        return changed(load, status="loaded" if logged[0] else "failed")
+    activation = activated.get(load.key)
+    if activation is not None:
+        return changed(load, status="loaded" if activation[2] else "failed")
+    return load
+
+
 def name_from_requests(loads: list[SkillLoad], active_skills: list[tuple[int, str, str]]) -> list[SkillLoad]:
     """A skill activation (a tool call, or a logged one) that recorded no name takes the one
     the next model request of its trace ran under (``log_facts.LOG_ACTIVE_SKILL``)."""
     if not active_skills:
         return list(loads)
-    loads = _own(loads)
+    loads = list(loads)
     requests = sorted(active_skills)
-    for load in loads:
+    for i, load in enumerate(loads):
         if load.skill or load.signal not in _ACTIVATIONS or load.status == "failed":
             continue
         after = next(
@@ -240,7 +269,7 @@ def name_from_requests(loads: list[SkillLoad], active_skills: list[tuple[int, st
             None,
         )
         if after is not None:
-            load.skill = after
+            loads[i] = changed(load, skill=after)
     return loads
 
 
@@ -248,17 +277,16 @@ def attach_injections(loads: list[SkillLoad], injected: dict[str, tuple[Injectio
     """An injected body that follows a skill's activation (a skill tool call, or one the
     harness logged, as for a skill the user invoked) is that load's body; any other is a
     load of its own (signal ``injected``), unless it repeats a load's body."""
-    loads = _own(loads)
+    loads = list(loads)
     for key, (injection, seen) in injected.items():
         after_call = [
-            load
-            for load in loads
+            i
+            for i, load in enumerate(loads)
             if load.key == key and load.signal in _ACTIVATIONS and load.status in ("loaded", "unresolved")
         ]
         if injection.follows_tool and after_call:
-            for load in after_call:
-                load.status = "loaded"
-                load.body = load.body or injection.body or None
+            for i in after_call:
+                loads[i] = changed(loads[i], status="loaded", body=loads[i].body or injection.body or None)
             continue
         if injection.body and any(
             load.key == key and load.body and injection.body in load.body for load in loads
@@ -284,16 +312,18 @@ def keep_names(loads: list[SkillLoad], catalog: Catalog) -> list[SkillLoad]:
     catalog's names allowed whatever their case), and loads nothing.  A load whose name was
     not recorded (a harness told not to record arguments) loaded some skill, which one
     unknown: unresolved, never loaded."""
-    loads = _own(loads)
-    for load in loads:
+    kept = list(loads)
+    for i, load in enumerate(kept):
         if load.skill and not names.plausible(load.skill, catalog.skills):
-            load.message = load.message or f"not a skill name: {load.skill[:200]!r}"
-            load.skill = ""
-            if load.status == "loaded":
-                load.status = "failed"
+            kept[i] = changed(
+                load,
+                message=load.message or f"not a skill name: {load.skill[:200]!r}",
+                skill="",
+                status="failed" if load.status == "loaded" else load.status,
+            )
         elif not load.skill and load.status == "loaded":
-            load.status, load.message = "unresolved", load.message or _NAME_NOT_RECORDED
-    return loads
+            kept[i] = changed(load, status="unresolved", message=load.message or _NAME_NOT_RECORDED)
+    return kept
 
 
 # -- calls only a history shows --------------------------------------------------------
@@ -312,6 +342,8 @@ def add_message_calls(
     ``catalog`` and the registry's ``known`` names), and reads whose span was not exported.
     A call a span recorded too is the span's: by call id, or by skill when the history has
     no ids."""
+    if not message_calls:
+        return list(loads)
     loads = _own(loads)
     span_call_ids = {c.call_id for c in calls if c.call_id}
     span_skills = {load.key for load in loads if load.signal == "skill_tool"}
@@ -325,6 +357,8 @@ def add_message_calls(
         key = skill_tools.argument_key(call.name)
         on_span = call_id in span_call_ids
         if key is None:
+            if on_span and not _may_settle(by_call_id.get(call_id)):
+                continue  # the span's own load: nothing a history shows would change it
             read = _history_read(call_id, call, seen, message_results)
             if read is None:
                 shaped = (
@@ -363,7 +397,7 @@ def add_message_calls(
             # A tool span recorded it; this harness just puts no call id on spans.
             same = span_loads.get(fold_skill_name(skill))
             if same is not None:
-                _settle(same, replace(same, status=status, message=message, body=body))
+                _settle(same, changed(same, status=status, message=message, body=body))
             continue
         span_skills.add(fold_skill_name(skill))
         loads.append(
@@ -380,6 +414,14 @@ def add_message_calls(
             )
         )
     return loads
+
+
+def _may_settle(span_load: SkillLoad | None) -> bool:
+    """Whether a history's read of the same call could still settle ``span_load``: it kept
+    no outcome, or it loaded and kept no body."""
+    return span_load is not None and (
+        span_load.status == "unresolved" or (span_load.status == "loaded" and not span_load.body)
+    )
 
 
 def _history_outcome(result: MessageResult | None, skill: str) -> tuple[LoadStatus, str | None, str | None]:
@@ -435,7 +477,7 @@ def _history_skill_call(
     load = skill_shapes.detect(as_span)
     if load is None and catalog is not None:
         load = skill_shapes.detect_named(as_span, catalog, known or {})
-    return replace(load, signal="chat_message") if load is not None else None
+    return changed(load, signal="chat_message") if load is not None else None
 
 
 def _as_span(call_id: str, call: MessageCall, seen: Seen, result: MessageResult) -> ToolCall:
@@ -479,20 +521,24 @@ def merge_restated_turns(turns: list[Turn], answers: list[tuple[int, str]]) -> l
 def answer_turns(turns: list[Turn], answers: list[tuple[int, str]]) -> list[Turn]:
     """Each turn with its answer: the latest recorded answer before the next turn began (of
     answers that end together, the one that arrived last)."""
+    if not answers:
+        return list(turns)
     ordered = sorted(answers, key=lambda answer: answer[0])
+    ends = [end for end, _ in ordered]
     answered: list[Turn] = []
     for i, turn in enumerate(turns):
-        until = turns[i + 1].start_unix_nano if i + 1 < len(turns) else None
-        window = [
-            raw for end, raw in ordered if end >= turn.start_unix_nano and (until is None or end < until)
-        ]
+        start = bisect_left(ends, turn.start_unix_nano)
+        stop = bisect_left(ends, turns[i + 1].start_unix_nano) if i + 1 < len(turns) else len(ends)
         response = turn.response
-        for raw in reversed(window):
+        for _, raw in reversed(ordered[start:stop]):
             text = messages.answer_text(raw)
             if text:
                 response = text
                 break
-        answered.append(replace(turn, response=response))
+        if response is not turn.response:
+            turn = Turn(*_TURN_FIELDS(turn))
+            turn.response = response
+        answered.append(turn)
     return answered
 
 

@@ -1,7 +1,7 @@
 """What a session's intake gathered, as the passes at close read it.
 
-``SessionEvidence`` (intake) fills these as items arrive; ``closing`` reads a snapshot of
-them and never writes back.
+``SessionEvidence`` (intake) fills these as items arrive; at close ``closing`` reads them
+as they are, and never writes to them or to what they hold.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ class Seen:
     time_unix_nano: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Gathered:
-    """One session's evidence at close, copied out of its intake (``SessionEvidence``)."""
+    """One session's evidence at close: intake's (``SessionEvidence``) own containers, read
+    only, for as long as the passes run."""
 
     tool_calls: list[ToolCall]
     skill_loads: list[SkillLoad]

@@ -11,7 +11,6 @@ remembered by ``histories``.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from collector.detect import (
@@ -521,24 +520,26 @@ class SessionEvidence:
         """The session as evaluators see it, a snapshot (``closing.run``).  Leaves this object
         as it was, so a session reopened by late spans goes on accumulating and can be
         finished again, and the Session already handed out (its judge calls may still run)
-        does not change."""
+        does not change: the passes read what intake gathered without changing it, and the
+        Session holds new lists (and a copy of the catalog); the loads and tool calls in
+        them may be intake's own, which are never changed once made."""
         closed = closing.run(
             Gathered(
-                tool_calls=list(self.tool_calls),
-                skill_loads=[replace(load) for load in self.skill_loads],
-                turns=[replace(turn) for turn in self.turns or self._input_turns],
-                catalog=replace(self.catalog, skills=dict(self.catalog.skills)),
-                answers=list(self._answers),
+                tool_calls=self.tool_calls,
+                skill_loads=self.skill_loads,
+                turns=self.turns or self._input_turns,
+                catalog=self.catalog,
+                answers=self._answers,
                 content_seen=self._content_seen,
-                log_calls=list(self._log_calls),
-                links=dict(self._links),
-                log_results=dict(self._log_results),
-                activated=dict(self._activated),
-                unnamed_activations=list(self._unnamed_activations),
-                active_skills=list(self._active_skills),
-                injected=dict(self._injected),
-                message_calls=dict(self._message_calls),
-                message_results=dict(self._message_results),
+                log_calls=self._log_calls,
+                links=self._links,
+                log_results=self._log_results,
+                activated=self._activated,
+                unnamed_activations=self._unnamed_activations,
+                active_skills=self._active_skills,
+                injected=self._injected,
+                message_calls=self._message_calls,
+                message_results=self._message_results,
                 known_skills=self._rules.known_skills,
             )
         )
@@ -553,7 +554,7 @@ class SessionEvidence:
             turns=closed.turns,
             tool_calls=closed.tool_calls,
             skill_loads=closed.skill_loads,
-            catalog=replace(self.catalog, skills=dict(self.catalog.skills)),
+            catalog=self.catalog.copy(),
             expected_skills=[e.skill for e in expected.values()],
             expected_because={e.skill: e.because for e in expected.values()},
             content_capture=closed.content_capture,

@@ -11,6 +11,8 @@ keyed session is kept for reopening whole (``Kept``); else what it kept before i
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from collector.sessions.binding import Binding
 from collector.sessions.held import OpenSession
 from collector.state.types import Closed
@@ -107,33 +109,32 @@ class Closing(Binding):
             self.unkeyed += 1  # no key named it: a session of its own, evaluated, said so
         keep = not session.provisional and reason in REOPEN_WHOLE
         self.closed_by_reason[reason] = self.closed_by_reason.get(reason, 0) + 1
+        traces = tuple(sorted(t.hex() for t in session.traces))
         if self._on_record is not None:
             self._on_record(
                 Closed(
-                    session.key,
-                    session.revision,
-                    reason,
-                    session.first_request,
-                    session.last_request,
-                    tuple(sorted(t.hex() for t in session.traces)),
+                    session.key, session.revision, reason, session.first_request, session.last_request, traces
                 )
             )
         self._on_close(finished, reason)
         if keep:
-            self._keep(session)
+            self._keep(session, traces)
         elif not session.provisional:
             self._forget_rows(session.key)  # what it kept before this revision is not reopened
 
     def _bounded(self, session: Session) -> Session:
-        """The closed session with each skill body cut to ``sessions.max_skill_body_chars``."""
+        """The closed session with each skill body cut to ``sessions.max_skill_body_chars``
+        (a cut load is a new one in the session's list: the evidence may share the old)."""
         limit = self._config.max_skill_body_chars
-        for load in session.skill_loads:
+        loads = session.skill_loads
+        for i, load in enumerate(loads):
             if load.body is not None and len(load.body) > limit:
                 cut = len(load.body) - limit
-                load.body_cut = cut
                 self.bodies_cut += 1
-                load.body = (
-                    f"{load.body[:limit]}\n[... {cut} characters cut: sessions.max_skill_body_chars ...]"
+                loads[i] = replace(
+                    load,
+                    body=f"{load.body[:limit]}\n[... {cut} characters cut: sessions.max_skill_body_chars ...]",
+                    body_cut=cut,
                 )
         return session
 

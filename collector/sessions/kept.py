@@ -31,14 +31,15 @@ class Kept(Held):
         """The next session under ``key`` gets ``revision + 1`` (restored after a restart)."""
         self._revisions[key] = max(self._revisions.get(key, 0), revision)
 
-    def _keep(self, session: OpenSession) -> None:
-        """Keep a session just closed, for reopening whole."""
+    def _keep(self, session: OpenSession, traces: tuple[str, ...]) -> None:
+        """Keep a session just closed, for reopening whole; ``traces``: its traces' ids (hex),
+        sorted."""
         entry = Reopenable(
             session.key,
             session.revision,
             session.first_request,
             tuple(session.requests),
-            tuple(sorted(t.hex() for t in session.traces)),
+            traces,
             session.spans,
         )
         if self._on_keep is not None and self._config.reopen_cache:

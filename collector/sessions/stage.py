@@ -84,7 +84,8 @@ class SessionsStage:
             tenant_max_open=tenant_max_open,
             rebuild_kept=store.durable,
         )
-        self._closed: list[Session] = []  # closed by the assembler, not yet handed on
+        self._closed: deque[Session] = deque()  # closed by the assembler, not yet handed on
+        self._closed_count: dict[str, Any] = {}  # reason -> its ``sessions_closed`` series
         self._pending: deque[Spooled] = deque()  # spooled, acknowledged, not assembled
         self._waiting: deque[asyncio.Future[None]] = deque()  # callers of ``room``, oldest first
         self._promised = 0  # sessions that admitted, not yet assembled requests may open
@@ -297,12 +298,15 @@ class SessionsStage:
     # -- closing --------------------------------------------------------------------------
 
     def _on_close(self, session: Session, reason: str) -> None:
-        self.metrics.sessions_closed.labels(reason).inc()
+        counted = self._closed_count.get(reason)
+        if counted is None:
+            counted = self._closed_count[reason] = self.metrics.sessions_closed.labels(reason)
+        counted.inc()
         self._closed.append(session)
 
     async def _forward(self) -> None:
         while self._closed:
-            await self.next.consume(self._closed.pop(0))
+            await self.next.consume(self._closed.popleft())
 
     async def close(self, key: str, reason: str) -> None:
         """Close one open session now."""

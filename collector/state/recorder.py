@@ -76,11 +76,11 @@ class Recorder:
                 records = [encode_record(r) for r in results]
                 # When it closed, in unix seconds: what the status API lists sessions by.
                 closed_at = round(time.time() - (time.monotonic() - item.closed_at), 3)
-                line = {**coverage.to_dict(), "closed_at": closed_at}
+                line = coverage.to_dict()
+                line["closed_at"] = closed_at
                 summary = encode_record(line)
-                ready.append(
-                    (item, (session.key, session.revision, records, summary), {**line, "results": results})
-                )
+                line["results"] = results  # encoded without: the dicts the listing's columns read
+                ready.append((item, (session.key, session.revision, records, summary), line))
             except Exception as err:  # the revision stays unfinished: a restart evaluates it again
                 if not is_storage_error(err):
                     log.exception(
