@@ -110,9 +110,8 @@ def prompt_fields(view: SpanView, plan: SpanPlan | None = None) -> list[tuple[st
         for event in view.events:
             wanted = _PROMPT_EVENTS.get(event.name)
             if wanted is not None:
-                for key, role in wanted:
-                    if key in event.attrs:
-                        _add_prompt(found, role, event.attrs, key)
+                for key, role in wanted:  # an absent key adds nothing: no test of presence first
+                    _add_prompt(found, role, event.attrs, key)
     for key in plan.flattened_texts:
         flattened = _readable(attrs, key)
         if flattened is not None:
