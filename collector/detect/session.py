@@ -145,7 +145,11 @@ class SessionEvidence:
             for event in view.events:
                 if event.name in _EVENT_ACTIVATIONS:
                     self._observe_activation_event(view, event)
-        call = tool_call(view, plan.tool_markers, plan.shaped_tool)
+        call = (
+            tool_call(view, plan.tool_markers, plan.shaped_tool, plan.tool_marked)
+            if plan.tool_markers or plan.shaped_tool is not None
+            else None  # neither a marker's key nor a tool call's keys: no tool call
+        )
         if call is not None:
             self._observe_tool(call)
             self._tool_description(view)
