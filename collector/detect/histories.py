@@ -38,6 +38,9 @@ class History:
     def __init__(self, raw: Encoded, end: int, before: History | None = None) -> None:
         self.end = end
         self.tail = raw.piece(end, len(raw))
+        if before is None and end <= CHUNK:  # most histories: one piece, nothing shared
+            self.chunks = [raw.piece(0, end)]
+            return
         # ``raw`` continues ``before``: its whole pieces are this one's first.
         kept = before.end // CHUNK if before is not None else 0
         shared: list[bytes] = before.chunks[:kept] if before is not None else []
