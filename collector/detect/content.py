@@ -89,13 +89,15 @@ def _tool_keys_of(shape: tuple[str, ...]) -> ShapedToolKeys | None:
     )
 
 
-def tool_description(view: SpanView) -> str | None:
-    """The description of the tool a tool span calls, where the span records it."""
+def tool_description(view: SpanView, shaped: object = _UNSEEN) -> str | None:
+    """The description of the tool a tool span calls, where the span records it.  ``shaped``:
+    the span's ``shaped_tool_keys`` (``plans.SpanPlan.shaped_tool``), when the caller has them."""
     attrs = view.attrs
     found = attrs.first_text(tool_span_facts.TOOL_DESCRIPTION_KEYS)
     if found is None:
-        shaped = shaped_tool_keys(attrs.shape())
-        if shaped is not None and shaped.description:
+        if shaped is _UNSEEN:
+            shaped = shaped_tool_keys(attrs.shape())
+        if isinstance(shaped, ShapedToolKeys) and shaped.description:
             found = attrs.text(shaped.description)
     return found
 

@@ -152,7 +152,7 @@ class SessionEvidence:
         )
         if call is not None:
             self._observe_tool(call)
-            self._tool_description(view)
+            self._tool_description(view, plan)
             return
         start = view.span.start_time_unix_nano
         if plan.agent_markers and has_marker(view, plan.agent_markers):
@@ -387,9 +387,9 @@ class SessionEvidence:
             else:
                 self._catalog_in(result_text(call), [], self._known_in(call.result))
 
-    def _tool_description(self, view: SpanView) -> None:
+    def _tool_description(self, view: SpanView, span_plan: plans.SpanPlan) -> None:
         """A catalog in the description of a tool span's tool (repeated on every call)."""
-        text = tool_description_of(view)
+        text = tool_description_of(view, span_plan.shaped_tool)
         if not text or text == self._last_prompts.get(_TOOL_DESCRIPTION):
             return
         self._last_prompts[_TOOL_DESCRIPTION] = text
