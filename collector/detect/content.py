@@ -89,13 +89,15 @@ def _tool_keys_of(shape: tuple[str, ...]) -> ShapedToolKeys | None:
     )
 
 
-def tool_description(view: SpanView) -> str | None:
-    """The description of the tool a tool span calls, where the span records it."""
+def tool_description(view: SpanView, shaped: object = _UNSEEN) -> str | None:
+    """The description of the tool a tool span calls, where the span records it.  ``shaped``:
+    the span's ``shaped_tool_keys`` (``plans.SpanPlan.shaped_tool``), when the caller has them."""
     attrs = view.attrs
     found = attrs.first_text(tool_span_facts.TOOL_DESCRIPTION_KEYS)
     if found is None:
-        shaped = shaped_tool_keys(attrs.shape())
-        if shaped is not None and shaped.description:
+        if shaped is _UNSEEN:
+            shaped = shaped_tool_keys(attrs.shape())
+        if isinstance(shaped, ShapedToolKeys) and shaped.description:
             found = attrs.text(shaped.description)
     return found
 
@@ -104,11 +106,13 @@ def tool_call(
     view: SpanView,
     markers: tuple[tuple[str, str | None], ...] = tool_span_facts.TOOL_SPAN_MARKERS,
     shaped: object = _UNSEEN,
+    marked: bool = False,
 ) -> ToolCall | None:
     """The tool call a span records, or None if it is not a tool span: by a table marker,
     else by the shape of its keys (``shaped_tool_keys``).  ``markers`` and ``shaped``: what
-    the span's key shape holds of them (``plans.SpanPlan``), when the caller knows it."""
-    if not has_marker(view, markers):
+    the span's key shape holds of them (``plans.SpanPlan``), when the caller knows it;
+    ``marked``: the shape holds a marker that needs no value (``SpanPlan.tool_marked``)."""
+    if not (marked or has_marker(view, markers)):
         if shaped is _UNSEEN:
             shaped = shaped_tool_keys(view.attrs.shape())
         return _shaped_call(view, shaped) if isinstance(shaped, ShapedToolKeys) else None

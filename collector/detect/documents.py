@@ -14,6 +14,7 @@ import re
 from collector.detect.content import flatten_text, parse_json
 from collector.detect.facts import documents as document_facts
 from evaluators import skill_md
+from evaluators.bytecache import memo_by_text
 from evaluators.skill_md import SkillDocument
 
 _DEPTH = 3  # envelopes inside envelopes, this many at most
@@ -42,7 +43,16 @@ def _slug(text: str) -> str:
 
 
 def find(text: str | None) -> SkillDocument | None:
-    """The SKILL.md the text holds (front matter with a name and a description), or None."""
+    """The SKILL.md the text holds (front matter with a name and a description), or None.
+    A skill's SKILL.md comes back as the same text in every session that reads it: each text
+    is read once (the document returned is shared and must not be modified)."""
+    if not text or "---" not in text:
+        return None
+    return _find(text)
+
+
+@memo_by_text("documents", 8 * 1024 * 1024, value_factor=1.0)  # a document: about its text
+def _find(text: str) -> SkillDocument | None:
     for _ in range(_DEPTH):
         if not text or "---" not in text:
             return None

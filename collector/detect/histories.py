@@ -38,6 +38,9 @@ class History:
     def __init__(self, raw: Encoded, end: int, before: History | None = None) -> None:
         self.end = end
         self.tail = raw.piece(end, len(raw))
+        if before is None and end <= CHUNK:  # most histories: one piece, nothing shared
+            self.chunks = [raw.piece(0, end)]
+            return
         # ``raw`` continues ``before``: its whole pieces are this one's first.
         kept = before.end // CHUNK if before is not None else 0
         shared: list[bytes] = before.chunks[:kept] if before is not None else []
@@ -53,6 +56,12 @@ class History:
         return True
 
 
+# The pattern of a history array's end followed by a key, for each key seen after one (a
+# few: ``model``, ``config``, ...; bounded, as keys come from the telemetry).
+_FOLLOWS: dict[str, re.Pattern[bytes]] = {}
+_FOLLOWS_KEPT = 256
+
+
 def _array_end(raw: Encoded, parsed: Any) -> int | None:
     """Where the message array of a history read whole closes in ``raw`` (``parsed``): its
     last byte for an array; for an object, the bracket that closes its first history key's
@@ -62,22 +71,31 @@ def _array_end(raw: Encoded, parsed: Any) -> int | None:
         return len(raw) - 1
     if not isinstance(parsed, dict):
         return None
-    key = next((k for k in prompt_facts.HISTORY_KEYS if parsed.get(k)), None)
-    if key is None or not isinstance(parsed[key], list):
+    for key in prompt_facts.HISTORY_KEYS:  # the first truthy, in a loop: no generator a history
+        if parsed.get(key):
+            break
+    else:
+        return None
+    if not isinstance(parsed[key], list):
         return None
     keys = list(parsed)
     after = keys[keys.index(key) + 1 :]
-    text = raw.piece(0, len(raw))
     if not after:  # "]", then "}", whitespace around them
+        text = raw.piece(0, len(raw))
         close = len(text.rstrip()) - 1
         bracket = len(text[:close].rstrip()) - 1
         return bracket if text[close] == _BRACE_CLOSE and text[bracket] == _CLOSE else None
     rest = {k: parsed[k] for k in after}
-    follows = re.compile(rb"\]\s*,\s*(" + re.escape(json.dumps(after[0]).encode()) + rb")\s*:")
-    for found in follows.finditer(text):
+    follows = _FOLLOWS.get(after[0])
+    if follows is None:
+        follows = re.compile(rb"\]\s*,\s*(" + re.escape(json.dumps(after[0]).encode()) + rb")\s*:")
+        if len(_FOLLOWS) < _FOLLOWS_KEPT:
+            _FOLLOWS[after[0]] = follows
+    data, start, end = raw.data, raw.start, raw.end  # searched where it sits: no copy of it all
+    for found in follows.finditer(data, start, end):
         try:
-            if orjson.loads(b"{" + text[found.start(1) :]) == rest:
-                return found.start()
+            if orjson.loads(b"{" + data[found.start(1) : end]) == rest:
+                return found.start() - start
         except orjson.JSONDecodeError:
             continue
     return None

@@ -23,12 +23,14 @@ def keep(
     seen: Seen,
     calls: dict[str, tuple[MessageCall, Seen]],
     results: dict[str, MessageResult],
+    loads: list[bool] | None = None,
 ) -> None:
     """Add the calls of ``found`` that may load a skill to ``calls`` and every result to
-    ``results`` (call id -> the first seen of each)."""
+    ``results`` (call id -> the first seen of each).  ``loads``: ``may_load`` of each block,
+    when the caller has it (``readings.Contents.loads``)."""
     waiting: dict[str, list[str]] = {}  # tool -> id-less calls without a result yet
     positions: dict[tuple[str, str], int] = {}
-    for block in found:
+    for n, block in enumerate(found):
         if isinstance(block, MessageCall):
             call_id = block.call_id
             if not call_id:
@@ -37,7 +39,7 @@ def keep(
                 call_id = f"{NO_ID}{at[0]}:{at[1]}:{positions[at]}"
                 waiting.setdefault(block.name, []).append(call_id)
                 block = MessageCall(call_id, block.name, block.arguments)
-            if may_load(block):
+            if loads[n] if loads is not None else may_load(block):
                 calls.setdefault(call_id, (block, seen))
         else:
             call_id = block.call_id

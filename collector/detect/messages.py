@@ -17,6 +17,7 @@ from collector.detect.facts import prompts as prompt_facts
 from collector.detect.plans import Field, SpanPlan, plan_of
 from collector.detect.transcript import MessageCall, MessageResult
 from collector.otlp.views import SHAPES_KEPT, Attributes, Encoded, SpanView
+from evaluators.bytecache import memo_by_text
 
 
 def _index(fields: tuple[tuple[str, str, str], ...]) -> dict[str, tuple[tuple[str, str], ...]]:
@@ -100,24 +101,37 @@ def prompt_fields(view: SpanView, plan: SpanPlan | None = None) -> list[tuple[st
     if plan is None:
         plan = plan_of(view.attrs)
     found: list[tuple[str, str | Encoded]] = []
-    for role, attrs, key in _fields(view, plan.prompts, _PROMPT_EVENTS):
-        if role in _ENCODED_ROLES:
-            raw = _encoded(attrs, key)
-            if raw is not None:
-                found.append((role, raw))
-            continue
-        text = _readable(attrs, key)
-        if text is not None:
-            found.append((role, text))
+    attrs = view.attrs
+    for role, key, mime in plan.prompts:  # as ``_fields`` lists them, without a list between
+        if mime is not None and attrs.get(mime) == prompt_facts.PLAIN_TEXT_MIME:
+            role = "user"
+        _add_prompt(found, role, attrs, key)
+    if view.span.events:
+        for event in view.events:
+            wanted = _PROMPT_EVENTS.get(event.name)
+            if wanted is not None:
+                for key, role in wanted:  # an absent key adds nothing: no test of presence first
+                    _add_prompt(found, role, event.attrs, key)
     for key in plan.flattened_texts:
-        flattened = _readable(view.attrs, key)
+        flattened = _readable(attrs, key)
         if flattened is not None:
             found.append(("flattened", flattened))
     for key in plan.outputs:
-        output = _readable(view.attrs, key)
+        output = _readable(attrs, key)
         if output is not None:
             found.append(("output", output))
     return found
+
+
+def _add_prompt(found: list[tuple[str, str | Encoded]], role: str, attrs: Attributes, key: str) -> None:
+    if role in _ENCODED_ROLES:
+        raw = _encoded(attrs, key)
+        if raw is not None:
+            found.append((role, raw))
+        return
+    text = _readable(attrs, key)
+    if text is not None:
+        found.append((role, text))
 
 
 def prompt_texts(view: SpanView) -> list[tuple[str, str]]:
@@ -178,16 +192,43 @@ def user_texts(
     for role, raw in _field_texts(view, plan.prompts, _PROMPT_EVENTS) if prompts is None else prompts:
         if role == "user":
             parsed = parse_json(raw)
-            found.append(_text_only(parsed if parsed is not None else raw))
-        elif role in ("messages", INPUT):
-            found += [
-                _text_only(first_present(m, prompt_facts.MESSAGE_BODY_KEYS))
-                for m in _messages(raw, unwrap=role == INPUT)
-                if m.get("role") in prompt_facts.USER_ROLES
-            ]
+            text = _text_only(parsed if parsed is not None else raw)
+            request = _request(text) if text else ""
+            if request:
+                found.append(request)
+        elif role == "messages":
+            found += _history_requests(raw)
+        elif role == INPUT:
+            found += _input_requests(raw)
     if flattened and plan.flattened:
-        found += _flattened_user_texts(view, plan.flattened)
-    return [request for text in found if text and (request := _request(text))]
+        found += _requests(_flattened_user_texts(view, plan.flattened))
+    return found
+
+
+def _requests(texts: list[str]) -> list[str]:
+    return [request for text in texts if text and (request := _request(text))]
+
+
+def _user_messages(raw: str, unwrap: bool) -> list[str]:
+    return _requests(
+        [
+            _text_only(first_present(m, prompt_facts.MESSAGE_BODY_KEYS))
+            for m in _messages(raw, unwrap=unwrap)
+            if m.get("role") in prompt_facts.USER_ROLES
+        ]
+    )
+
+
+# The requests of a history (or an input) depend on its text alone, and the same text comes
+# back in every session of an agent (its first turn): each is read once.  Shared; not modified.
+@memo_by_text("history_requests", 8 * 1024 * 1024, value_factor=0.5)
+def _history_requests(raw: str) -> list[str]:
+    return _user_messages(raw, unwrap=False)
+
+
+@memo_by_text("input_requests", 4 * 1024 * 1024, value_factor=0.5)
+def _input_requests(raw: str) -> list[str]:
+    return _user_messages(raw, unwrap=True)
 
 
 def message_text(content: Any) -> str:
@@ -307,8 +348,19 @@ def flattened_blocks(view: SpanView, plan: SpanPlan | None = None) -> list[Messa
 
 def response_raw(view: SpanView, plan: SpanPlan | None = None) -> str | None:
     """The raw text of the span's recorded answer (``answer_text`` reads it)."""
-    found = _field_texts(view, (plan or plan_of(view.attrs)).responses, _RESPONSE_EVENTS)
-    return found[0][1] if found else None
+    attrs = view.attrs
+    for _, key, _ in (plan or plan_of(attrs)).responses:  # the first of ``_fields`` with text
+        text = _readable(attrs, key)
+        if text is not None:
+            return text
+    if view.span.events:
+        for event in view.events:
+            for key, _ in _RESPONSE_EVENTS.get(event.name, ()):
+                if key in event.attrs:
+                    text = _readable(event.attrs, key)
+                    if text is not None:
+                        return text
+    return None
 
 
 def answer_text(raw: str) -> str | None:

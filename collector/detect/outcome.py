@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from collector.detect import documents
-from collector.detect.content import first_truthy, parse_json, result_text
+from collector.detect.content import first_truthy, flatten_text, parse_json, result_text
 from collector.detect.facts import outcomes as outcome_facts
 from collector.detect.facts import reads as read_facts
+from evaluators.bytecache import memo_by_text
 from evaluators.evidence import LoadStatus, ToolCall
 
 
@@ -24,7 +25,16 @@ def outcome(call: ToolCall) -> tuple[LoadStatus, str | None]:
         return status, (text or call.error)[:500]
     if call.result is None:
         return ("loaded", None) if call.skill_resolved or call.succeeded else ("unresolved", None)
-    return text_outcome(result_text(call), parse_json(call.result))
+    return _result_outcome(call.result)
+
+
+# A skill's SKILL.md, read in many sessions, comes back as the same result text each time:
+# the outcome it shows is read once.  Shared; not modified.
+@memo_by_text("result_outcomes", 4 * 1024 * 1024, value_factor=0.1)
+def _result_outcome(result: str) -> tuple[LoadStatus, str | None]:
+    """``text_outcome`` of a recorded result (``result_text``'s reading of it)."""
+    parsed = parse_json(result)
+    return text_outcome(flatten_text(parsed) if parsed is not None else result, parsed)
 
 
 def text_outcome(

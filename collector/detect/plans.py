@@ -65,6 +65,7 @@ class SpanPlan:
     model: bool  # a key in a GenAI convention (``tool_span_facts.MODEL_ATTRIBUTE_PREFIXES``)
     expected: bool  # the expected-skills attribute
     tool_markers: tuple[Marker, ...]  # ``TOOL_SPAN_MARKERS`` whose key is present
+    tool_marked: bool  # one of them holds any value: a tool span by its keys alone
     agent_markers: tuple[Marker, ...]  # ``AGENT_SPAN_MARKERS`` whose key is present
     catalog_names: tuple[str, ...]  # ``CATALOG_NAME_ATTRIBUTES`` present
     prompts: tuple[Field, ...]  # the prompt tables' span attributes present
@@ -141,6 +142,7 @@ def _plan(shape: tuple[str, ...]) -> SpanPlan:
         model=any(key.startswith(prefixes) for key in shape),
         expected=EXPECTED_SKILLS_ATTRIBUTE in present,
         tool_markers=tuple(m for m in tool_span_facts.TOOL_SPAN_MARKERS if m[0] in present),
+        tool_marked=any(m[1] is None and m[0] in present for m in tool_span_facts.TOOL_SPAN_MARKERS),
         agent_markers=tuple(m for m in tool_span_facts.AGENT_SPAN_MARKERS if m[0] in present),
         catalog_names=catalog_names,
         prompts=prompts,

@@ -19,11 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collector.detect import catalog_shapes, catalogs, transcript
+from collector.detect.catalog_shapes import cued
 from collector.detect.content import parse_json
 from collector.detect.facts import blocks as block_facts
 from collector.detect.facts import injections as injection_facts
+from collector.detect.history_calls import may_load
 from collector.detect.transcript import Injection, MessageCall, MessageResult
 from evaluators.bytecache import memo_by_text
+from evaluators.evidence import CatalogEntry
 
 # Each catalog marker as it survives in raw (JSON) text, with the marker itself.
 CATALOG_MARKERS: tuple[tuple[str, str], ...] = tuple(zip(catalogs.RAW_MARKERS, catalogs.MARKERS, strict=True))
@@ -60,14 +63,61 @@ def plan(raw: str) -> Plan:
     )
 
 
-@dataclass(frozen=True, slots=True)
+# What a candidate string of a text lists as a catalog, when no registry name is in the text:
+# (shape, entries) to advertise, or None (read, and nothing to advertise).
+Listing = tuple[str, list[CatalogEntry]] | None
+
+
 class Contents:
     """A raw text decoded: its strings and message blocks, in document order, and the
-    skill bodies injected among its strings."""
+    skill bodies injected among its strings.  What a session's scan takes from them that
+    depends on the text alone (``catalogs``, ``loads``) is worked out on first request and
+    kept with them."""
 
-    strings: list[str]
-    blocks: list[MessageCall | MessageResult]
-    injections: list[Injection]
+    __slots__ = ("_catalogs", "_loads", "blocks", "injections", "strings")
+
+    def __init__(
+        self, strings: list[str], blocks: list[MessageCall | MessageResult], injections: list[Injection]
+    ) -> None:
+        self.strings = strings
+        self.blocks = blocks
+        self.injections = injections
+        self._catalogs: list[tuple[str, Listing]] | None = None
+        self._loads: list[bool] | None = None
+
+    def catalogs(self, markers: list[str]) -> list[tuple[str, Listing]]:
+        """(string, what it lists) of each string a session reads for a catalog when no name of
+        the registry is in the text: those holding one of ``markers`` (the raw text's
+        ``Plan.catalog_markers``: the same on every call for one text) or saying "skill"
+        (``catalog_shapes.cued``), in document order."""
+        if self._catalogs is None:
+            self._catalogs = [
+                (text, listing(text, markers))
+                for text in self.strings
+                if cued(text) or has_any(text, markers)
+            ]
+        return self._catalogs
+
+    def loads(self) -> list[bool]:
+        """For each of ``blocks``, whether it is a call that may load a skill
+        (``history_calls.may_load``)."""
+        if self._loads is None:
+            self._loads = [isinstance(block, MessageCall) and may_load(block) for block in self.blocks]
+        return self._loads
+
+
+def listing(text: str, markers: list[str]) -> Listing:
+    """What one string of prompt text lists, without a registry: by a table's shape when it
+    holds one of ``markers`` (``catalogs``), else by its shape alone (``catalog_shapes``)."""
+    if has_any(text, markers):
+        found = catalogs.find(text)
+        if found is not None:
+            return found
+    if "\n" not in text and "\\n" in text:
+        # One line with escaped line breaks (a repr of objects holding prompt text): its lines.
+        text = text.replace("\\n", "\n")
+    entries = catalog_shapes.find(text, ())
+    return (catalog_shapes.SHAPE, entries) if entries else None
 
 
 @memo_by_text("scan_contents", 16 * 1024 * 1024, value_factor=2.0)
@@ -79,4 +129,14 @@ def contents(raw: str) -> Contents:
     return Contents(strings, found, injections)
 
 
-__all__ = ["CATALOG_MARKERS", "SHAPE_RAW", "Contents", "Plan", "contents", "has_any", "plan"]
+__all__ = [
+    "CATALOG_MARKERS",
+    "SHAPE_RAW",
+    "Contents",
+    "Listing",
+    "Plan",
+    "contents",
+    "has_any",
+    "listing",
+    "plan",
+]

@@ -140,18 +140,23 @@ class SessionEvidence:
             self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs, where=where))
         if not self.model_seen:
             self.model_seen = plan.model
-        for event in view.events:
-            if event.name in _EVENT_ACTIVATIONS:
-                self._observe_activation_event(view, event)
-        call = tool_call(view, plan.tool_markers, plan.shaped_tool)
+        if span.events:
+            for event in view.events:
+                if event.name in _EVENT_ACTIVATIONS:
+                    self._observe_activation_event(view, event)
+        call = (
+            tool_call(view, plan.tool_markers, plan.shaped_tool, plan.tool_marked)
+            if plan.tool_markers or plan.shaped_tool is not None
+            else None  # neither a marker's key nor a tool call's keys: no tool call
+        )
         if call is not None:
             self._observe_tool(call)
-            self._tool_description(view)
+            self._tool_description(view, plan)
             return
         start = view.span.start_time_unix_nano
         if plan.agent_markers and has_marker(view, plan.agent_markers):
             self.agent_spans.append((start, view.trace_id, view.span_id))
-        if plan.reads_nothing and plans.SKIP_EMPTY and not view.events:
+        if plan.reads_nothing and plans.SKIP_EMPTY and not span.events:
             return  # no key below reads anything (``plans.SpanPlan.reads_nothing``)
         for key in plan.catalog_names:
             names_text = view.attrs.text(key)
@@ -193,17 +198,6 @@ class SessionEvidence:
                 self._last_prompts[role] = raw
                 if self._first_sight((role, raw)):
                     fresh.append((role, raw))
-        inputs = [p for p in fresh if p[0] == messages.INPUT]
-        for text in messages.user_texts(view, inputs, flattened=False, plan=plan) if inputs else ():
-            request = user_request(text)  # read only where no table's field names a request
-            if request and all(t.user_message != request for t in self._input_turns):
-                self._input_turns.append(Turn(request, view.span_id, view.trace_id, start, source=_FROM_SPAN))
-        for text in messages.user_texts(
-            view, [p for p in fresh if p[0] != messages.INPUT] if inputs else fresh, plan=plan
-        ):
-            request = self._new_request(text, Seen(view.trace_id, view.span_id, start))
-            if request:
-                self.turns.append(Turn(request, view.span_id, view.trace_id, start, source=_FROM_SPAN))
         # Read when the session closes, and only the answers that end a turn: a chat span per
         # model call records one, and most are superseded by a later one in the same turn.
         # (Measured: 4 us a span saved, 12 KB more per open 50-span session; a raw answer is
@@ -211,13 +205,25 @@ class SessionEvidence:
         answer = messages.response_raw(view, plan)
         if answer:
             self._answers.append((view.span.end_time_unix_nano, answer))
-        if fresh:
-            seen = Seen(view.trace_id, view.span_id, view.span.start_time_unix_nano)
-            for _, raw in fresh:
-                self._scan(raw, seen)
+        if not (fresh or plan.flattened):
+            return  # no text below to read: user turns come from fresh text and flattened keys
+        seen = Seen(view.trace_id, view.span_id, start)
+        inputs = [p for p in fresh if p[0] == messages.INPUT] if plan.inputs else None
+        for text in messages.user_texts(view, inputs, flattened=False, plan=plan) if inputs else ():
+            request = user_request(text)  # read only where no table's field names a request
+            if request and all(t.user_message != request for t in self._input_turns):
+                self._input_turns.append(Turn(request, seen.span_id, seen.trace_id, start, source=_FROM_SPAN))
+        for text in messages.user_texts(
+            view, [p for p in fresh if p[0] != messages.INPUT] if inputs else fresh, plan=plan
+        ):
+            request = self._new_request(text, seen)
+            if request:
+                self.turns.append(Turn(request, seen.span_id, seen.trace_id, start, source=_FROM_SPAN))
+        for _, raw in fresh:
+            self._scan(raw, seen)
         flattened = messages.flattened_blocks(view, plan) if plan.flattened else None
         if flattened:
-            self._keep_blocks(flattened, Seen(view.trace_id, view.span_id, view.span.start_time_unix_nano))
+            self._keep_blocks(flattened, seen)
 
     def observe_log(self, view: LogView) -> None:
         if not self.framework:
@@ -380,9 +386,9 @@ class SessionEvidence:
             else:
                 self._catalog_in(result_text(call), [], self._known_in(call.result))
 
-    def _tool_description(self, view: SpanView) -> None:
+    def _tool_description(self, view: SpanView, span_plan: plans.SpanPlan) -> None:
         """A catalog in the description of a tool span's tool (repeated on every call)."""
-        text = tool_description_of(view)
+        text = tool_description_of(view, span_plan.shaped_tool)
         if not text or text == self._last_prompts.get(_TOOL_DESCRIPTION):
             return
         self._last_prompts[_TOOL_DESCRIPTION] = text
@@ -435,18 +441,15 @@ class SessionEvidence:
         self._scanned.add(digest)
         found = readings.contents(raw)
         if wants_catalog:
-            catalog_markers = plan.catalog_markers
-            for text in found.strings:
-                # _cued, inline (a call per string costs), or a table's marker.
-                if (
-                    known
-                    or "kill" in text
-                    or "KILL" in text
-                    or (catalog_markers and _has_any(text, catalog_markers))
-                ):
-                    self._catalog_in(text, catalog_markers, known)
+            if known:  # every string may list skills of the registry
+                for text in found.strings:
+                    self._catalog_in(text, plan.catalog_markers, known)
+            else:  # what each string lists depends on the text alone (``Contents.catalogs``)
+                for text, listed in found.catalogs(plan.catalog_markers):
+                    if self._first_sight(("catalog", text)) and listed is not None:
+                        self.catalog.advertise(listed[1], listed[0])
         if plan.blocks and found.blocks:
-            self._keep_blocks(found.blocks, seen)
+            history_calls.keep(found.blocks, seen, self._message_calls, self._message_results, found.loads())
         for injection in found.injections:
             self._injected.setdefault(fold_skill_name(injection.skill), (injection, seen))
 
@@ -457,6 +460,11 @@ class SessionEvidence:
         marked = _has_any(text, markers)
         if not (marked or _cued(text) or known) or not self._first_sight(("catalog", text)):
             return
+        if not known:
+            listed = readings.listing(text, markers)
+            if listed is not None:
+                self.catalog.advertise(listed[1], listed[0])
+            return
         if marked:
             found = catalogs.find(text)
             if found is not None:
@@ -465,7 +473,7 @@ class SessionEvidence:
         if "\n" not in text and "\\n" in text:
             # One line with escaped line breaks (a repr of objects holding prompt text): its lines.
             text = text.replace("\\n", "\n")
-        entries = catalog_shapes.find(text, self._rules.known_skills if known else ())
+        entries = catalog_shapes.find(text, self._rules.known_skills)
         if entries:
             self.catalog.advertise(entries, catalog_shapes.SHAPE)
 

@@ -12,6 +12,7 @@ import shlex
 from collector.detect.content import arguments_of, result_text
 from collector.detect.facts import reads as read_facts
 from collector.detect.file_reads import read_load
+from evaluators.bytecache import memo_by_text
 from evaluators.evidence import SkillLoad, ToolCall
 
 _SEPARATORS = frozenset({"&&", "||", ";", "|"})
@@ -77,11 +78,18 @@ def _script(arguments: list[str]) -> str | None:
     return None
 
 
+# The same command (``cat <skills>/x/SKILL.md``) comes back in every session that reads the
+# skill: each is split once.  Shared; not modified.
+@memo_by_text("shell_paths", 1024 * 1024, value_factor=0.5)
+def _printed_paths(command: str) -> list[str]:
+    return skill_paths(command)
+
+
 def detect(call: ToolCall) -> SkillLoad | None:
     command = command_of(call)
     if command is None or "SKILL.md" not in command:
         return None
-    paths = skill_paths(command)
+    paths = _printed_paths(command)
     if not paths:
         return None
     return read_load(call, paths[0], "shell_read", result_text(call))

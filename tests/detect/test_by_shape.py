@@ -38,16 +38,17 @@ from collector.detect.facts import injections as injection_facts
 from collector.detect.facts import skill_tools as skill_tool_facts
 from collector.replay import replay
 from collector.sessions.assembler import Assembler
+from evaluators.bytecache import CACHES
 from evaluators.evidence import Catalog, CatalogEntry, Session, ToolCall
 
 Row = tuple[str, str, str, bool]
 
 
 def forget_texts() -> None:
-    """What a text holds is kept per text (``readings``): after a table row is taken out,
-    every text is read again."""
-    for memo in (readings.plan, readings.contents):
-        memo.cache.clear()  # type: ignore[attr-defined]
+    """What a text holds is kept per text (``readings``, and every other cache of what a
+    text holds): after a table row is taken out, every text is read again."""
+    for cache in CACHES.values():
+        cache.clear()
 
 
 @pytest.fixture(autouse=True)

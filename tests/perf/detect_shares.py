@@ -68,7 +68,8 @@ STAGES: list[tuple[Any, str, str]] = [
     (messages, "response_raw", "  answers"),
     (session_module.SessionEvidence, "_scan", "  prompt text: catalogs, blocks, injections"),
     (readings, "contents", "    decoded and walked (readings.contents)"),
-    (session_module.SessionEvidence, "_catalog_in", "    catalog shapes"),
+    (readings.Contents, "catalogs", "    catalogs each string lists (kept per text)"),
+    (session_module.SessionEvidence, "_catalog_in", "    catalog shapes (a tool's text, a registry)"),
     (messages, "flattened_blocks", "  flattened message blocks"),
     (content, "parse_json", "  (JSON parses, any stage)"),
 ]
