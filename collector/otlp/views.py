@@ -17,7 +17,7 @@ value to Python only when it is asked for:
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -155,6 +155,11 @@ class Attributes:
 
     def __contains__(self, key: str) -> bool:
         return key in (self._by_key if self._by_key is not None else self._index())
+
+    def by_key(self) -> Mapping[str, KeyValue]:
+        """Each key's ``KeyValue`` (a key written twice: its last), in attribute order: for a
+        caller that tests several keys (``key in``) without a call for each.  Read only."""
+        return self._by_key if self._by_key is not None else self._index()
 
     def get(self, key: str) -> Any:
         """The value under ``key`` as a Python value, or None."""

@@ -53,15 +53,16 @@ class Binding(Kept):
         named, the item joins it whatever a shaped key says (``_session_for``), so none is
         looked for (a lookup costs a hash of the item's key names: hundreds on a span that
         flattens its messages)."""
-        found = self._finder.configured(values, resource)
-        if found is None and not self._keyed(trace):
-            found = self._finder.shaped(values, resource)
+        named = self._finder.named(values, resource)
+        if named is not None:
+            return session_key(tenant, named[0]), named[1]
+        if self._keyed(trace):
+            return None, "trace"
+        found = self._finder.shaped(values, resource)
         if found is None:
             return None, "trace"
         key = session_key(tenant, found.value)
-        if found.source == "shape":
-            key = self._aliases.get(key, key)
-        return key, f"{found.source}:{found.attribute}"
+        return self._aliases.get(key, key), f"{found.source}:{found.attribute}"
 
     def _keyed(self, trace: bytes) -> bool:
         """Whether ``trace`` is bound to an open session a key named (not a provisional one)."""
