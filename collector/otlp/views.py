@@ -168,7 +168,13 @@ class Attributes:
             kv = (self._by_key if self._by_key is not None else self._index()).get(key)
             if kv is None:
                 return None
-            value = self._values[key] = value_of(kv.value)
+            any_value = kv.value
+            # ``value_of``, without a call for the common case: a string
+            value = self._values[key] = (
+                any_value.string_value
+                if any_value.WhichOneof("value") == "string_value"
+                else value_of(any_value)
+            )
         return value
 
     def encoded(self, key: str) -> Encoded | None:
@@ -261,7 +267,8 @@ class SpanView:
     def events(self) -> list[EventView]:
         """The span's events, in span order."""
         if self._events is None:
-            self._events = [EventView(at, event) for at, event in enumerate(self.span.events)]
+            events = self.span.events
+            self._events = [EventView(at, event) for at, event in enumerate(events)] if events else []
         return self._events
 
     @property

@@ -194,10 +194,13 @@ class Binding(Kept):
     def _touch(self, session: OpenSession, request_id: int) -> OpenSession:
         self._open.move_to_end(session.key)
         if request_id:  # the spooled requests this session needs after a restart
-            session.first_request = session.first_request or request_id
-            session.last_request = max(session.last_request, request_id)
-            if not session.requests or session.requests[-1] != request_id:
-                session.requests.append(request_id)
+            if not session.first_request:
+                session.first_request = request_id
+            if request_id > session.last_request:
+                session.last_request = request_id
+            requests = session.requests
+            if not requests or requests[-1] != request_id:
+                requests.append(request_id)
         return session
 
     def _start(self, key: str, now: float, provisional: bool, source: str = "trace") -> OpenSession:
