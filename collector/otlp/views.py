@@ -116,11 +116,9 @@ class Encoded:
 
 def encoded_of(value: AnyValue) -> Encoded | None:
     """A string AnyValue's text as its UTF-8 bytes (copied, not decoded); None for any other."""
-    if value.WhichOneof("value") != "string_value":
-        return None
     data = value.SerializeToString()
-    if not data or data[0] != _STRING_TAG:  # unknown fields first: read it as text
-        return Encoded.of(value.string_value)
+    if not data or data[0] != _STRING_TAG:  # no string, or unknown fields first
+        return Encoded.of(value.string_value) if value.WhichOneof("value") == "string_value" else None
     length = data[1]
     if length < 0x80:  # the string's length, a varint: one byte up to 127
         return Encoded(data, 2, 2 + length)
@@ -169,12 +167,9 @@ class Attributes:
             if kv is None:
                 return None
             any_value = kv.value
-            # ``value_of``, without a call for the common case: a string
-            value = self._values[key] = (
-                any_value.string_value
-                if any_value.WhichOneof("value") == "string_value"
-                else value_of(any_value)
-            )
+            # ``value_of``, without a call for the common case: text (an AnyValue holding
+            # anything else reads as "")
+            value = self._values[key] = any_value.string_value or value_of(any_value)
         return value
 
     def encoded(self, key: str) -> Encoded | None:
@@ -236,15 +231,22 @@ class ResourceView:
 
 
 class EventView:
-    """One span event: its position in the span, its name, time and attributes."""
+    """One span event: its position in the span, its name, time and attributes (read when
+    first asked for: most events are passed over by their name)."""
 
-    __slots__ = ("_event", "attrs", "name", "position")
+    __slots__ = ("_attrs", "_event", "name", "position")
 
     def __init__(self, position: int, event: Span.Event) -> None:
         self.position = position
         self._event = event
         self.name = event.name
-        self.attrs = Attributes(event.attributes)
+        self._attrs: Attributes | None = None
+
+    @property
+    def attrs(self) -> Attributes:
+        if self._attrs is None:
+            self._attrs = Attributes(self._event.attributes)
+        return self._attrs
 
     @property
     def time_unix_nano(self) -> int:
