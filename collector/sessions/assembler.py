@@ -322,7 +322,12 @@ class Assembler(Admission):
             self._duplicate("traces")
             return None
         else:
-            if key is not None and shaped(session.key_source) and not shaped(source):
+            if (
+                key is not None
+                and source is not session.key_source
+                and shaped(session.key_source)
+                and not shaped(source)
+            ):
                 session.key_source = source  # a configured key names it too (``_session_for``)
             self._touch(session, request_id)
         if session.provisional and not session.skill_named:
