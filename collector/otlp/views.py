@@ -17,7 +17,7 @@ value to Python only when it is asked for:
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -116,11 +116,9 @@ class Encoded:
 
 def encoded_of(value: AnyValue) -> Encoded | None:
     """A string AnyValue's text as its UTF-8 bytes (copied, not decoded); None for any other."""
-    if value.WhichOneof("value") != "string_value":
-        return None
     data = value.SerializeToString()
-    if not data or data[0] != _STRING_TAG:  # unknown fields first: read it as text
-        return Encoded.of(value.string_value)
+    if not data or data[0] != _STRING_TAG:  # no string, or unknown fields first
+        return Encoded.of(value.string_value) if value.WhichOneof("value") == "string_value" else None
     length = data[1]
     if length < 0x80:  # the string's length, a varint: one byte up to 127
         return Encoded(data, 2, 2 + length)
@@ -156,6 +154,11 @@ class Attributes:
     def __contains__(self, key: str) -> bool:
         return key in (self._by_key if self._by_key is not None else self._index())
 
+    def by_key(self) -> Mapping[str, KeyValue]:
+        """Each key's ``KeyValue`` (a key written twice: its last), in attribute order: for a
+        caller that tests several keys (``key in``) without a call for each.  Read only."""
+        return self._by_key if self._by_key is not None else self._index()
+
     def get(self, key: str) -> Any:
         """The value under ``key`` as a Python value, or None."""
         value = self._values.get(key, _MISSING)
@@ -163,7 +166,10 @@ class Attributes:
             kv = (self._by_key if self._by_key is not None else self._index()).get(key)
             if kv is None:
                 return None
-            value = self._values[key] = value_of(kv.value)
+            any_value = kv.value
+            # ``value_of``, without a call for the common case: text (an AnyValue holding
+            # anything else reads as "")
+            value = self._values[key] = any_value.string_value or value_of(any_value)
         return value
 
     def encoded(self, key: str) -> Encoded | None:
@@ -225,15 +231,22 @@ class ResourceView:
 
 
 class EventView:
-    """One span event: its position in the span, its name, time and attributes."""
+    """One span event: its position in the span, its name, time and attributes (read when
+    first asked for: most events are passed over by their name)."""
 
-    __slots__ = ("_event", "attrs", "name", "position")
+    __slots__ = ("_attrs", "_event", "name", "position")
 
     def __init__(self, position: int, event: Span.Event) -> None:
         self.position = position
         self._event = event
         self.name = event.name
-        self.attrs = Attributes(event.attributes)
+        self._attrs: Attributes | None = None
+
+    @property
+    def attrs(self) -> Attributes:
+        if self._attrs is None:
+            self._attrs = Attributes(self._event.attributes)
+        return self._attrs
 
     @property
     def time_unix_nano(self) -> int:
@@ -256,7 +269,8 @@ class SpanView:
     def events(self) -> list[EventView]:
         """The span's events, in span order."""
         if self._events is None:
-            self._events = [EventView(at, event) for at, event in enumerate(self.span.events)]
+            events = self.span.events
+            self._events = [EventView(at, event) for at, event in enumerate(events)] if events else []
         return self._events
 
     @property

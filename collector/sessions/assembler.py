@@ -52,12 +52,14 @@ from collector.otlp.inplace import SpanBytes
 from collector.otlp.received import Accepted
 from collector.otlp.views import Attributes, LogView, ResourceView, SpanView
 from collector.sessions.admission import Admission, TenantLimited
+from collector.sessions.binding import shaped
 from collector.sessions.closing import nothing_to_evaluate
 from collector.sessions.early_logs import EarlyLog, EarlyLogs
 from collector.sessions.held import CLOSE_REASONS, OpenSession
 from collector.sessions.items import (
     SLICE_SECONDS,
     UNCORRELATED,
+    ZERO_SPAN,
     ZERO_TRACE,
     Steps,
     check_spans,
@@ -214,7 +216,16 @@ class Assembler(Admission):
                     if clock() >= pause_at:
                         yield None
                         pause_at = clock() + slice_seconds
-                    problem = span_problem(span)
+                    trace_id = span.trace_id
+                    span_id = span.span_id
+                    problem = (
+                        None
+                        if len(trace_id) == 16
+                        and len(span_id) == 8
+                        and trace_id != ZERO_TRACE
+                        and span_id != ZERO_SPAN
+                        else ids_problem(trace_id, span_id)
+                    )
                     if problem is not None:
                         result.reject(problem)
                         continue
@@ -223,7 +234,7 @@ class Assembler(Admission):
                     try:
                         view = SpanView(span, scope, resource, in_place)
                         size = span.ByteSize() if share is None else share
-                        trace = scoped(tenant, span.trace_id)
+                        trace = scoped(tenant, trace_id) if tenant else trace_id
                         found = self._key_and_source(view.attrs, resource.attrs, tenant, trace)
                         if rebuilds and self._dormant:
                             entry = self._waking(found[0], trace, request_id)
@@ -232,8 +243,8 @@ class Assembler(Admission):
                         session = self._place(
                             found,
                             view.attrs,
-                            span.trace_id,
-                            span.span_id,
+                            trace_id,
+                            span_id,
                             span.parent_span_id,
                             size,
                             request_id,
@@ -246,14 +257,10 @@ class Assembler(Admission):
                             continue
                         session.evidence.observe_span(view)
                         if self._early:  # records logged under this span, come before it
-                            self._let_go(
-                                self._early.take_span(scoped(tenant, span.trace_id), span.span_id),
-                                now,
-                                session,
-                            )
+                            self._let_go(self._early.take_span(trace, span_id), now, session)
                     except Exception as err:  # this span alone: its neighbours go on as if it were not sent
                         result.accepted = before + 1  # acknowledged: taken, though unreadable
-                        self._unreadable("span", span.trace_id, span.span_id, session, err)
+                        self._unreadable("span", trace_id, span_id, session, err)
                         if session is None:
                             continue
                     touched[session.key] = session
@@ -295,19 +302,34 @@ class Assembler(Admission):
         evaluation before a restart already accounted for, or that its session has taken
         already (a re-sent span).  ``kin``: its request's spans, for the keyed ancestor of
         an unkeyed span in a trace of several sessions (``Binding._session_for``)."""
-        trace = scoped(tenant, trace_id)
+        trace = scoped(tenant, trace_id) if tenant else trace_id
         key, source = found
         if self.skip is not None and self.skip(key, trace, request_id):
             result.accepted += 1  # evaluated before the restart: accounted for
             return None
         ident = trace_id + span_id
-        if self._taken(key, trace, ident, tenant):
+        session = self._bound(key, trace, ident)
+        if session is None:
+            if self._taken(key, trace, ident, tenant):
+                result.accepted += 1
+                self._duplicate("traces")
+                return None
+            session = self._session_for(
+                key, trace, now, request_id, tenant, source, near=parent, ancestor=kin.keyed if kin else None
+            )
+        elif ident in session.ids:
             result.accepted += 1
             self._duplicate("traces")
             return None
-        session = self._session_for(
-            key, trace, now, request_id, tenant, source, near=parent, ancestor=kin.keyed if kin else None
-        )
+        else:
+            if (
+                key is not None
+                and source is not session.key_source
+                and shaped(session.key_source)
+                and not shaped(source)
+            ):
+                session.key_source = source  # a configured key names it too (``_session_for``)
+            self._touch(session, request_id)
         if session.provisional and not session.skill_named:
             session.skill_named = mentions_skills(values)
         session.ids.add(ident)
@@ -319,6 +341,22 @@ class Assembler(Admission):
             session.ending = True
         result.accepted += 1
         return session
+
+    def _bound(self, key: str | None, trace: bytes, ident: bytes) -> OpenSession | None:
+        """The open session a span joins when its trace is bound to that session alone and
+        its key names that session or none (nearly every span): the one ``_taken`` and
+        ``_session_for`` would find, whose only change there is the session's ``key_source``
+        (a configured key names a session a shaped one named).  None in any other case, which
+        they decide.  ``trace``: ``scoped``; ``ident``: the span's id."""
+        owner = self._trace_owner.get(trace)
+        if key is None:
+            if not owner or trace in self._hosts or (self._early and self._early.holds(trace, ident)):
+                return None
+            return self._open.get(owner)
+        if owner != key:
+            return None
+        session = self._open.get(key)
+        return session if session is not None and trace in session.traces else None
 
     def add_logs(
         self,

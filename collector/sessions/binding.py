@@ -53,15 +53,16 @@ class Binding(Kept):
         named, the item joins it whatever a shaped key says (``_session_for``), so none is
         looked for (a lookup costs a hash of the item's key names: hundreds on a span that
         flattens its messages)."""
-        found = self._finder.configured(values, resource)
-        if found is None and not self._keyed(trace):
-            found = self._finder.shaped(values, resource)
+        named = self._finder.named(values, resource)
+        if named is not None:
+            return session_key(tenant, named[0]), named[1]
+        if self._keyed(trace):
+            return None, "trace"
+        found = self._finder.shaped(values, resource)
         if found is None:
             return None, "trace"
         key = session_key(tenant, found.value)
-        if found.source == "shape":
-            key = self._aliases.get(key, key)
-        return key, f"{found.source}:{found.attribute}"
+        return self._aliases.get(key, key), f"{found.source}:{found.attribute}"
 
     def _keyed(self, trace: bytes) -> bool:
         """Whether ``trace`` is bound to an open session a key named (not a provisional one)."""
@@ -193,10 +194,13 @@ class Binding(Kept):
     def _touch(self, session: OpenSession, request_id: int) -> OpenSession:
         self._open.move_to_end(session.key)
         if request_id:  # the spooled requests this session needs after a restart
-            session.first_request = session.first_request or request_id
-            session.last_request = max(session.last_request, request_id)
-            if not session.requests or session.requests[-1] != request_id:
-                session.requests.append(request_id)
+            if not session.first_request:
+                session.first_request = request_id
+            if request_id > session.last_request:
+                session.last_request = request_id
+            requests = session.requests
+            if not requests or requests[-1] != request_id:
+                requests.append(request_id)
         return session
 
     def _start(self, key: str, now: float, provisional: bool, source: str = "trace") -> OpenSession:

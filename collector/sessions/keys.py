@@ -12,8 +12,9 @@ configured key named stays there (the assembler's rule), so an id a harness reco
 something else on a few spans cannot split a run.  Keys that name another run than the
 item's own (a parent's, a previous one's) are not read.
 
-The names an attribute set holds are worked out once per key set (``Attributes.shape``):
-after that, an item costs a dictionary lookup per attribute set, never a pass over its keys.
+The configured keys are looked up in the item's attributes (``Attributes.by_key``: a test per
+key); the names shaped like a session key are worked out once per key set
+(``Attributes.shape``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ ENDINGS: tuple[str, ...] = ("conversationid", "sessionid", "threadid")
 OTHER_RUN_WORDS: tuple[str, ...] = ("parent", "previous", "prev", "origin")
 
 KeySource = Literal["configured", "shape"]
+CONFIGURED: KeySource = "configured"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,39 +93,44 @@ class SessionKeys:
     """The configured keys (``where:attribute`` pairs, ``where`` "span" or "resource") and,
     when ``by_shape``, keys found by their shape."""
 
-    __slots__ = ("_by_shape", "_keys", "_present")
+    __slots__ = ("_by_shape", "_configured")
 
     def __init__(self, configured: tuple[str, ...], by_shape: bool = True) -> None:
-        self._keys = tuple(tuple(k.split(":", 1)) for k in configured)
         self._by_shape = by_shape
-        # (item's key shape, resource's) -> the configured keys present, in order: whether
-        # each is the item's (else the resource's), and its name.
-        self._present: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[tuple[bool, str], ...]] = {}
+        # Each configured key, in order: whether it is the item's (else its resource's), its
+        # name, and what names a session found under it (``OpenSession.key_source``).
+        self._configured = tuple(
+            (where == "span", key, f"{CONFIGURED}:{key}")
+            for where, key in (k.split(":", 1) for k in configured)
+        )
 
     def find(self, values: Attributes, resource: Attributes) -> FoundKey | None:
         """The session id an item (``values``) and its resource name, or None."""
         return self.configured(values, resource) or self.shaped(values, resource)
 
     def configured(self, values: Attributes, resource: Attributes) -> FoundKey | None:
-        """The session id the first configured key present names, or None.  Which keys are
-        present is worked out once per pair of key shapes (item, resource)."""
-        shapes = (values.shape(), resource.shape())
-        present = self._present.get(shapes)
-        if present is None:
-            on_item, on_resource = frozenset(shapes[0]), frozenset(shapes[1])
-            present = tuple(
-                (where == "span", key)
-                for where, key in self._keys
-                if key in (on_item if where == "span" else on_resource)
-            )
-            if len(self._present) < SHAPES_KEPT:
-                self._present[shapes] = present
-        for on_span, key in present:  # most items carry none of the keys, or one
-            value = (values if on_span else resource).get(key)
+        """The session id the first configured key present names, or None."""
+        found = self.named(values, resource)
+        if found is None:
+            return None
+        return FoundKey(found[0], "configured", found[1].partition(":")[2])
+
+    def named(self, values: Attributes, resource: Attributes) -> tuple[str, str] | None:
+        """``configured`` as (session id, ``configured:<attribute>``), or None: what an item
+        costs when it is placed (a test of each configured key's presence, a value read only
+        for the keys present)."""
+        on_item = values.by_key()
+        for on_span, key, source in self._configured:  # most items carry none of the keys, or one
+            if on_span:
+                if key not in on_item:
+                    continue
+                value = values.get(key)
+            else:
+                value = resource.get(key)
             # Only text names a session: a key that also holds numbers (Codex CLI's thread.id
             # is, on most spans, the OS thread's number) names none there.
             if type(value) is str and value:
-                return FoundKey(value, "configured", key)
+                return value, source
         return None
 
     def shaped(self, values: Attributes, resource: Attributes) -> FoundKey | None:

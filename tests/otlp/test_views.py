@@ -1,0 +1,84 @@
+"""Attribute reads through the views (``Attributes``): the same value as ``value_of`` for every
+kind an AnyValue holds (an empty string, an unset value and a value with unknown fields too),
+the same text as bytes (``encoded``), a key written twice read as its last value, and span
+events read in span order with their attributes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from collector.otlp.views import Attributes, ResourceView, SpanView, encoded_of, value_of
+
+VALUES = [
+    AnyValue(string_value="text"),
+    AnyValue(string_value=""),
+    AnyValue(string_value="dash \u2014 and \U0001f600"),
+    AnyValue(string_value="x" * 300),  # a length of two varint bytes
+    AnyValue(bool_value=False),
+    AnyValue(bool_value=True),
+    AnyValue(int_value=0),
+    AnyValue(int_value=-7),
+    AnyValue(double_value=0.0),
+    AnyValue(double_value=1.5),
+    AnyValue(bytes_value=b""),
+    AnyValue(bytes_value=b"\x00\x01"),
+    AnyValue(array_value=ArrayValue(values=[AnyValue(string_value="a"), AnyValue(int_value=1)])),
+    AnyValue(kvlist_value=KeyValueList(values=[KeyValue(key="k", value=AnyValue(string_value="v"))])),
+    AnyValue(),
+]
+
+
+def _with_unknown_field_first(value: AnyValue) -> AnyValue:
+    """``value`` as a sender that writes a field this version does not know before it."""
+    unknown = bytes((15 << 3 | 0, 1))  # field 15, a varint
+    return AnyValue.FromString(unknown + value.SerializeToString())
+
+
+@pytest.mark.parametrize("value", VALUES + [_with_unknown_field_first(v) for v in VALUES])
+def test_a_value_reads_as_value_of_reads_it_and_a_string_as_its_bytes(value: AnyValue) -> None:
+    attrs = Attributes([KeyValue(key="k", value=value)])
+    expected = value_of(value)
+    assert attrs.get("k") == expected
+    assert type(attrs.get("k")) is type(expected)
+    encoded = encoded_of(value)
+    if value.WhichOneof("value") == "string_value":
+        assert encoded is not None
+        assert encoded.text() == value.string_value
+        assert bytes(encoded.piece(0, len(encoded))) == value.string_value.encode()
+        fresh = Attributes([KeyValue(key="k", value=value)]).encoded("k")
+        assert fresh is not None and fresh.text() == value.string_value
+    else:
+        assert encoded is None
+        assert Attributes([KeyValue(key="k", value=value)]).encoded("k") is None
+
+
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.text(max_size=5)), max_size=8))
+def test_a_key_written_twice_reads_as_its_last_value(pairs: list[tuple[str, str]]) -> None:
+    attrs = Attributes([KeyValue(key=k, value=AnyValue(string_value=v)) for k, v in pairs])
+    expected = dict(pairs)
+    assert attrs.shape() == tuple(expected)
+    for key in "abcd":
+        assert (key in attrs) == (key in expected)
+        assert attrs.get(key) == expected.get(key)
+        encoded = attrs.encoded(key)
+        assert (encoded.text() if encoded is not None else None) == expected.get(key)
+
+
+def test_events_in_span_order_with_their_attributes() -> None:
+    span = Span(trace_id=bytes(range(1, 17)), span_id=bytes(range(1, 9)))
+    for n in range(3):
+        event = span.events.add(name=f"e{n}", time_unix_nano=n + 10)
+        event.attributes.add(key="at", value=AnyValue(int_value=n))
+    view = SpanView(span, "scope", ResourceView(Resource()))
+    assert [(e.position, e.name, e.time_unix_nano, e.attrs.get("at")) for e in view.events] == [
+        (0, "e0", 10, 0),
+        (1, "e1", 11, 1),
+        (2, "e2", 12, 2),
+    ]
+    assert view.events is view.events
+    assert SpanView(Span(), "scope", ResourceView(Resource())).events == []
