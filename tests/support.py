@@ -25,6 +25,8 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from collector.otlp.views import value_of
 from collector.receiver.decode import parse_json
+from collector.receiver.errors import ReceiveError
+from collector.replay import requests_in
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXPORT_TRACES = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -280,3 +282,16 @@ def outside_address() -> str:
             raise AssertionError(f"this test needs a non-loopback IPv4 address on the host: {err}") from err
     assert not address.startswith("127."), f"this test needs a non-loopback IPv4 address, not {address}"
     return address
+
+
+def recorded_trace_requests() -> list[tuple[ExportTraceServiceRequest, bytes]]:
+    """Every trace request of the recorded framework sessions, in recording order, with its
+    protobuf bytes."""
+    found = []
+    for path in sorted(FRAMEWORKS.glob("*/*.traces.jsonl")):
+        for _, received in requests_in(path):
+            if isinstance(received, ReceiveError) or received.signal != "traces":
+                continue
+            assert isinstance(received.request, ExportTraceServiceRequest)
+            found.append((received.request, received.request.SerializeToString()))
+    return found

@@ -6,7 +6,6 @@ was seen first."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -15,7 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
-from support import FRAMEWORKS
+from support import recorded_trace_requests
 
 from collector.config import parse
 from collector.detect import messages, plans
@@ -24,8 +23,6 @@ from collector.detect.facts import prompts as prompt_facts
 from collector.detect.facts import sessions as session_facts
 from collector.detect.facts import tool_spans as tool_span_facts
 from collector.otlp.views import Attributes, ResourceView, SpanView
-from collector.receiver.errors import ReceiveError
-from collector.replay import requests_in
 from collector.sessions.assembler import Assembler
 from collector.sessions.keys import SessionKeys
 from evaluators.evidence import Session
@@ -145,7 +142,7 @@ def test_configured_keys_by_shape_find_the_first_key_in_order_that_names_a_sessi
 def test_every_recording_assembles_to_the_same_sessions_with_and_without_the_skip(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    requests = trace_bodies()
+    requests = recorded_trace_requests()
     skipped = {"spans": 0}
     plan_of = plans.plan_of
 
@@ -161,16 +158,6 @@ def test_every_recording_assembles_to_the_same_sessions_with_and_without_the_ski
     assert _sessions(requests, raw=True) == with_skip
 
 
-def trace_bodies() -> list[tuple[ExportTraceServiceRequest, bytes]]:
-    """Every recorded trace request, with its protobuf bytes."""
-    found = []
-    for path in sorted(FRAMEWORKS.glob("*/*.traces.jsonl")):
-        for _, received in requests_in(Path(path)):
-            if isinstance(received, ReceiveError) or received.signal != "traces":
-                continue
-            assert isinstance(received.request, ExportTraceServiceRequest)
-            found.append((received.request, received.request.SerializeToString()))
-    return found
 
 
 def _sessions(requests: list[tuple[ExportTraceServiceRequest, bytes]], raw: bool) -> list[Session]:

@@ -4,34 +4,16 @@ same sessions when every recording is assembled reading in place."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
-from support import FRAMEWORKS
+from support import recorded_trace_requests
 
 from collector.config import parse
 from collector.otlp import inplace, wire
 from collector.otlp.views import ResourceView, SpanView, encoded_of
-from collector.receiver.errors import ReceiveError
-from collector.replay import requests_in
 from collector.sessions.assembler import Assembler
 from evaluators.evidence import Session
-
-RECORDINGS = sorted(FRAMEWORKS.glob("*/*.traces.jsonl"))
-
-
-def trace_bodies() -> list[tuple[ExportTraceServiceRequest, bytes]]:
-    """Every recorded trace request, with its protobuf bytes."""
-    found = []
-    for path in RECORDINGS:
-        for _, received in requests_in(Path(path)):
-            if isinstance(received, ReceiveError) or received.signal != "traces":
-                continue
-            assert isinstance(received.request, ExportTraceServiceRequest)
-            found.append((received.request, received.request.SerializeToString()))
-    return found
 
 
 def spans_of(request: ExportTraceServiceRequest) -> list[Span]:
@@ -39,7 +21,7 @@ def spans_of(request: ExportTraceServiceRequest) -> list[Span]:
 
 
 def test_span_ranges_frame_every_recorded_span_in_order() -> None:
-    requests = trace_bodies()
+    requests = recorded_trace_requests()
     assert len(requests) > 100
     for request, body in requests:
         ranges = list(inplace.span_ranges(body))
@@ -48,7 +30,7 @@ def test_span_ranges_frame_every_recorded_span_in_order() -> None:
 
 def test_every_recorded_string_reads_the_same_in_place() -> None:
     strings = 0
-    for request, body in trace_bodies():
+    for request, body in recorded_trace_requests():
         for span, (start, end) in zip(spans_of(request), inplace.span_ranges(body), strict=True):
             place = inplace.SpanBytes(body, start, end, span.trace_id, span.span_id)
             keys = [kv.key for kv in span.attributes]
@@ -67,7 +49,7 @@ def test_every_recorded_string_reads_the_same_in_place() -> None:
 
 
 def test_a_span_whose_ids_differ_is_not_read_in_place() -> None:
-    request, body = next((r, b) for r, b in trace_bodies() if len(spans_of(r)) > 1)
+    request, body = next((r, b) for r, b in recorded_trace_requests() if len(spans_of(r)) > 1)
     first, second = spans_of(request)[:2]
     start, end = next(inplace.span_ranges(body))
     key = first.attributes[0].key
@@ -118,7 +100,7 @@ def _sessions(requests: list[tuple[ExportTraceServiceRequest, bytes]], raw: bool
 
 
 def test_every_recording_assembles_to_the_same_sessions_read_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
-    requests = trace_bodies()
+    requests = recorded_trace_requests()
     parsed = _sessions(requests, raw=False)
     read = {"in place": 0}
     string = inplace.SpanBytes.string

@@ -6,28 +6,13 @@ default tenant and another."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from support import FRAMEWORKS
+from support import recorded_trace_requests
 
 from collector.config import parse
-from collector.receiver.errors import ReceiveError
-from collector.replay import requests_in
 from collector.sessions.assembler import Assembler
 from evaluators.evidence import Session
-
-
-def _trace_requests() -> list[tuple[ExportTraceServiceRequest, bytes]]:
-    found = []
-    for path in sorted(FRAMEWORKS.glob("*/*.traces.jsonl")):
-        for _, received in requests_in(Path(path)):
-            if isinstance(received, ReceiveError) or received.signal != "traces":
-                continue
-            assert isinstance(received.request, ExportTraceServiceRequest)
-            found.append((received.request, received.request.SerializeToString()))
-    return found
 
 
 def _assembled(
@@ -47,7 +32,7 @@ def _assembled(
 def test_every_recording_assembles_alike_with_and_without_the_bound_session(
     monkeypatch: pytest.MonkeyPatch, tenant: str
 ) -> None:
-    recorded = _trace_requests()
+    recorded = recorded_trace_requests()
     orders = {
         "recorded": recorded,
         "reversed": recorded[::-1],
