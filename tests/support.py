@@ -23,10 +23,13 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from collector.config import parse
 from collector.otlp.views import value_of
 from collector.receiver.decode import parse_json
 from collector.receiver.errors import ReceiveError
 from collector.replay import requests_in
+from collector.sessions.assembler import Assembler
+from evaluators.evidence import Session
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXPORT_TRACES = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -295,3 +298,14 @@ def recorded_trace_requests() -> list[tuple[ExportTraceServiceRequest, bytes]]:
             assert isinstance(received.request, ExportTraceServiceRequest)
             found.append((received.request, received.request.SerializeToString()))
     return found
+
+
+def assembled_sessions(requests: list[tuple[ExportTraceServiceRequest, bytes]], raw: bool) -> list[Session]:
+    """``requests`` through one assembler in order, then every session closed: the sessions,
+    by id and revision.  ``raw``: each request's bytes are handed in (strings read in place)."""
+    closed: list[Session] = []
+    assembler = Assembler(parse({}).sessions, lambda session, _reason: closed.append(session))
+    for n, (request, body) in enumerate(requests, 1):
+        assembler.add_spans(request, n, raw=body if raw else None)
+    assembler.close_all()
+    return sorted(closed, key=lambda s: (s.session_id, s.revision))

@@ -10,22 +10,18 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
-from support import recorded_trace_requests
+from support import assembled_sessions, recorded_trace_requests
 
-from collector.config import parse
 from collector.detect import messages, plans
 from collector.detect.content import is_redacted
 from collector.detect.facts import prompts as prompt_facts
 from collector.detect.facts import sessions as session_facts
 from collector.detect.facts import tool_spans as tool_span_facts
 from collector.otlp.views import Attributes, ResourceView, SpanView
-from collector.sessions.assembler import Assembler
 from collector.sessions.keys import SessionKeys
-from evaluators.evidence import Session
 
 _PROMPT_KEYS = [key for event, key, _ in prompt_facts.PROMPT_FIELDS if not event]
 _RESPONSE_KEYS = [key for event, key in prompt_facts.RESPONSE_FIELDS if not event]
@@ -152,18 +148,8 @@ def test_every_recording_assembles_to_the_same_sessions_with_and_without_the_ski
         return plan
 
     monkeypatch.setattr(plans, "plan_of", counted)
-    with_skip = _sessions(requests, raw=True)
+    with_skip = assembled_sessions(requests, raw=True)
     assert skipped["spans"] > 500  # the skip is taken (on spans without events, of those)
     monkeypatch.setattr(plans, "SKIP_EMPTY", False)
-    assert _sessions(requests, raw=True) == with_skip
+    assert assembled_sessions(requests, raw=True) == with_skip
 
-
-
-
-def _sessions(requests: list[tuple[ExportTraceServiceRequest, bytes]], raw: bool) -> list[Session]:
-    closed: list[Session] = []
-    assembler = Assembler(parse({}).sessions, lambda session, _reason: closed.append(session))
-    for n, (request, body) in enumerate(requests, 1):
-        assembler.add_spans(request, n, raw=body if raw else None)
-    assembler.close_all()
-    return sorted(closed, key=lambda s: (s.session_id, s.revision))

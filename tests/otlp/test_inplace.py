@@ -7,13 +7,10 @@ from __future__ import annotations
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
-from support import recorded_trace_requests
+from support import assembled_sessions, recorded_trace_requests
 
-from collector.config import parse
 from collector.otlp import inplace, wire
 from collector.otlp.views import ResourceView, SpanView, encoded_of
-from collector.sessions.assembler import Assembler
-from evaluators.evidence import Session
 
 
 def spans_of(request: ExportTraceServiceRequest) -> list[Span]:
@@ -90,18 +87,9 @@ def test_text_that_is_not_utf8_reads_as_the_repaired_message_does() -> None:
     assert "\ufffd" in encoded.text()
 
 
-def _sessions(requests: list[tuple[ExportTraceServiceRequest, bytes]], raw: bool) -> list[Session]:
-    closed: list[Session] = []
-    assembler = Assembler(parse({}).sessions, lambda session, _reason: closed.append(session))
-    for n, (request, body) in enumerate(requests, 1):
-        assembler.add_spans(request, n, raw=body if raw else None)
-    assembler.close_all()
-    return sorted(closed, key=lambda s: (s.session_id, s.revision))
-
-
 def test_every_recording_assembles_to_the_same_sessions_read_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
     requests = recorded_trace_requests()
-    parsed = _sessions(requests, raw=False)
+    parsed = assembled_sessions(requests, raw=False)
     read = {"in place": 0}
     string = inplace.SpanBytes.string
 
@@ -112,5 +100,5 @@ def test_every_recording_assembles_to_the_same_sessions_read_in_place(monkeypatc
 
     monkeypatch.setattr(inplace, "MIN_AVERAGE_SPAN_BYTES", 0)  # every request, whatever its size
     monkeypatch.setattr(inplace.SpanBytes, "string", counted)
-    assert _sessions(requests, raw=True) == parsed
+    assert assembled_sessions(requests, raw=True) == parsed
     assert read["in place"] > 1000
