@@ -59,7 +59,6 @@ from collector.sessions.held import CLOSE_REASONS, OpenSession
 from collector.sessions.items import (
     SLICE_SECONDS,
     UNCORRELATED,
-    ZERO_SPAN,
     ZERO_TRACE,
     Steps,
     check_spans,
@@ -218,14 +217,7 @@ class Assembler(Admission):
                         pause_at = clock() + slice_seconds
                     trace_id = span.trace_id
                     span_id = span.span_id
-                    problem = (
-                        None
-                        if len(trace_id) == 16
-                        and len(span_id) == 8
-                        and trace_id != ZERO_TRACE
-                        and span_id != ZERO_SPAN
-                        else ids_problem(trace_id, span_id)
-                    )
+                    problem = ids_problem(trace_id, span_id)
                     if problem is not None:
                         result.reject(problem)
                         continue
