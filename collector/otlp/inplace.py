@@ -31,6 +31,7 @@ _SPANS = 2  # ScopeSpans.spans
 _TRACE_ID, _SPAN_ID, _ATTRIBUTES = 1, 2, 9  # Span fields
 _KEY, _VALUE = 1, 2  # KeyValue fields
 _STRING_VALUE = 1  # AnyValue.string_value
+_ATTRIBUTE_TAG, _VALUE_TAG = _ATTRIBUTES << 3 | _LENGTH, _VALUE << 3 | _LENGTH
 
 
 def span_ranges(raw: bytes) -> Iterator[tuple[int, int]]:
@@ -56,9 +57,13 @@ class SpanBytes:
     """One span's place in the request bytes.  An attribute's string is looked for where
     its key is written (a search in C over the span's bytes, not a walk of its fields in
     Python) and taken when the bytes around it frame a span attribute: the attribute's tag
-    and length before the key, a string value after it, within the span."""
+    and length before the key, a string value after it, within the span.
 
-    __slots__ = ("_checked", "end", "raw", "span_id", "start", "trace_id")
+    The strings found (of ``SKIPPED_FROM`` bytes or more: a history of hundreds of KB) are
+    not searched again: a later key is looked for before and after them.  Their bytes are
+    one string value, where no attribute of the span begins."""
+
+    __slots__ = ("_checked", "_found", "end", "raw", "span_id", "start", "trace_id")
 
     def __init__(self, raw: bytes, start: int, end: int, trace_id: bytes, span_id: bytes) -> None:
         self.raw = raw
@@ -67,6 +72,7 @@ class SpanBytes:
         self.trace_id = trace_id  # the parsed span's: the bytes must open with the same ids
         self.span_id = span_id
         self._checked: bool | None = None
+        self._found: list[tuple[int, int]] | None = None  # long strings found, in order
 
     def _is_the_span(self) -> bool:
         if self._checked is None:
@@ -84,45 +90,98 @@ class SpanBytes:
         no string, or not found in place.  The first attribute of that key is taken: for a
         span that writes a key twice (the last one counts, as in a map) the caller reads the
         parsed message instead."""
-        if not self._is_the_span():
+        if not (self._checked if self._checked is not None else self._is_the_span()):
             return None
-        name = key.encode()
-        pattern = bytes((_KEY << 3 | _LENGTH,)) + encode_varint(len(name)) + name
-        raw, end = self.raw, self.end
-        at = raw.find(pattern, self.start, end)
-        while at >= 0:
-            try:
-                attribute = _attribute_at(raw, at, end, len(pattern))
-            except Malformed:
-                attribute = None
+        pattern = _KEY_FIELDS.get(key) or _key_field(key)
+        found = self._found
+        if found is None:
+            return self._record(_string_in(self.raw, pattern, self.start, self.end, self.end))
+        at = self.start
+        for skip_from, skip_to in found:  # the bytes between the strings found
+            attribute = _attribute_in(self.raw, pattern, at, skip_from, self.end)
             if attribute is not None:
-                return attribute[1]
-            at = raw.find(pattern, at + 1, end)
-        return None
+                return self._record(attribute[1])
+            at = skip_to
+        return self._record(_string_in(self.raw, pattern, at, self.end, self.end))
+
+    def _record(self, where: tuple[int, int] | None) -> tuple[int, int] | None:
+        if where is not None and where[1] - where[0] >= SKIPPED_FROM:
+            found = self._found
+            if found is None:
+                self._found = [where]
+            elif where not in found:
+                found.append(where)
+                found.sort()
+        return where
+
+
+# Strings of this many bytes or more, once found, are not searched again for another key.
+SKIPPED_FROM = 4096
+
+# Each key's KeyValue.key field as written (tag, length, UTF-8 name), for the keys readers ask
+# for (a few dozen; bounded all the same).
+_KEY_FIELDS: dict[str, bytes] = {}
+_KEY_FIELDS_KEPT = 1024
+
+
+def _key_field(key: str) -> bytes:
+    name = key.encode()
+    field = bytes((_KEY << 3 | _LENGTH,)) + encode_varint(len(name)) + name
+    if len(_KEY_FIELDS) < _KEY_FIELDS_KEPT:
+        _KEY_FIELDS[key] = field
+    return field
+
+
+def _string_in(raw: bytes, pattern: bytes, start: int, to: int, end: int) -> tuple[int, int] | None:
+    """The string value of the first attribute whose key field ``pattern`` begins in
+    ``raw[start:to]`` (the span ending at ``end``): None for none, or no string."""
+    attribute = _attribute_in(raw, pattern, start, to, end)
+    return None if attribute is None else attribute[1]
+
+
+def _attribute_in(
+    raw: bytes, pattern: bytes, start: int, to: int, end: int
+) -> tuple[int, tuple[int, int] | None] | None:
+    """The first attribute whose key field ``pattern`` begins in ``raw[start:to]`` (within the
+    span ending at ``end``), as ``_attribute_at`` gives it; None for none."""
+    at = raw.find(pattern, start, to)
+    while at >= 0:
+        try:
+            attribute = _attribute_at(raw, at, end, len(pattern))
+        except Malformed:
+            attribute = None
+        if attribute is not None:
+            return attribute
+        at = raw.find(pattern, at + 1, to)
+    return None
 
 
 def _attribute_at(raw: bytes, at: int, end: int, key_bytes: int) -> tuple[int, tuple[int, int] | None] | None:
     """When ``raw[at:]`` opens a span attribute's KeyValue (its key taking ``key_bytes``):
     where the KeyValue ends and where its string value sits (None: no string); else None."""
-    for size in range(1, 6):  # the KeyValue's length before it, a varint of 1-5 bytes
-        tag_at = at - size - 1
-        if tag_at < 0 or raw[tag_at] != _ATTRIBUTES << 3 | _LENGTH:
+    for tag_at in range(at - 2, at - 7, -1):  # the KeyValue's length before it, a varint of 1-5 bytes
+        if tag_at < 0 or raw[tag_at] != _ATTRIBUTE_TAG:
             continue
         length, after = varint(raw, tag_at + 1, at)
-        if after != at or at + length > end:
+        kv_end = at + length
+        if after != at or kv_end > end:
             continue
         value_at = at + key_bytes
-        if value_at >= at + length or raw[value_at] != _VALUE << 3 | _LENGTH:
-            return at + length, None
-        value_size, value_start = varint(raw, value_at + 1, at + length)
-        if value_start + value_size != at + length:
+        if value_at >= kv_end or raw[value_at] != _VALUE_TAG:
+            return kv_end, None
+        value_size, value_start = varint(raw, value_at + 1, kv_end)
+        if value_start + value_size != kv_end:
             return None
-        return at + length, _string_of(raw, value_start, value_start + value_size)
+        return kv_end, _string_of(raw, value_start, kv_end)
     return None
 
 
 def _string_of(raw: bytes, start: int, end: int) -> tuple[int, int] | None:
     """Where an AnyValue's string sits, when the value it holds (its last field) is one."""
+    if start < end and raw[start] == _STRING_VALUE << 3 | _LENGTH:  # most: the string, alone
+        size, value_start = varint(raw, start + 1, end)
+        if value_start + size == end:
+            return value_start, end
     where: tuple[int, int] | None = None
     for number, wire, _, value_start, value_end in fields(raw, start, end):
         where = (value_start, value_end) if number == _STRING_VALUE and wire == _LENGTH else None

@@ -47,6 +47,16 @@ class Malformed(DecodeError):  # type: ignore[misc]  # DecodeError is untyped in
 
 def varint(data: bytes, at: int, end: int) -> tuple[int, int]:
     """The varint at ``data[at:]``, which must end before ``end``: (value, where it ends)."""
+    if at + 2 < end:  # up to three bytes (tags, lengths up to 2 MiB) without a loop
+        value = data[at]
+        if value < 0x80:
+            return value, at + 1
+        second = data[at + 1]
+        if second < 0x80:
+            return value & 0x7F | second << 7, at + 2
+        third = data[at + 2]
+        if third < 0x80:
+            return value & 0x7F | (second & 0x7F) << 7 | third << 14, at + 3
     value = shift = 0
     while True:
         if at >= end or shift > 63:

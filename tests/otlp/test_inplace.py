@@ -102,3 +102,21 @@ def test_every_recording_assembles_to_the_same_sessions_read_in_place(monkeypatc
     monkeypatch.setattr(inplace.SpanBytes, "string", counted)
     assert assembled_sessions(requests, raw=True) == parsed
     assert read["in place"] > 1000
+
+
+def test_a_long_string_found_is_not_searched_again_for_another_key() -> None:
+    """A key written inside a long string, framed exactly as a span attribute, is not taken for
+    the attribute once that string was found: a later key is looked for around it."""
+    inner = _one_span([("model", "fake")])[1]
+    framed = inner[inner.index(b"J") :]  # the attribute as written: tag 9, length, key, value
+    history = "[" + "x" * inplace.SKIPPED_FROM + framed.decode() + "]"
+    request, body = _one_span([("history", history), ("model", "real")])
+    (span,) = spans_of(request)
+    ((start, end),) = inplace.span_ranges(body)
+    place = inplace.SpanBytes(body, start, end, span.trace_id, span.span_id)
+    where = place.string("history")
+    assert where is not None and body[where[0] : where[1]].decode() == history
+    model = place.string("model")
+    assert model is not None and body[model[0] : model[1]] == b"real"
+    # Asked again, each key reads the same.
+    assert place.string("history") == where and place.string("model") == model

@@ -55,3 +55,15 @@ def test_varints_read_to_their_end_bound() -> None:
     assert wire.varint(wire.encode_varint(300), 0, 2) == (300, 2)
     with pytest.raises(wire.Malformed):
         wire.varint(wire.encode_varint(300), 0, 1)
+
+
+@pytest.mark.parametrize(
+    "value", [0, 1, 127, 128, 300, 16383, 16384, 2**21 - 1, 2**21, 2**28, 2**35 + 5, 2**63]
+)
+def test_a_varint_reads_the_same_whatever_follows_it(value: int) -> None:
+    encoded = wire.encode_varint(value)
+    for after in (b"", b"\x00", b"\x80\x80\x80"):
+        assert wire.varint(encoded + after, 0, len(encoded) + len(after)) == (value, len(encoded))
+        assert wire.varint(b"\x01" + encoded + after, 1, 1 + len(encoded)) == (value, 1 + len(encoded))
+    with pytest.raises(wire.Malformed):
+        wire.varint(encoded + b"\x00\x00\x00", 0, len(encoded) - 1)
