@@ -17,18 +17,23 @@ from collector.detect.content import parse_json
 from collector.detect.facts import prompts as prompt_facts
 from collector.otlp.views import Encoded
 
-# Bytes in each piece of a remembered history: fewer pieces to compare on each span of a long
-# session, against up to one piece copied again when a continuation is remembered.
+# The size of a whole piece of a remembered history: pieces smaller than this, its newest
+# bytes, are merged as continuations add to them (``History``).
 CHUNK = 65_536
 
 
 class History:
     """A message history read before: a JSON array, or an object holding one under its first
     history key (``prompt_facts.HISTORY_KEYS``).  Kept as its UTF-8 bytes up to the array's closing
-    bracket (``end``), in pieces of ``CHUNK`` bytes compared in place with a later history's
-    bytes, and the bytes from that bracket on (``tail``: "]" for an array).  One that
-    continues it shares its whole pieces: remembering a continuation copies only what it
-    adds."""
+    bracket (``end``), in pieces compared in place with a later history's bytes, and the bytes
+    from that bracket on (``tail``: "]" for an array).
+
+    One that continues another shares its pieces and adds one holding what it adds, merged
+    with the newest pieces under ``CHUNK`` while they are less than twice its size.  So the
+    pieces under ``CHUNK`` come last, each at least twice the next: a history of n bytes is
+    in at most n / ``CHUNK`` + 17 pieces; and remembering a continuation copies what it
+    adds and the pieces it merges, each byte again only when the piece holding it grows
+    half as large again (a few times in all)."""
 
     __slots__ = ("chunks", "end", "tail")
     chunks: list[bytes]
@@ -38,13 +43,20 @@ class History:
     def __init__(self, raw: Encoded, end: int, before: History | None = None) -> None:
         self.end = end
         self.tail = raw.piece(end, len(raw))
-        if before is None and end <= CHUNK:  # most histories: one piece, nothing shared
-            self.chunks = [raw.piece(0, end)]
+        if before is None:
+            self.chunks = (
+                [raw.piece(0, end)]  # most histories: one piece
+                if end <= CHUNK
+                else [raw.piece(at, min(at + CHUNK, end)) for at in range(0, end, CHUNK)]
+            )
             return
-        # ``raw`` continues ``before``: its whole pieces are this one's first.
-        kept = before.end // CHUNK if before is not None else 0
-        shared: list[bytes] = before.chunks[:kept] if before is not None else []
-        self.chunks = shared + [raw.piece(at, min(at + CHUNK, end)) for at in range(kept * CHUNK, end, CHUNK)]
+        # ``raw`` continues ``before``: its pieces are this one's first.
+        chunks = before.chunks.copy()
+        added = raw.piece(before.end, end)
+        while chunks and len(chunks[-1]) < CHUNK and len(chunks[-1]) < 2 * len(added):
+            added = chunks.pop() + added
+        chunks.append(added)
+        self.chunks = chunks
 
     def starts(self, raw: Encoded) -> bool:
         """``raw``'s first ``self.end`` bytes are this history's."""
