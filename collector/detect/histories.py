@@ -60,9 +60,9 @@ class History:
 
     def starts(self, raw: Encoded) -> bool:
         """``raw``'s first ``self.end`` bytes are this history's."""
-        at = 0
+        data, at, end = raw.data, raw.start, raw.end  # compared where they sit
         for chunk in self.chunks:
-            if not raw.has_at(chunk, at):
+            if not data.startswith(chunk, at, end):
                 return False
             at += len(chunk)
         return True

@@ -31,6 +31,7 @@ _SPANS = 2  # ScopeSpans.spans
 _TRACE_ID, _SPAN_ID, _ATTRIBUTES = 1, 2, 9  # Span fields
 _KEY, _VALUE = 1, 2  # KeyValue fields
 _STRING_VALUE = 1  # AnyValue.string_value
+_TRACE_ID_TAG, _SPAN_ID_TAG = _TRACE_ID << 3 | _LENGTH, _SPAN_ID << 3 | _LENGTH
 _ATTRIBUTE_TAG, _VALUE_TAG = _ATTRIBUTES << 3 | _LENGTH, _VALUE << 3 | _LENGTH
 
 
@@ -75,14 +76,20 @@ class SpanBytes:
         self._found: list[tuple[int, int]] | None = None  # long strings found, in order
 
     def _is_the_span(self) -> bool:
-        if self._checked is None:
-            ids = (
-                bytes((_TRACE_ID << 3 | _LENGTH, len(self.trace_id)))
-                + self.trace_id
-                + bytes((_SPAN_ID << 3 | _LENGTH, len(self.span_id)))
-                + self.span_id
+        if self._checked is None:  # the span's first fields: its trace id, then its span id
+            raw, at, trace_id, span_id = self.raw, self.start, self.trace_id, self.span_id
+            span_id_at = at + 2 + len(trace_id)
+            self._checked = (
+                len(trace_id) < 0x80
+                and len(span_id) < 0x80
+                and span_id_at + 2 + len(span_id) <= self.end
+                and raw[at] == _TRACE_ID_TAG
+                and raw[at + 1] == len(trace_id)
+                and raw.startswith(trace_id, at + 2)
+                and raw[span_id_at] == _SPAN_ID_TAG
+                and raw[span_id_at + 1] == len(span_id)
+                and raw.startswith(span_id, span_id_at + 2)
             )
-            self._checked = len(self.trace_id) < 0x80 and self.raw.startswith(ids, self.start, self.end)
         return self._checked
 
     def string(self, key: str) -> tuple[int, int] | None:
@@ -93,16 +100,18 @@ class SpanBytes:
         if not (self._checked if self._checked is not None else self._is_the_span()):
             return None
         pattern = _KEY_FIELDS.get(key) or _key_field(key)
+        raw, end = self.raw, self.end
         found = self._found
         if found is None:
-            return self._record(_string_in(self.raw, pattern, self.start, self.end, self.end))
+            attribute = _attribute_in(raw, pattern, self.start, end, end)
+            return None if attribute is None else self._record(attribute[1])
         at = self.start
-        for skip_from, skip_to in found:  # the bytes between the strings found
-            attribute = _attribute_in(self.raw, pattern, at, skip_from, self.end)
+        for skip_from, skip_to in (*found, (end, end)):  # the bytes between the strings found
+            attribute = _attribute_in(raw, pattern, at, skip_from, end)
             if attribute is not None:
                 return self._record(attribute[1])
             at = skip_to
-        return self._record(_string_in(self.raw, pattern, at, self.end, self.end))
+        return None
 
     def _record(self, where: tuple[int, int] | None) -> tuple[int, int] | None:
         if where is not None and where[1] - where[0] >= SKIPPED_FROM:
@@ -132,13 +141,6 @@ def _key_field(key: str) -> bytes:
     return field
 
 
-def _string_in(raw: bytes, pattern: bytes, start: int, to: int, end: int) -> tuple[int, int] | None:
-    """The string value of the first attribute whose key field ``pattern`` begins in
-    ``raw[start:to]`` (the span ending at ``end``): None for none, or no string."""
-    attribute = _attribute_in(raw, pattern, start, to, end)
-    return None if attribute is None else attribute[1]
-
-
 def _attribute_in(
     raw: bytes, pattern: bytes, start: int, to: int, end: int
 ) -> tuple[int, tuple[int, int] | None] | None:
@@ -159,21 +161,28 @@ def _attribute_in(
 def _attribute_at(raw: bytes, at: int, end: int, key_bytes: int) -> tuple[int, tuple[int, int] | None] | None:
     """When ``raw[at:]`` opens a span attribute's KeyValue (its key taking ``key_bytes``):
     where the KeyValue ends and where its string value sits (None: no string); else None."""
-    for tag_at in range(at - 2, at - 7, -1):  # the KeyValue's length before it, a varint of 1-5 bytes
-        if tag_at < 0 or raw[tag_at] != _ATTRIBUTE_TAG:
-            continue
-        length, after = varint(raw, tag_at + 1, at)
-        kv_end = at + length
-        if after != at or kv_end > end:
-            continue
-        value_at = at + key_bytes
-        if value_at >= kv_end or raw[value_at] != _VALUE_TAG:
-            return kv_end, None
-        value_size, value_start = varint(raw, value_at + 1, kv_end)
-        if value_start + value_size != kv_end:
+    # The KeyValue's tag, then its length: a varint of 1-5 bytes ending before ``at``, all
+    # but its last byte with the high bit set.
+    tag_at = at - 2
+    if tag_at < 0 or raw[at - 1] & 0x80:
+        return None
+    while raw[tag_at] & 0x80:
+        tag_at -= 1
+        if tag_at < 0 or at - tag_at > 6:
             return None
-        return kv_end, _string_of(raw, value_start, kv_end)
-    return None
+    if raw[tag_at] != _ATTRIBUTE_TAG:
+        return None
+    length = varint(raw, tag_at + 1, at)[0]
+    kv_end = at + length
+    if kv_end > end:
+        return None
+    value_at = at + key_bytes
+    if value_at >= kv_end or raw[value_at] != _VALUE_TAG:
+        return kv_end, None
+    value_size, value_start = varint(raw, value_at + 1, kv_end)
+    if value_start + value_size != kv_end:
+        return None
+    return kv_end, _string_of(raw, value_start, kv_end)
 
 
 def _string_of(raw: bytes, start: int, end: int) -> tuple[int, int] | None:

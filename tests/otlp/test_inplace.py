@@ -120,3 +120,18 @@ def test_a_long_string_found_is_not_searched_again_for_another_key() -> None:
     assert model is not None and body[model[0] : model[1]] == b"real"
     # Asked again, each key reads the same.
     assert place.string("history") == where and place.string("model") == model
+
+
+def test_strings_of_every_length_size_read_in_place() -> None:
+    """Attribute, value and string lengths of one to four bytes (up to 3 MB), each key
+    before and after the longer strings."""
+    sizes = [0, 10, 127, 128, 200, 16_383, 16_384, 20_000, 2_097_152, 3_000_000]
+    attributes = [(f"k{size}", "\u2014" * (size // 3) + "x" * (size % 3)) for size in sizes]
+    request, body = _one_span([*attributes, ("after", "last")])
+    (span,) = spans_of(request)
+    ((start, end),) = inplace.span_ranges(body)
+    for order in (attributes, attributes[::-1]):
+        place = inplace.SpanBytes(body, start, end, span.trace_id, span.span_id)
+        for key, text in [*order, ("after", "last")]:
+            where = place.string(key)
+            assert where is not None and body[where[0] : where[1]] == text.encode(), key
