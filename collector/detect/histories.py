@@ -32,8 +32,8 @@ class History:
     with the newest pieces under ``CHUNK`` while they are less than twice its size.  So the
     pieces under ``CHUNK`` come last, each at least twice the next: a history of n bytes is
     in at most n / ``CHUNK`` + 17 pieces; and remembering a continuation copies what it
-    adds and the pieces it merges, each byte again only when the piece holding it grows
-    half as large again (a few times in all)."""
+    adds and, once, the pieces it merges: a byte is copied again only when the piece holding
+    it grows half as large again (a few times in all)."""
 
     __slots__ = ("chunks", "end", "tail")
     chunks: list[bytes]
@@ -52,10 +52,12 @@ class History:
             return
         # ``raw`` continues ``before``: its pieces are this one's first.
         chunks = before.chunks.copy()
-        added = raw.piece(before.end, end)
-        while chunks and len(chunks[-1]) < CHUNK and len(chunks[-1]) < 2 * len(added):
-            added = chunks.pop() + added
-        chunks.append(added)
+        merged = [raw.piece(before.end, end)]  # newest first
+        size = len(merged[0])
+        while chunks and len(chunks[-1]) < CHUNK and len(chunks[-1]) < 2 * size:
+            merged.append(chunks.pop())
+            size += len(merged[-1])
+        chunks.append(merged[0] if len(merged) == 1 else b"".join(reversed(merged)))
         self.chunks = chunks
 
     def starts(self, raw: Encoded) -> bool:

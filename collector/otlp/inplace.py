@@ -110,7 +110,7 @@ class SpanBytes:
             attribute = _attribute_in(raw, pattern, at, skip_from, end)
             if attribute is not None:
                 return self._record(attribute[1])
-            at = skip_to
+            at = max(at, skip_to)
         return None
 
     def _record(self, where: tuple[int, int] | None) -> tuple[int, int] | None:
