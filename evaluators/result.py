@@ -30,10 +30,18 @@ class JudgeUsage:
     context_truncated: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+_set = object.__setattr__  # how a frozen result's dict is set, once, as it is made
+
+
+@dataclass(frozen=True, init=False)
 class EvaluationResult:
     """One row of a session's account.  Only a judged row carries a score, a label and
-    ``passed``; any other status never counts as a pass (``passed`` is None)."""
+    ``passed``; any other status never counts as a pass (``passed`` is None).
+
+    Frozen, and checked as it is made.  ``__init__`` is written out rather than generated:
+    a generated frozen one sets each of the 18 fields through ``object.__setattr__``, which
+    made up a quarter of planning a session; this one sets the instance's dict at once.  Its
+    parameters are the fields, in order, with their defaults (``tests/evaluators``)."""
 
     evaluation: str
     status: Status
@@ -54,19 +62,63 @@ class EvaluationResult:
     judge: JudgeUsage | None = None
     tenant: str = ""  # the session's tenant; a record names it only when it is not ""
 
-    def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
-        if self.status == "judged":
-            if self.score is None or self.passed is None:
+    def __init__(
+        self,
+        evaluation: str,
+        status: Status,
+        reason: str,
+        session_id: str,
+        revision: int,
+        trace_id: str | None = None,
+        span_id: str | None = None,
+        skill: str | None = None,
+        framework: str | None = None,
+        signal: str | None = None,
+        score: float | None = None,
+        label: str | None = None,
+        passed: bool | None = None,
+        explanation: str = "",
+        body_source: BodySource | None = None,
+        catalog_source: BodySource | None = None,
+        judge: JudgeUsage | None = None,
+        tenant: str = "",
+    ) -> None:
+        if status == "judged":
+            if score is None or passed is None:
                 raise ValueError("a judged result needs a score and passed")
-        elif self.score is not None or self.label is not None or self.passed is not None:
-            raise ValueError(f"a {self.status} result carries no score, label or passed")
+        elif status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+        elif score is not None or label is not None or passed is not None:
+            raise ValueError(f"a {status} result carries no score, label or passed")
+        _set(
+            self,
+            "__dict__",
+            {
+                "evaluation": evaluation,
+                "status": status,
+                "reason": reason,
+                "session_id": session_id,
+                "revision": revision,
+                "trace_id": trace_id,
+                "span_id": span_id,
+                "skill": skill,
+                "framework": framework,
+                "signal": signal,
+                "score": score,
+                "label": label,
+                "passed": passed,
+                "explanation": explanation,
+                "body_source": body_source,
+                "catalog_source": catalog_source,
+                "judge": judge,
+                "tenant": tenant,
+            },
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        # Field by field: ``dataclasses.asdict`` deep-copies every value, and every closed
-        # session turns a dozen results into records.
-        record = {name: getattr(self, name) for name in _RESULT_FIELDS}
+        # A copy of the instance's dict (its fields, in order): ``dataclasses.asdict``
+        # deep-copies every value, and every closed session turns a dozen results into records.
+        record = dict(self.__dict__)
         if not self.tenant:
             del record["tenant"]
         if self.judge is not None:
@@ -91,7 +143,6 @@ class EvaluationResult:
         )
 
 
-_RESULT_FIELDS = tuple(f.name for f in fields(EvaluationResult))
 _USAGE_FIELDS = tuple(f.name for f in fields(JudgeUsage))
 
 
