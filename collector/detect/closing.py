@@ -578,7 +578,12 @@ def _combined(one: ToolCall, other: ToolCall) -> ToolCall:
 
 
 def json_text(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+    """``json.dumps(value, ensure_ascii=False, default=str)``, by one encoder made once (``dumps``
+    with options makes an encoder a call)."""
+    return _JSON_TEXT.encode(value)
+
+
+_JSON_TEXT = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
 def _parsed(result: MessageResult) -> object:
