@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -54,6 +54,14 @@ class SkillLabels:
             if len(self._reserved) + len(self._observed) >= self._limit:
                 return
             folded = fold_skill_name(name)
+            if len(folded) <= MAX_LABEL_LENGTH and folded not in self._reserved:
+                self._observed.add(folded)
+
+    def learn_folded(self, folded_names: Iterable[str]) -> None:
+        """``learn``, for names already folded (``fold_skill_name``): a catalog's keys."""
+        for folded in folded_names:
+            if len(self._reserved) + len(self._observed) >= self._limit:
+                return
             if len(folded) <= MAX_LABEL_LENGTH and folded not in self._reserved:
                 self._observed.add(folded)
 

@@ -7,7 +7,7 @@ from the registry's copy is reported (a skill changed under a running agent).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from evaluators import skill_md
 from evaluators.evidence import Session, SkillLoad
@@ -15,9 +15,9 @@ from evaluators.registry import SkillRegistry, same_body
 from evaluators.result import BodySource
 
 
-@dataclass(frozen=True, slots=True)
-class SkillUse:
-    """All loads of one skill (folded name) in a session."""
+class SkillUse(NamedTuple):
+    """All loads of one skill (folded name) in a session.  A named tuple: every session's
+    plan makes one a skill, and a frozen dataclass sets each field through ``object.__setattr__``."""
 
     name: str
     loads: tuple[SkillLoad, ...]

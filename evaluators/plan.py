@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from evaluators import registry as registry_mod
 from evaluators.evidence import CatalogEntry, Session
@@ -91,8 +91,10 @@ class Plan:
 # -- shared decisions ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class ResolvedCatalog:
+class ResolvedCatalog(NamedTuple):
+    """The catalog a session's judges are shown (``resolve_catalog``).  A named tuple: every
+    session's plan makes one, and a frozen dataclass sets each field through ``object.__setattr__``."""
+
     entries: tuple[CatalogEntry, ...]
     source: BodySource
     state: str  # advertised | empty | not_recorded

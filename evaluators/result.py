@@ -30,10 +30,18 @@ class JudgeUsage:
     context_truncated: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+_set = object.__setattr__  # how a frozen result's dict is set, once, as it is made
+
+
+@dataclass(frozen=True, init=False)
 class EvaluationResult:
     """One row of a session's account.  Only a judged row carries a score, a label and
-    ``passed``; any other status never counts as a pass (``passed`` is None)."""
+    ``passed``; any other status never counts as a pass (``passed`` is None).
+
+    Frozen, and checked as it is made.  ``__init__`` is written out rather than generated:
+    a generated frozen one sets each of the 18 fields through ``object.__setattr__``, which
+    made up a quarter of planning a session; this one sets the instance's dict at once.  Its
+    parameters are the fields, in order, with their defaults (``tests/evaluators``)."""
 
     evaluation: str
     status: Status
@@ -54,19 +62,63 @@ class EvaluationResult:
     judge: JudgeUsage | None = None
     tenant: str = ""  # the session's tenant; a record names it only when it is not ""
 
-    def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
-        if self.status == "judged":
-            if self.score is None or self.passed is None:
+    def __init__(
+        self,
+        evaluation: str,
+        status: Status,
+        reason: str,
+        session_id: str,
+        revision: int,
+        trace_id: str | None = None,
+        span_id: str | None = None,
+        skill: str | None = None,
+        framework: str | None = None,
+        signal: str | None = None,
+        score: float | None = None,
+        label: str | None = None,
+        passed: bool | None = None,
+        explanation: str = "",
+        body_source: BodySource | None = None,
+        catalog_source: BodySource | None = None,
+        judge: JudgeUsage | None = None,
+        tenant: str = "",
+    ) -> None:
+        if status == "judged":
+            if score is None or passed is None:
                 raise ValueError("a judged result needs a score and passed")
-        elif self.score is not None or self.label is not None or self.passed is not None:
-            raise ValueError(f"a {self.status} result carries no score, label or passed")
+        elif status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+        elif score is not None or label is not None or passed is not None:
+            raise ValueError(f"a {status} result carries no score, label or passed")
+        _set(
+            self,
+            "__dict__",
+            {
+                "evaluation": evaluation,
+                "status": status,
+                "reason": reason,
+                "session_id": session_id,
+                "revision": revision,
+                "trace_id": trace_id,
+                "span_id": span_id,
+                "skill": skill,
+                "framework": framework,
+                "signal": signal,
+                "score": score,
+                "label": label,
+                "passed": passed,
+                "explanation": explanation,
+                "body_source": body_source,
+                "catalog_source": catalog_source,
+                "judge": judge,
+                "tenant": tenant,
+            },
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        # Field by field: ``dataclasses.asdict`` deep-copies every value, and every closed
-        # session turns a dozen results into records.
-        record = {name: getattr(self, name) for name in _RESULT_FIELDS}
+        # A copy of the instance's dict (its fields, in order): ``dataclasses.asdict``
+        # deep-copies every value, and every closed session turns a dozen results into records.
+        record = dict(self.__dict__)
         if not self.tenant:
             del record["tenant"]
         if self.judge is not None:
@@ -91,7 +143,6 @@ class EvaluationResult:
         )
 
 
-_RESULT_FIELDS = tuple(f.name for f in fields(EvaluationResult))
 _USAGE_FIELDS = tuple(f.name for f in fields(JudgeUsage))
 
 
@@ -121,16 +172,17 @@ def judged(
     explanation: str = "",
     **where: Any,
 ) -> EvaluationResult:
+    # The leading fields by position: each keyword is matched against the parameters in turn.
     return EvaluationResult(
-        evaluation=evaluation,
-        status="judged",
-        reason=reason,
+        evaluation,
+        "judged",
+        reason,
+        session.session_id,
+        session.revision,
         score=score,
         passed=passed,
         label=label,
         explanation=explanation,
-        session_id=session.session_id,
-        revision=session.revision,
         framework=session.framework,
         tenant=session.tenant,
         **where,
@@ -146,12 +198,12 @@ def unjudged(
     **where: Any,
 ) -> EvaluationResult:
     return EvaluationResult(
-        evaluation=evaluation,
-        status=status,
-        reason=reason,
+        evaluation,
+        status,
+        reason,
+        session.session_id,
+        session.revision,
         explanation=explanation,
-        session_id=session.session_id,
-        revision=session.revision,
         framework=session.framework,
         tenant=session.tenant,
         **where,
@@ -181,92 +233,117 @@ class Coverage:
     def _accounting(self, counts: dict[str, int]) -> dict[str, Any]:
         """``accounting`` from the rows each evaluation produced (``counts``)."""
         loads = self.session.skill_loads
-        owed = {
-            SELECTION: len(loads),
-            FOLLOWING: len({fold_skill_name(load.skill) for load in loads}),
-            OMISSION: 1,
+        enabled = self.enabled
+        selection = {"owed": len(loads) if SELECTION in enabled else 0, "rows": counts.get(SELECTION, 0)}
+        following = {
+            "owed": len({fold_skill_name(load.skill) for load in loads}) if FOLLOWING in enabled else 0,
+            "rows": counts.get(FOLLOWING, 0),
         }
-        rows = {
-            name: {"owed": owed[name] if name in self.enabled else 0, "rows": counts.get(name, 0)}
-            for name in (SELECTION, FOLLOWING, OMISSION)
+        omission = {"owed": 1 if OMISSION in enabled else 0, "rows": counts.get(OMISSION, 0)}
+        return {
+            SELECTION: selection,
+            FOLLOWING: following,
+            OMISSION: omission,
+            "adds_up": selection["owed"] == selection["rows"]
+            and following["owed"] == following["rows"]
+            and omission["owed"] == omission["rows"],
         }
-        return {**rows, "adds_up": all(v["owed"] == v["rows"] for v in rows.values())}
 
     def judge_totals(self) -> dict[str, Any]:
         return _judge_totals([r.judge for r in self.results if r.judge is not None])
 
     def to_dict(self) -> dict[str, Any]:
+        """The coverage line.  Made once per closed session, so built directly: one pass
+        over the results for every tally, keys set in place (no ``**`` merges)."""
         s = self.session
-        # One pass over the results for every tally the line shows.
-        by_status: dict[str, int] = {}
+        by_status = dict.fromkeys(STATUSES, 0)
         by_evaluation: dict[str, dict[str, int]] = {}
+        rows: dict[str, int] = {}
         met: list[str | None] = []
         missed: list[str | None] = []
         used: list[JudgeUsage] = []
         for r in self.results:
-            by_status[r.status] = by_status.get(r.status, 0) + 1
-            by_reason = by_evaluation.setdefault(r.evaluation, {})
+            by_status[r.status] += 1
+            evaluation = r.evaluation
+            by_reason = by_evaluation.get(evaluation)
+            if by_reason is None:
+                by_reason = by_evaluation[evaluation] = {}
             key = f"{r.status}/{r.reason}"
             by_reason[key] = by_reason.get(key, 0) + 1
-            if r.evaluation == "skill_invoked":
+            rows[evaluation] = rows.get(evaluation, 0) + 1
+            if evaluation == "skill_invoked":
                 if r.passed:
                     met.append(r.skill)
                 elif r.passed is False:
                     missed.append(r.skill)
             if r.judge is not None:
                 used.append(r.judge)
-        rows = {name: sum(by_reason.values()) for name, by_reason in by_evaluation.items()}
-        loads_by_status = _tally(load.status for load in s.skill_loads)
-        return {
-            "session_id": s.session_id,
-            **({"tenant": s.tenant} if s.tenant else {}),
-            "revision": s.revision,
-            "trace_id": _session_trace(s),
-            "framework": s.framework,
-            "close_reason": s.close_reason,
-            "spans": s.span_count,
-            "content_capture": s.content_capture,
-            **({"key_source": s.key_source} if s.key_source else {}),
-            **_user_requests(s),
-            "catalog": {
-                "state": s.catalog.state,
-                "skills": sorted(e.name for e in s.catalog.skills.values()),
-                **(
-                    {"truncated": True, "entries_not_kept": s.catalog.truncated}
-                    if s.catalog.truncated
-                    else {}
-                ),
-            },
-            "skill_loads": [
-                {
-                    "skill": load.skill,
-                    "status": load.status,
-                    "signal": load.signal,
-                    "has_body": load.has_body,
-                    "span_id": load.span_id,
-                    "trace_id": load.trace_id,
-                    **({"body_truncated": True, "body_chars_cut": load.body_cut} if load.body_cut else {}),
-                }
-                for load in s.skill_loads
-            ],
-            "loads_by_status": {k: loads_by_status.get(k, 0) for k in LOAD_STATUSES},
-            "expectations": {
-                "expected": list(s.expected_skills),
-                "met": met,
-                "missed": missed,
-                "state": "declared" if s.expected_skills else "none",
-                "why": {skill: _because(because) for skill, because in s.expected_because.items()},
-            },
-            "turns": [
-                {"request": _cut(user_request(turn)), "trace_id": turn.trace_id, "span_id": turn.span_id}
-                for turn in s.turns[:MAX_TURNS_SHOWN]
-            ],
-            "results_by_status": {k: by_status.get(k, 0) for k in STATUSES},
-            "evaluations": by_evaluation,
-            "accounting": self._accounting(rows),
-            "judge": _judge_totals(used),
-            **(_unreadable(s) if s.unreadable_count else {}),
+        loads = s.skill_loads
+        loads_by_status = dict.fromkeys(LOAD_STATUSES, 0)
+        shown: list[dict[str, Any]] = []
+        for load in loads:
+            if load.status in loads_by_status:
+                loads_by_status[load.status] += 1
+            shown_load = {
+                "skill": load.skill,
+                "status": load.status,
+                "signal": load.signal,
+                "has_body": bool(load.body),
+                "span_id": load.span_id,
+                "trace_id": load.trace_id,
+            }
+            if load.body_cut:
+                shown_load["body_truncated"] = True
+                shown_load["body_chars_cut"] = load.body_cut
+            shown.append(shown_load)
+        turns = s.turns
+        catalog = s.catalog
+        catalog_line: dict[str, Any] = {
+            "state": catalog.state,
+            "skills": sorted([e.name for e in catalog.skills.values()]),
         }
+        if catalog.truncated:
+            catalog_line["truncated"] = True
+            catalog_line["entries_not_kept"] = catalog.truncated
+        line: dict[str, Any] = {"session_id": s.session_id}
+        if s.tenant:
+            line["tenant"] = s.tenant
+        line["revision"] = s.revision
+        line["trace_id"] = _session_trace(s)
+        line["framework"] = s.framework
+        line["close_reason"] = s.close_reason
+        line["spans"] = s.span_count
+        line["content_capture"] = s.content_capture
+        if s.key_source:
+            line["key_source"] = s.key_source
+        # What the user asked in each turn, in the user's own words (injected context
+        # removed), the first ``MAX_REQUESTS_LISTED`` each cut at ``MAX_REQUEST_CHARS``; and
+        # where the first was read ("not_recorded" when no turn recorded one: rules on user
+        # messages matched nothing, and the judges were told so).
+        line["turn_count"] = len(turns)
+        line["user_requests"] = [user_request(t)[:MAX_REQUEST_CHARS] for t in turns[:MAX_REQUESTS_LISTED]]
+        line["user_request_source"] = (turns[0].source or "recorded") if turns else "not_recorded"
+        line["catalog"] = catalog_line
+        line["skill_loads"] = shown
+        line["loads_by_status"] = loads_by_status
+        line["expectations"] = {
+            "expected": list(s.expected_skills),
+            "met": met,
+            "missed": missed,
+            "state": "declared" if s.expected_skills else "none",
+            "why": {skill: _because(because) for skill, because in s.expected_because.items()},
+        }
+        line["turns"] = [
+            {"request": _cut(user_request(turn)), "trace_id": turn.trace_id, "span_id": turn.span_id}
+            for turn in turns[:MAX_TURNS_SHOWN]
+        ]
+        line["results_by_status"] = by_status
+        line["evaluations"] = by_evaluation
+        line["accounting"] = self._accounting(rows)
+        line["judge"] = _judge_totals(used) if used else _no_judge_totals()
+        if s.unreadable_count:
+            line.update(_unreadable(s))
+        return line
 
 
 # The coverage line names each turn's request, cut, for the session page; the evidence itself
@@ -282,18 +359,6 @@ def user_request(turn: Turn) -> str:
 
 def _cut(text: str) -> str:
     return text if len(text) <= MAX_REQUEST_CHARS else text[:MAX_REQUEST_CHARS] + " [...]"
-
-
-def _user_requests(s: Session) -> dict[str, Any]:
-    """What the user asked in each turn, in the user's own words (injected context removed),
-    the first ``MAX_REQUESTS_LISTED`` each cut at ``MAX_REQUEST_CHARS``; and where the first
-    was read ("not_recorded" when no turn recorded one: rules on user messages matched
-    nothing, and the judges were told so)."""
-    return {
-        "turn_count": len(s.turns),
-        "user_requests": [user_request(t)[:MAX_REQUEST_CHARS] for t in s.turns[:MAX_REQUESTS_LISTED]],
-        "user_request_source": (s.turns[0].source or "recorded") if s.turns else "not_recorded",
-    }
 
 
 MAX_REQUESTS_LISTED = 20  # requests a coverage line lists (``turn_count`` counts them all)
@@ -336,6 +401,19 @@ def _tally(values: Iterable[str]) -> dict[str, int]:
     for value in values:
         counts[value] = counts.get(value, 0) + 1
     return counts
+
+
+def _no_judge_totals() -> dict[str, Any]:
+    """``_judge_totals([])``, without six sums over nothing."""
+    return {
+        "rows": 0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+        "cost_usd": 0,
+        "context_truncated": 0,
+    }
 
 
 def _judge_totals(used: list[JudgeUsage]) -> dict[str, Any]:

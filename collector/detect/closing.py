@@ -14,7 +14,7 @@ import json
 from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from collector.detect import log_calls, messages, names, skill_shapes, skill_tools
@@ -51,29 +51,40 @@ class Closed:
 
 
 def run(gathered: Gathered) -> Closed:
-    """Every pass, in order."""
+    """Every pass, in order; a pass with nothing of its own to read (no log records, no
+    history calls, ...) is left out, as it would return what it was given."""
     g = gathered
-    calls, loads = merge_split_calls(g.tool_calls, g.skill_loads)
-    calls, loads = complete_from_log_calls(calls, loads, g.log_calls, g.links, checks=False)
+    calls, loads = merge_split_calls(g.tool_calls, g.skill_loads)  # new lists: the passes' own
+    if g.log_calls:
+        calls, loads = complete_from_log_calls(calls, loads, g.log_calls, g.links, checks=False)
     # What a permission check names (a skill, a path, a command) is what the call asked for,
     # not content the harness recorded: the session's content capture is read before.
     capture = content_capture(calls, g.content_seen, bool(g.turns))
-    calls, loads = complete_from_log_calls(calls, loads, g.log_calls, g.links, checks=True)
+    if g.log_calls:
+        calls, loads = complete_from_log_calls(calls, loads, g.log_calls, g.links, checks=True)
     loads = loads_by_shape(calls, loads, g.catalog, g.known_skills)
-    loads = settle_from_records(loads, g.log_results, g.activated, g.unnamed_activations)
-    loads = name_from_requests(loads, g.active_skills)
-    loads = attach_injections(loads, g.injected)
-    loads = add_message_calls(calls, loads, g.message_calls, g.message_results, g.catalog, g.known_skills)
+    if g.log_results or g.activated or g.unnamed_activations:
+        loads = settle_from_records(loads, g.log_results, g.activated, g.unnamed_activations)
+    if g.active_skills:
+        loads = name_from_requests(loads, g.active_skills)
+    if g.injected:
+        loads = attach_injections(loads, g.injected)
+    if g.message_calls:
+        loads = add_message_calls(calls, loads, g.message_calls, g.message_results, g.catalog, g.known_skills)
     loads = keep_names(loads, g.catalog)
-    turns = sorted(g.turns, key=lambda t: t.start_unix_nano)
-    turns = merge_restated_turns(turns, g.answers)
-    turns = answer_turns(turns, g.answers)
-    return Closed(
-        sorted(calls, key=lambda c: c.start_unix_nano),
-        sorted(loads, key=lambda s: s.time_unix_nano),
-        turns,
-        capture,
-    )
+    turns = sorted(g.turns, key=_STARTED)
+    if len(turns) > 1:
+        turns = merge_restated_turns(turns, g.answers)
+    if g.answers:
+        turns = answer_turns(turns, g.answers)
+    calls.sort(key=_STARTED)
+    loads.sort(key=_AT)
+    return Closed(calls, loads, turns, capture)
+
+
+_STARTED = attrgetter("start_unix_nano")  # of a turn, of a tool call
+_AT = attrgetter("time_unix_nano")  # of a load
+_END = itemgetter(0)  # of an answer: (end time, raw answer)
 
 
 # Every field of a load and of a turn, in their constructors' order (``changed``, ``answer_turns``).
@@ -523,7 +534,7 @@ def answer_turns(turns: list[Turn], answers: list[tuple[int, str]]) -> list[Turn
     answers that end together, the one that arrived last)."""
     if not answers:
         return list(turns)
-    ordered = sorted(answers, key=lambda answer: answer[0])
+    ordered = sorted(answers, key=_END)
     ends = [end for end, _ in ordered]
     answered: list[Turn] = []
     for i, turn in enumerate(turns):
@@ -567,7 +578,12 @@ def _combined(one: ToolCall, other: ToolCall) -> ToolCall:
 
 
 def json_text(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+    """``json.dumps(value, ensure_ascii=False, default=str)``, by one encoder made once (``dumps``
+    with options makes an encoder a call)."""
+    return _JSON_TEXT.encode(value)
+
+
+_JSON_TEXT = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
 def _parsed(result: MessageResult) -> object:

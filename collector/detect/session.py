@@ -551,9 +551,11 @@ class SessionEvidence:
                 known_skills=self._rules.known_skills,
             )
         )
-        expected = dict(self._expected)
-        for found in self._rules.from_messages([t.user_message for t in closed.turns]):
-            expected.setdefault(fold_skill_name(found.skill), found)
+        expected = self._expected
+        if self._rules.by_message:  # rules on the user's requests: read them, turn by turn
+            expected = dict(expected)
+            for found in self._rules.from_messages([t.user_message for t in closed.turns]):
+                expected.setdefault(fold_skill_name(found.skill), found)
         first_agent = min(self.agent_spans) if self.agent_spans else None
         return Session(
             session_id=session_id,

@@ -109,7 +109,7 @@ class Closing(Binding):
             self.unkeyed += 1  # no key named it: a session of its own, evaluated, said so
         keep = not session.provisional and reason in REOPEN_WHOLE
         self.closed_by_reason[reason] = self.closed_by_reason.get(reason, 0) + 1
-        traces = tuple(sorted(t.hex() for t in session.traces))
+        traces = tuple(sorted(map(bytes.hex, session.traces)))
         if self._on_record is not None:
             self._on_record(
                 Closed(

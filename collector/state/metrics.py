@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -101,45 +103,63 @@ class CoverageMetrics:
         )
 
     def session_evaluated(self, session: Session, results: list[EvaluationResult], lag: float) -> None:
-        child = self._series
-        self.skill_labels.learn([e.name for e in session.catalog.skills.values()])
-        tenant = session.tenant  # one of the operator's configured tenants, or ""
-        child(
-            self.sessions_evaluated, session.framework, session.catalog.state, session.content_capture, tenant
-        ).inc()
-        for load in session.skill_loads:
-            child(
-                self.skill_loads,
-                session.framework,
-                load.signal,
-                load.status,
-                self.skill_labels(load.skill),
-                tenant,
-            ).inc()
-        if not session.skill_loads:
-            child(self.sessions_without_load, session.catalog.state, tenant).inc()
-        if session.catalog.truncated:
-            self.sessions_catalog_truncated.inc()
-            self.catalog_entries_dropped.inc(session.catalog.truncated)
-        if session.expected_skills:
-            self.sessions_with_expectations.inc()
+        self.sessions_evaluated_together([(session, results, lag)])
+
+    def sessions_evaluated_together(
+        self, evaluated: Iterable[tuple[Session, list[EvaluationResult], float]]
+    ) -> None:
+        """Count recorded revisions: (session, its results, seconds from close to record).
+        The counters' increments are summed over ``evaluated`` first and each series is
+        incremented once (a batch of sessions shares most of its series); what a scrape
+        reads after the call is what one call per session would have left."""
+        series = self._series
+        labels = self.skill_labels
+        counts: dict[tuple[Any, tuple[str, ...]], int] = {}
+        plain: dict[Any, float] = {}  # counters without labels
+
+        def count(metric: Any, *values: str) -> None:
+            key = (metric, values)
+            counts[key] = counts.get(key, 0) + 1
+
         now = time.time()
-        missed = False
-        for result in results:
-            child(self.evaluations, result.evaluation, result.status, result.reason, tenant).inc()
-            if result.status == "judged" and result.score is not None:
-                skill = self.skill_labels(result.skill) if result.skill else "none"
-                framework = result.framework or session.framework
-                child(self.scores, result.evaluation, skill, framework).observe(result.score)
-                verdict = "pass" if result.passed else "fail"
-                child(self.verdicts, result.evaluation, skill, framework, verdict).inc()
-                child(self.last_success, result.evaluation).set(now)
-            if result.evaluation == "skill_invoked":
-                skill = self.skill_labels(result.skill)
-                child(self.expected_checks, skill).inc()
-                if result.passed is False:
-                    missed = True
-                    child(self.expected_misses, skill, result.reason).inc()
-        if missed:
-            self.sessions_with_missed_expectations.inc()
-        self.evaluation_lag.observe(lag)
+        for session, results, lag in evaluated:
+            catalog = session.catalog
+            if catalog.skills:
+                labels.learn_folded(catalog.skills)  # its keys: the skills' folded names
+            tenant = session.tenant  # one of the operator's configured tenants, or ""
+            framework = session.framework
+            count(self.sessions_evaluated, framework, catalog.state, session.content_capture, tenant)
+            for load in session.skill_loads:
+                count(self.skill_loads, framework, load.signal, load.status, labels(load.skill), tenant)
+            if not session.skill_loads:
+                count(self.sessions_without_load, catalog.state, tenant)
+            if catalog.truncated:
+                plain[self.sessions_catalog_truncated] = plain.get(self.sessions_catalog_truncated, 0) + 1
+                dropped = self.catalog_entries_dropped
+                plain[dropped] = plain.get(dropped, 0) + catalog.truncated
+            if session.expected_skills:
+                plain[self.sessions_with_expectations] = plain.get(self.sessions_with_expectations, 0) + 1
+            missed = False
+            for result in results:
+                count(self.evaluations, result.evaluation, result.status, result.reason, tenant)
+                if result.status == "judged" and result.score is not None:
+                    skill = labels(result.skill) if result.skill else "none"
+                    result_framework = result.framework or framework
+                    series(self.scores, result.evaluation, skill, result_framework).observe(result.score)
+                    verdict = "pass" if result.passed else "fail"
+                    count(self.verdicts, result.evaluation, skill, result_framework, verdict)
+                    series(self.last_success, result.evaluation).set(now)
+                if result.evaluation == "skill_invoked":
+                    skill = labels(result.skill)
+                    count(self.expected_checks, skill)
+                    if result.passed is False:
+                        missed = True
+                        count(self.expected_misses, skill, result.reason)
+            if missed:
+                missed_key = self.sessions_with_missed_expectations
+                plain[missed_key] = plain.get(missed_key, 0) + 1
+            self.evaluation_lag.observe(lag)
+        for (metric, values), n in counts.items():
+            series(metric, *values).inc(n)
+        for metric, amount in plain.items():
+            metric.inc(amount)

@@ -30,7 +30,7 @@ from collector.state.types import Recorded, Spool, encode_record
 from evaluators.result import Coverage
 
 log = logging.getLogger("skillgauge")
-_RECORD_BATCH = 64  # evaluated sessions per transaction (~2 ms of the loop)
+RECORD_BATCH = 64  # evaluated sessions per transaction (~2 ms of the loop)
 _STORAGE_RETRY = 1.0  # seconds between tries while storage fails
 
 
@@ -61,7 +61,7 @@ class Recorder:
     async def _record_waiting(self) -> None:
         waiting = self._waiting
         while waiting:  # a bounded batch at a time: the loop's other work waits for each
-            await self._record([waiting.popleft() for _ in range(min(len(waiting), _RECORD_BATCH))])
+            await self._record([waiting.popleft() for _ in range(min(len(waiting), RECORD_BATCH))])
 
     async def _record(self, batch: list[Evaluated]) -> None:
         # Each revision as stored, and its coverage line with its results as dicts: what the
@@ -101,12 +101,14 @@ class Recorder:
                 log.error("recording %d evaluated sessions failed: %s", len(ready), err)
             return
         now = time.monotonic()
-        for item, (key, _, _, _), _ in ready:
-            coverage = item.coverage
-            if self.keep_closed:
-                self.closed.append(coverage)
-            self.metrics.session_evaluated(coverage.session, coverage.results, now - item.closed_at)
-            log.debug("session %r evaluated: %d results", key, len(coverage.results))
+        if self.keep_closed:
+            self.closed += [item.coverage for item, _, _ in ready]
+        self.metrics.sessions_evaluated_together(
+            (item.coverage.session, item.coverage.results, now - item.closed_at) for item, _, _ in ready
+        )
+        if log.isEnabledFor(logging.DEBUG):
+            for item, (key, _, _, _), _ in ready:
+                log.debug("session %r evaluated: %d results", key, len(item.coverage.results))
 
     async def _while_storage_fails(self, write: Callable[[], Awaitable[None]]) -> None:
         """Run ``write``; while it fails for want of storage, wait and run it again (until

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import pickle
+
 import pytest
 
 from evaluators import skill_invoked
@@ -16,6 +20,24 @@ def test_only_judged_results_carry_a_verdict() -> None:
         EvaluationResult("x", "judged", "ok", "s", 1)
     with pytest.raises(ValueError, match="status must be"):
         EvaluationResult("x", "passed", "ok", "s", 1)  # type: ignore[arg-type]
+
+
+def test_a_result_is_made_from_its_fields_and_stays_as_made() -> None:
+    """The written-out ``__init__`` takes every field, in order, with the field's default."""
+    params = list(inspect.signature(EvaluationResult).parameters.values())
+    fields = dataclasses.fields(EvaluationResult)
+    assert [(p.name, p.default) for p in params] == [
+        (f.name, inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default) for f in fields
+    ]
+    row = EvaluationResult("x", "skipped", "sampled_out", "s", 2, skill="a", tenant="t")
+    assert row == EvaluationResult(**row.to_dict()) == dataclasses.replace(row)
+    assert row != dataclasses.replace(row, revision=3) and hash(row) == hash(dataclasses.replace(row))
+    assert list(row.to_dict()) == [f.name for f in fields]
+    assert pickle.loads(pickle.dumps(row)) == row
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.reason = "ok"  # type: ignore[misc]
+    with pytest.raises(ValueError, match="carries no score"):
+        dataclasses.replace(row, score=1.0)
 
 
 def _load(skill: str, status: str, message: str | None = None) -> SkillLoad:

@@ -11,7 +11,7 @@ in the benchmark's ingest phase):
   plan       ``evaluators.suite.plan``: every deterministic row, judge rows skipped
   results    each result as the JSON record the spool stores
   coverage   the coverage line, the same way
-  metrics    ``CoverageMetrics.session_evaluated``
+  metrics    ``CoverageMetrics.sessions_evaluated_together``, in the recorder's batches
   index      ``index.index_revisions`` (in the store's writer thread, off the event loop):
              the row /v1/sessions lists and /v1/sessions/{id} serves, each line parsed again
   index_dicts  the same rows from the dicts the recorder already has (what it does; "all"
@@ -49,7 +49,7 @@ from collector.db.shared import Db  # noqa: E402
 from collector.evaluate.runner import settings_from  # noqa: E402
 from collector.service import GC_THRESHOLDS  # noqa: E402
 from collector.sessions.assembler import Assembler  # noqa: E402
-from collector.state import index  # noqa: E402
+from collector.state import index, recorder  # noqa: E402
 from collector.state.metrics import CoverageMetrics  # noqa: E402
 from collector.state.types import encode_record, with_results  # noqa: E402
 from evaluators import suite  # noqa: E402
@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     # What the recorder has in hand when it saves (it made the records from them).
     dicts = [{**c.to_dict(), "results": [r.to_dict() for r in c.results]} for c in coverages]
     n = len(sessions)
+    batch = recorder.RECORD_BATCH  # sessions the recorder records (and counts) together
     spans = sum(s.span_count for s in sessions)
     results = sum(len(c.results) for c in coverages)
     print(f"{n} sessions, {spans / n:.1f} spans and {results / n:.1f} results a session")
@@ -122,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         "plan": lambda: [suite.plan(s, settings) for s in sessions],
         "results": lambda: [[encode_record(r.to_dict()) for r in c.results] for c in coverages],
         "coverage": lambda: [encode_record(c.to_dict()) for c in coverages],
-        "metrics": lambda: [metrics.session_evaluated(c.session, c.results, 0.1) for c in coverages],
+        "metrics": lambda: [
+            metrics.sessions_evaluated_together((c.session, c.results, 0.1) for c in coverages[i : i + batch])
+            for i in range(0, n, batch)
+        ],
         "index": lambda: index.index_revisions(Db(db, "sqlite"), lines),
         # The recorder's way: the listing's columns from the dicts it has (no parse).
         "index_dicts": lambda: index.store(Db(db, "sqlite"), index.prepare(lines, dicts)),
