@@ -358,15 +358,19 @@ def response_raw(view: SpanView, plan: SpanPlan | None = None) -> str | None:
     """The raw text of the span's recorded answer (``answer_text`` reads it)."""
     attrs = view.attrs
     for _, key, _ in (plan or plan_of(attrs)).responses:  # the first of ``_fields`` with text
-        text = _readable(attrs, key)
-        if text is not None:
+        text = attrs.text(key)  # ``_readable``, inline
+        if text and not is_redacted(text):
             return text
     if view.span.events:
         for event in view.events:
-            for key, _ in _RESPONSE_EVENTS.get(event.name, ()):
-                if key in event.attrs:
-                    text = _readable(event.attrs, key)
-                    if text is not None:
+            wanted = _RESPONSE_EVENTS.get(event.name)
+            if wanted is None:
+                continue
+            event_attrs = event.attrs
+            for key, _ in wanted:
+                if key in event_attrs:
+                    text = event_attrs.text(key)
+                    if text and not is_redacted(text):
                         return text
     return None
 

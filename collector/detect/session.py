@@ -172,10 +172,10 @@ class SessionEvidence:
         # Not counted as content seen: an unknown key may hold anything, and tool definitions
         # are no conversation.  These are read for a catalog in their descriptions, and only
         # when they hold a catalog's marker (most hold none, and a walk of them costs).
-        if plan.others:
-            prompts += [("other", raw) for raw in messages.other_prompt_texts(view.attrs, plan)]
-        if plan.inputs:
-            prompts += [(messages.INPUT, raw) for raw in messages.input_texts(view.attrs, plan)]
+        for other in messages.other_prompt_texts(view.attrs, plan) if plan.others else ():
+            prompts.append(("other", other))  # a loop: most spans add none, and a list costs a call
+        for given in messages.input_texts(view.attrs, plan) if plan.inputs else ():
+            prompts.append((messages.INPUT, given))
         if plan.tool_definitions:
             prompts += [
                 tools for tools in messages.tool_definitions(view, plan) if _has_any(tools[1], _CATALOG_RAW)
