@@ -80,7 +80,7 @@ def _readable(attrs: Attributes, key: str) -> str | None:
 def encoded_text(attrs: Attributes, key: str) -> Encoded | None:
     """The text under ``key`` as UTF-8 bytes (a value that is no string: as its JSON text)."""
     raw = attrs.encoded(key)
-    if raw is None:
+    if raw is None and key in attrs:  # a value that is no string
         text = attrs.text(key)
         raw = Encoded.of(text) if text is not None else None
     return raw
@@ -110,8 +110,14 @@ def prompt_fields(view: SpanView, plan: SpanPlan | None = None) -> list[tuple[st
         for event in view.events:
             wanted = _PROMPT_EVENTS.get(event.name)
             if wanted is not None:
-                for key, role in wanted:  # an absent key adds nothing: no test of presence first
-                    _add_prompt(found, role, event.attrs, key)
+                event_attrs = event.attrs
+                if len(wanted) == 1:  # an absent key adds nothing: no test of presence first
+                    _add_prompt(found, wanted[0][1], event_attrs, wanted[0][0])
+                    continue
+                present = event_attrs.by_key()  # an event holds one of its listed keys, or few
+                for key, role in wanted:
+                    if key in present:
+                        _add_prompt(found, role, event_attrs, key)
     for key in plan.flattened_texts:
         flattened = _readable(attrs, key)
         if flattened is not None:
@@ -124,13 +130,18 @@ def prompt_fields(view: SpanView, plan: SpanPlan | None = None) -> list[tuple[st
 
 
 def _add_prompt(found: list[tuple[str, str | Encoded]], role: str, attrs: Attributes, key: str) -> None:
+    """``found`` + (role, the text under ``key``) as ``_encoded`` or ``_readable`` reads it
+    (their steps inline: this runs for every prompt field of every span)."""
     if role in _ENCODED_ROLES:
-        raw = _encoded(attrs, key)
-        if raw is not None:
+        raw = attrs.encoded(key)
+        if raw is None and key in attrs:  # a value that is no string: as its JSON text
+            text = attrs.text(key)
+            raw = Encoded.of(text) if text is not None else None
+        if raw and not is_redacted_encoded(raw):
             found.append((role, raw))
         return
-    text = _readable(attrs, key)
-    if text is not None:
+    text = attrs.text(key)
+    if text and not is_redacted(text):
         found.append((role, text))
 
 
@@ -145,17 +156,14 @@ def other_prompt_texts(attrs: Attributes, plan: SpanPlan | None = None) -> list[
     without a row records."""
     found: list[Encoded] = []
     for key in (plan or plan_of(attrs)).others:
-        raw = attrs.encoded(key)
-        # At least PROMPT_MIN_CHARS characters: a character is 1-4 bytes.
-        if (
-            raw is not None
-            and len(raw) >= prompt_facts.PROMPT_MIN_CHARS
-            and (
-                len(raw) >= 4 * prompt_facts.PROMPT_MIN_CHARS
-                or len(raw.text()) >= prompt_facts.PROMPT_MIN_CHARS
-            )
-        ):
-            found.append(raw)
+        # Most such keys hold a name or a count (``gen_ai.system``, ``*.prompt_tokens``): the
+        # value is read as it is, which costs less than its bytes, and text of at least
+        # PROMPT_MIN_CHARS characters is then encoded from it.
+        value = attrs.get(key)
+        if type(value) is str and len(value) >= prompt_facts.PROMPT_MIN_CHARS:
+            raw = attrs.encoded(key)
+            if raw is not None:
+                found.append(raw)
     return found
 
 
@@ -350,15 +358,19 @@ def response_raw(view: SpanView, plan: SpanPlan | None = None) -> str | None:
     """The raw text of the span's recorded answer (``answer_text`` reads it)."""
     attrs = view.attrs
     for _, key, _ in (plan or plan_of(attrs)).responses:  # the first of ``_fields`` with text
-        text = _readable(attrs, key)
-        if text is not None:
+        text = attrs.text(key)  # ``_readable``, inline
+        if text and not is_redacted(text):
             return text
     if view.span.events:
         for event in view.events:
-            for key, _ in _RESPONSE_EVENTS.get(event.name, ()):
-                if key in event.attrs:
-                    text = _readable(event.attrs, key)
-                    if text is not None:
+            wanted = _RESPONSE_EVENTS.get(event.name)
+            if wanted is None:
+                continue
+            event_attrs = event.attrs
+            for key, _ in wanted:
+                if key in event_attrs:
+                    text = event_attrs.text(key)
+                    if text and not is_redacted(text):
                         return text
     return None
 

@@ -76,6 +76,7 @@ class SessionEvidence:
         "_rules",
         "_scanned",
         "_turn_texts",
+        "_unnamed",
         "_unnamed_activations",
         "agent_spans",
         "catalog",
@@ -94,6 +95,7 @@ class SessionEvidence:
         self._rules = rules
         self.framework = ""  # as the table names it
         self._framework_shape = ""  # as the telemetry names itself (``frameworks.by_shape``)
+        self._unnamed: tuple[str, str] | None = None  # (scope, service) the table does not name
         self.span_count = 0
         self.tool_calls: list[ToolCall] = []
         self.skill_loads: list[SkillLoad] = []
@@ -170,10 +172,10 @@ class SessionEvidence:
         # Not counted as content seen: an unknown key may hold anything, and tool definitions
         # are no conversation.  These are read for a catalog in their descriptions, and only
         # when they hold a catalog's marker (most hold none, and a walk of them costs).
-        if plan.others:
-            prompts += [("other", raw) for raw in messages.other_prompt_texts(view.attrs, plan)]
-        if plan.inputs:
-            prompts += [(messages.INPUT, raw) for raw in messages.input_texts(view.attrs, plan)]
+        for other in messages.other_prompt_texts(view.attrs, plan) if plan.others else ():
+            prompts.append(("other", other))  # a loop: most spans add none, and a list costs a call
+        for given in messages.input_texts(view.attrs, plan) if plan.inputs else ():
+            prompts.append((messages.INPUT, given))
         if plan.tool_definitions:
             prompts += [
                 tools for tools in messages.tool_definitions(view, plan) if _has_any(tools[1], _CATALOG_RAW)
@@ -183,6 +185,8 @@ class SessionEvidence:
         fresh: list[tuple[str, str]] = []
         for role, raw in prompts:
             if isinstance(raw, Encoded):  # a history, or what may be one
+                if len(raw) == 2 and raw.has_at(_EMPTY_OBJECT, 0):
+                    continue  # an empty object: no message, and no history to remember
                 part = self.histories.unread_part(raw, role)
                 # A history read whole is remembered by hash like other text; a continuation
                 # or a repeat was recognised by comparing bytes, without hashing all of them.
@@ -291,7 +295,11 @@ class SessionEvidence:
         """The framework by the table; until one is named, the first name by shape."""
         service = view.resource.attrs.text(framework_facts.SERVICE_NAME_KEY) or ""
         by_span = framework_facts.FRAMEWORK_SPAN_NAMES.get(span_name, "")
+        if self._framework_shape and (view.scope, service) == self._unnamed:
+            self.framework = by_span  # the table names neither this scope nor this service
+            return
         self.framework = frameworks.known(view.scope, service) or by_span
+        self._unnamed = None if self.framework else (view.scope, service)
         if not self.framework and not self._framework_shape:
             attrs = view.resource.attrs
             sdk = next((attrs.text(key) or "" for key in frameworks.sdk_keys() if key in attrs), "")
@@ -431,7 +439,7 @@ class SessionEvidence:
         session reads it (``readings.contents``).
         """
         plan = readings.plan(raw)
-        known = self._known_in(raw)
+        known = self._known_in(raw) if self._rules.known_skills else False
         wants_catalog = bool(plan.catalog_markers) or known or plan.shaped_catalog
         if not (wants_catalog or plan.blocks or plan.injections):
             return
@@ -579,6 +587,7 @@ class SessionEvidence:
 # Where a turn's request was read (``Turn.source``): a span's recorded input, a log record
 # of the prompt (``log_facts.LOG_USER_PROMPTS``), a logged GenAI message event.
 _FROM_SPAN, _FROM_LOG_PROMPT, _FROM_LOG_MESSAGE = "span", "log_prompt", "log_message"
+_EMPTY_OBJECT = b"{}"  # a history field holding nothing (middleware spans record their empty input)
 _TOOL_DESCRIPTION = "tool_description"  # the role under which the last tool description is kept
 _ACTIVATIONS = ("skill_tool", "log_event")  # loads that activate a skill: a tool call, a logged activation
 
