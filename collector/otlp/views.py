@@ -18,7 +18,7 @@ value to Python only when it is asked for:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from operator import attrgetter
 from typing import Any
 
@@ -33,6 +33,7 @@ _ERROR = Status.STATUS_CODE_ERROR
 _OK = Status.STATUS_CODE_OK
 _EVENT_NAME = "event.name"
 _MISSING: Any = object()
+_NOT_LISTED: list[Any] = []
 # What is worked out from key shapes (``Attributes.shape``) is kept for this many shapes at
 # most: a deployment has a few dozen.
 SHAPES_KEPT = 4096
@@ -152,7 +153,7 @@ _SHAPES: dict[tuple[str, ...], _Shape] = {}  # keys as written -> their ``_Shape
 _KEY = attrgetter("key")
 
 
-def _shape_of(kvs: Sequence[KeyValue]) -> _Shape:
+def _shape_of(kvs: list[KeyValue]) -> _Shape:
     written = tuple(map(_KEY, kvs))
     shape = _SHAPES.get(written)
     if shape is None:
@@ -167,14 +168,14 @@ class Attributes:
 
     The first lookup reads each ``KeyValue``'s key, into one tuple; where each key's value
     sits is worked out once per key shape (``_Shape``, kept for ``SHAPES_KEPT`` shapes), so
-    a span costs that tuple and one lookup of it, not a dict of its own.  A ``KeyValue`` is
-    taken again only for a key somebody reads."""
+    a span costs that tuple and one lookup of it, not a dict of its own."""
 
-    __slots__ = ("_in_place", "_kvs", "_positions", "_shape", "_values")
+    __slots__ = ("_in_place", "_kvs", "_listed", "_positions", "_shape", "_values")
 
-    def __init__(self, kvs: Sequence[KeyValue], in_place: SpanBytes | None = None) -> None:
+    def __init__(self, kvs: Collection[KeyValue], in_place: SpanBytes | None = None) -> None:
         self._kvs = kvs
         self._in_place = in_place  # where the strings sit in the request as received, if known
+        self._listed: list[KeyValue] = _NOT_LISTED  # each KeyValue, once indexed
         self._positions: dict[str, int] | None = None
         self._shape: _Shape | None = None
         self._values: dict[str, Any] | None = None
@@ -182,7 +183,8 @@ class Attributes:
     def _index(self) -> dict[str, int]:
         # Each KeyValue as it is: its AnyValue is taken only for the keys somebody reads.
         if self._positions is None:
-            shape = self._shape = _shape_of(self._kvs)
+            self._listed = listed = list(self._kvs)
+            shape = self._shape = _shape_of(listed)
             self._positions = shape.positions
         return self._positions
 
@@ -207,7 +209,7 @@ class Attributes:
         at = (self._positions if self._positions is not None else self._index()).get(key)
         if at is None:
             return None
-        any_value = self._kvs[at].value
+        any_value = self._listed[at].value
         # ``value_of``, without a call for the common case: text (an AnyValue holding
         # anything else reads as "")
         value = values[key] = any_value.string_value or value_of(any_value)
@@ -227,7 +229,7 @@ class Attributes:
             where = self._in_place.string(key)
             if where is not None:
                 return Encoded(self._in_place.raw, where[0], where[1])  # no copy
-        return encoded_of(self._kvs[at].value)
+        return encoded_of(self._listed[at].value)
 
     def text(self, key: str) -> str | None:
         value = self.get(key)

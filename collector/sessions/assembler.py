@@ -320,7 +320,7 @@ class Assembler(Admission):
         values = view.attrs
         if session.provisional and not session.skill_named:
             session.skill_named = mentions_skills(values)
-        session.ids.add(ident)
+        session.ids[ident] = None
         session.spans += 1
         session.bytes += size
         session.last_seen = now
@@ -414,7 +414,7 @@ class Assembler(Admission):
                         )
                         if session.provisional and not session.skill_named:
                             session.skill_named = mentions_skills(view.attrs)
-                        session.ids.add(ident)
+                        session.ids[ident] = None
                         session.bytes += len(encoded)
                         session.last_seen = now
                         session.evidence.observe_log(view)
@@ -475,7 +475,7 @@ class Assembler(Admission):
                 view = LogView(LogRecord.FromString(early.encoded), early.scope, ResourceView(early.resource))
                 if session.provisional and not session.skill_named:
                     session.skill_named = mentions_skills(view.attrs)
-                session.ids.add(early.ident)
+                session.ids[early.ident] = None
                 session.bytes += len(early.encoded)
                 session.evidence.observe_log(view)
             except Exception as err:  # this record alone, as when placed on arrival

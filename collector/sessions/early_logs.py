@@ -19,7 +19,7 @@ Nothing held is ever dropped, and a record is held once: a re-sent copy is recog
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
@@ -98,7 +98,7 @@ class EarlyLogs:
         records = self._by_span.get((trace, span_id)) if self._order else None
         return [self._remove(r) for r in list(records)] if records is not None else []
 
-    def take_bound_to(self, traces: set[bytes], bound: Callable[[str], bool]) -> list[EarlyLog]:
+    def take_bound_to(self, traces: Iterable[bytes], bound: Callable[[str], bool]) -> list[EarlyLog]:
         """The records of ``traces`` whose ``bound_to`` passes ``bound``, in arrival order,
         let go."""
         out: list[EarlyLog] = []
