@@ -232,7 +232,10 @@ class Attributes:
         return encoded_of(self._listed[at].value)
 
     def text(self, key: str) -> str | None:
-        value = self.get(key)
+        values = self._values
+        value = values.get(key, _MISSING) if values is not None else _MISSING
+        if value is _MISSING:  # not read yet (``get``'s first read, without a call for a text read again)
+            value = self.get(key)
         return value if value is None or type(value) is str else as_text(value)
 
     def first_text(self, keys: Iterable[str]) -> str | None:
