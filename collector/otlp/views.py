@@ -5,9 +5,8 @@ view reads a repeated field at most once, when somebody first asks for it, and c
 value to Python only when it is asked for:
 
 - ``Attributes``: a span's, log record's, resource's or span event's attributes; the first
-  lookup reads the keys (a key written twice keeps its last value, as in a map), and each
-  value becomes a Python value (``value_of``) the first time it is read.  Where each key's
-  value sits is worked out once per key shape, not once per span.
+  lookup indexes the keys (a key written twice keeps its last value, as in a map), and each
+  value becomes a Python value (``value_of``) the first time it is read.
 - ``SpanView.events``: the span's events, each with its own ``Attributes``, in span order.
 - ``LogView.message_fields``: a log body written ``[message, "<JSON object>"]``, parsed once.
 - ``Encoded``: a string value's UTF-8 bytes, for a reader that decodes only part of a long
@@ -19,7 +18,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable, Mapping
-from operator import attrgetter
 from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -33,7 +31,6 @@ _ERROR = Status.STATUS_CODE_ERROR
 _OK = Status.STATUS_CODE_OK
 _EVENT_NAME = "event.name"
 _MISSING: Any = object()
-_NOT_LISTED: list[Any] = []
 # What is worked out from key shapes (``Attributes.shape``) is kept for this many shapes at
 # most: a deployment has a few dozen.
 SHAPES_KEPT = 4096
@@ -136,125 +133,82 @@ def encoded_of(value: AnyValue) -> Encoded | None:
         shift += 7
 
 
-class _Shape:
-    """What the keys of one attribute list decide, shared by every list written with the
-    same keys in the same order: the keys as one tuple (a key written twice: once, where it
-    was first written) and where each key's value is (a key written twice: its last)."""
-
-    __slots__ = ("keys", "positions", "repeats")
-
-    def __init__(self, written: tuple[str, ...]) -> None:
-        self.positions = {key: at for at, key in enumerate(written)}
-        self.repeats = len(self.positions) != len(written)
-        self.keys = tuple(self.positions) if self.repeats else written
-
-
-_SHAPES: dict[tuple[str, ...], _Shape] = {}  # keys as written -> their ``_Shape``
-_KEY = attrgetter("key")
-
-
-def _shape_of(kvs: list[KeyValue]) -> _Shape:
-    written = tuple(map(_KEY, kvs))
-    shape = _SHAPES.get(written)
-    if shape is None:
-        shape = _Shape(written)
-        if len(_SHAPES) < SHAPES_KEPT:
-            _SHAPES[written] = shape
-    return shape
-
-
 class Attributes:
-    """Key lookup over a repeated ``KeyValue`` field, read lazily (see the module doc).
+    """Key lookup over a repeated ``KeyValue`` field, read lazily (see the module doc)."""
 
-    The first lookup reads each ``KeyValue``'s key, into one tuple; where each key's value
-    sits is worked out once per key shape (``_Shape``, kept for ``SHAPES_KEPT`` shapes), so
-    a span costs that tuple and one lookup of it, not a dict of its own."""
-
-    __slots__ = ("_in_place", "_kvs", "_listed", "_positions", "_shape", "_values")
+    __slots__ = ("_by_key", "_in_place", "_kvs", "_shape", "_values")
 
     def __init__(self, kvs: Collection[KeyValue], in_place: SpanBytes | None = None) -> None:
         self._kvs = kvs
         self._in_place = in_place  # where the strings sit in the request as received, if known
-        self._listed: list[KeyValue] = _NOT_LISTED  # each KeyValue, once indexed
-        self._positions: dict[str, int] | None = None
-        self._shape: _Shape | None = None
-        self._values: dict[str, Any] | None = None
+        self._by_key: dict[str, KeyValue] | None = None
+        self._values: dict[str, Any] = {}
+        self._shape: tuple[str, ...] | None = None
 
-    def _index(self) -> dict[str, int]:
+    def _index(self) -> dict[str, KeyValue]:
         # Each KeyValue as it is: its AnyValue is taken only for the keys somebody reads.
-        if self._positions is None:
-            self._listed = listed = list(self._kvs)
-            shape = self._shape = _shape_of(listed)
-            self._positions = shape.positions
-        return self._positions
+        if self._by_key is None:
+            self._by_key = {kv.key: kv for kv in self._kvs}
+        return self._by_key
 
     def __contains__(self, key: str) -> bool:
-        return key in (self._positions if self._positions is not None else self._index())
+        return key in (self._by_key if self._by_key is not None else self._index())
 
-    def positions(self) -> Mapping[str, int]:
-        """Each key, in attribute order, with the position of the ``KeyValue`` that holds its
-        value: for a caller that tests several keys (``key in``) without a call for each.
-        Read only: shared by every attribute list of the same keys."""
-        return self._positions if self._positions is not None else self._index()
+    def by_key(self) -> Mapping[str, KeyValue]:
+        """Each key's ``KeyValue`` (a key written twice: its last), in attribute order: for a
+        caller that tests several keys (``key in``) without a call for each.  Read only."""
+        return self._by_key if self._by_key is not None else self._index()
 
     def get(self, key: str) -> Any:
         """The value under ``key`` as a Python value, or None."""
-        values = self._values
-        if values is None:
-            values = self._values = {}
-        else:
-            value = values.get(key, _MISSING)
-            if value is not _MISSING:
-                return value
-        at = (self._positions if self._positions is not None else self._index()).get(key)
-        if at is None:
-            return None
-        any_value = self._listed[at].value
-        # ``value_of``, without a call for the common case: text (an AnyValue holding
-        # anything else reads as "")
-        value = values[key] = any_value.string_value or value_of(any_value)
+        value = self._values.get(key, _MISSING)
+        if value is _MISSING:
+            kv = (self._by_key if self._by_key is not None else self._index()).get(key)
+            if kv is None:
+                return None
+            any_value = kv.value
+            # ``value_of``, without a call for the common case: text (an AnyValue holding
+            # anything else reads as "")
+            value = self._values[key] = any_value.string_value or value_of(any_value)
         return value
 
     def encoded(self, key: str) -> Encoded | None:
         """The string under ``key`` as its UTF-8 bytes (``Encoded``), or None (absent, or no
         string).  A text read already is encoded from it."""
-        if self._values is not None:
-            value = self._values.get(key, _MISSING)
-            if value is not _MISSING:
-                return Encoded.of(value) if type(value) is str else None
-        at = (self._positions if self._positions is not None else self._index()).get(key)
-        if at is None:
+        value = self._values.get(key, _MISSING)
+        if value is not _MISSING:
+            return Encoded.of(value) if type(value) is str else None
+        index = self._by_key if self._by_key is not None else self._index()
+        kv = index.get(key)
+        if kv is None:
             return None
-        if self._in_place is not None and self._shape is not None and not self._shape.repeats:
+        if self._in_place is not None and len(index) == len(self._kvs):  # no key written twice
             where = self._in_place.string(key)
             if where is not None:
                 return Encoded(self._in_place.raw, where[0], where[1])  # no copy
-        return encoded_of(self._listed[at].value)
+        return encoded_of(kv.value)
 
     def text(self, key: str) -> str | None:
-        values = self._values
-        value = values.get(key, _MISSING) if values is not None else _MISSING
-        if value is _MISSING:  # not read yet (``get``'s first read, without a call for a text read again)
-            value = self.get(key)
+        value = self.get(key)
         return value if value is None or type(value) is str else as_text(value)
 
     def first_text(self, keys: Iterable[str]) -> str | None:
         """The text of the first of ``keys`` present (which may be empty), or None."""
-        present = self._positions if self._positions is not None else self._index()
+        present = self._by_key if self._by_key is not None else self._index()
         for key in keys:
             if key in present:
                 return self.text(key)
         return None
 
     def keys(self) -> Iterable[str]:
-        return (self._positions if self._positions is not None else self._index()).keys()
+        return (self._by_key if self._by_key is not None else self._index()).keys()
 
     def shape(self) -> tuple[str, ...]:
         """The keys, in attribute order: what one instrumentation's spans of one kind share,
         so that what depends on the keys alone can be worked out once for all of them."""
         if self._shape is None:
-            self._index()
-        return self._shape.keys  # type: ignore[union-attr]  # set by ``_index``
+            self._shape = tuple(self._by_key if self._by_key is not None else self._index())
+        return self._shape
 
     def keys_with_prefix(self, prefix: str) -> list[str]:
         """The keys starting with ``prefix``, in attribute order (a new list each call)."""

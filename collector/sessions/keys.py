@@ -12,8 +12,8 @@ configured key named stays there (the assembler's rule), so an id a harness reco
 something else on a few spans cannot split a run.  Keys that name another run than the
 item's own (a parent's, a previous one's) are not read.
 
-The configured keys are looked up in the item's attributes (``Attributes.positions``: a test
-per key); the names shaped like a session key are worked out once per key set
+The configured keys are looked up in the item's attributes (``Attributes.by_key``: a test per
+key); the names shaped like a session key are worked out once per key set
 (``Attributes.shape``).
 """
 
@@ -119,7 +119,7 @@ class SessionKeys:
         """``configured`` as (session id, ``configured:<attribute>``), or None: what an item
         costs when it is placed (a test of each configured key's presence, a value read only
         for the keys present)."""
-        on_item = values.positions()
+        on_item = values.by_key()
         for on_span, key, source in self._configured:  # most items carry none of the keys, or one
             if on_span:
                 if key not in on_item:
