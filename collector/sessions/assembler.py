@@ -50,7 +50,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from collector.otlp import inplace
 from collector.otlp.inplace import SpanBytes
 from collector.otlp.received import Accepted
-from collector.otlp.views import Attributes, LogView, ResourceView, SpanView
+from collector.otlp.views import LogView, ResourceView, SpanView
 from collector.sessions.admission import Admission, TenantLimited
 from collector.sessions.binding import shaped
 from collector.sessions.closing import nothing_to_evaluate
@@ -233,22 +233,12 @@ class Assembler(Admission):
                             if entry is not None:
                                 yield entry
                         session = self._place(
-                            found,
-                            view.attrs,
-                            trace_id,
-                            span_id,
-                            span.parent_span_id,
-                            size,
-                            request_id,
-                            result,
-                            now,
-                            tenant,
-                            kin,
+                            found, view, trace, trace_id + span_id, size, request_id, result, now, tenant, kin
                         )
                         if session is None:
                             continue
                         session.evidence.observe_span(view)
-                        if self._early:  # records logged under this span, come before it
+                        if self._early.held:  # records logged under this span, come before it
                             self._let_go(self._early.take_span(trace, span_id), now, session)
                     except Exception as err:  # this span alone: its neighbours go on as if it were not sent
                         result.accepted = before + 1  # acknowledged: taken, though unreadable
@@ -278,10 +268,9 @@ class Assembler(Admission):
     def _place(
         self,
         found: tuple[str | None, str],
-        values: Attributes,
-        trace_id: bytes,
-        span_id: bytes,
-        parent: bytes,
+        view: SpanView,
+        trace: bytes,
+        ident: bytes,
         size: int,
         request_id: int,
         result: Accepted,
@@ -292,14 +281,13 @@ class Assembler(Admission):
         """The open session a usable span joins (``found``: its key and what named it,
         ``_key_and_source``), counted in it; None for a span that an
         evaluation before a restart already accounted for, or that its session has taken
-        already (a re-sent span).  ``kin``: its request's spans, for the keyed ancestor of
-        an unkeyed span in a trace of several sessions (``Binding._session_for``)."""
-        trace = scoped(tenant, trace_id) if tenant else trace_id
+        already (a re-sent span).  ``trace``: its trace id, ``scoped``; ``ident``: its trace
+        id and span id.  ``kin``: its request's spans, for the keyed ancestor of an unkeyed
+        span in a trace of several sessions (``Binding._session_for``)."""
         key, source = found
         if self.skip is not None and self.skip(key, trace, request_id):
             result.accepted += 1  # evaluated before the restart: accounted for
             return None
-        ident = trace_id + span_id
         session = self._bound(key, trace, ident)
         if session is None:
             if self._taken(key, trace, ident, tenant):
@@ -307,7 +295,14 @@ class Assembler(Admission):
                 self._duplicate("traces")
                 return None
             session = self._session_for(
-                key, trace, now, request_id, tenant, source, near=parent, ancestor=kin.keyed if kin else None
+                key,
+                trace,
+                now,
+                request_id,
+                tenant,
+                source,
+                near=view.span.parent_span_id,
+                ancestor=kin.keyed if kin else None,
             )
         elif ident in session.ids:
             result.accepted += 1
@@ -322,9 +317,10 @@ class Assembler(Admission):
             ):
                 session.key_source = source  # a configured key names it too (``_session_for``)
             self._touch(session, request_id)
+        values = view.attrs
         if session.provisional and not session.skill_named:
             session.skill_named = mentions_skills(values)
-        session.ids.add(ident)
+        session.ids[ident] = None
         session.spans += 1
         session.bytes += size
         session.last_seen = now
@@ -342,7 +338,7 @@ class Assembler(Admission):
         they decide.  ``trace``: ``scoped``; ``ident``: the span's id."""
         owner = self._trace_owner.get(trace)
         if key is None:
-            if not owner or trace in self._hosts or (self._early and self._early.holds(trace, ident)):
+            if not owner or trace in self._hosts or (self._early.held and self._early.holds(trace, ident)):
                 return None
             return self._open.get(owner)
         if owner != key:
@@ -418,7 +414,7 @@ class Assembler(Admission):
                         )
                         if session.provisional and not session.skill_named:
                             session.skill_named = mentions_skills(view.attrs)
-                        session.ids.add(ident)
+                        session.ids[ident] = None
                         session.bytes += len(encoded)
                         session.last_seen = now
                         session.evidence.observe_log(view)
@@ -479,7 +475,7 @@ class Assembler(Admission):
                 view = LogView(LogRecord.FromString(early.encoded), early.scope, ResourceView(early.resource))
                 if session.provisional and not session.skill_named:
                     session.skill_named = mentions_skills(view.attrs)
-                session.ids.add(early.ident)
+                session.ids[early.ident] = None
                 session.bytes += len(early.encoded)
                 session.evidence.observe_log(view)
             except Exception as err:  # this record alone, as when placed on arrival

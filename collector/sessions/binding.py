@@ -135,7 +135,7 @@ class Binding(Kept):
                         self._aliases.popitem(last=False)
                 self._fold(bound, into=session)
         if trace_id and trace_id not in session.traces:
-            session.traces.add(trace_id)
+            session.traces[trace_id] = None
             self._host(trace_id, session.key, take=True)
         return self._touch(session, request_id)
 
@@ -249,5 +249,5 @@ class Binding(Kept):
         into.skill_named = into.skill_named or provisional.skill_named
         into.requests = sorted({*into.requests, *provisional.requests})
         for trace_id in provisional.traces:
-            into.traces.add(trace_id)
+            into.traces[trace_id] = None
             self._host(trace_id, into.key, take=True)

@@ -19,7 +19,7 @@ Nothing held is ever dropped, and a record is held once: a re-sent copy is recog
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
@@ -61,12 +61,13 @@ class EarlyLogs:
             OrderedDict()
         )  # (trace, ident), oldest first
         self._seq = 0
+        self.held = 0  # records held now (``len``), read on every span
         self.bytes = 0
         self.held_total = 0  # records ever held
         self.let_go_by_bound = 0  # records let go because a bound was hit
 
     def __len__(self) -> int:
-        return len(self._order)
+        return self.held
 
     def holds(self, trace: bytes, ident: bytes) -> bool:
         records = self._by_trace.get(trace)
@@ -81,6 +82,7 @@ class EarlyLogs:
         records[record.ident] = record
         self._by_span.setdefault((record.trace, record.span_id), []).append(record)
         self._order[(record.trace, record.ident)] = record
+        self.held = len(self._order)
         self.bytes += len(record.encoded)
         self.held_total += 1
         out: list[EarlyLog] = []
@@ -96,7 +98,7 @@ class EarlyLogs:
         records = self._by_span.get((trace, span_id)) if self._order else None
         return [self._remove(r) for r in list(records)] if records is not None else []
 
-    def take_bound_to(self, traces: set[bytes], bound: Callable[[str], bool]) -> list[EarlyLog]:
+    def take_bound_to(self, traces: Iterable[bytes], bound: Callable[[str], bool]) -> list[EarlyLog]:
         """The records of ``traces`` whose ``bound_to`` passes ``bound``, in arrival order,
         let go."""
         out: list[EarlyLog] = []
@@ -121,6 +123,7 @@ class EarlyLogs:
         if not records:
             del self._by_trace[record.trace]
         del self._order[(record.trace, record.ident)]
+        self.held = len(self._order)
         under = self._by_span[(record.trace, record.span_id)]
         under.remove(record)
         if not under:

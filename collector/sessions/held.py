@@ -77,11 +77,15 @@ class OpenSession:
         self.spans = 0  # counted over the revisions it carries, as its evidence is
         self.ending = False
         self.provisional = provisional
-        self.traces: set[bytes] = set()
-        self.ids: set[bytes] = set()  # ``item_id`` of every item taken, over the revisions it carries
+        # Its traces, and the id of every item taken over the revisions it carries: dicts of
+        # bytes to None, as sets, which the garbage collector does not track (a set it would
+        # visit at every collection while the session is open).
+        self.traces: Ids = {}
+        self.ids: Ids = {}
         self.requests: list[int] = []  # the spooled requests its items came in, in order
 
 
+Ids = dict[bytes, None]  # a set of ids (``OpenSession.traces``, ``OpenSession.ids``)
 OnClose = Callable[[Session, str], None]
 OnRecord = Callable[[Closed], None]
 OnKeep = Callable[[Reopenable], None]
@@ -100,9 +104,9 @@ class Recent:
     evidence: SessionEvidence
     revision: int
     first_request: int
-    traces: set[bytes]
+    traces: Ids
     spans: int
-    ids: set[bytes]
+    ids: Ids
     requests: list[int]
     bytes: int  # the items' bytes, every revision's: what its evidence costs, about
 

@@ -18,7 +18,7 @@ from collector.detect.session import SessionEvidence
 from collector.otlp.views import LogView, ResourceView, SpanView
 from collector.sessions.binding import shaped
 from collector.sessions.closing import REOPEN_WHOLE, Closing
-from collector.sessions.held import Recent
+from collector.sessions.held import Ids, Recent
 from collector.sessions.items import log_id, scoped, span_problem
 from collector.state.types import Closed, Reopenable
 from evaluators.evidence import split_session_key
@@ -127,8 +127,8 @@ class Restart(Closing):
         evidence = SessionEvidence(self._rules)
         evidence.catalog.limit = self._config.max_catalog_entries
         tenant = split_session_key(entry.session)[0]  # every request it kept is its tenant's
-        traces = {bytes.fromhex(t) for t in entry.traces}
-        ids: set[bytes] = set()  # what it took, so a re-sent copy is still one item
+        traces: Ids = dict.fromkeys(bytes.fromhex(t) for t in entry.traces)
+        ids: Ids = {}  # what it took, so a re-sent copy is still one item
         held = 0  # its items' bytes
         for request in requests:
             if isinstance(request, ExportTraceServiceRequest):
@@ -143,7 +143,7 @@ class Restart(Closing):
                             key, source = self._key_and_source(view.attrs, resource.attrs, tenant)
                             if self._belongs(key, source, span.trace_id, entry.session, traces, tenant):
                                 held += span.ByteSize()
-                                ids.add(span.trace_id + span.span_id)
+                                ids[span.trace_id + span.span_id] = None
                                 evidence.observe_span(view)
             else:
                 for resource_logs in request.resource_logs:
@@ -155,7 +155,7 @@ class Restart(Closing):
                             key, source = self._log_key_and_source(log_view, tenant)
                             if self._belongs(key, source, record.trace_id, entry.session, traces, tenant):
                                 held += record.ByteSize()
-                                ids.add(log_id(record))
+                                ids[log_id(record)] = None
                                 evidence.observe_log(log_view)
         self.seed_revision(entry.session, entry.revision)
         self._recent[entry.session] = Recent(
@@ -174,9 +174,7 @@ class Restart(Closing):
         self._trim_reopenable()
 
     @staticmethod
-    def _belongs(
-        found: str | None, source: str, trace_id: bytes, key: str, traces: set[bytes], tenant: str
-    ) -> bool:
+    def _belongs(found: str | None, source: str, trace_id: bytes, key: str, traces: Ids, tenant: str) -> bool:
         """Whether an item whose own session key is ``found`` (named by ``source``) belongs to
         session ``key`` of ``traces``: a key found by shape yields to the trace's session, as
         when the item was first placed."""

@@ -82,3 +82,18 @@ def test_events_in_span_order_with_their_attributes() -> None:
     ]
     assert view.events is view.events
     assert SpanView(Span(), "scope", ResourceView(Resource())).events == []
+
+
+def test_attribute_lists_of_one_shape_read_their_own_values() -> None:
+    def attrs(*pairs: tuple[str, str]) -> Attributes:
+        return Attributes([KeyValue(key=k, value=AnyValue(string_value=v)) for k, v in pairs])
+
+    first = attrs(("a", "1"), ("b", "2"), ("a", "3"))
+    second = attrs(("a", "x"), ("b", "y"), ("a", "z"))
+    other = attrs(("b", "q"), ("a", "r"))
+    assert first.shape() == second.shape() == ("a", "b")
+    assert other.shape() == ("b", "a")
+    assert [first.get("a"), first.get("b"), second.get("a"), second.get("b")] == ["3", "2", "z", "y"]
+    assert [other.get("a"), other.get("b")] == ["r", "q"]
+    encoded = second.encoded("a")
+    assert encoded is not None and encoded.text() == "z"
