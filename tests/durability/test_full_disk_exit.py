@@ -19,6 +19,10 @@ def test_sigterm_on_a_full_disk_exits_cleanly_and_keeps_what_it_acknowledged(
     tmp_path: Path, small_disk: Path, shared: SharedTables  # noqa: F811
 ) -> None:
     storage = shared.config({"storage": {"path": str(small_disk / "data")}})
+    # The operator's other files on that disk: deleted before the second start, so that it has
+    # room whatever the first one wrote before and after the disk filled (the store's reserve
+    # needs twice its 1 MiB free to be made again, ``collector/state/reserve.py``).
+    (small_disk / "ballast").write_bytes(b"\0" * (3 << 20))
     server = Server(tmp_path, {**storage, "sessions": {"idle_timeout": "1h", "check_interval": "0.1s"}})
     acked: list[str] = []
     try:
@@ -42,6 +46,7 @@ def test_sigterm_on_a_full_disk_exits_cleanly_and_keeps_what_it_acknowledged(
     assert "Traceback" not in log
     assert "storage failing" in log and "next start" in log
     (small_disk / "rest").unlink()
+    (small_disk / "ballast").unlink()
     server = Server(tmp_path, {**storage, "sessions": {"idle_timeout": "1s", "check_interval": "0.1s"}})
     try:
         db = shared.at(small_disk / "data")

@@ -101,7 +101,9 @@ def test_every_recording_assembles_to_the_same_sessions_read_in_place(monkeypatc
     monkeypatch.setattr(inplace, "MIN_AVERAGE_SPAN_BYTES", 0)  # every request, whatever its size
     monkeypatch.setattr(inplace.SpanBytes, "string", counted)
     assert assembled_sessions(requests, raw=True) == parsed
-    assert read["in place"] > 1000
+    # Histories, prompts and answers (727 strings in the recordings); short values of keys no
+    # table names are read as text, not in place.
+    assert read["in place"] > 500
 
 
 def test_a_long_string_found_is_not_searched_again_for_another_key() -> None:
