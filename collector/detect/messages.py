@@ -130,18 +130,13 @@ def prompt_fields(view: SpanView, plan: SpanPlan | None = None) -> list[tuple[st
 
 
 def _add_prompt(found: list[tuple[str, str | Encoded]], role: str, attrs: Attributes, key: str) -> None:
-    """``found`` + (role, the text under ``key``) as ``_encoded`` or ``_readable`` reads it
-    (their steps inline: this runs for every prompt field of every span)."""
     if role in _ENCODED_ROLES:
-        raw = attrs.encoded(key)
-        if raw is None and key in attrs:  # a value that is no string: as its JSON text
-            text = attrs.text(key)
-            raw = Encoded.of(text) if text is not None else None
-        if raw and not is_redacted_encoded(raw):
+        raw = _encoded(attrs, key)
+        if raw is not None:
             found.append((role, raw))
         return
-    text = attrs.text(key)
-    if text and not is_redacted(text):
+    text = _readable(attrs, key)
+    if text is not None:
         found.append((role, text))
 
 
@@ -358,8 +353,8 @@ def response_raw(view: SpanView, plan: SpanPlan | None = None) -> str | None:
     """The raw text of the span's recorded answer (``answer_text`` reads it)."""
     attrs = view.attrs
     for _, key, _ in (plan or plan_of(attrs)).responses:  # the first of ``_fields`` with text
-        text = attrs.text(key)  # ``_readable``, inline
-        if text and not is_redacted(text):
+        text = _readable(attrs, key)
+        if text is not None:
             return text
     if view.span.events:
         for event in view.events:
@@ -369,8 +364,8 @@ def response_raw(view: SpanView, plan: SpanPlan | None = None) -> str | None:
             event_attrs = event.attrs
             for key, _ in wanted:
                 if key in event_attrs:
-                    text = event_attrs.text(key)
-                    if text and not is_redacted(text):
+                    text = _readable(event_attrs, key)
+                    if text is not None:
                         return text
     return None
 
