@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 PERF = Path(__file__).parent / "perf"
@@ -64,6 +65,8 @@ def test_bench_short_mode_prints_its_figures_as_the_last_line() -> None:
         "short_session_wide_detect_us_per_span",
         "long_session_held_detect_us_per_span",
         "short_session_held_detect_us_per_span",
+        "long_session_one_request_detect_us_per_span",
+        "long_session_held_one_request_detect_us_per_span",
         "eval_lag_p95_s",
         "judge_input_tokens_ratio",
     ):
@@ -112,6 +115,35 @@ def test_bench_routes_whole_sessions_to_replicas() -> None:
         assert names[n] == set(owned[n])
     for a, b in ((0, 1), (0, 2), (1, 2)):
         assert not names[a] & names[b] and not traces[a] & traces[b], (a, b)
+
+
+def test_a_long_session_is_sent_in_requests_a_receiver_takes() -> None:
+    """``in_requests``: every span of the long session, in order, in requests within the limit,
+    each as full as the limit allows; a span alone over the limit is refused."""
+    sys.path.insert(0, str(PERF))
+    import bench
+
+    body = bench.long_session(60, salt=1)
+    whole = ExportTraceServiceRequest()
+    whole.ParseFromString(body)
+    limit = len(body) // 5
+    requests = bench.in_requests(body, limit)
+    assert all(len(request) <= limit for request in requests)
+    spans = []
+    for n, raw in enumerate(requests):
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(raw)
+        (rs,) = request.resource_spans
+        assert rs.resource == whole.resource_spans[0].resource
+        assert rs.scope_spans[0].scope == whole.resource_spans[0].scope_spans[0].scope
+        spans += list(rs.scope_spans[0].spans)
+        if n + 1 < len(requests):  # the next span would not have fitted
+            following = whole.resource_spans[0].scope_spans[0].spans[len(spans)]
+            assert len(raw) + following.ByteSize() > limit
+    assert spans == list(whole.resource_spans[0].scope_spans[0].spans)
+    largest = max(span.ByteSize() for span in spans)
+    with pytest.raises(ValueError, match="a span alone"):
+        bench.in_requests(body, largest)
 
 
 def test_judge_call_cost_prints_a_line_for_each_way() -> None:

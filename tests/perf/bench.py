@@ -59,7 +59,9 @@ they are context).  Microseconds a span:
                              per session beside it
   detect_us_per_span         assembler + detectors per span, in process, one core (wall clock)
   long_session_detect_us_per_span  the same for one long session whose chat spans each record
-                             the conversation so far (beside it, the cost of reading each whole)
+                             the conversation so far (beside it, the cost of reading each whole),
+                             sent in requests of at most 4 MiB (the Collector's default), each
+                             parsed and then fed in turn, as serve takes them
   short_session_detect_us_per_span the same spans in sessions of 10 (as many spans in all): the
                              long figure over this one is what a span costs more for the
                              conversation before it
@@ -68,6 +70,10 @@ they are context).  Microseconds a span:
   long_session_held_detect_us_per_span, short_session_held_detect_us_per_span  the same with
                              the history held in an object (Google ADK's legacy llm_request:
                              model, config, contents)
+  long_session_one_request_detect_us_per_span, short_session_one_request_detect_us_per_span,
+  long_session_held_one_request_detect_us_per_span, short_session_held_one_request_detect_us_per_span
+                             the plain and held figures with each session in one request (93 MB
+                             for the long one: over any receiver's limit), as measured before
   eval_lag_p95_s             session close (the ack of the request carrying its end span) to
                              its last evaluation span at a downstream OTLP receiver; one skill's
                              recorded session at 100 sessions/s, fake Anthropic judge; ONE
@@ -149,6 +155,10 @@ LONG_TEMPLATES = {
     True: (FRAMEWORKS / "adk" / "right_skill_legacy.traces.jsonl", "gcp.vertex.agent.llm_request"),
 }
 SHORT_TURNS = 10  # chat spans in each short session of ``long_session``'s spans
+# The largest request ``long_session_cost`` sends: the OpenTelemetry Collector's default for
+# the OTLP messages its receiver takes and its exporters send (gRPC's 4 MiB), well within
+# skillgauge's own ``max_request_bytes`` (16 MiB).
+LONG_REQUEST_BYTES = 4 * 1024**2
 END_ATTRIBUTE = "skillgauge.session.end"
 # Anthropic bills cache writes (5-minute TTL) at 1.25x the input price and cache reads at 0.1x.
 CACHE_WRITE_PRICE, CACHE_READ_PRICE = 1.25, 0.1
@@ -484,36 +494,82 @@ def long_session(turns: int, salt: int = 0, wide: bool = False, held: bool = Fal
     return body
 
 
-def _session_runner(turns: int, sessions: int, wide: bool, held: bool) -> Callable[[], float]:
+def in_requests(body: bytes, limit: int) -> list[bytes]:
+    """The spans of ``body`` (one resource, one scope, as ``long_session`` makes it) in order,
+    packed into requests of at most ``limit`` bytes each, as an exporter sends a long session
+    (a span alone over ``limit``: ValueError, as the receiver would refuse it)."""
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(body)
+    (rs,) = request.resource_spans
+    (ss,) = rs.scope_spans
+    out: list[bytes] = []
+    current: ExportTraceServiceRequest | None = None
+    size = 0
+    for span in ss.spans:
+        framed = span.ByteSize() + 6  # its tag and length
+        if current is not None and size + framed > limit:
+            out.append(current.SerializeToString())
+            current = None
+        if current is None:
+            current = ExportTraceServiceRequest()
+            out_rs = current.resource_spans.add()
+            out_rs.resource.CopyFrom(rs.resource)
+            out_rs.scope_spans.add().scope.CopyFrom(ss.scope)
+            size = current.ByteSize() + 12  # the lengths of the resource and scope spans grow
+        current.resource_spans[0].scope_spans[0].spans.add().CopyFrom(span)
+        size += framed
+    if current is not None:
+        out.append(current.SerializeToString())
+    too_large = [len(request) for request in out if len(request) > limit]
+    if too_large:
+        raise ValueError(f"a span alone makes a request of {too_large[0]} bytes, over {limit}")
+    return out
+
+
+def _session_runner(
+    turns: int, sessions: int, wide: bool, held: bool, request_bytes: int | None
+) -> Callable[[], float]:
     """A round of assembling and detecting ``sessions`` of ``long_session(turns)`` (each in
-    a new assembler, with texts of its own): microseconds of process CPU time a span."""
-    bodies = [long_session(turns, salt, wide, held) for salt in range(sessions)]
+    a new assembler, with texts of its own): microseconds of process CPU time a span.  Each
+    session comes in requests of at most ``request_bytes`` (``in_requests``; None: one
+    request), each parsed, then fed, in turn, as serve takes them."""
+    bodies = [
+        [body] if request_bytes is None else in_requests(body, request_bytes)
+        for body in (long_session(turns, salt, wide, held) for salt in range(sessions))
+    ]
 
     def run() -> float:
         elapsed = 0.0
-        for body in bodies:
+        for requests in bodies:
             assembler = Assembler(parse({}).sessions, lambda session, reason: None)
-            request = ExportTraceServiceRequest()
-            request.ParseFromString(body)
-            start = time.process_time()
-            for _ in assembler.feed(request, 1, Accepted(), raw=body):
-                pass
-            elapsed += time.process_time() - start
+            for request_id, body in enumerate(requests, 1):
+                request = ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                start = time.process_time()
+                for _ in assembler.feed(request, request_id, Accepted(), raw=body):
+                    pass
+                elapsed += time.process_time() - start
         return elapsed / (turns * sessions) * 1e6
 
     return run
 
 
 def long_session_cost(
-    turns: int, rounds: int = 5, wide: bool = False, held: bool = False
+    turns: int,
+    rounds: int = 5,
+    wide: bool = False,
+    held: bool = False,
+    request_bytes: int | None = LONG_REQUEST_BYTES,
 ) -> tuple[float, float, float]:
     """Microseconds of CPU time a span to assemble and detect one ``long_session(turns)``, the same
     chat spans in sessions of ``SHORT_TURNS`` (as many spans in all), and the long one with
-    each history read whole (once).  The long and short rounds alternate and each figure is
+    each history read whole (once).  Sessions come in requests of at most ``request_bytes``
+    (None: each session in one request, however large: 93 MB for 300 turns, which no
+    receiver takes).  The long and short rounds alternate and each figure is
     the best of its ``rounds``: the machine's drift between two phases run one after the
     other moved their quotient more than code changes did (1.08-2.37 in one day's runs)."""
-    long_run = _session_runner(turns, 1, wide, held)
-    short_run = _session_runner(SHORT_TURNS, max(1, turns // SHORT_TURNS), wide, held)
+    long_run = _session_runner(turns, 1, wide, held, request_bytes)
+    short_run = _session_runner(SHORT_TURNS, max(1, turns // SHORT_TURNS), wide, held, request_bytes)
     long_us = short_us = float("inf")
     for _ in range(rounds):
         long_us = min(long_us, long_run())
@@ -1169,9 +1225,9 @@ def main(argv: list[str] | None = None) -> int:
     # costs when the conversation before it is short.
     long_us, short_us, long_whole_us = long_session_cost(turns)
     print(
-        f"a long session ({turns} chat spans, each recording the conversation so far): "
-        f"{long_us:.1f} us/span; reading every history whole: {long_whole_us:.1f} us/span; "
-        f"the same spans in sessions of {SHORT_TURNS}: {short_us:.1f} us/span "
+        f"a long session ({turns} chat spans, each recording the conversation so far, in requests of "
+        f"at most {LONG_REQUEST_BYTES // 1024**2} MiB): {long_us:.1f} us/span; reading every history whole: "
+        f"{long_whole_us:.1f} us/span; the same spans in sessions of {SHORT_TURNS}: {short_us:.1f} us/span "
         f"(long / short: {long_us / short_us:.2f})"
     )
     wide_long_us, wide_short_us, _ = long_session_cost(turns, wide=True)
@@ -1185,6 +1241,17 @@ def main(argv: list[str] | None = None) -> int:
         f"  the same with the history held in an object (model, config, contents): long "
         f"{held_long_us:.1f} us/span, short {held_short_us:.1f} us/span "
         f"(long / short: {held_long_us / held_short_us:.2f})"
+    )
+    # The figure measured before: each session in one request, the long one of 93 MB at 300
+    # turns (over any receiver's limit), its bytes parsed long before its last spans are read.
+    one = {held: long_session_cost(turns, held=held, request_bytes=None)[:2] for held in (False, True)}
+    print(
+        "  each session in one request (over any receiver's limit; the figure measured before): "
+        + ", ".join(
+            f"{name} long {one[held][0]:.1f} us/span, short {one[held][1]:.1f} us/span "
+            f"(long / short: {one[held][0] / one[held][1]:.2f})"
+            for name, held in (("plain", False), ("held", True))
+        )
     )
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -1232,6 +1299,10 @@ def main(argv: list[str] | None = None) -> int:
         "short_session_wide_detect_us_per_span": round(wide_short_us, 1),
         "long_session_held_detect_us_per_span": round(held_long_us, 1),
         "short_session_held_detect_us_per_span": round(held_short_us, 1),
+        "long_session_one_request_detect_us_per_span": round(one[False][0], 1),
+        "short_session_one_request_detect_us_per_span": round(one[False][1], 1),
+        "long_session_held_one_request_detect_us_per_span": round(one[True][0], 1),
+        "short_session_held_one_request_detect_us_per_span": round(one[True][1], 1),
         "eval_lag_p95_s": round(judged["lag_p95_s"], 3),
         "judge_input_tokens_ratio": round(judged["tokens_ratio"], 3),
         "short": short,
