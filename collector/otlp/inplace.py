@@ -32,6 +32,7 @@ _TRACE_ID, _SPAN_ID, _ATTRIBUTES = 1, 2, 9  # Span fields
 _KEY, _VALUE = 1, 2  # KeyValue fields
 _STRING_VALUE = 1  # AnyValue.string_value
 _TRACE_ID_TAG, _SPAN_ID_TAG = _TRACE_ID << 3 | _LENGTH, _SPAN_ID << 3 | _LENGTH
+_SPANS_TAG = _SPANS << 3 | _LENGTH
 _ATTRIBUTE_TAG, _VALUE_TAG = _ATTRIBUTES << 3 | _LENGTH, _VALUE << 3 | _LENGTH
 
 
@@ -42,11 +43,24 @@ def span_ranges(raw: bytes) -> Iterator[tuple[int, int]]:
         if number != _RESOURCE_SPANS or wire != _LENGTH:
             continue
         for number, wire, _, ss_start, ss_end in fields(raw, rs_start, rs_end):
-            if number != _SCOPE_SPANS or wire != _LENGTH:
-                continue
-            for number, wire, _, start, end in fields(raw, ss_start, ss_end):
-                if number == _SPANS and wire == _LENGTH:
-                    yield start, end
+            if number == _SCOPE_SPANS and wire == _LENGTH:
+                yield from _spans_in(raw, ss_start, ss_end)
+
+
+def _spans_in(raw: bytes, at: int, end: int) -> Iterator[tuple[int, int]]:
+    """Where each span of the ScopeSpans in ``raw[at:end]`` sits: its spans are read in one
+    loop here, as most of its fields are spans (``fields`` reads the others)."""
+    while at < end:
+        if raw[at] != _SPANS_TAG:  # its scope, its schema URL, or a field unknown here
+            number, wire, _, value_start, at = next(fields(raw, at, end))
+            if number == _SPANS and wire == _LENGTH:
+                yield value_start, at
+            continue
+        size, start = varint(raw, at + 1, end)
+        at = start + size
+        if at > end:
+            raise Malformed("truncated message")
+        yield start, at
 
 
 def worth_it(raw: bytes, spans: int) -> bool:
@@ -77,18 +91,24 @@ class SpanBytes:
 
     def _is_the_span(self) -> bool:
         if self._checked is None:  # the span's first fields: its trace id, then its span id
-            raw, at, trace_id, span_id = self.raw, self.start, self.trace_id, self.span_id
-            span_id_at = at + 2 + len(trace_id)
+            trace_id, span_id = self.trace_id, self.span_id
             self._checked = (
                 len(trace_id) < 0x80
                 and len(span_id) < 0x80
-                and span_id_at + 2 + len(span_id) <= self.end
-                and raw[at] == _TRACE_ID_TAG
-                and raw[at + 1] == len(trace_id)
-                and raw.startswith(trace_id, at + 2)
-                and raw[span_id_at] == _SPAN_ID_TAG
-                and raw[span_id_at + 1] == len(span_id)
-                and raw.startswith(span_id, span_id_at + 2)
+                and self.raw.startswith(
+                    b"".join(
+                        (
+                            _ID_TAGS[0],
+                            _LENGTHS[len(trace_id)],
+                            trace_id,
+                            _ID_TAGS[1],
+                            _LENGTHS[len(span_id)],
+                            span_id,
+                        )
+                    ),
+                    self.start,
+                    self.end,
+                )
             )
         return self._checked
 
@@ -123,6 +143,9 @@ class SpanBytes:
                 found.sort()
         return where
 
+
+_ID_TAGS = (bytes((_TRACE_ID_TAG,)), bytes((_SPAN_ID_TAG,)))
+_LENGTHS = tuple(bytes((n,)) for n in range(0x80))  # each length of one byte, as written
 
 # Strings of this many bytes or more, once found, are not searched again for another key.
 SKIPPED_FROM = 4096
@@ -162,17 +185,22 @@ def _attribute_at(raw: bytes, at: int, end: int, key_bytes: int) -> tuple[int, t
     """When ``raw[at:]`` opens a span attribute's KeyValue (its key taking ``key_bytes``):
     where the KeyValue ends and where its string value sits (None: no string); else None."""
     # The KeyValue's tag, then its length: a varint of 1-5 bytes ending before ``at``, all
-    # but its last byte with the high bit set.
+    # but its last byte with the high bit set (read here from its last byte back).
     tag_at = at - 2
-    if tag_at < 0 or raw[at - 1] & 0x80:
+    if tag_at < 0:
         return None
-    while raw[tag_at] & 0x80:
+    length = raw[at - 1]
+    if length & 0x80:
+        return None
+    byte = raw[tag_at]
+    while byte & 0x80:
+        length = length << 7 | byte & 0x7F
         tag_at -= 1
         if tag_at < 0 or at - tag_at > 6:
             return None
-    if raw[tag_at] != _ATTRIBUTE_TAG:
+        byte = raw[tag_at]
+    if byte != _ATTRIBUTE_TAG:
         return None
-    length = varint(raw, tag_at + 1, at)[0]
     kv_end = at + length
     if kv_end > end:
         return None
