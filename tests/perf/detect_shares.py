@@ -118,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--by-kind", action="store_true", help="observe_span's cost per span name")
+    parser.add_argument("--kinds", type=int, default=25, help="span kinds printed (--by-kind)")
+
     opts = parser.parse_args(argv)
     bodies, spans = bench.requests_for(opts.sessions)
     plain = min(bench.detect_cost(bodies) for _ in range(opts.rounds))
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                     kinds[name] = (count, us)
         whole = sum(count * us for count, us in kinds.values())
         print(f"{'span kind (observe_span)':<52} {'spans':>10} {'us each':>8} {'share':>6}")
-        for name, (count, us) in sorted(kinds.items(), key=lambda k: -k[1][0] * k[1][1])[:25]:
+        for name, (count, us) in sorted(kinds.items(), key=lambda k: -k[1][0] * k[1][1])[: opts.kinds]:
             print(f"{name[:52]:<52} {count:>10} {us:>8.1f} {count * us / whole:>6.0%}")
     return 0
 
