@@ -11,7 +11,7 @@ remembered by ``histories``.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any
 
 from collector.detect import (
     catalog_shapes,
@@ -39,6 +39,7 @@ from collector.detect.facts import skill_tools as skill_tool_facts
 from collector.detect.facts import tool_spans as tool_span_facts
 from collector.detect.gathered import Gathered, Seen
 from collector.detect.histories import Histories
+from collector.detect.seldom import NOTHING, Seldom, keep_first
 from collector.detect.transcript import Injection, MessageCall, MessageResult
 from collector.detect.user_request import user_request
 from collector.otlp.views import Encoded, EventView, LogView, SpanView
@@ -51,33 +52,21 @@ _CATALOG_RAW: tuple[str, ...] = catalogs.RAW_MARKERS
 _cued = catalog_shapes.cued
 _has_any = readings.has_any
 
-MAX_UNREADABLE_NAMED = 20  # unreadable items named per session (all are counted)
-
-K = TypeVar("K")
-V = TypeVar("V")
-
 
 class SessionEvidence:
     __slots__ = (
-        "_activated",
-        "_active_skills",
         "_answers",
         "_content_seen",
-        "_expected",
         "_framework_shape",
-        "_injected",
-        "_input_turns",
         "_last_prompts",
-        "_links",
-        "_log_calls",
-        "_log_results",
         "_message_calls",
         "_message_results",
+        "_records",
         "_rules",
         "_scanned",
+        "_seldom",
         "_turn_texts",
         "_unnamed",
-        "_unnamed_activations",
         "agent_spans",
         "catalog",
         "framework",
@@ -87,8 +76,6 @@ class SessionEvidence:
         "span_count",
         "tool_calls",
         "turns",
-        "unreadable",
-        "unreadable_count",
     )
 
     def __init__(self, rules: Rules = NO_RULES) -> None:
@@ -100,32 +87,21 @@ class SessionEvidence:
         self.tool_calls: list[ToolCall] = []
         self.skill_loads: list[SkillLoad] = []
         self.turns: list[Turn] = []
-        self._input_turns: list[Turn] = []  # requests in ``messages.input_texts``, if no other
         self.catalog = Catalog()
         self.agent_spans: list[tuple[int, str, str]] = []  # (start, trace_id, span_id)
         self.model_seen = False  # a span in a GenAI convention (``tool_span_facts.MODEL_ATTRIBUTE_PREFIXES``)
         self._content_seen = False
         self._turn_texts: set[str] = set()
         self._answers: list[tuple[int, str]] = []  # (end time, raw text) of recorded answers
-        self._expected: dict[str, Expected] = {}  # folded name -> the skill as written, and why
         # Hashes of text already read: raw prompt text scanned, (role, text) prompt fields,
         # ("catalog", text) catalogs parsed; tuples never hash like the bare text.
         self._scanned: set[int] = set()
         self._message_calls: dict[str, tuple[MessageCall, Seen]] = {}
         self._message_results: dict[str, MessageResult] = {}
-        self._injected: dict[str, tuple[Injection, Seen]] = {}
-        self._log_results: dict[str, tuple[bool, Seen]] = {}  # tool call id -> success
-        self._log_calls: list[log_calls.LoggedCall] = []  # tool calls that log records report
-        # Span id -> parent span id of spans that record nothing but their place in the trace
-        # (no attributes): how a log record logged deep under a tool call reaches its span.
-        self._links: dict[bytes, bytes] = {}
-        self._activated: dict[str, tuple[str, Seen, bool]] = {}  # folded skill -> first activation, ok
-        self._active_skills: list[tuple[int, str, str]] = []  # (time, trace id, skill) of requests
-        self._unnamed_activations: list[tuple[Seen, bool]] = []  # activations logged without a name
         self._last_prompts: dict[str, str] = {}  # role -> the last text of that role seen (read already)
         self.histories = Histories()  # histories read, newest first, for each reader
-        self.unreadable: list[UnreadableItem] = []  # the first ``MAX_UNREADABLE_NAMED``
-        self.unreadable_count = 0
+        self._seldom: Seldom | None = None  # what few sessions gather (``seldom``), once one does
+        self._records = 0  # log records observed
 
     # -- intake ---------------------------------------------------------------------------
 
@@ -133,7 +109,7 @@ class SessionEvidence:
         self.span_count += 1
         span = view.span
         if not span.attributes:
-            self._links[span.span_id] = span.parent_span_id
+            self._more().links[span.span_id] = span.parent_span_id
         if not self.framework:
             self._name_framework(view, view.name)
         plan = plans.plan_of(view.attrs)  # what the span's keys alone decide
@@ -215,8 +191,10 @@ class SessionEvidence:
         inputs = [p for p in fresh if p[0] == messages.INPUT] if plan.inputs else None
         for text in messages.user_texts(view, inputs, flattened=False, plan=plan) if inputs else ():
             request = user_request(text)  # read only where no table's field names a request
-            if request and all(t.user_message != request for t in self._input_turns):
-                self._input_turns.append(Turn(request, seen.span_id, seen.trace_id, start, source=_FROM_SPAN))
+            if request and all(t.user_message != request for t in (self._seldom or NOTHING).input_turns):
+                self._more().input_turns.append(
+                    Turn(request, seen.span_id, seen.trace_id, start, source=_FROM_SPAN)
+                )
         for text in messages.user_texts(
             view, [p for p in fresh if p[0] != messages.INPUT] if inputs else fresh, plan=plan
         ):
@@ -230,6 +208,7 @@ class SessionEvidence:
             self._keep_blocks(flattened, seen)
 
     def observe_log(self, view: LogView) -> None:
+        self._records += 1
         if not self.framework:
             self._name_framework(view, "")
         where = (f"a log record of trace {view.record.trace_id.hex()}", "a log record's resource")
@@ -245,10 +224,10 @@ class SessionEvidence:
         if logged is not None and logged.whole:
             self._observe_tool(logged.call)
         elif logged is not None:
-            self._log_calls.append(logged)
+            self._more().log_calls.append(logged)
         checked = log_calls.permission_check(view, seen.time_unix_nano)
         if checked is not None:
-            self._log_calls.append(checked)
+            self._more().log_calls.append(checked)
         prompt_key = log_facts.LOG_USER_PROMPTS.get(event)
         if prompt_key is not None:
             request = self._new_request(view.attrs.text(prompt_key) or "")
@@ -265,7 +244,7 @@ class SessionEvidence:
         if active_key is not None:
             active = names.decoded(view.attrs.text(active_key) or "")
             if active and active not in log_facts.REDACTED_SKILL_NAMES:
-                self._active_skills.append((seen.time_unix_nano, seen.trace_id, active))
+                self._more().active_skills.append((seen.time_unix_nano, seen.trace_id, active))
         if event in log_facts.LOG_SKILL_ACTIVATED:
             ok = all(
                 str(view.attrs.get(key)).lower() != "false"
@@ -277,7 +256,7 @@ class SessionEvidence:
             id_key, success_key = log_facts.LOG_TOOL_RESULTS[event]
             call_id = view.attrs.text(id_key)
             if call_id:
-                self._log_results[call_id] = (str(view.attrs.get(success_key)).lower() == "true", seen)
+                self._more().log_results[call_id] = (str(view.attrs.get(success_key)).lower() == "true", seen)
         role = log_facts.LOG_MESSAGE_EVENTS.get(event)
         if role is not None:
             self._observe_logged_message(role, view.body, seen)
@@ -324,7 +303,7 @@ class SessionEvidence:
         body = attrs.text(body_key)
         if skill and body:
             injection = Injection(skill, body, None, follows_tool=True)
-            self._injected.setdefault(fold_skill_name(skill), (injection, seen))
+            self._more().injected.setdefault(fold_skill_name(skill), (injection, seen))
 
     def _observe_logged_message(self, role: str, body: Any, seen: Seen) -> None:
         """One message of a model call, logged as a GenAI semconv event
@@ -352,26 +331,31 @@ class SessionEvidence:
             self._answers.append((seen.time_unix_nano, text))
         self._scan(json_text(message), seen)
 
+    def _more(self) -> Seldom:
+        """This session's ``Seldom``, made on first need."""
+        seldom = self._seldom
+        if seldom is None:
+            seldom = self._seldom = Seldom()
+        return seldom
+
     def note_unreadable(self, item: UnreadableItem) -> None:
         """An item of this session that could not be read: counted, the first few named."""
-        self.unreadable_count += 1
-        if len(self.unreadable) < MAX_UNREADABLE_NAMED:
-            self.unreadable.append(item)
+        self._more().note_unreadable(item)
 
     def _activation(self, recorded: str | None, seen: Seen, ok: bool) -> str:
         """A skill activation the harness recorded (a log record, a span event); returns the
         skill's name, "" when it has none or it was not recorded."""
         skill = names.decoded(recorded or "")
         if skill in log_facts.REDACTED_SKILL_NAMES:
-            self._unnamed_activations.append((seen, ok))  # a skill, its name not recorded
+            self._more().unnamed_activations.append((seen, ok))  # a skill, its name not recorded
             return ""
         if skill:
-            self._activated.setdefault(fold_skill_name(skill), (skill, seen, ok))
+            self._more().activated.setdefault(fold_skill_name(skill), (skill, seen, ok))
         return skill
 
     def _expect(self, found: Iterable[Expected]) -> None:
         for expected in found:
-            self._expected.setdefault(fold_skill_name(expected.skill), expected)
+            self._more().expected.setdefault(fold_skill_name(expected.skill), expected)
 
     def _observe_tool(self, call: ToolCall) -> None:
         self.tool_calls.append(call)
@@ -414,7 +398,7 @@ class SessionEvidence:
         self._turn_texts.add(text)
         if seen is not None and transcript.LOCATED_MARKER in text:  # a skill injected into the turn
             for injection in transcript.located(text):
-                self._injected.setdefault(fold_skill_name(injection.skill), (injection, seen))
+                self._more().injected.setdefault(fold_skill_name(injection.skill), (injection, seen))
         request = user_request(text)
         if request == text:
             return request
@@ -459,7 +443,7 @@ class SessionEvidence:
         if plan.blocks and found.blocks:
             history_calls.keep(found.blocks, seen, self._message_calls, self._message_results, found.loads())
         for injection in found.injections:
-            self._injected.setdefault(fold_skill_name(injection.skill), (injection, seen))
+            self._more().injected.setdefault(fold_skill_name(injection.skill), (injection, seen))
 
     def _catalog_in(self, text: str, markers: list[str], known: bool) -> None:
         """The catalog one string of prompt text lists: by a table's shape (the fast path,
@@ -498,37 +482,35 @@ class SessionEvidence:
         history_calls.keep(found, seen, self._message_calls, self._message_results)
 
     def absorb(self, other: SessionEvidence) -> None:
-        """Take in the evidence of a provisional session that turned out to be part of this one."""
+        """Take in the evidence of a provisional session that turned out to be part of this
+        one.  ``other`` is dropped after: when this session has observed nothing yet (a key
+        just named it, as it does for most provisional sessions), it takes over ``other``'s
+        containers as they are, with the same result as adding them one by one."""
+        if not (self.span_count or self._records or self._seldom):
+            for name in _SLOTS:
+                setattr(self, name, getattr(other, name))
+            return
         self.span_count += other.span_count
+        self._records += other._records
         self.framework = self.framework or other.framework
         self._framework_shape = self._framework_shape or other._framework_shape
         self.model_seen = self.model_seen or other.model_seen
         self.tool_calls += other.tool_calls
         self.skill_loads += other.skill_loads
         self.turns += [t for t in other.turns if t.user_message not in self._turn_texts]
-        self._input_turns += other._input_turns
         self._turn_texts |= other._turn_texts
         self._answers += other._answers
         self.agent_spans += other.agent_spans
         self._content_seen = self._content_seen or other._content_seen
         self.catalog.merge(other.catalog)
         self._scanned |= other._scanned
-        for key, skill in other._expected.items():
-            self._expected.setdefault(key, skill)
-        _keep_first(self._message_calls, other._message_calls)
-        _keep_first(self._message_results, other._message_results)
-        _keep_first(self._injected, other._injected)
-        _keep_first(self._log_results, other._log_results)
+        keep_first(self._message_calls, other._message_calls)
+        keep_first(self._message_results, other._message_results)
         # What the other read stays read: its histories continue here without a re-read.
         self.histories.absorb(other.histories)
-        _keep_first(self._last_prompts, other._last_prompts)
-        self._log_calls += other._log_calls
-        self._links.update(other._links)
-        _keep_first(self._activated, other._activated)
-        self._active_skills += other._active_skills
-        self._unnamed_activations += other._unnamed_activations
-        self.unreadable_count += other.unreadable_count
-        self.unreadable += other.unreadable[: max(0, MAX_UNREADABLE_NAMED - len(self.unreadable))]
+        keep_first(self._last_prompts, other._last_prompts)
+        if other._seldom is not None:
+            self._more().absorb(other._seldom)
 
     # -- closing --------------------------------------------------------------------------
 
@@ -539,27 +521,28 @@ class SessionEvidence:
         does not change: the passes read what intake gathered without changing it, and the
         Session holds new lists (and a copy of the catalog); the loads and tool calls in
         them may be intake's own, which are never changed once made."""
+        seldom = self._seldom or NOTHING
         closed = closing.run(
             Gathered(
                 tool_calls=self.tool_calls,
                 skill_loads=self.skill_loads,
-                turns=self.turns or self._input_turns,
+                turns=self.turns or seldom.input_turns,
                 catalog=self.catalog,
                 answers=self._answers,
                 content_seen=self._content_seen,
-                log_calls=self._log_calls,
-                links=self._links,
-                log_results=self._log_results,
-                activated=self._activated,
-                unnamed_activations=self._unnamed_activations,
-                active_skills=self._active_skills,
-                injected=self._injected,
+                log_calls=seldom.log_calls,
+                links=seldom.links,
+                log_results=seldom.log_results,
+                activated=seldom.activated,
+                unnamed_activations=seldom.unnamed_activations,
+                active_skills=seldom.active_skills,
+                injected=seldom.injected,
                 message_calls=self._message_calls,
                 message_results=self._message_results,
                 known_skills=self._rules.known_skills,
             )
         )
-        expected = self._expected
+        expected = seldom.expected
         if self._rules.by_message:  # rules on the user's requests: read them, turn by turn
             expected = dict(expected)
             for found in self._rules.from_messages([t.user_message for t in closed.turns]):
@@ -579,22 +562,18 @@ class SessionEvidence:
             first_agent_span=(first_agent[1], first_agent[2]) if first_agent else None,
             span_count=self.span_count,
             close_reason=close_reason,
-            unreadable=list(self.unreadable),
-            unreadable_count=self.unreadable_count,
+            unreadable=list(seldom.unreadable),
+            unreadable_count=seldom.unreadable_count,
         )
 
 
+_SLOTS: tuple[str, ...] = SessionEvidence.__slots__  # what ``absorb`` takes over whole
 # Where a turn's request was read (``Turn.source``): a span's recorded input, a log record
 # of the prompt (``log_facts.LOG_USER_PROMPTS``), a logged GenAI message event.
 _FROM_SPAN, _FROM_LOG_PROMPT, _FROM_LOG_MESSAGE = "span", "log_prompt", "log_message"
 _EMPTY_OBJECT = b"{}"  # a history field holding nothing (middleware spans record their empty input)
 _TOOL_DESCRIPTION = "tool_description"  # the role under which the last tool description is kept
 _ACTIVATIONS = ("skill_tool", "log_event")  # loads that activate a skill: a tool call, a logged activation
-
-
-def _keep_first(mine: dict[K, V], theirs: dict[K, V]) -> None:
-    for key, value in theirs.items():
-        mine.setdefault(key, value)
 
 
 __all__ = ["SessionEvidence", "result_text"]

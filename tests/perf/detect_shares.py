@@ -1,6 +1,6 @@
 """Where detection's CPU goes: each detector's and reader's share of ``bench.detect_cost``.
 
-    python tests/perf/detect_shares.py [--sessions 2000] [--rounds 3]
+    python tests/perf/detect_shares.py [--sessions 2000] [--rounds 3] [--by-kind]
 
 Runs ``bench.detect_cost`` over the benchmark's traffic with a timer around each stage of
 placing and observing a span (the reader or detector named), and prints, per stage, its
@@ -8,7 +8,8 @@ calls a span and microseconds a span (inclusive: a stage's time holds what it ca
 shares overlap where stages nest, e.g. ``_scan`` within ``_observe_tool``).  The timers read
 the thread's CPU time (a system call, ~0.5 us a reading, part of each figure): read the
 shares against one another, not the sum against the first line.  The first line is
-``detect_cost`` without timers (CPU time, best of ``--rounds``).
+``detect_cost`` without timers (CPU time, best of ``--rounds``).  ``--by-kind`` also prints
+``observe_span``'s microseconds per span kind (the span's name), the costliest first.
 """
 
 from __future__ import annotations
@@ -89,10 +90,36 @@ def shares(bodies: list[bytes], spans: int) -> list[tuple[str, float, float]]:
     return [(label, _TOTALS[label][1] / spans, _TOTALS[label][0] / 1e3 / spans) for _, _, label in STAGES]
 
 
+def by_kind(bodies: list[bytes]) -> list[tuple[str, int, float]]:
+    """(span name, spans, us each) of ``observe_span`` in one timed ``detect_cost`` run."""
+    clock = time.thread_time_ns
+    original = session_module.SessionEvidence.observe_span
+    totals: dict[str, list[int]] = {}
+
+    def observe_span(self: session_module.SessionEvidence, view: views.SpanView) -> None:
+        start = clock()
+        try:
+            original(self, view)
+        finally:
+            total = totals.setdefault(view.name, [0, 0])
+            total[0] += clock() - start
+            total[1] += 1
+
+    session_module.SessionEvidence.observe_span = observe_span  # type: ignore[method-assign]
+    try:
+        bench.detect_cost(bodies)
+    finally:
+        session_module.SessionEvidence.observe_span = original  # type: ignore[method-assign]
+    return [(name, count, ns / 1e3 / count) for name, (ns, count) in totals.items()]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--by-kind", action="store_true", help="observe_span's cost per span name")
+    parser.add_argument("--kinds", type=int, default=25, help="span kinds printed (--by-kind)")
+
     opts = parser.parse_args(argv)
     bodies, spans = bench.requests_for(opts.sessions)
     plain = min(bench.detect_cost(bodies) for _ in range(opts.rounds))
@@ -105,6 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'stage':<52} {'calls/span':>10} {'us/span':>8} {'share':>6}")
     for label, (calls, us) in best.items():
         print(f"{label:<52} {calls:>10.2f} {us:>8.1f} {us / plain:>6.0%}")
+    if opts.by_kind:
+        kinds: dict[str, tuple[int, float]] = {}
+        for _ in range(opts.rounds):
+            for name, count, us in by_kind(bodies):
+                if name not in kinds or us < kinds[name][1]:
+                    kinds[name] = (count, us)
+        whole = sum(count * us for count, us in kinds.values())
+        print(f"{'span kind (observe_span)':<52} {'spans':>10} {'us each':>8} {'share':>6}")
+        for name, (count, us) in sorted(kinds.items(), key=lambda k: -k[1][0] * k[1][1])[: opts.kinds]:
+            print(f"{name[:52]:<52} {count:>10} {us:>8.1f} {count * us / whole:>6.0%}")
     return 0
 
 
