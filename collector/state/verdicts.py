@@ -77,13 +77,7 @@ def coverage_write(
             index.store(db, indexed)
             return
         keys = list(dict.fromkeys((s, r) for s, r, _, _ in rows))
-        known = sum(
-            1
-            for s, r in keys
-            if db.execute(
-                "SELECT 1 FROM coverage WHERE session = :s AND revision = :r", {"s": s, "r": r}
-            ).fetchone()
-        )
+        known = _stored(db, keys)
         index.store(db, indexed)
         count = _kept(db) + len(keys) - known
         over = max(0, count - capacity)
@@ -97,6 +91,22 @@ def coverage_write(
         _set_kept(db, count)
 
     return write
+
+
+def _stored(db: Db, keys: list[tuple[str, int]]) -> int:
+    """How many of these (session, revision) pairs have a ``coverage`` row: one statement a
+    chunk (a statement each cost the writer a GIL hand-off each)."""
+    found = 0
+    for start in range(0, len(keys), ROWS_PER_STATEMENT):
+        chunk = keys[start : start + ROWS_PER_STATEMENT]
+        names, params = db.in_("s", list({s for s, _ in chunk}))
+        wanted = set(chunk)
+        found += sum(
+            1
+            for s, r in db.rows(f"SELECT session, revision FROM coverage WHERE session IN {names}", params)
+            if (s, r) in wanted
+        )
+    return found
 
 
 def _work_done(db: Db, keys: list[str]) -> None:
