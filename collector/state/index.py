@@ -9,6 +9,7 @@ session's latest revision, a small ``summary``, the overview's ``TOTALS``) and o
 from __future__ import annotations
 
 import re
+from collections import Counter
 from operator import itemgetter
 from typing import Any
 from urllib.parse import quote
@@ -166,7 +167,7 @@ def _recorded(
     """``prepare``'s rows of one revision from the coverage line the recorder made
     (``Coverage.to_dict`` with ``closed_at`` and its results' ``to_dict``): every key
     present, every value of its type, so read directly; the same rows ``summarize`` and
-    ``_totals`` make of its text (``tests/state/test_queries.py``)."""
+    ``_totals`` make of its text (``tests/state/test_index.py``)."""
     closed_at = line.get("closed_at")
     closed_at = float(closed_at) if isinstance(closed_at, int | float) else evaluated_at
     evaluations = []
@@ -233,24 +234,48 @@ def _recorded(
     )
 
 
-def store(db: Db, prepared: Prepared, *, replace: bool = True) -> None:
-    """Write ``prepare``'s rows (see ``index_revisions``), in the caller's transaction."""
+def store(db: Db, prepared: Prepared, *, replace: bool = True) -> int:
+    """Write ``prepare``'s rows (see ``index_revisions``), in the caller's transaction; returns
+    how many of their revisions were not stored before.  What is already stored of their
+    sessions is read first: a revision recorded again has its verdicts replaced, and a
+    session's rows are marked only when it has more than one (a new session's only revision
+    keeps the column's default)."""
     rows, verdicts = prepared
+    keys = [(r[0], r[1]) for r in rows]
     if replace:
+        stored = stored_revisions(db, list(dict.fromkeys(s for s, _ in keys)))
         db.insert("coverage", _COVERAGE, rows, _REPLACE)
-    else:
+        again = [k for k in dict.fromkeys(keys) if k in stored]
+        twice = {s for s, n in Counter(s for s, _ in keys).items() if n > 1}
+        sessions = sorted({s for s, _ in stored} | twice)
+    else:  # listing columns of stored rows: each may hold verdicts, each session may be unmarked
         db.executemany(
             "UPDATE coverage SET "
             + ", ".join(f"{column} = :{column}" for column in _COVERAGE[4:])
             + " WHERE session = :session AND revision = :revision",
             [dict(zip(_COVERAGE, row, strict=True)) for row in rows],
         )
-    _delete_revisions(db, "verdicts", [(r[0], r[1]) for r in rows])  # of a revision recorded again
+        again = list(dict.fromkeys(keys))
+        sessions = sorted({s for s, _ in keys})
+    _delete_revisions(db, "verdicts", again)  # of a revision recorded again
     db.insert("verdicts", _VERDICTS, verdicts)
-    sessions = sorted({r[0] for r in rows})
     for start in range(0, len(sessions), ROWS_PER_STATEMENT):
         names, params = db.in_("s", sessions[start : start + ROWS_PER_STATEMENT])
         db.execute(_MARK_LATEST.replace("{in}", names), params)
+    return len(set(keys)) - len(again)
+
+
+def stored_revisions(db: Db, sessions: list[str]) -> set[tuple[str, int]]:
+    """Every (session, revision) the ``coverage`` table holds of ``sessions`` (found by its
+    primary key), a chunk a statement."""
+    found: set[tuple[str, int]] = set()
+    for start in range(0, len(sessions), ROWS_PER_STATEMENT):
+        names, params = db.in_("s", sessions[start : start + ROWS_PER_STATEMENT])
+        found.update(
+            (str(s), int(r))
+            for s, r in db.rows(f"SELECT session, revision FROM coverage WHERE session IN {names}", params)
+        )
+    return found
 
 
 def forget_revisions(db: Db, revisions: list[tuple[str, int]]) -> None:

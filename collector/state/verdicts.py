@@ -73,13 +73,10 @@ def coverage_write(
     def write(db: Db) -> None:
         indexed = index.prepare(rows, lines)  # first: a bad line fails the write before it writes
         _work_done(db, [revision_key(s, r) for s, r, _, _ in rows])
+        added = index.store(db, indexed)
         if capacity is None:
-            index.store(db, indexed)
             return
-        keys = list(dict.fromkeys((s, r) for s, r, _, _ in rows))
-        known = _stored(db, keys)
-        index.store(db, indexed)
-        count = _kept(db) + len(keys) - known
+        count = _kept(db) + added
         over = max(0, count - capacity)
         if over:
             oldest = db.rows(
@@ -91,22 +88,6 @@ def coverage_write(
         _set_kept(db, count)
 
     return write
-
-
-def _stored(db: Db, keys: list[tuple[str, int]]) -> int:
-    """How many of these (session, revision) pairs have a ``coverage`` row: one statement a
-    chunk (a statement each cost the writer a GIL hand-off each)."""
-    found = 0
-    for start in range(0, len(keys), ROWS_PER_STATEMENT):
-        chunk = keys[start : start + ROWS_PER_STATEMENT]
-        names, params = db.in_("s", list({s for s, _ in chunk}))
-        wanted = set(chunk)
-        found += sum(
-            1
-            for s, r in db.rows(f"SELECT session, revision FROM coverage WHERE session IN {names}", params)
-            if (s, r) in wanted
-        )
-    return found
 
 
 def _work_done(db: Db, keys: list[str]) -> None:

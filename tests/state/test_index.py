@@ -4,11 +4,14 @@ stored text (as an older spool's rows are at open)."""
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 import orjson
 import pytest
 
+from collector.db import migrate
+from collector.db.shared import Db
 from collector.state import index
 from collector.state.types import encode_record, with_results
 from evaluators.evidence import Catalog, CatalogEntry, Session, SkillLoad
@@ -127,3 +130,56 @@ def test_a_line_the_recorder_did_not_make_whole_fails_rather_than_guesses() -> N
     del line["loads_by_status"]
     with pytest.raises(KeyError):
         index.prepare([revision], [line])
+
+
+def stored(db: sqlite3.Connection) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """(session, revision, latest) of every coverage row; (session, revision, evaluation) of
+    every verdict."""
+    return (
+        db.execute("SELECT session, revision, latest FROM coverage ORDER BY session, revision").fetchall(),
+        db.execute(
+            "SELECT session, revision, evaluation FROM verdicts ORDER BY session, revision, evaluation"
+        ).fetchall(),
+    )
+
+
+def test_latest_marks_and_verdicts_whatever_order_revisions_come_in() -> None:
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    migrate.create_empty(db)
+    made = {(c.session.key, c.session.revision): recorded(c, 5.0) for c in coverages()}
+    plain = made[("plain-1", 1)]
+
+    def save(*revisions: tuple[index.Indexed, dict[str, Any]]) -> int:
+        db.execute("BEGIN")
+        added = index.store(
+            Db(db, "sqlite"), index.prepare([r for r, _ in revisions], [line for _, line in revisions])
+        )
+        db.execute("COMMIT")
+        return added
+
+    def revision(n: int, session: str = "plain-1") -> tuple[index.Indexed, dict[str, Any]]:
+        (_, _, text, at), line = plain
+        return (session, n, text, at), {**line, "session_id": session, "revision": n}
+
+    def latest() -> list[tuple[str, int]]:
+        return [(s, r) for s, r, mark in stored(db)[0] if mark]
+
+    assert save(revision(3)) == 1
+    assert save(revision(1), made[("empty", 1)]) == 2  # an earlier revision after a later one
+    assert latest() == [("empty", 1), ("plain-1", 3)]
+    assert save(revision(2, "new"), revision(1, "new")) == 2  # two of a new session together
+    assert latest() == [("empty", 1), ("new", 2), ("plain-1", 3)]
+    assert save(revision(4), revision(2)) == 2
+    assert save(revision(2)) == 0  # recorded again: its verdicts replaced, not added to
+    coverage, verdicts = stored(db)
+    assert coverage == [
+        ("empty", 1, 1),
+        ("new", 1, 0),
+        ("new", 2, 1),
+        *[("plain-1", n, int(n == 4)) for n in (1, 2, 3, 4)],
+    ]
+    assert verdicts == [
+        ("new", 1, "skill_omission"),
+        ("new", 2, "skill_omission"),
+        *[("plain-1", n, "skill_omission") for n in (1, 2, 3, 4)],
+    ]
