@@ -8,6 +8,9 @@ session's latest revision, a small ``summary``, the overview's ``TOTALS``) and o
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+from operator import itemgetter
 from typing import Any
 from urllib.parse import quote
 
@@ -17,6 +20,8 @@ from collector.db.schema import TOTALS
 from collector.db.shared import ROWS_PER_STATEMENT, Db
 from evaluators.evidence import LOAD_STATUSES
 
+# What ``quote(text, safe="")`` leaves as it is (most session ids).
+_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
 EXPIRE = "DELETE FROM verdicts WHERE evaluated_at < :cutoff"
 # Only the rows whose mark changes are written (a new session's only revision keeps the
 # column's default, 1): an UPDATE rewrites every row it matches, with its whole record.
@@ -80,7 +85,7 @@ def summarize(line: dict[str, Any], closed_at: float) -> dict[str, Any]:
 def detail_path(session_id: str, tenant: str = "") -> str:
     """``GET /v1/sessions/{id}`` of a session; a tenant's names it (``?tenant=``), which an
     operator's token needs and a tenant's own token may send."""
-    path = f"/v1/sessions/{quote(session_id, safe='')}"
+    path = f"/v1/sessions/{session_id if _UNRESERVED.fullmatch(session_id) else quote(session_id, safe='')}"
     return f"{path}?tenant={quote(tenant, safe='')}" if tenant else path
 
 
@@ -106,8 +111,12 @@ def prepare(revisions: list[Indexed], lines: list[dict[str, Any]] | None = None)
     it (the recorder), so that no record is parsed again; else each is read from its text."""
     rows: list[tuple[Any, ...]] = []
     verdicts: list[tuple[Any, ...]] = []
-    for n, (session, revision, record, evaluated_at) in enumerate(revisions):
-        line = lines[n] if lines is not None else orjson.loads(record)
+    if lines is not None:
+        for (session, revision, record, evaluated_at), line in zip(revisions, lines, strict=True):
+            _recorded(session, revision, record, evaluated_at, line, rows, verdicts)
+        return rows, verdicts
+    for session, revision, record, evaluated_at in revisions:
+        line = orjson.loads(record)
         closed_at = line.get("closed_at")
         closed_at = float(closed_at) if isinstance(closed_at, int | float) else evaluated_at
         summary = summarize(line, closed_at)
@@ -141,24 +150,132 @@ def prepare(revisions: list[Indexed], lines: list[dict[str, Any]] | None = None)
     return rows, verdicts
 
 
-def store(db: Db, prepared: Prepared, *, replace: bool = True) -> None:
-    """Write ``prepare``'s rows (see ``index_revisions``), in the caller's transaction."""
+# What the listing reads of each result, in ``summarize``'s order.
+_VERDICT = itemgetter("evaluation", "status", "reason", "skill", "passed")
+_OMISSION_JUDGED = ("skill_omission", "judged")
+
+
+def _recorded(
+    session: str,
+    revision: int,
+    record: str,
+    evaluated_at: float,
+    line: dict[str, Any],
+    rows: list[tuple[Any, ...]],
+    verdicts: list[tuple[Any, ...]],
+) -> None:
+    """``prepare``'s rows of one revision from the coverage line the recorder made
+    (``Coverage.to_dict`` with ``closed_at`` and its results' ``to_dict``): every key
+    present, every value of its type, so read directly; the same rows ``summarize`` and
+    ``_totals`` make of its text (``tests/state/test_index.py``)."""
+    closed_at = line.get("closed_at")
+    closed_at = float(closed_at) if isinstance(closed_at, int | float) else evaluated_at
+    evaluations = []
+    judged = failed = 0
+    for result in line["results"]:
+        evaluation, status, reason, skill, passed = _VERDICT(result)
+        evaluations.append(
+            {"evaluation": evaluation, "status": status, "reason": reason, "skill": skill, "passed": passed}
+        )
+        verdicts.append(
+            (
+                session,
+                revision,
+                evaluation,
+                status,
+                reason,
+                skill,
+                None if passed is None else int(passed),
+                evaluated_at,
+            )
+        )
+        if (evaluation, status) == _OMISSION_JUDGED:
+            judged += 1
+            failed += passed is False
+    expectations = line["expectations"]
+    expected, missed = expectations["expected"], expectations["missed"]
+    judge = line["judge"]
+    loads = line["loads_by_status"]
+    session_id = line["session_id"]
+    tenant = line.get("tenant") or ""
+    summary = {
+        "session_id": session_id,
+        "revision": line["revision"],
+        "closed_at": closed_at,
+        "tenant": tenant,
+        "framework": line["framework"],
+        "close_reason": line["close_reason"],
+        "spans": line["spans"],
+        "catalog": {"state": line["catalog"]["state"], "skills": len(line["catalog"]["skills"])},
+        "loads_by_status": loads,
+        "expectations": {"expected": list(expected), "missed": list(missed)},
+        "judge_cost_usd": judge["cost_usd"],
+        "evaluations": evaluations,
+        "detail": detail_path(session_id, tenant),
+    }
+    rows.append(
+        (
+            session,
+            revision,
+            record,
+            evaluated_at,
+            closed_at,
+            tenant,
+            line["framework"],
+            orjson.dumps(summary).decode(),
+            1.0 if expected else 0.0,
+            1.0 if missed else 0.0,
+            float(judge["cost_usd"] or 0.0),
+            float(judge["rows"] or 0),
+            float(judged),
+            float(failed),
+            *[float(loads[status]) for status in LOAD_STATUSES],
+        )
+    )
+
+
+def store(db: Db, prepared: Prepared, *, replace: bool = True) -> int:
+    """Write ``prepare``'s rows (see ``index_revisions``), in the caller's transaction; returns
+    how many of their revisions were not stored before.  What is already stored of their
+    sessions is read first: a revision recorded again has its verdicts replaced, and a
+    session's rows are marked only when it has more than one (a new session's only revision
+    keeps the column's default)."""
     rows, verdicts = prepared
+    keys = [(r[0], r[1]) for r in rows]
     if replace:
+        stored = stored_revisions(db, list(dict.fromkeys(s for s, _ in keys)))
         db.insert("coverage", _COVERAGE, rows, _REPLACE)
-    else:
+        again = [k for k in dict.fromkeys(keys) if k in stored]
+        twice = {s for s, n in Counter(s for s, _ in keys).items() if n > 1}
+        sessions = sorted({s for s, _ in stored} | twice)
+    else:  # listing columns of stored rows: each may hold verdicts, each session may be unmarked
         db.executemany(
             "UPDATE coverage SET "
             + ", ".join(f"{column} = :{column}" for column in _COVERAGE[4:])
             + " WHERE session = :session AND revision = :revision",
             [dict(zip(_COVERAGE, row, strict=True)) for row in rows],
         )
-    _delete_revisions(db, "verdicts", [(r[0], r[1]) for r in rows])  # of a revision recorded again
+        again = list(dict.fromkeys(keys))
+        sessions = sorted({s for s, _ in keys})
+    _delete_revisions(db, "verdicts", again)  # of a revision recorded again
     db.insert("verdicts", _VERDICTS, verdicts)
-    sessions = sorted({r[0] for r in rows})
     for start in range(0, len(sessions), ROWS_PER_STATEMENT):
         names, params = db.in_("s", sessions[start : start + ROWS_PER_STATEMENT])
         db.execute(_MARK_LATEST.replace("{in}", names), params)
+    return len(set(keys)) - len(again)
+
+
+def stored_revisions(db: Db, sessions: list[str]) -> set[tuple[str, int]]:
+    """Every (session, revision) the ``coverage`` table holds of ``sessions`` (found by its
+    primary key), a chunk a statement."""
+    found: set[tuple[str, int]] = set()
+    for start in range(0, len(sessions), ROWS_PER_STATEMENT):
+        names, params = db.in_("s", sessions[start : start + ROWS_PER_STATEMENT])
+        found.update(
+            (str(s), int(r))
+            for s, r in db.rows(f"SELECT session, revision FROM coverage WHERE session IN {names}", params)
+        )
+    return found
 
 
 def forget_revisions(db: Db, revisions: list[tuple[str, int]]) -> None:

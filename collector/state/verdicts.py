@@ -73,19 +73,10 @@ def coverage_write(
     def write(db: Db) -> None:
         indexed = index.prepare(rows, lines)  # first: a bad line fails the write before it writes
         _work_done(db, [revision_key(s, r) for s, r, _, _ in rows])
+        added = index.store(db, indexed)
         if capacity is None:
-            index.store(db, indexed)
             return
-        keys = list(dict.fromkeys((s, r) for s, r, _, _ in rows))
-        known = sum(
-            1
-            for s, r in keys
-            if db.execute(
-                "SELECT 1 FROM coverage WHERE session = :s AND revision = :r", {"s": s, "r": r}
-            ).fetchone()
-        )
-        index.store(db, indexed)
-        count = _kept(db) + len(keys) - known
+        count = _kept(db) + added
         over = max(0, count - capacity)
         if over:
             oldest = db.rows(
