@@ -198,17 +198,20 @@ class Assembler(Admission):
         share: int | None = None
         places: Iterator[tuple[int, int]] | None = None  # each span's place in ``raw`` (``inplace``)
         if raw is not None:
-            spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+            spans = sum(len(ss.spans) for rs in request.resource_spans[:] for ss in rs.scope_spans[:])
             share = len(raw) // max(1, spans)
             if inplace.worth_it(raw, spans):
                 places = inplace.span_ranges(raw)
         clock = time.perf_counter
         pause_at = clock() + slice_seconds
-        for resource_spans in request.resource_spans:
+        max_spans, max_bytes = self._config.max_spans, self._config.max_bytes
+        # Slices, not the repeated fields: see ``collector.otlp.views``.
+        for resource_spans in request.resource_spans[:]:
             resource = ResourceView(resource_spans.resource)
-            for scope_spans in resource_spans.scope_spans:
+            on_resource = resource.attrs
+            for scope_spans in resource_spans.scope_spans[:]:
                 scope = scope_spans.scope.name
-                for span in scope_spans.spans:
+                for span in scope_spans.spans[:]:
                     in_place = None
                     if places is not None and raw is not None:  # every span's, in order, before anything else
                         in_place, places = _in_place(raw, places, span)
@@ -224,10 +227,10 @@ class Assembler(Admission):
                     session: OpenSession | None = None
                     before = result.accepted
                     try:
-                        view = SpanView(span, scope, resource, in_place)
+                        view = SpanView(span, scope, resource, in_place, trace_id, span_id)
                         size = span.ByteSize() if share is None else share
                         trace = scoped(tenant, trace_id) if tenant else trace_id
-                        found = self._key_and_source(view.attrs, resource.attrs, tenant, trace)
+                        found = self._key_and_source(view.attrs, on_resource, tenant, trace)
                         if rebuilds and self._dormant:
                             entry = self._waking(found[0], trace, request_id)
                             if entry is not None:
@@ -246,7 +249,8 @@ class Assembler(Admission):
                         if session is None:
                             continue
                     touched[session.key] = session
-                    if self._over_limits(session):
+                    over = session.spans >= max_spans or session.bytes >= max_bytes  # ``_over_limits``
+                    if over and self._over_limits(session):
                         touched.pop(session.key, None)
         for session in touched.values():
             if session.ending:
@@ -325,7 +329,7 @@ class Assembler(Admission):
         session.bytes += size
         session.last_seen = now
         end = self._config.end_attribute
-        if end in values and values.get(end) in (True, "true", "True", 1):
+        if end in values.by_key() and values.get(end) in (True, "true", "True", 1):
             session.ending = True
         result.accepted += 1
         return session
