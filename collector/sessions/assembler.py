@@ -363,12 +363,12 @@ class Assembler(Admission):
             self.admit()
         now = self._clock()
         result = Accepted()
-        for resource_logs in request.resource_logs:
+        for resource_logs in request.resource_logs[:]:  # slices: see ``collector.otlp.views``
             resource = ResourceView(resource_logs.resource)
             kept: Resource | None = None  # a copy for held records: the request is not kept alive
-            for scope_logs in resource_logs.scope_logs:
+            for scope_logs in resource_logs.scope_logs[:]:
                 scope = scope_logs.scope.name
-                for record in scope_logs.log_records:
+                for record in scope_logs.log_records[:]:
                     session: OpenSession | None = None
                     try:
                         view = LogView(record, scope, resource)
