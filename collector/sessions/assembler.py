@@ -98,15 +98,16 @@ UNREADABLE_REASONS = ("too_deep", "bad_value", "internal_error")
 
 
 def _in_place(
-    raw: bytes, places: Iterator[tuple[int, int]], span: Span
+    raw: bytes, places: Iterator[tuple[int, int]], trace_id: bytes, span_id: bytes
 ) -> tuple[SpanBytes | None, Iterator[tuple[int, int]] | None]:
-    """The next span's place in ``raw``, and the places left (None once the bytes do not
-    frame as the parsed request: its spans are then read from the parsed message)."""
+    """The next span's place in ``raw`` (the span's ids: ``trace_id``, ``span_id``), and the
+    places left (None once the bytes do not frame as the parsed request: its spans are then
+    read from the parsed message)."""
     try:
         start, end = next(places)
     except (StopIteration, inplace.Malformed):
         return None, None
-    return SpanBytes(raw, start, end, span.trace_id, span.span_id), places
+    return SpanBytes(raw, start, end, trace_id, span_id), places
 
 
 _UNREADABLE_DETAIL_CHARS = 300
@@ -212,14 +213,14 @@ class Assembler(Admission):
             for scope_spans in resource_spans.scope_spans[:]:
                 scope = scope_spans.scope.name
                 for span in scope_spans.spans[:]:
+                    trace_id = span.trace_id
+                    span_id = span.span_id
                     in_place = None
                     if places is not None and raw is not None:  # every span's, in order, before anything else
-                        in_place, places = _in_place(raw, places, span)
+                        in_place, places = _in_place(raw, places, trace_id, span_id)
                     if clock() >= pause_at:
                         yield None
                         pause_at = clock() + slice_seconds
-                    trace_id = span.trace_id
-                    span_id = span.span_id
                     problem = ids_problem(trace_id, span_id)
                     if problem is not None:
                         result.reject(problem)
