@@ -98,15 +98,16 @@ UNREADABLE_REASONS = ("too_deep", "bad_value", "internal_error")
 
 
 def _in_place(
-    raw: bytes, places: Iterator[tuple[int, int]], span: Span
+    raw: bytes, places: Iterator[tuple[int, int]], trace_id: bytes, span_id: bytes
 ) -> tuple[SpanBytes | None, Iterator[tuple[int, int]] | None]:
-    """The next span's place in ``raw``, and the places left (None once the bytes do not
-    frame as the parsed request: its spans are then read from the parsed message)."""
+    """The next span's place in ``raw`` (the span's ids: ``trace_id``, ``span_id``), and the
+    places left (None once the bytes do not frame as the parsed request: its spans are then
+    read from the parsed message)."""
     try:
         start, end = next(places)
     except (StopIteration, inplace.Malformed):
         return None, None
-    return SpanBytes(raw, start, end, span.trace_id, span.span_id), places
+    return SpanBytes(raw, start, end, trace_id, span_id), places
 
 
 _UNREADABLE_DETAIL_CHARS = 300
@@ -198,25 +199,28 @@ class Assembler(Admission):
         share: int | None = None
         places: Iterator[tuple[int, int]] | None = None  # each span's place in ``raw`` (``inplace``)
         if raw is not None:
-            spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+            spans = sum(len(ss.spans) for rs in request.resource_spans[:] for ss in rs.scope_spans[:])
             share = len(raw) // max(1, spans)
             if inplace.worth_it(raw, spans):
                 places = inplace.span_ranges(raw)
         clock = time.perf_counter
         pause_at = clock() + slice_seconds
-        for resource_spans in request.resource_spans:
+        max_spans, max_bytes = self._config.max_spans, self._config.max_bytes
+        # Slices, not the repeated fields: see ``collector.otlp.views``.
+        for resource_spans in request.resource_spans[:]:
             resource = ResourceView(resource_spans.resource)
-            for scope_spans in resource_spans.scope_spans:
+            on_resource = resource.attrs
+            for scope_spans in resource_spans.scope_spans[:]:
                 scope = scope_spans.scope.name
-                for span in scope_spans.spans:
+                for span in scope_spans.spans[:]:
+                    trace_id = span.trace_id
+                    span_id = span.span_id
                     in_place = None
                     if places is not None and raw is not None:  # every span's, in order, before anything else
-                        in_place, places = _in_place(raw, places, span)
+                        in_place, places = _in_place(raw, places, trace_id, span_id)
                     if clock() >= pause_at:
                         yield None
                         pause_at = clock() + slice_seconds
-                    trace_id = span.trace_id
-                    span_id = span.span_id
                     problem = ids_problem(trace_id, span_id)
                     if problem is not None:
                         result.reject(problem)
@@ -224,10 +228,10 @@ class Assembler(Admission):
                     session: OpenSession | None = None
                     before = result.accepted
                     try:
-                        view = SpanView(span, scope, resource, in_place)
+                        view = SpanView(span, scope, resource, in_place, trace_id, span_id)
                         size = span.ByteSize() if share is None else share
                         trace = scoped(tenant, trace_id) if tenant else trace_id
-                        found = self._key_and_source(view.attrs, resource.attrs, tenant, trace)
+                        found = self._key_and_source(view.attrs, on_resource, tenant, trace)
                         if rebuilds and self._dormant:
                             entry = self._waking(found[0], trace, request_id)
                             if entry is not None:
@@ -246,7 +250,8 @@ class Assembler(Admission):
                         if session is None:
                             continue
                     touched[session.key] = session
-                    if self._over_limits(session):
+                    over = session.spans >= max_spans or session.bytes >= max_bytes  # ``_over_limits``
+                    if over and self._over_limits(session):
                         touched.pop(session.key, None)
         for session in touched.values():
             if session.ending:
@@ -325,7 +330,7 @@ class Assembler(Admission):
         session.bytes += size
         session.last_seen = now
         end = self._config.end_attribute
-        if end in values and values.get(end) in (True, "true", "True", 1):
+        if end in values.by_key() and values.get(end) in (True, "true", "True", 1):
             session.ending = True
         result.accepted += 1
         return session
@@ -359,12 +364,12 @@ class Assembler(Admission):
             self.admit()
         now = self._clock()
         result = Accepted()
-        for resource_logs in request.resource_logs:
+        for resource_logs in request.resource_logs[:]:  # slices: see ``collector.otlp.views``
             resource = ResourceView(resource_logs.resource)
             kept: Resource | None = None  # a copy for held records: the request is not kept alive
-            for scope_logs in resource_logs.scope_logs:
+            for scope_logs in resource_logs.scope_logs[:]:
                 scope = scope_logs.scope.name
-                for record in scope_logs.log_records:
+                for record in scope_logs.log_records[:]:
                     session: OpenSession | None = None
                     try:
                         view = LogView(record, scope, resource)
