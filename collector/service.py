@@ -563,10 +563,12 @@ def _safe_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
 
 
-# How long a thread may hold the GIL while another waits for it (Python's default: 5 ms).
-# The store's writer needs it back after every SQLite call; at 5 ms a busy event loop made
-# each commit, and so each acknowledgement, wait tens of milliseconds.
-SWITCH_INTERVAL = 0.0005
+# How long a thread may hold the GIL while another waits for it (Python's default).  The
+# store's writer needs it back after every SQLite call: a short interval makes the busy
+# event loop hand it over (and take it back) that often, which costs the loop's caches
+# more than the writer's work.  An acknowledgement waits on no writer commit, only on one
+# sync a loop turn (``GroupSync``): one hand-off of at most this interval.
+SWITCH_INTERVAL = 0.005
 # Every collection pauses the loop that acknowledges, so each is kept small.  Young ones
 # come every 2,000 new containers: what survives them is open sessions' evidence, visited
 # while still in the CPU's caches (every 50,000 made pauses of 30-80 ms).  The second
