@@ -567,7 +567,7 @@ def _safe_url(url: str) -> str:
 # store's writer needs it back after every SQLite call: a short interval makes the busy
 # event loop hand it over (and take it back) that often, which costs the loop's caches
 # more than the writer's work.  An acknowledgement waits on no writer commit, only on one
-# sync a loop turn (``GroupSync``): one hand-off of at most this interval.
+# sync a loop turn (``GroupSync``), whose thread runs at a short interval of its own.
 SWITCH_INTERVAL = 0.005
 # Every collection pauses the loop that acknowledges, so each is kept small.  Young ones
 # come every 2,000 new containers: what survives them is open sessions' evidence, visited

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from collector.component import Retryable
 from collector.config import parse
 from collector.otlp.received import Received
 from collector.service import Chain
+from collector.state import synced
 from collector.state.facade import Store, open_spool
 from collector.state.segments import Segments
 
@@ -104,3 +106,29 @@ async def test_storage_sync_chooses_whether_an_append_waits_for_the_sync(
     held.released.set()
     assert await append == 1
     await on.shutdown(5)
+
+
+async def test_the_sync_thread_wins_the_gil_back_within_the_short_interval(tmp_path: Path) -> None:
+    """While a sync runs the switch interval is at most ``HANDOFF`` (its thread waits that long
+    at most for a busy loop to hand the GIL back); once it returns, it is what it was."""
+    seen: list[float] = []
+
+    def fdatasync(fd: int) -> None:
+        seen.append(sys.getswitchinterval())
+        os.fdatasync(fd)
+
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
+    outside = sys.getswitchinterval()
+    sys.setswitchinterval(0.005)
+    try:
+        store = Store(tmp_path, sync=fdatasync)
+        chain = Chain(parse({"storage": {"path": str(tmp_path)}}), store=store)
+        for _ in range(2):
+            item = Received("traces", request, "test")
+            await chain.consume(item)
+            assert item.outcome.accepted
+            assert sys.getswitchinterval() == 0.005
+        await chain.shutdown(5)
+    finally:
+        sys.setswitchinterval(outside)
+    assert seen and all(interval == synced.HANDOFF for interval in seen)
