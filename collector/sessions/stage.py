@@ -37,6 +37,7 @@ from collector.sessions.metrics import SessionsMetrics
 from collector.sessions.restart import kept_since_checkpoint
 from collector.state.config import Storage
 from collector.state.types import Closed, Recovery, Reopenable, Spool
+from collector.switching import SWITCHING
 from evaluators.evidence import Session, split_session_key
 
 log = logging.getLogger("skillgauge")
@@ -196,6 +197,9 @@ class SessionsStage:
 
     async def _assemble_forever(self) -> None:
         while True:
+            # A backlog (requests waiting behind the one assembled) makes the GIL's hand-offs
+            # rarer (``collector.switching``).
+            SWITCHING.backlog(len(self._pending) > 1)
             if not self._pending:
                 self._wake.clear()
                 await self._wake.wait()

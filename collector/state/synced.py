@@ -8,47 +8,16 @@ default executor), one at a time: the appends made while a sync runs wait for th
 starts as soon as that one ends.  Under load a sync covers many requests; alone, a request
 waits for one (~0.3 ms on an SSD).
 
-While a sync runs, the switch interval (``sys.setswitchinterval``) is at most ``HANDOFF``: the
-thread that ran it wins the GIL back from a busy event loop that soon, so an acknowledgement
-waits on it for no longer than that, whatever the interval is the rest of the time.
+While a sync runs, serve's switch interval is short (``collector.switching``): the thread that
+ran it wins the GIL back from a busy event loop soon, whatever the interval is otherwise.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
-import threading
 from collections.abc import Callable
 
-# The switch interval while a sync runs: how long its thread may wait to win the GIL back.
-HANDOFF = 0.0005
-
-
-class _Shortened:
-    """The switch interval at most ``HANDOFF`` while any sync of the process runs (each
-    ``GroupSync`` runs one at a time; a process may hold several), as it was once none does."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running = 0
-        self._outside = 0.0  # the interval before the first of the syncs running began
-
-    def run(self, sync: Callable[[], None]) -> None:
-        with self._lock:
-            if not self._running:
-                self._outside = sys.getswitchinterval()
-                sys.setswitchinterval(min(self._outside, HANDOFF))
-            self._running += 1
-        try:
-            sync()
-        finally:
-            with self._lock:
-                self._running -= 1
-                if not self._running:
-                    sys.setswitchinterval(self._outside)
-
-
-_SHORTENED = _Shortened()
+from collector.switching import SWITCHING
 
 
 class GroupSync:
@@ -89,5 +58,5 @@ class GroupSync:
             self._task = None
 
     def _handed_back(self) -> None:
-        """``sync``, the switch interval at most ``HANDOFF`` until it returns."""
-        _SHORTENED.run(self._sync)
+        """``sync``, the switch interval short until it returns."""
+        SWITCHING.synced(self._sync)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import sys
 import threading
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from collector.service import Chain
 from collector.state import synced
 from collector.state.facade import Store, open_spool
 from collector.state.segments import Segments
+from collector.switching import LONG, SHORT, Switching
 
 
 class HeldSync:
@@ -108,27 +108,31 @@ async def test_storage_sync_chooses_whether_an_append_waits_for_the_sync(
     await on.shutdown(5)
 
 
-async def test_the_sync_thread_wins_the_gil_back_within_the_short_interval(tmp_path: Path) -> None:
-    """While a sync runs the switch interval is at most ``HANDOFF`` (its thread waits that long
-    at most for a busy loop to hand the GIL back); once it returns, it is what it was."""
-    seen: list[float] = []
+
+async def test_the_switch_interval_is_short_while_a_sync_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Serve's switch interval (``collector.switching``) is short while a sync runs, even with
+    a backlog, so its thread wins the GIL back soon; long again once it returned."""
+    intervals: list[float] = []
+    switching = Switching(intervals.append)
+    switching.start()
+    switching.backlog(True)
+    monkeypatch.setattr(synced, "SWITCHING", switching)
+    during: list[float | None] = []
 
     def fdatasync(fd: int) -> None:
-        seen.append(sys.getswitchinterval())
+        during.append(switching.interval)
         os.fdatasync(fd)
 
     (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
-    outside = sys.getswitchinterval()
-    sys.setswitchinterval(0.005)
-    try:
-        store = Store(tmp_path, sync=fdatasync)
-        chain = Chain(parse({"storage": {"path": str(tmp_path)}}), store=store)
-        for _ in range(2):
-            item = Received("traces", request, "test")
-            await chain.consume(item)
-            assert item.outcome.accepted
-            assert sys.getswitchinterval() == 0.005
-        await chain.shutdown(5)
-    finally:
-        sys.setswitchinterval(outside)
-    assert seen and all(interval == synced.HANDOFF for interval in seen)
+    store = Store(tmp_path, sync=fdatasync)
+    chain = Chain(parse({"storage": {"path": str(tmp_path)}}), store=store)
+    for _ in range(2):
+        item = Received("traces", request, "test")
+        await chain.consume(item)
+        assert item.outcome.accepted
+        assert switching.interval == LONG
+    await chain.shutdown(5)
+    assert during and set(during) == {SHORT}
+    assert intervals[:4] == [SHORT, LONG, SHORT, LONG]
