@@ -6,7 +6,7 @@ SQLite or disk call and must win it back from the event loop.  A short interval 
 makes a busy loop hand it over soon: an acknowledgement does not wait long behind another
 thread's work, but every hand-off costs the loop its caches.  So the interval is:
 
-- ``LONG`` (Python's default) while the loop has a backlog (``backlog(True)``: requests wait
+- ``LONG`` (Python's default) while the loop has a backlog (``backlog(True)``: many requests wait
   to be assembled behind the one being assembled), when CPU a request is what bounds how much
   is taken;
 - ``SHORT`` otherwise, and always while a sync runs (``synced``): the thread that ran it wins
