@@ -21,7 +21,6 @@ import gc
 import logging
 import signal
 import ssl
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +75,7 @@ from collector.status.metrics import StatusMetrics
 from collector.status.readers import StatusReads
 from collector.status.summary import Summary, every, log_periodically
 from collector.status.view import SessionPage, SessionQuery, State
+from collector.switching import SWITCHING
 from collector.telemetry import CacheSizes, SkillLabels
 from evaluators.evidence import session_key
 from evaluators.result import EvaluationResult
@@ -563,10 +563,6 @@ def _safe_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
 
 
-# How long a thread may hold the GIL while another waits for it (Python's default: 5 ms).
-# The store's writer needs it back after every SQLite call; at 5 ms a busy event loop made
-# each commit, and so each acknowledgement, wait tens of milliseconds.
-SWITCH_INTERVAL = 0.0005
 # Every collection pauses the loop that acknowledges, so each is kept small.  Young ones
 # come every 2,000 new containers: what survives them is open sessions' evidence, visited
 # while still in the CPU's caches (every 50,000 made pauses of 30-80 ms).  The second
@@ -580,7 +576,7 @@ async def serve(config: Config) -> str | None:
     """Run until SIGTERM or SIGINT, then stop; None, or why storage still failed at the end
     (what stopping closed may not all be recorded: the next start evaluates it again)."""
     escape_logs()
-    sys.setswitchinterval(SWITCH_INTERVAL)
+    SWITCHING.start()  # short, long while requests wait to be assembled (``collector.switching``)
     gc.set_threshold(*GC_THRESHOLDS)
     asyncio.get_running_loop().set_exception_handler(AcceptErrors())
     service = Service(config)

@@ -122,7 +122,8 @@ class Restart(Closing):
         self, entry: Reopenable, requests: Iterable[ExportTraceServiceRequest | ExportLogsServiceRequest]
     ) -> None:
         """Rebuild a dormant revision's evidence from its spooled requests (each item of
-        ``entry``'s session: its key, or no key on one of its traces), as if it had just
+        ``entry``'s session: its key, or no key on one of its traces; a span only on one of
+        its traces, as every span placed binds its trace to its session), as if it had just
         closed: the next item under its key reopens it whole, as revision ``entry.revision + 1``."""
         evidence = SessionEvidence(self._rules)
         evidence.catalog.limit = self._config.max_catalog_entries
@@ -137,7 +138,9 @@ class Restart(Closing):
                     for scope_spans in resource_spans.scope_spans:
                         scope = scope_spans.scope.name
                         for span in scope_spans.spans:
-                            if span_problem(span) is not None:
+                            # Every span placed in a session binds its trace to it, so a span
+                            # of none of ``traces`` is not the session's: no key looked for.
+                            if scoped(tenant, span.trace_id) not in traces or span_problem(span) is not None:
                                 continue
                             view = SpanView(span, scope, resource)
                             key, source = self._key_and_source(view.attrs, resource.attrs, tenant)

@@ -1089,15 +1089,20 @@ def half_load(
     clients: int,
     warmup: float,
     short: bool,
+    fixed_rate: float | None = None,
 ) -> dict[str, Any]:
     """Once the saturation phase's sessions have closed, each replica driven at half the
-    requests/s it acknowledged flat out: the acknowledgements' latencies."""
+    requests/s it acknowledged flat out (or at ``fixed_rate`` requests/s in all, shared
+    evenly: two builds compared at one rate): the acknowledgements' latencies."""
     settle(servers, 1.0 if short else 10.0)
-    rates = [r / 2 for r in flat["replica_ok_requests_per_s"]]
+    if fixed_rate is not None:
+        rates = [fixed_rate / len(servers)] * len(servers)
+    else:
+        rates = [r / 2 for r in flat["replica_ok_requests_per_s"]]
     assert all(rates), f"a replica acknowledged nothing at saturation: {rates}"
     half = drive(servers, routed, seconds, clients, rates=rates, first_round=10_000, warmup=warmup)
     print(
-        f"at 50% load ({sum(rates):.1f} req/s in all: "
+        f"at {'a fixed rate' if fixed_rate is not None else '50% load'} ({sum(rates):.1f} req/s in all: "
         f"{', '.join(f'{r:.1f}' for r in rates)} per replica): p50 {half['p50_ms']:.1f} ms, "
         f"p99 {half['p99_ms']:.1f} ms, refused {half['errors']}"
     )
@@ -1138,6 +1143,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the CPU figures, the saturation phase and the half-load latency only (to compare two "
         "builds run in turn)",
+    )
+    args.add_argument(
+        "--half-load-rate",
+        type=float,
+        default=None,
+        metavar="R",
+        help="drive the latency phase at R requests/s in all instead of half the rate acknowledged "
+        "flat out (to compare two builds' latency at one rate)",
     )
     args.add_argument(
         "--write-traffic",
@@ -1204,7 +1217,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.ingest_only:
         with tempfile.TemporaryDirectory() as tmp, replicas(Path(tmp), replica_count, served) as servers:
             flat, cpu, served_us = saturate(servers, routed, seconds, clients, warmup)
-            half = half_load(servers, routed, flat, seconds, clients, warmup, short)
+            half = half_load(servers, routed, flat, seconds, clients, warmup, short, opts.half_load_rate)
         print(
             json.dumps(
                 {
@@ -1259,7 +1272,7 @@ def main(argv: list[str] | None = None) -> int:
         with replicas(Path(tmp) / "ingest", replica_count, served) as servers:
             flat, cpu, served_us = saturate(servers, routed, seconds, clients, warmup)
             print(f"  ratio (ingest in all / decode limit of one core): {flat['spans_per_s'] / limit:.3f}")
-            half = half_load(servers, routed, flat, seconds, clients, warmup, short)
+            half = half_load(servers, routed, flat, seconds, clients, warmup, short, opts.half_load_rate)
         (Path(tmp) / "memory").mkdir()
         per_session, raw = open_session_memory(
             Path(tmp) / "memory", open_sessions, 50, replica_count

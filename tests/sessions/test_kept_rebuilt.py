@@ -76,3 +76,33 @@ async def test_a_late_span_rebuilds_a_kept_session_from_its_spooled_requests(tmp
     ]
     assert second.session.skill_loads and second.session.framework == wanted.session.framework
     assert second.session.catalog.skills.keys() == wanted.session.catalog.skills.keys()
+
+
+async def test_a_rebuilt_session_takes_none_of_the_other_sessions_spooled_with_it(tmp_path: Path) -> None:
+    """Requests that carry spans of other sessions too (as a batching exporter sends them):
+    the rebuilt revision holds its own spans, each once, and none of theirs."""
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
+    (other,) = trace_requests(FRAMEWORKS / "strands" / "denied.traces.jsonl")
+    spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+    others = sum(len(ss.spans) for rs in other.resource_spans for ss in rs.scope_spans)
+    mixed = part(request, slice(0, 2))
+    mixed.resource_spans.extend(other.resource_spans)  # the other session, whole, in the same request
+
+    chain = Chain(parse({"storage": {"path": str(tmp_path)}}))
+    stage = chain.sessions_stage
+    exported = await run(chain, mixed)
+    await stage.close(SESSION, "idle_timeout")
+    await stage.close("strands-denied-0001", "idle_timeout")
+    await chain.drain(10)
+    assert sorted((c.session.key, c.session.span_count) for c in exported.items) == [
+        ("strands-denied-0001", others),
+        (SESSION, 2),
+    ]
+    assert stage.assembler.has_dormant
+
+    await chain.consume(Received("traces", part(request, slice(2, None)), "test"))
+    await stage.settle()
+    await chain.shutdown(5)
+    rebuilt = [c.session for c in exported.items if c.session.revision == 2]
+    assert [(s.key, s.span_count) for s in rebuilt] == [(SESSION, spans)]
+    assert rebuilt[0].skill_loads

@@ -17,8 +17,10 @@ from collector.component import Retryable
 from collector.config import parse
 from collector.otlp.received import Received
 from collector.service import Chain
+from collector.state import synced
 from collector.state.facade import Store, open_spool
 from collector.state.segments import Segments
+from collector.switching import LONG, SHORT, Switching
 
 
 class HeldSync:
@@ -104,3 +106,33 @@ async def test_storage_sync_chooses_whether_an_append_waits_for_the_sync(
     held.released.set()
     assert await append == 1
     await on.shutdown(5)
+
+
+
+async def test_the_switch_interval_is_short_while_a_sync_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Serve's switch interval (``collector.switching``) is short while a sync runs, even with
+    a backlog, so its thread wins the GIL back soon; long again once it returned."""
+    intervals: list[float] = []
+    switching = Switching(intervals.append)
+    switching.start()
+    switching.backlog(True)
+    monkeypatch.setattr(synced, "SWITCHING", switching)
+    during: list[float | None] = []
+
+    def fdatasync(fd: int) -> None:
+        during.append(switching.interval)
+        os.fdatasync(fd)
+
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
+    store = Store(tmp_path, sync=fdatasync)
+    chain = Chain(parse({"storage": {"path": str(tmp_path)}}), store=store)
+    for _ in range(2):
+        item = Received("traces", request, "test")
+        await chain.consume(item)
+        assert item.outcome.accepted
+        assert switching.interval == LONG
+    await chain.shutdown(5)
+    assert during and set(during) == {SHORT}
+    assert intervals[:4] == [SHORT, LONG, SHORT, LONG]
