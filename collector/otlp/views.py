@@ -195,14 +195,9 @@ class Attributes:
 
     def text(self, key: str) -> str | None:
         """``get``'s value as text (``as_text``)."""
-        # ``get``, without a call for it: detection reads ~4 texts a span.
-        value = self._values.get(key, _MISSING)
+        value = self._values.get(key, _MISSING)  # a value read already: no call for ``get``
         if value is _MISSING:
-            kv = (self._by_key if self._by_key is not None else self._index()).get(key)
-            if kv is None:
-                return None
-            any_value = kv.value
-            value = self._values[key] = any_value.string_value or value_of(any_value)
+            value = self.get(key)
         return value if type(value) is str or value is None else as_text(value)
 
     def first_text(self, keys: Iterable[str]) -> str | None:
