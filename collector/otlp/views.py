@@ -22,7 +22,7 @@ two attributes).
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -139,18 +139,20 @@ def encoded_of(value: AnyValue) -> Encoded | None:
 
 
 class Attributes:
-    """Key lookup over a repeated ``KeyValue`` field, read lazily (see the module doc)."""
+    """Key lookup over a repeated ``KeyValue`` field, read lazily (see the module doc).
 
-    __slots__ = ("_by_key", "_in_place", "_kvs", "_shape", "_values")
+    One dict holds each key's ``KeyValue`` until its value is first read, and the value (a
+    Python value, ``value_of``) from then on: a read is one lookup."""
+
+    __slots__ = ("_by_key", "_in_place", "_kvs", "_shape")
 
     def __init__(self, kvs: Sequence[KeyValue], in_place: SpanBytes | None = None) -> None:
         self._kvs = kvs
         self._in_place = in_place  # where the strings sit in the request as received, if known
-        self._by_key: dict[str, KeyValue] | None = None
-        self._values: dict[str, Any] = {}
+        self._by_key: dict[str, Any] | None = None  # key -> its KeyValue, or its value once read
         self._shape: tuple[str, ...] | None = None
 
-    def _index(self) -> dict[str, KeyValue]:
+    def _index(self) -> dict[str, Any]:
         # Each KeyValue as it is: its AnyValue is taken only for the keys somebody reads.
         if self._by_key is None:
             self._by_key = {kv.key: kv for kv in self._kvs[:]}  # a slice: see the module doc
@@ -159,34 +161,29 @@ class Attributes:
     def __contains__(self, key: str) -> bool:
         return key in (self._by_key if self._by_key is not None else self._index())
 
-    def by_key(self) -> Mapping[str, KeyValue]:
-        """Each key's ``KeyValue`` (a key written twice: its last), in attribute order: for a
-        caller that tests several keys (``key in``) without a call for each.  Read only."""
+    def by_key(self) -> Collection[str]:
+        """The keys (a key written twice once), in attribute order, for a caller that tests
+        several keys (``key in``) without a call for each.  Read only."""
         return self._by_key if self._by_key is not None else self._index()
 
     def get(self, key: str) -> Any:
         """The value under ``key`` as a Python value, or None."""
-        value = self._values.get(key, _MISSING)
-        if value is _MISSING:
-            kv = (self._by_key if self._by_key is not None else self._index()).get(key)
-            if kv is None:
-                return None
-            any_value = kv.value
+        index = self._by_key if self._by_key is not None else self._index()
+        value = index.get(key)
+        if type(value) is KeyValue:  # not read yet
+            any_value = value.value
             # ``value_of``, without a call for the common case: text (an AnyValue holding
             # anything else reads as "")
-            value = self._values[key] = any_value.string_value or value_of(any_value)
+            value = index[key] = any_value.string_value or value_of(any_value)
         return value
 
     def encoded(self, key: str) -> Encoded | None:
         """The string under ``key`` as its UTF-8 bytes (``Encoded``), or None (absent, or no
         string).  A text read already is encoded from it."""
-        value = self._values.get(key, _MISSING)
-        if value is not _MISSING:
-            return Encoded.of(value) if type(value) is str else None
         index = self._by_key if self._by_key is not None else self._index()
         kv = index.get(key)
-        if kv is None:
-            return None
+        if type(kv) is not KeyValue:  # absent, or read already
+            return Encoded.of(kv) if type(kv) is str else None
         if self._in_place is not None and len(index) == len(self._kvs):  # no key written twice
             where = self._in_place.string(key)
             if where is not None:
@@ -195,9 +192,11 @@ class Attributes:
 
     def text(self, key: str) -> str | None:
         """``get``'s value as text (``as_text``)."""
-        value = self._values.get(key, _MISSING)  # a value read already: no call for ``get``
-        if value is _MISSING:
-            value = self.get(key)
+        index = self._by_key if self._by_key is not None else self._index()
+        value = index.get(key)
+        if type(value) is KeyValue:  # not read yet: as ``get`` reads it
+            any_value = value.value
+            value = index[key] = any_value.string_value or value_of(any_value)
         return value if type(value) is str or value is None else as_text(value)
 
     def first_text(self, keys: Iterable[str]) -> str | None:
