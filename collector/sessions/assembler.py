@@ -59,6 +59,7 @@ from collector.sessions.held import CLOSE_REASONS, OpenSession
 from collector.sessions.items import (
     SLICE_SECONDS,
     UNCORRELATED,
+    ZERO_SPAN,
     ZERO_TRACE,
     Steps,
     check_spans,
@@ -221,9 +222,14 @@ class Assembler(Admission):
                     if clock() >= pause_at:
                         yield None
                         pause_at = clock() + slice_seconds
-                    problem = ids_problem(trace_id, span_id)
-                    if problem is not None:
-                        result.reject(problem)
+                    # ``ids_problem``, without a call for a usable span
+                    if (
+                        len(trace_id) != 16
+                        or len(span_id) != 8
+                        or trace_id == ZERO_TRACE
+                        or span_id == ZERO_SPAN
+                    ):
+                        result.reject(ids_problem(trace_id, span_id) or "")
                         continue
                     session: OpenSession | None = None
                     before = result.accepted
