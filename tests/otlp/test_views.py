@@ -97,3 +97,39 @@ def test_attribute_lists_of_one_shape_read_their_own_values() -> None:
     assert [other.get("a"), other.get("b")] == ["r", "q"]
     encoded = second.encoded("a")
     assert encoded is not None and encoded.text() == "z"
+
+
+_READS = st.lists(
+    st.tuples(st.sampled_from(["get", "text", "encoded", "in", "shape", "keys"]), st.sampled_from("abcd")),
+    max_size=12,
+)
+_VALUES = st.one_of(
+    st.text(max_size=4).map(lambda v: AnyValue(string_value=v)),
+    st.integers(-3, 3).map(lambda v: AnyValue(int_value=v)),
+    st.just(AnyValue(array_value=ArrayValue(values=[AnyValue(string_value="a")]))),
+)
+
+
+def _read(attrs: Attributes, how: str, key: str) -> object:
+    if how == "get":
+        return attrs.get(key)
+    if how == "text":
+        return attrs.text(key)
+    if how == "encoded":
+        encoded = attrs.encoded(key)
+        return None if encoded is None else encoded.text()
+    if how == "in":
+        return key in attrs
+    return attrs.shape() if how == "shape" else list(attrs.keys())
+
+
+@given(st.lists(st.tuples(st.sampled_from("abc"), _VALUES), max_size=6), _READS)
+def test_each_read_answers_as_on_attributes_not_read_before(
+    pairs: list[tuple[str, AnyValue]], reads: list[tuple[str, str]]
+) -> None:
+    """A value read once (kept in place of its ``KeyValue``) reads the same, by every read,
+    as on a fresh list: reads in any order answer alike."""
+    kvs = [KeyValue(key=k, value=v) for k, v in pairs]
+    attrs = Attributes(kvs)
+    for how, key in reads:
+        assert _read(attrs, how, key) == _read(Attributes(kvs), how, key), (how, key)
