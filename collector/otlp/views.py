@@ -194,15 +194,10 @@ class Attributes:
         """``get``'s value as text (``as_text``)."""
         index = self._by_key if self._by_key is not None else self._index()
         value = index.get(key)
-        kind = type(value)
-        if kind is str or value is None:  # most reads: a text read already, or no such key
-            return value
-        if kind is KeyValue:  # not read yet: as ``get`` reads it
+        if type(value) is KeyValue:  # not read yet: as ``get`` reads it
             any_value = value.value
             value = index[key] = any_value.string_value or value_of(any_value)
-            if type(value) is str:
-                return value
-        return as_text(value)
+        return value if type(value) is str or value is None else as_text(value)
 
     def first_text(self, keys: Iterable[str]) -> str | None:
         """The text of the first of ``keys`` present (which may be empty), or None."""
