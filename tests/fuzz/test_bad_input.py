@@ -18,7 +18,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from support import FRAMEWORKS, trace_requests
 
 from collector.config import parse
-from collector.sessions.assembler import Assembler
+from collector.sessions.assembler import Assembler, check_spans
 from evaluators.evidence import Session
 
 # The keys detectors read: the interesting place for hostile values.
@@ -110,9 +110,15 @@ def test_hostile_spans_never_escape_and_never_touch_other_sessions(request: Expo
     mixed = ExportTraceServiceRequest()
     mixed.CopyFrom(GOOD)
     mixed.resource_spans.extend(request.resource_spans)
+    checked = check_spans(mixed)  # what the served path answers before it spools
     result = assembler.add_spans(mixed)
     total = sum(len(ss.spans) for rs in mixed.resource_spans for ss in rs.scope_spans)
     assert result.accepted + result.rejected == total
+    assert (checked.accepted, checked.rejected, checked.message) == (
+        result.accepted,
+        result.rejected,
+        result.message,
+    )
     assembler.close_all()
     good = [s for s in closed if s.session_id == "strands-right_skill-0001"]
     assert good and _loads(good[0])[:1] == [("release-notes", "loaded", "skill_tool", True)]
