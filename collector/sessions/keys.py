@@ -12,8 +12,9 @@ configured key named stays there (the assembler's rule), so an id a harness reco
 something else on a few spans cannot split a run.  Keys that name another run than the
 item's own (a parent's, a previous one's) are not read.
 
-Which configured keys an item holds, and which of its names are shaped like a session key, are
-worked out once per key set (``Attributes.shape``): an item reads the values of those only.
+The configured keys are looked up in the item's attributes (``Attributes.by_key``: a test per
+key); the names shaped like a session key are worked out once per key set
+(``Attributes.shape``).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ class SessionKeys:
     """The configured keys (``where:attribute`` pairs, ``where`` "span" or "resource") and,
     when ``by_shape``, keys found by their shape."""
 
-    __slots__ = ("_by_shape", "_configured", "_plans")
+    __slots__ = ("_by_shape", "_configured")
 
     def __init__(self, configured: tuple[str, ...], by_shape: bool = True) -> None:
         self._by_shape = by_shape
@@ -102,9 +103,6 @@ class SessionKeys:
             (where == "span", key, f"{CONFIGURED}:{key}")
             for where, key in (k.split(":", 1) for k in configured)
         )
-        # Per key shape of an item (``Attributes.shape``): the configured keys to read, in
-        # order (the item's that it holds, and every resource key).
-        self._plans: dict[tuple[str, ...], tuple[tuple[bool, str, str], ...]] = {}
 
     def find(self, values: Attributes, resource: Attributes) -> FoundKey | None:
         """The session id an item (``values``) and its resource name, or None."""
@@ -119,17 +117,16 @@ class SessionKeys:
 
     def named(self, values: Attributes, resource: Attributes) -> tuple[str, str] | None:
         """``configured`` as (session id, ``configured:<attribute>``), or None: what an item
-        costs when it is placed (a lookup of its key shape, a value read only for the keys
-        present)."""
-        shape = values.shape()
-        plan = self._plans.get(shape)
-        if plan is None:
-            present = set(shape)
-            plan = tuple(entry for entry in self._configured if not entry[0] or entry[1] in present)
-            if len(self._plans) < SHAPES_KEPT:
-                self._plans[shape] = plan
-        for on_span, key, source in plan:  # most items carry none of the keys, or one
-            value = values.get(key) if on_span else resource.get(key)
+        costs when it is placed (a test of each configured key's presence, a value read only
+        for the keys present)."""
+        on_item = values.by_key()
+        for on_span, key, source in self._configured:  # most items carry none of the keys, or one
+            if on_span:
+                if key not in on_item:
+                    continue
+                value = values.get(key)
+            else:
+                value = resource.get(key)
             # Only text names a session: a key that also holds numbers (Codex CLI's thread.id
             # is, on most spans, the OS thread's number) names none there.
             if type(value) is str and value:
