@@ -70,10 +70,10 @@ class Admission(Restart):
         keyed: dict[bytes, str] = {}  # trace -> the key a sibling span in this request names
         clock = time.perf_counter
         pause_at = clock() + SLICE_SECONDS
-        for r, resource_spans in enumerate(request.resource_spans):
+        for r, resource_spans in enumerate(request.resource_spans[:]):  # slices: ``otlp.views``
             resource = ResourceView(resource_spans.resource)
-            for s, scope_spans in enumerate(resource_spans.scope_spans):
-                for i, span in enumerate(scope_spans.spans):
+            for s, scope_spans in enumerate(resource_spans.scope_spans[:]):
+                for i, span in enumerate(scope_spans.spans[:]):
                     if clock() >= pause_at:
                         yield
                         pause_at = clock() + SLICE_SECONDS
