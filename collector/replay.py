@@ -77,7 +77,10 @@ def sized_requests_in(path: Path) -> Iterator[tuple[str, Received | ReceiveError
         signal: decode.Signal = "logs" if name.endswith((".logs.binpb", ".logs.pb")) else "traces"
         body = path.read_bytes()
         try:
-            yield str(path), Received(signal, decode.decode(signal, body, "protobuf"), "replay"), len(body)
+            # The bytes go with the request, as a receiver hands them on: spooled as they are
+            # (not serialised again) and read in place by detection.
+            request = decode.decode(signal, body, "protobuf")
+            yield str(path), Received(signal, request, "replay", raw=body), len(body)
         except ReceiveError as error:
             yield str(path), error, len(body)
         return

@@ -19,6 +19,7 @@ from collector.config import parse
 from collector.otlp.received import Received
 from collector.receiver.decode import parse_json
 from collector.replay import _take as take
+from collector.replay import requests_in
 from collector.service import Chain
 from collector.testing import memory_store
 
@@ -65,6 +66,21 @@ def test_binary_protobuf_and_logs_files_and_table_format(tmp_path: Path) -> None
     assert run.returncode == 0, run.stderr
     assert "session " in run.stdout and "claude_code" in run.stdout
     assert run.stdout.count("\nsession ") + run.stdout.startswith("session ") == 1
+
+
+def test_binary_requests_go_on_with_their_bytes_and_evaluate_as_their_json(tmp_path: Path) -> None:
+    """A binary request is handed on with the file's bytes, as a receiver hands a body on
+    (spooled as they are, strings read in place); the records are those of the same requests
+    as OTLP/JSON."""
+    recording = FRAMEWORKS / "deepagents" / "right_skill_langsmith.traces.jsonl"
+    for n, request in enumerate(trace_requests(recording)):
+        (tmp_path / f"{n:03d}.binpb").write_bytes(request.SerializeToString())
+    for path in sorted(tmp_path.iterdir()):
+        ((_, received),) = requests_in(path)
+        assert isinstance(received, Received) and received.raw == path.read_bytes()
+    as_json, as_binary = replay(str(recording), "--format", "json"), replay(str(tmp_path), "--format", "json")
+    assert as_json.returncode == 0 and as_binary.returncode == 0, as_json.stderr + as_binary.stderr
+    assert len(as_binary.stdout.splitlines()) > 1 and as_binary.stdout == as_json.stdout
 
 
 def test_a_bad_file_is_named_and_the_rest_still_evaluated(tmp_path: Path) -> None:
