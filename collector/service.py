@@ -44,6 +44,7 @@ from collector.export.fanout import Fanout
 from collector.export.metrics import ExportMetrics
 from collector.export.otlp import OtlpExporter
 from collector.export.outbox import SpoolOutbox
+from collector.gcclock import GC_CLOCK
 from collector.logsafety import escape_logs
 from collector.otlp.received import Received
 from collector.receiver import auth as listener_auth
@@ -123,6 +124,7 @@ class Chain:
         self.tenants = tenants.TenantFigures(self.registry, limits, lambda: assembler.open_by_tenant, budgets)
         reopen_limit = config.sessions.reopen_cache_bytes
         CacheSizes(self.registry, {"reopen": lambda: (assembler.recent_bytes, reopen_limit)})
+        GC_CLOCK.register(self.registry)
         self.spool = SpoolStage(
             self.store,
             self.sessions_stage,
@@ -578,6 +580,7 @@ async def serve(config: Config) -> str | None:
     escape_logs()
     SWITCHING.start()  # short, long while requests wait to be assembled (``collector.switching``)
     gc.set_threshold(*GC_THRESHOLDS)
+    GC_CLOCK.start()  # the CPU time collections take (``skillgauge_gc_cpu_seconds_total``)
     asyncio.get_running_loop().set_exception_handler(AcceptErrors())
     service = Service(config)
     try:

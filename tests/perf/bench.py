@@ -40,11 +40,14 @@ they are context).  Microseconds a span:
                              threads, ``/proc/<pid>/stat`` utime + stime) over the counted
                              window of the saturation phase, divided by the spans the replicas
                              acknowledged in it; the line before the JSON splits it by thread
-                             (``loop``: the event loop's thread, summed over replicas)
+                             (``loop``: the event loop's thread, summed over replicas) and
+                             gives the part spent collecting garbage, in whichever thread
+                             (``skillgauge_gc_cpu_seconds_total``, read from each replica)
   inprocess_cpu_us_per_span  the same traffic (three passes, fresh ids each; one with
                              ``--short``) through ``skillgauge replay``'s chain in this process
                              (``collector.replay.replay``, store in memory, serve's collector
-                             thresholds), under ``time.process_time``
+                             thresholds), under ``time.process_time``; its garbage
+                             collections' part printed beside it
   detect_cpu_us_per_span     ``detect_cost`` (parse + assemble + detect) under
                              ``time.process_time``, the best of three rounds (one with ``--short``)
   served_over_decode         served / decode: what serving a span costs in decodes of it
@@ -119,7 +122,7 @@ sys.path.insert(0, str(HERE.parent.parent))
 from export.downstream import Downstream  # noqa: E402
 from fake_anthropic import FakeAnthropic  # noqa: E402
 from lb_routing import split_traces  # noqa: E402
-from support import FRAMEWORKS, Server, trace_requests  # noqa: E402
+from support import FRAMEWORKS, Server, metric_value, trace_requests  # noqa: E402
 
 # The collector's modules the in-process measurements run (some may move: repoint them here).
 from collector.config import parse  # noqa: E402
@@ -395,11 +398,12 @@ def detect_cpu(bodies: list[bytes], spans: int, rounds: int) -> tuple[float, flo
     return best_figure, best_cpu
 
 
-def inprocess_cpu(bodies: list[bytes], spans: int, passes: int, extra: dict[str, Any]) -> float:
+def inprocess_cpu(bodies: list[bytes], spans: int, passes: int, extra: dict[str, Any]) -> tuple[float, float]:
     """Microseconds of this process's CPU time a span for the traffic (``passes`` passes, fresh
     ids each, as ``--write-traffic`` writes it) through ``skillgauge replay``'s chain in this
-    process: decode, spool (in memory), assemble, detect, close, evaluate, record.  Collected
-    as serve and replay collect (``GC_THRESHOLDS``)."""
+    process: decode, spool (in memory), assemble, detect, close, evaluate, record; and of it,
+    the garbage collections' (``GcTimer``).  Collected as serve and replay collect
+    (``GC_THRESHOLDS``)."""
     import asyncio
     import gc
 
@@ -414,15 +418,34 @@ def inprocess_cpu(bodies: list[bytes], spans: int, passes: int, extra: dict[str,
                 (Path(tmp) / f"{round_:02d}-{n:04d}.binpb").write_bytes(fresh(body, round_))
         gc.collect()
         gc.set_threshold(*GC_THRESHOLDS)
+        timer = GcTimer()
+        gc.callbacks.append(timer.observe)
         try:
             cpu = time.process_time()
             outcome = asyncio.run(replay([tmp], config))
             used = time.process_time() - cpu
         finally:
+            gc.callbacks.remove(timer.observe)
             gc.set_threshold(*thresholds)
     if outcome.problems:
         raise SystemExit(f"in-process replay of the traffic failed: {outcome.problems[:3]}")
-    return used / (spans * passes) * 1e6
+    return used / (spans * passes) * 1e6, timer.seconds / (spans * passes) * 1e6
+
+
+class GcTimer:
+    """The CPU seconds garbage collections take (a ``gc.callbacks`` entry, timed with the
+    collecting thread's CPU clock), as serve counts them (``collector.gcclock``), written out
+    here so that a build without that module is measured the same way."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._began = 0.0
+
+    def observe(self, phase: str, _info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._began = time.thread_time()
+        else:
+            self.seconds += time.thread_time() - self._began
 
 
 def detect_cost(bodies: list[bytes]) -> float:
@@ -816,15 +839,27 @@ def thread_seconds(pid: int) -> dict[str, float]:
     return out
 
 
+def gc_seconds(server: Server) -> float:
+    """CPU seconds a replica has spent collecting garbage so far, every generation
+    (``skillgauge_gc_cpu_seconds_total``); NaN from a build that does not count them."""
+    text = server.metrics()
+    if "skillgauge_gc_cpu_seconds_total" not in text:
+        return float("nan")
+    return sum(metric_value(text, "skillgauge_gc_cpu_seconds_total", generation=str(g)) for g in range(3))
+
+
 class CpuWindow:
     """CPU each replica process (all its threads, with its children) uses between ``warmup``
     seconds from now and ``seconds`` (the counted part of a ``drive``), measured from
-    ``/proc`` on a thread; and each thread's share of it, by thread name."""
+    ``/proc`` on a thread; each thread's share of it, by thread name; and the part of it the
+    replicas spent collecting garbage (``gc``, cores, in whichever thread collected)."""
 
     def __init__(self, servers: list[Server], warmup: float, seconds: float) -> None:
+        self.servers = servers
         self.pids = {f"replica {n}": server.proc.pid for n, server in enumerate(servers)}
         self.used: dict[str, float] = {}  # cores: CPU seconds a second
         self.threads: dict[str, float] = {}  # cores by thread name, over every replica
+        self.gc = 0.0  # cores, over every replica
         self._thread = threading.Thread(target=self._measure, args=(warmup, seconds), daemon=True)
         self._thread.start()
 
@@ -832,8 +867,10 @@ class CpuWindow:
         time.sleep(warmup)
         before, start = {n: cpu_seconds(p) for n, p in self.pids.items()}, time.monotonic()
         threads_before = {n: thread_seconds(p) for n, p in self.pids.items()}
+        gc_before = sum(gc_seconds(server) for server in self.servers)
         time.sleep(seconds - warmup - 0.5)  # inside the phase
         elapsed = time.monotonic() - start
+        self.gc = (sum(gc_seconds(server) for server in self.servers) - gc_before) / elapsed
         self.used = {n: (cpu_seconds(p) - before[n]) / elapsed for n, p in self.pids.items()}
         for n, p in self.pids.items():
             for name, used in thread_seconds(p).items():
@@ -878,6 +915,7 @@ def saturate(
             for name, used in sorted(window.threads.items(), key=lambda t: -t[1])
             if used / total * 1e6 >= 0.5
         )
+        + f"; of it collecting garbage (any thread) {window.gc / total * 1e6 if total else float('nan'):.1f} us"
     )
     return flat, {n: round(us, 1) for n, us in cpu.items()}, served
 
@@ -1211,8 +1249,11 @@ def main(argv: list[str] | None = None) -> int:
         f"CPU {detect_cpu_us:.1f} us a span"
     )
     passes = 1 if short else 3
-    inprocess_us = inprocess_cpu(bodies, spans, passes, served)
-    print(f"the same traffic through replay's chain in process ({passes} passes): CPU {inprocess_us:.1f} us a span")
+    inprocess_us, inprocess_gc_us = inprocess_cpu(bodies, spans, passes, served)
+    print(
+        f"the same traffic through replay's chain in process ({passes} passes): CPU {inprocess_us:.1f} us a span; "
+        f"of it collecting garbage {inprocess_gc_us:.1f} us"
+    )
 
     if opts.ingest_only:
         with tempfile.TemporaryDirectory() as tmp, replicas(Path(tmp), replica_count, served) as servers:
