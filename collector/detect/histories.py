@@ -17,57 +17,48 @@ from collector.detect.content import parse_json
 from collector.detect.facts import prompts as prompt_facts
 from collector.otlp.views import Encoded
 
-# The size of a whole piece of a remembered history: pieces smaller than this, its newest
-# bytes, are merged as continuations add to them (``History``).
-CHUNK = 65_536
-
 
 class History:
     """A message history read before: a JSON array, or an object holding one under its first
-    history key (``prompt_facts.HISTORY_KEYS``).  Kept as its UTF-8 bytes up to the array's closing
-    bracket (``end``), in pieces compared in place with a later history's bytes, and the bytes
-    from that bracket on (``tail``: "]" for an array).
+    history key (``prompt_facts.HISTORY_KEYS``).  Kept as its UTF-8 bytes up to the array's
+    closing bracket (``end``: the first ``end`` bytes of ``buffer``), compared in place with a
+    later history's bytes, and the bytes from that bracket on (``tail``: "]" for an array).
 
-    One that continues another shares its pieces and adds one holding what it adds, merged
-    with the newest pieces under ``CHUNK`` while they are less than twice its size.  So the
-    pieces under ``CHUNK`` come last, each at least twice the next: a history of n bytes is
-    in at most n / ``CHUNK`` + 17 pieces; and remembering a continuation copies what it
-    adds and, once, the pieces it merges: a byte is copied again only when the piece holding
-    it grows half as large again (a few times in all)."""
+    One that continues another appends what it adds to the other's buffer when nothing has
+    been appended to it since (the common case: each turn continues the one before), so the
+    buffers of a conversation's histories are one, each history its first ``end`` bytes:
+    remembering a continuation copies what it adds, and comparing reads one buffer, not
+    pieces of it.  Bytes are only ever appended to a buffer, so a history's bytes never
+    change.  One that continues a history already continued (a conversation that forks)
+    copies that history's bytes into a buffer of its own."""
 
-    __slots__ = ("chunks", "end", "tail")
-    chunks: list[bytes]
+    __slots__ = ("buffer", "end", "tail")
+    buffer: bytearray
     end: int
     tail: bytes
 
     def __init__(self, raw: Encoded, end: int, before: History | None = None) -> None:
         self.end = end
         self.tail = raw.piece(end, len(raw))
+        data, start = memoryview(raw.data), raw.start
         if before is None:
-            self.chunks = (
-                [raw.piece(0, end)]  # most histories: one piece
-                if end <= CHUNK
-                else [raw.piece(at, min(at + CHUNK, end)) for at in range(0, end, CHUNK)]
-            )
-            return
-        # ``raw`` continues ``before``: its pieces are this one's first.
-        chunks = before.chunks.copy()
-        merged = [raw.piece(before.end, end)]  # newest first
-        size = len(merged[0])
-        while chunks and len(chunks[-1]) < CHUNK and len(chunks[-1]) < 2 * size:
-            merged.append(chunks.pop())
-            size += len(merged[-1])
-        chunks.append(merged[0] if len(merged) == 1 else b"".join(reversed(merged)))
-        self.chunks = chunks
+            self.buffer = bytearray(data[start : start + end])
+        elif len(before.buffer) == before.end:  # ``raw`` continues ``before``: its bytes are first
+            self.buffer = before.buffer
+            self.buffer += data[start + before.end : start + end]
+        else:
+            self.buffer = bytearray(data[start : start + end])
 
     def starts(self, raw: Encoded) -> bool:
         """``raw``'s first ``self.end`` bytes are this history's."""
-        data, at, end = raw.data, raw.start, raw.end  # compared where they sit
-        for chunk in self.chunks:
-            if not data.startswith(chunk, at, end):
-                return False
-            at += len(chunk)
-        return True
+        buffer = self.buffer
+        if len(buffer) == self.end:
+            return raw.data.startswith(buffer, raw.start, raw.end)  # compared where they sit
+        view = memoryview(buffer)[: self.end]  # released at once: the buffer may grow after
+        try:
+            return raw.data.startswith(view, raw.start, raw.end)
+        finally:
+            view.release()
 
 
 # The pattern of a history array's end followed by a key, for each key seen after one (a
@@ -152,9 +143,9 @@ class Histories:
         bytes up to that one's array's closing bracket, then a comma and more elements, then
         the same bytes from that bracket on), only the elements added are new: parsing is
         deterministic, so the shared text parses to the same values.  A few histories are
-        remembered per session (sub-agents keep conversations of their own), each as pieces
-        of its bytes: comparing bytes reads them once, where hashing or decoding them would
-        cost more (decoding text that is not ASCII ~10x), and only the new part is decoded."""
+        remembered per session (sub-agents keep conversations of their own), each as its
+        bytes: comparing bytes reads them once, where hashing or decoding them would cost
+        more (decoding text that is not ASCII ~10x), and only the new part is decoded."""
         size = len(raw)
         if not size or (raw.byte(0), raw.byte(size - 1)) not in _BRACKETS:
             return None

@@ -1,10 +1,9 @@
 """A remembered history is compared with a later one byte for byte: one byte changed anywhere
-in what they would share (its pieces, shared or merged, and the bytes after its array) makes
-the later history read whole, however the remembered one was built."""
+in what they would share (its bytes up to its array's end, in a buffer other histories may have
+appended to since, and the bytes after its array) makes the later history read whole."""
 
 from __future__ import annotations
 
-import itertools
 import json
 
 import pytest
@@ -44,16 +43,22 @@ def _copy(read: Histories) -> Histories:
 
 
 @pytest.mark.parametrize("shape", [_array, _held], ids=["array", "object holding it"])
+@pytest.mark.parametrize(
+    "appended", [False, True], ids=["newest in its buffer", "its buffer appended to since"]
+)
 def test_one_byte_changed_anywhere_in_the_shared_text_reads_the_history_whole(
-    monkeypatch: pytest.MonkeyPatch, shape: object
+    monkeypatch: pytest.MonkeyPatch, shape: object, appended: bool
 ) -> None:
-    monkeypatch.setattr(histories, "CHUNK", 64)  # whole pieces, merged pieces and a new one
     monkeypatch.setattr(histories, "REMEMBERED", 1)  # only the newest: nothing else to continue
     turns = len(_MESSAGES) - 1
     read = _read_in_turns(shape, turns)
     (remembered,) = read.by_reader["messages"]
-    assert len(remembered.chunks) > 3 and len({len(c) for c in remembered.chunks}) > 1
     later = shape(_MESSAGES)  # type: ignore[operator]
+    if appended:  # another reader of the same history continued it: its buffer holds more
+        _copy(read).unread_part(Encoded(later), "messages")
+        assert len(remembered.buffer) > remembered.end
+    else:
+        assert len(remembered.buffer) == remembered.end
     added = json.dumps(_MESSAGES[turns:], ensure_ascii=False)
     assert json.loads(_copy(read).unread_part(Encoded(later), "messages") or "") == json.loads(added)
     shared = list(range(remembered.end)) + list(range(len(later) - len(remembered.tail), len(later)))
@@ -63,22 +68,23 @@ def test_one_byte_changed_anywhere_in_the_shared_text_reads_the_history_whole(
         assert _copy(read).unread_part(Encoded(bytes(changed)), "messages") is None, at
 
 
-def test_a_continuation_copies_what_it_adds_and_keeps_few_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(histories, "CHUNK", 256)
+def test_a_continuation_appends_what_it_adds_to_the_buffer_it_shares_and_a_fork_copies() -> None:
     read = Histories()
     messages: list[object] = []
-    before: list[bytes] = []
+    first = None
     for n in range(300):
         messages.append({"n": n, "text": "x" * (n * 7 % 41)})
         read.unread_part(Encoded(_array(messages)), "messages")
-        newest = read.by_reader["messages"][0].chunks
-        assert b"".join(newest) == _array(messages)[:-1]  # up to its bracket
-        if before:  # the pieces of the one it continues, but for the newest small ones merged
-            kept = len(newest) - 1
-            assert all(a is b for a, b in zip(newest[:kept], before, strict=False))
-            assert all(len(merged) < histories.CHUNK for merged in before[kept:])
-        small = [len(piece) for piece in newest if len(piece) < histories.CHUNK]
-        assert newest[-len(small) or len(newest) :] == [p for p in newest if len(p) < histories.CHUNK]
-        assert all(bigger >= 2 * smaller for bigger, smaller in itertools.pairwise(small))
-        assert len(small) <= histories.CHUNK.bit_length()
-        before = newest
+        newest = read.by_reader["messages"][0]
+        assert newest.buffer[: newest.end] == _array(messages)[:-1]  # up to its bracket
+        first = newest.buffer if first is None else first
+        assert newest.buffer is first  # one buffer for the whole conversation
+    # An earlier history continued otherwise: a buffer of its own; the others' bytes stay.
+    kept = bytes(first)
+    older = read.by_reader["messages"][2]
+    fork = [*messages[:298], {"fork": True}]
+    assert older.end == len(_array(messages[:298])) - 1
+    assert json.loads(read.unread_part(Encoded(_array(fork)), "messages") or "") == [{"fork": True}]
+    forked = read.by_reader["messages"][0]
+    assert forked.buffer is not first and forked.buffer == _array(fork)[:-1]
+    assert first == kept

@@ -46,7 +46,11 @@ def _histories_cut() -> list[tuple[int, int]]:
                     for span in scope_spans.spans:
                         view = SpanView(span, scope_spans.scope.name, resource)
                         for role, raw in messages.prompt_fields(view):
-                            part = evidence.histories.unread_part(raw, role) if isinstance(raw, Encoded) else None
+                            part = (
+                                evidence.histories.unread_part(raw, role)
+                                if isinstance(raw, Encoded)
+                                else None
+                            )
                             if part is not None:
                                 cut.append((len(raw), len(part.encode())))
     return cut
@@ -75,19 +79,28 @@ def test_reading_histories_incrementally_detects_exactly_what_reading_them_whole
     assert all(part < full for full, part in shortened)
 
 
-_LONG = json.dumps([{"m": "x" * 1000, "n": n} for n in range(4 * histories.CHUNK // 1000)])  # ~4 chunks
-_AT = _LONG.index("x", 3 * histories.CHUNK)
+_SIZE = 65_536
+_LONG = json.dumps([{"m": "x" * 1000, "n": n} for n in range(4 * _SIZE // 1000)])  # ~256 KB
+_AT = _LONG.index("x", 3 * _SIZE)
 _REWRITTEN = _LONG[:_AT] + "y" + _LONG[_AT + 1 :]  # one message changed, past the first chunk
 # Text that Python stores two bytes a character (an em dash, as JSON writers keep it unescaped).
 _WIDE = json.dumps(
-    [{"m": "\u2014" + "x" * 1000, "n": n} for n in range(4 * histories.CHUNK // 1000)], ensure_ascii=False
+    [{"m": "\u2014" + "x" * 1000, "n": n} for n in range(4 * _SIZE // 1000)], ensure_ascii=False
 )
 _WIDE_REWRITTEN = _WIDE[:_AT] + "y" + _WIDE[_AT + 1 :]
 _ADK = json.dumps(
-    {"model": "m", "config": {"system_instruction": "s"}, "contents": [{"role": "user", "parts": [{"text": "a"}]}]}
+    {
+        "model": "m",
+        "config": {"system_instruction": "s"},
+        "contents": [{"role": "user", "parts": [{"text": "a"}]}],
+    }
 )
 _ADK_TS = json.dumps(
-    {"model": "m", "contents": [{"role": "user", "parts": [{"text": "a"}]}], "config": {"tools": [{"x": "],"}]}}
+    {
+        "model": "m",
+        "contents": [{"role": "user", "parts": [{"text": "a"}]}],
+        "config": {"tools": [{"x": "],"}]},
+    }
 )
 # The key after the history also inside a message, and inside the value after it.
 _GRAPH = json.dumps({"messages": [{"x": [1], "y": {}}], "y": {"z": [1], "y": 2}})
@@ -102,7 +115,7 @@ _GRAPH = json.dumps({"messages": [{"x": [1], "y": {}}], "y": {"z": [1], "y": 2}}
         ('[{"a": [1]}]', '[{"a": [1, 2]}]', [{"a": [1, 2]}]),  # grew inside: read whole
         ('[{"a": 1}]', '[{"a": 1}\n, {"b": 2}]', [{"a": 1}, {"b": 2}]),  # not a continuation
         ("[]", '[{"a": 1}]', [{"a": 1}]),
-        # Longer than one comparison chunk: continued, and rewritten in a later chunk.
+        # Long: continued, and rewritten far from either end.
         (_LONG, _LONG[:-1] + ', {"b": 2}]', [{"b": 2}]),
         (_LONG, _REWRITTEN[:-1] + ', {"b": 2}]', [*json.loads(_REWRITTEN), {"b": 2}]),
         # Not ASCII: continued, rewritten, and continued with the first wide character.
@@ -135,12 +148,12 @@ def test_a_continuation_is_remembered_without_copying_the_text_it_shares() -> No
     history = _LONG
     for n in range(3):
         _unread(evidence, history)
-        history = history[:-1] + f', {{"turn": {n}, "m": "{"z" * (histories.CHUNK + 4_000)}"}}]'
+        history = history[:-1] + f', {{"turn": {n}, "m": "{"z" * 4_000}"}}]'
     newest, older = evidence.histories.by_reader["messages"][:2]
-    assert b"".join(newest.chunks) == history[: history.rindex(", {")].encode()  # up to its bracket
-    assert len(older.chunks) > 2 and newest.end > older.end
-    whole = older.end // histories.CHUNK
-    assert all(a is b for a, b in zip(newest.chunks[:whole], older.chunks[:whole], strict=True))
+    assert (
+        bytes(newest.buffer[: newest.end]) == history[: history.rindex(", {")].encode()
+    )  # up to its bracket
+    assert newest.buffer is older.buffer and newest.end > older.end  # one buffer, appended to
 
 
 def test_a_continuation_is_compared_as_bytes_and_only_its_new_part_is_decoded() -> None:
