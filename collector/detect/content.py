@@ -32,6 +32,15 @@ def has_marker(view: SpanView, markers: tuple[tuple[str, str | None], ...]) -> b
     return False
 
 
+def marked(attrs: Attributes, markers: tuple[tuple[str, str | None], ...]) -> bool:
+    """``has_marker`` for markers whose keys the span holds (a ``plans.SpanPlan``'s): no test
+    of presence."""
+    for key, expected in markers:  # noqa: SIM110 - a loop, not any(): no generator made for every span
+        if expected is None or attrs.text(key) == expected:
+            return True
+    return False
+
+
 def event_text(view: SpanView, events: tuple[tuple[str, str], ...]) -> str | None:
     """The first event holding one of ``events``; within it, the field listed first."""
     for event in view.events:
@@ -115,7 +124,7 @@ def tool_call(
     if not (marked or has_marker(view, markers)):
         if shaped is _UNSEEN:
             shaped = shaped_tool_keys(view.attrs.shape())
-        return _shaped_call(view, shaped) if isinstance(shaped, ShapedToolKeys) else None
+        return shaped_call(view, shaped) if isinstance(shaped, ShapedToolKeys) else None
     attrs = view.attrs
     if _has_any_key(attrs, tool_span_facts.HOOK_SPAN_KEYS):
         return None
@@ -156,7 +165,9 @@ def tool_call(
     )
 
 
-def _shaped_call(view: SpanView, keys: ShapedToolKeys) -> ToolCall | None:
+def shaped_call(view: SpanView, keys: ShapedToolKeys) -> ToolCall | None:
+    """The tool call a span no table marker marks records by its keys' shape (``keys``: its
+    ``shaped_tool_keys``), or None: what ``tool_call`` reads of such a span."""
     attrs = view.attrs
     if keys.name is not None:
         name = attrs.text(keys.name)
@@ -205,7 +216,8 @@ _REDACTED_BYTES_LONGEST = max(len(value) for value in _REDACTED_BYTES)
 
 def is_redacted_encoded(raw: Encoded) -> bool:
     """``is_redacted`` for text as its UTF-8 bytes: the same answer, nothing decoded."""
-    return len(raw) <= _REDACTED_BYTES_LONGEST and raw.piece(0, len(raw)) in _REDACTED_BYTES
+    size = raw.end - raw.start  # ``len``, without a call
+    return size <= _REDACTED_BYTES_LONGEST and raw.piece(0, size) in _REDACTED_BYTES
 
 
 def _has_any_key(attrs: Attributes, keys: tuple[str, ...]) -> bool:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
 from collector.detect.content import (
     first_present,
     first_truthy,
@@ -16,7 +19,7 @@ from collector.detect.facts import logs as log_facts
 from collector.detect.facts import prompts as prompt_facts
 from collector.detect.plans import Field, SpanPlan, plan_of
 from collector.detect.transcript import MessageCall, MessageResult
-from collector.otlp.views import SHAPES_KEPT, Attributes, Encoded, SpanView
+from collector.otlp.views import SHAPES_KEPT, Attributes, Encoded, SpanView, as_text, encoded_of, value_of
 from evaluators.bytecache import memo_by_text
 
 
@@ -30,6 +33,16 @@ def _index(fields: tuple[tuple[str, str, str], ...]) -> dict[str, tuple[tuple[st
 
 _PROMPT_EVENTS = _index(prompt_facts.PROMPT_FIELDS)
 _RESPONSE_EVENTS = _index(tuple((event, key, "") for event, key in prompt_facts.RESPONSE_FIELDS))
+# Per span event name, what ``span_fields`` reads in it: the prompt table's (key, role) pairs
+# and the answer table's keys, each in key order, and every key either reads.
+_EVENT_READS: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...], frozenset[str]]] = {
+    name: (
+        _PROMPT_EVENTS.get(name, ()),
+        tuple(key for key, _ in _RESPONSE_EVENTS.get(name, ())),
+        frozenset(key for key, _ in (*_PROMPT_EVENTS.get(name, ()), *_RESPONSE_EVENTS.get(name, ()))),
+    )
+    for name in (*_PROMPT_EVENTS, *_RESPONSE_EVENTS)
+}
 _PREAMBLE = prompt_facts.USER_TEXT_PREAMBLE
 _ENCODED_ROLES = frozenset({"messages"})  # see ``prompt_fields``
 INPUT = "input"  # the role of an ``input_texts`` text: read for requests as a history is
@@ -98,26 +111,75 @@ def prompt_fields(view: SpanView, plan: SpanPlan | None = None) -> list[tuple[st
     message history (role "messages") comes as its UTF-8 bytes (``Encoded``): it repeats the
     conversation so far, and its reader decodes only what it has not read.  ``plan``: the
     span's (``plans.plan_of``), when the caller has it."""
-    if plan is None:
-        plan = plan_of(view.attrs)
+    return span_fields(view, plan or plan_of(view.attrs), named_events(view.span))[0]
+
+
+def named_events(span: Span) -> list[tuple[str, Span.Event]]:
+    """(name, event) of the span's events, in span order (each name read once)."""
+    return [(event.name, event) for event in span.events[:]]  # a slice: see ``collector.otlp.views``
+
+
+def span_fields(
+    view: SpanView, plan: SpanPlan, events: list[tuple[str, Span.Event]]
+) -> tuple[list[tuple[str, str | Encoded]], str | None]:
+    """(``prompt_fields``, ``response_raw``) of the span, reading each of its events once:
+    ``events``, its ``named_events``.  An event is read only when its name is in a prompt or
+    answer table, and then only the keys those tables list (a key written twice: its last
+    value, as ``Attributes`` reads it); no view is made of it."""
     found: list[tuple[str, str | Encoded]] = []
     attrs = view.attrs
     for role, key, mime in plan.prompts:  # as ``_fields`` lists them, without a list between
         if mime is not None and attrs.get(mime) == prompt_facts.PLAIN_TEXT_MIME:
             role = "user"
-        _add_prompt(found, role, attrs, key)
-    if view.span.events:
-        for event in view.events:
-            wanted = _PROMPT_EVENTS.get(event.name)
-            if wanted is not None:
-                event_attrs = event.attrs
-                if len(wanted) == 1:  # an absent key adds nothing: no test of presence first
-                    _add_prompt(found, wanted[0][1], event_attrs, wanted[0][0])
-                    continue
-                present = event_attrs.by_key()  # an event holds one of its listed keys, or few
-                for key, role in wanted:
-                    if key in present:
-                        _add_prompt(found, role, event_attrs, key)
+        if role in _ENCODED_ROLES:  # ``_add_prompt``, its calls inline
+            raw = attrs.encoded(key)
+            if raw is None:
+                raw = _encoded(attrs, key)  # a value that is no string: its JSON text
+            elif raw.end == raw.start or is_redacted_encoded(raw):
+                continue
+            if raw is not None:
+                found.append((role, raw))
+            continue
+        text = attrs.text(key)
+        if text and not is_redacted(text):
+            found.append((role, text))
+    answer: str | None = None
+    for _, key, _ in plan.responses:  # the first of ``_fields`` with text
+        answer = attrs.text(key)
+        if answer and not is_redacted(answer):
+            break
+        answer = None
+    for name, event in events:
+        reads = _EVENT_READS.get(name)
+        if reads is None:
+            continue
+        prompt_keys, answer_keys, keys = reads
+        held: dict[str, KeyValue] = {}
+        for kv in event.attributes[:]:
+            if kv.key in keys:
+                held[kv.key] = kv
+        if not held:
+            continue
+        read: dict[str, str | None] = {}  # text read for a prompt, read again for the answer
+        for key, role in prompt_keys:
+            kv = held.get(key)
+            if kv is None:
+                continue
+            if role in _ENCODED_ROLES:
+                raw = _encoded_value(kv.value)
+                if raw is not None:
+                    found.append((role, raw))
+            else:
+                text = read[key] = _readable_value(kv.value)
+                if text is not None:
+                    found.append((role, text))
+        if answer is None:
+            for key in answer_keys:
+                kv = held.get(key)
+                if kv is not None:
+                    answer = read[key] if key in read else _readable_value(kv.value)
+                    if answer is not None:
+                        break
     for key in plan.flattened_texts:
         flattened = _readable(attrs, key)
         if flattened is not None:
@@ -126,7 +188,25 @@ def prompt_fields(view: SpanView, plan: SpanPlan | None = None) -> list[tuple[st
         output = _readable(attrs, key)
         if output is not None:
             found.append(("output", output))
-    return found
+    return found, answer
+
+
+def _readable_value(value: AnyValue) -> str | None:
+    """``_readable`` of one attribute's value (``Attributes.text``'s reading of it)."""
+    text = value.string_value or value_of(value)
+    if type(text) is not str:
+        text = as_text(text)
+    return text if text and not is_redacted(text) else None
+
+
+def _encoded_value(value: AnyValue) -> Encoded | None:
+    """``_encoded`` of one attribute's value (``encoded_text``'s reading of it)."""
+    raw = encoded_of(value)
+    if raw is None:  # a value that is no string: its JSON text
+        text = value.string_value or value_of(value)
+        text = text if type(text) is str or text is None else as_text(text)
+        raw = Encoded.of(text) if text is not None else None
+    return raw if raw is not None and raw.end > raw.start and not is_redacted_encoded(raw) else None
 
 
 def _add_prompt(found: list[tuple[str, str | Encoded]], role: str, attrs: Attributes, key: str) -> None:
@@ -150,12 +230,13 @@ def other_prompt_texts(attrs: Attributes, plan: SpanPlan | None = None) -> list[
     may hold a prompt (a system instruction, a request, a history so far): what a harness
     without a row records."""
     found: list[Encoded] = []
+    index = attrs.by_key()
     for key in (plan or plan_of(attrs)).others:
         # Most such keys hold a name or a count (``gen_ai.system``, ``*.prompt_tokens``): the
-        # value is read as it is, which costs less than its bytes, and text of at least
-        # PROMPT_MIN_CHARS characters is then encoded from it.
-        value = attrs.get(key)
-        if type(value) is str and len(value) >= prompt_facts.PROMPT_MIN_CHARS:
+        # string is read as it is (a count holds none), which costs less than its bytes, and
+        # text of at least PROMPT_MIN_CHARS characters is then encoded.
+        kv = index.get(key)
+        if kv is not None and len(kv.value.string_value) >= prompt_facts.PROMPT_MIN_CHARS:
             raw = attrs.encoded(key)
             if raw is not None:
                 found.append(raw)
@@ -351,23 +432,7 @@ def flattened_blocks(view: SpanView, plan: SpanPlan | None = None) -> list[Messa
 
 def response_raw(view: SpanView, plan: SpanPlan | None = None) -> str | None:
     """The raw text of the span's recorded answer (``answer_text`` reads it)."""
-    attrs = view.attrs
-    for _, key, _ in (plan or plan_of(attrs)).responses:  # the first of ``_fields`` with text
-        text = _readable(attrs, key)
-        if text is not None:
-            return text
-    if view.span.events:
-        for event in view.events:
-            wanted = _RESPONSE_EVENTS.get(event.name)
-            if wanted is None:
-                continue
-            event_attrs = event.attrs
-            for key, _ in wanted:
-                if key in event_attrs:
-                    text = _readable(event_attrs, key)
-                    if text is not None:
-                        return text
-    return None
+    return span_fields(view, plan or plan_of(view.attrs), named_events(view.span))[1]
 
 
 def answer_text(raw: str) -> str | None:

@@ -27,7 +27,14 @@ from collector.detect import (
     transcript,
 )
 from collector.detect.closing import json_text
-from collector.detect.content import first_present, has_marker, parse_json, result_text, tool_call
+from collector.detect.content import (
+    first_present,
+    marked,
+    parse_json,
+    result_text,
+    shaped_call,
+    tool_call,
+)
 from collector.detect.content import tool_description as tool_description_of
 from collector.detect.detectors import load_of
 from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
@@ -118,23 +125,25 @@ class SessionEvidence:
             self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs, where=where))
         if not self.model_seen:
             self.model_seen = plan.model
-        if span.events:
-            for event in view.events:
-                if event.name in _EVENT_ACTIVATIONS:
-                    self._observe_activation_event(view, event)
-        call = (
-            tool_call(view, plan.tool_markers, plan.shaped_tool, plan.tool_marked)
-            if plan.tool_markers or plan.shaped_tool is not None
-            else None  # neither a marker's key nor a tool call's keys: no tool call
-        )
+        events = messages.named_events(span) if span.events else _NO_EVENTS
+        if events:
+            for position, (name, event) in enumerate(events):
+                if name in _EVENT_ACTIVATIONS:
+                    self._observe_activation_event(view, EventView(position, event))
+        if plan.tool_marked or (plan.tool_markers and marked(view.attrs, plan.tool_markers)):
+            call = tool_call(view, plan.tool_markers, plan.shaped_tool, marked=True)
+        elif plan.shaped_tool is not None:
+            call = shaped_call(view, plan.shaped_tool)  # what ``tool_call`` reads of a span no marker marks
+        else:
+            call = None  # neither a marker nor a tool call's keys: no tool call
         if call is not None:
             self._observe_tool(call)
             self._tool_description(view, plan)
             return
         start = view.span.start_time_unix_nano
-        if plan.agent_markers and has_marker(view, plan.agent_markers):
+        if plan.agent_markers and marked(view.attrs, plan.agent_markers):
             self.agent_spans.append((start, view.trace_id, view.span_id))
-        if plan.reads_nothing and plans.SKIP_EMPTY and not span.events:
+        if plan.reads_nothing and plans.SKIP_EMPTY and not events:
             return  # no key below reads anything (``plans.SpanPlan.reads_nothing``)
         for key in plan.catalog_names:
             names_text = view.attrs.text(key)
@@ -142,7 +151,7 @@ class SessionEvidence:
                 entries = catalogs.names_list(names_text)
                 if entries is not None:
                     self.catalog.advertise(entries, skill_tool_facts.CATALOG_NAMES_SHAPE)
-        prompts = messages.prompt_fields(view, plan)
+        prompts, answer = messages.span_fields(view, plan, events)
         if prompts:
             self._content_seen = True
         # Not counted as content seen: an unknown key may hold anything, and tool definitions
@@ -159,53 +168,69 @@ class SessionEvidence:
         # Chat spans repeat the system prompt and the history so far: a (role, text) pair this
         # session has read already can add no turn, catalog, call or injection.
         fresh: list[tuple[str, str]] = []
+        scanned, last_prompts = self._scanned, self._last_prompts
         for role, raw in prompts:
             if isinstance(raw, Encoded):  # a history, or what may be one
-                if len(raw) == 2 and raw.has_at(_EMPTY_OBJECT, 0):
+                if raw.end - raw.start == 2 and raw.has_at(_EMPTY_OBJECT, 0):
                     continue  # an empty object: no message, and no history to remember
                 part = self.histories.unread_part(raw, role)
                 # A history read whole is remembered by hash like other text; a continuation
                 # or a repeat was recognised by comparing bytes, without hashing all of them.
                 if part is None:
                     part = raw.text()  # made already, and hashed (``parse_json``), if an array
-                    if not self._first_sight((role, part)):
+                    digest = hash((role, part))  # ``_first_sight``, inline
+                    if digest in scanned:
                         continue
+                    scanned.add(digest)
                 if part:
                     fresh.append((role, part))
-            elif raw != self._last_prompts.get(role):
+            elif raw != last_prompts.get(role):
                 # The same system prompt on every chat span: told by comparing it with the
                 # last one, where a hash would read it all each time.
-                self._last_prompts[role] = raw
-                if self._first_sight((role, raw)):
+                last_prompts[role] = raw
+                digest = hash((role, raw))  # ``_first_sight``, inline
+                if digest not in scanned:
+                    scanned.add(digest)
                     fresh.append((role, raw))
         # Read when the session closes, and only the answers that end a turn: a chat span per
         # model call records one, and most are superseded by a later one in the same turn.
         # (Measured: 4 us a span saved, 12 KB more per open 50-span session; a raw answer is
         # part of its span, so memory stays within the span bytes the session received.)
-        answer = messages.response_raw(view, plan)
         if answer:
             self._answers.append((view.span.end_time_unix_nano, answer))
         if not (fresh or plan.flattened):
             return  # no text below to read: user turns come from fresh text and flattened keys
-        seen = Seen(view.trace_id, view.span_id, start)
+        # What the fresh text holds is read first (reading changes nothing), so that a span
+        # whose text holds no request, and nothing a scan reads, stops before its ids are made.
         inputs = [p for p in fresh if p[0] == messages.INPUT] if plan.inputs else None
-        for text in messages.user_texts(view, inputs, flattened=False, plan=plan) if inputs else ():
+        asked = messages.user_texts(view, inputs, flattened=False, plan=plan) if inputs else ()
+        texts = messages.user_texts(
+            view, [p for p in fresh if p[0] != messages.INPUT] if inputs else fresh, plan=plan
+        )
+        known = self._rules.known_skills
+        scans: list[tuple[str, readings.Plan]] = []
+        for _, raw in fresh:
+            scan = readings.plan(raw)
+            if scan.catalog_markers or scan.shaped_catalog or scan.blocks or scan.injections or known:
+                scans.append((raw, scan))  # the text may hold something (``_scan``'s first test)
+        flattened = messages.flattened_blocks(view, plan) if plan.flattened else None
+        if not (asked or texts or scans or flattened):
+            return
+        seen = Seen(view.trace_id, view.span_id, start)
+        for text in asked:
             request = user_request(text)  # read only where no table's field names a request
             if request and all(t.user_message != request for t in (self._seldom or NOTHING).input_turns):
                 self._more().input_turns.append(
                     Turn(request, seen.span_id, seen.trace_id, start, source=_FROM_SPAN)
                 )
-        for text in messages.user_texts(
-            view, [p for p in fresh if p[0] != messages.INPUT] if inputs else fresh, plan=plan
-        ):
+        for text in texts:
             request = self._new_request(text, seen)
             if request:
                 self.turns.append(Turn(request, seen.span_id, seen.trace_id, start, source=_FROM_SPAN))
-        for _, raw in fresh:
-            self._scan(raw, seen)
-        flattened = messages.flattened_blocks(view, plan) if plan.flattened else None
-        if flattened:
-            self._keep_blocks(flattened, seen)
+        for raw, scan in scans:
+            self._scan(raw, seen, scan)
+        if flattened:  # the calls that may load a skill, and their results
+            history_calls.keep(flattened, seen, self._message_calls, self._message_results)
 
     def observe_log(self, view: LogView) -> None:
         self._records += 1
@@ -415,14 +440,15 @@ class SessionEvidence:
         self._scanned.add(digest)
         return True
 
-    def _scan(self, raw: str, seen: Seen) -> None:
+    def _scan(self, raw: str, seen: Seen, plan: readings.Plan | None = None) -> None:
         """Catalogs, message-level calls and injected bodies in one piece of prompt text.
 
         Each of the three walks over the decoded text runs only when the raw text holds one
         of its markers (``readings.plan``); the text is decoded and walked once, whatever
         session reads it (``readings.contents``).
         """
-        plan = readings.plan(raw)
+        if plan is None:
+            plan = readings.plan(raw)
         known = self._known_in(raw) if self._rules.known_skills else False
         wants_catalog = bool(plan.catalog_markers) or known or plan.shaped_catalog
         if not (wants_catalog or plan.blocks or plan.injections):
@@ -475,11 +501,6 @@ class SessionEvidence:
             if name in raw:
                 return True
         return False
-
-    def _keep_blocks(self, found: list[MessageCall | MessageResult], seen: Seen) -> None:
-        """The tool calls (and their results) of one piece of history that may load a skill
-        (``history_calls.keep``)."""
-        history_calls.keep(found, seen, self._message_calls, self._message_results)
 
     def absorb(self, other: SessionEvidence) -> None:
         """Take in the evidence of a provisional session that turned out to be part of this
@@ -571,9 +592,9 @@ _SLOTS: tuple[str, ...] = SessionEvidence.__slots__  # what ``absorb`` takes ove
 # Where a turn's request was read (``Turn.source``): a span's recorded input, a log record
 # of the prompt (``log_facts.LOG_USER_PROMPTS``), a logged GenAI message event.
 _FROM_SPAN, _FROM_LOG_PROMPT, _FROM_LOG_MESSAGE = "span", "log_prompt", "log_message"
+_NO_EVENTS: list[tuple[str, Any]] = []  # a span without events (never added to)
 _EMPTY_OBJECT = b"{}"  # a history field holding nothing (middleware spans record their empty input)
 _TOOL_DESCRIPTION = "tool_description"  # the role under which the last tool description is kept
-_ACTIVATIONS = ("skill_tool", "log_event")  # loads that activate a skill: a tool call, a logged activation
 
 
 __all__ = ["SessionEvidence", "result_text"]
