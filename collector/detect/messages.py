@@ -230,16 +230,13 @@ def other_prompt_texts(attrs: Attributes, plan: SpanPlan | None = None) -> list[
     may hold a prompt (a system instruction, a request, a history so far): what a harness
     without a row records."""
     found: list[Encoded] = []
-    index = attrs.by_key()
     for key in (plan or plan_of(attrs)).others:
         # Most such keys hold a name or a count (``gen_ai.system``, ``*.prompt_tokens``): the
-        # string is read as it is (a count holds none), which costs less than its bytes, and
+        # value is read as it is (a count holds no text), which costs less than its bytes, and
         # text of at least PROMPT_MIN_CHARS characters is then encoded.
-        kv = index.get(key)
-        if kv is not None and len(kv.value.string_value) >= prompt_facts.PROMPT_MIN_CHARS:
-            raw = attrs.encoded(key)
-            if raw is not None:
-                found.append(raw)
+        value = attrs.get(key)
+        if type(value) is str and len(value) >= prompt_facts.PROMPT_MIN_CHARS:
+            found.append(Encoded.of(value))
     return found
 
 
