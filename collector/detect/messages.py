@@ -131,7 +131,7 @@ def span_fields(
     for role, key, mime in plan.prompts:  # as ``_fields`` lists them, without a list between
         if mime is not None and attrs.get(mime) == prompt_facts.PLAIN_TEXT_MIME:
             role = "user"
-        if role in _ENCODED_ROLES:  # ``_add_prompt``, its calls inline
+        if role in _ENCODED_ROLES:  # ``_encoded``, inline; else ``_readable``, inline
             raw = attrs.encoded(key)
             if raw is None:
                 raw = _encoded(attrs, key)  # a value that is no string: its JSON text
@@ -207,17 +207,6 @@ def _encoded_value(value: AnyValue) -> Encoded | None:
         text = text if type(text) is str or text is None else as_text(text)
         raw = Encoded.of(text) if text is not None else None
     return raw if raw is not None and raw.end > raw.start and not is_redacted_encoded(raw) else None
-
-
-def _add_prompt(found: list[tuple[str, str | Encoded]], role: str, attrs: Attributes, key: str) -> None:
-    if role in _ENCODED_ROLES:
-        raw = _encoded(attrs, key)
-        if raw is not None:
-            found.append((role, raw))
-        return
-    text = _readable(attrs, key)
-    if text is not None:
-        found.append((role, text))
 
 
 def prompt_texts(view: SpanView) -> list[tuple[str, str]]:
