@@ -59,7 +59,6 @@ from collector.sessions.held import CLOSE_REASONS, OpenSession
 from collector.sessions.items import (
     SLICE_SECONDS,
     UNCORRELATED,
-    ZERO_SPAN,
     ZERO_TRACE,
     Steps,
     check_spans,
@@ -206,7 +205,6 @@ class Assembler(Admission):
                 places = inplace.span_ranges(raw)
         clock = time.perf_counter
         pause_at = clock() + slice_seconds
-        max_spans, max_bytes = self._config.max_spans, self._config.max_bytes
         # Slices, not the repeated fields: see ``collector.otlp.views``.
         for resource_spans in request.resource_spans[:]:
             resource = ResourceView(resource_spans.resource)
@@ -222,14 +220,9 @@ class Assembler(Admission):
                     if clock() >= pause_at:
                         yield None
                         pause_at = clock() + slice_seconds
-                    # ``ids_problem``, without a call for a usable span
-                    if (
-                        len(trace_id) != 16
-                        or len(span_id) != 8
-                        or trace_id == ZERO_TRACE
-                        or span_id == ZERO_SPAN
-                    ):
-                        result.reject(ids_problem(trace_id, span_id) or "")
+                    problem = ids_problem(trace_id, span_id)
+                    if problem is not None:
+                        result.reject(problem)
                         continue
                     session: OpenSession | None = None
                     before = result.accepted
@@ -256,8 +249,7 @@ class Assembler(Admission):
                         if session is None:
                             continue
                     touched[session.key] = session
-                    over = session.spans >= max_spans or session.bytes >= max_bytes  # ``_over_limits``
-                    if over and self._over_limits(session):
+                    if self._over_limits(session):
                         touched.pop(session.key, None)
         for session in touched.values():
             if session.ending:

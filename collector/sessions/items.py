@@ -85,7 +85,6 @@ def checking_spans(request: ExportTraceServiceRequest, slice_seconds: float = SL
     """``check_spans``, pausing once ``slice_seconds`` have passed since it started or last
     paused, so that a caller on the event loop lets other work (health checks) through."""
     result = Accepted()
-    accepted = 0
     clock = time.perf_counter
     pause_at = clock() + slice_seconds
     for resource_spans in request.resource_spans[:]:  # slices: see ``collector.otlp.views``
@@ -94,16 +93,9 @@ def checking_spans(request: ExportTraceServiceRequest, slice_seconds: float = SL
                 if clock() >= pause_at:
                     yield
                     pause_at = clock() + slice_seconds
-                trace_id, span_id = span.trace_id, span.span_id
-                # ``ids_problem``, without a call for a usable span
-                if (
-                    len(trace_id) == 16
-                    and len(span_id) == 8
-                    and trace_id != ZERO_TRACE
-                    and span_id != ZERO_SPAN
-                ):
-                    accepted += 1
+                problem = span_problem(span)
+                if problem is None:
+                    result.accepted += 1
                 else:
-                    result.reject(ids_problem(trace_id, span_id) or "")
-    result.accepted += accepted
+                    result.reject(problem)
     return result
