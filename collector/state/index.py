@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from operator import itemgetter
 from typing import Any
 from urllib.parse import quote
@@ -117,37 +118,62 @@ def prepare(revisions: list[Indexed], lines: list[dict[str, Any]] | None = None)
         return rows, verdicts
     for session, revision, record, evaluated_at in revisions:
         line = orjson.loads(record)
-        closed_at = line.get("closed_at")
-        closed_at = float(closed_at) if isinstance(closed_at, int | float) else evaluated_at
-        summary = summarize(line, closed_at)
-        rows.append(
-            (
-                session,
-                revision,
-                record,
-                evaluated_at,
-                closed_at,
-                summary["tenant"],
-                line.get("framework"),
-                orjson.dumps(summary).decode(),
-                *_totals(summary, line),
-            )
-        )
+        summary = summarize(line, _closed_at(line, evaluated_at))
+        rows.append(_coverage_row(session, revision, record, evaluated_at, summary, _totals(summary, line)))
         for v in summary["evaluations"]:
-            passed = v["passed"]
-            verdicts.append(
-                (
-                    session,
-                    revision,
-                    v["evaluation"],
-                    v["status"],
-                    v["reason"],
-                    v["skill"],
-                    None if passed is None else int(bool(passed)),
-                    evaluated_at,
-                )
-            )
+            verdicts.append(_verdict_row(session, revision, evaluated_at, *_VERDICT(v)))
     return rows, verdicts
+
+
+def _closed_at(line: dict[str, Any], evaluated_at: float) -> float:
+    """The line's ``closed_at`` (unix seconds), else ``evaluated_at``."""
+    closed_at = line.get("closed_at")
+    return float(closed_at) if isinstance(closed_at, int | float) else evaluated_at
+
+
+def _coverage_row(
+    session: str,
+    revision: int,
+    record: str,
+    evaluated_at: float,
+    summary: dict[str, Any],
+    totals: Iterable[float],
+) -> tuple[Any, ...]:
+    """A ``coverage`` row, in ``_COVERAGE``'s order (``totals``: ``TOTALS``' values)."""
+    return (
+        session,
+        revision,
+        record,
+        evaluated_at,
+        summary["closed_at"],
+        summary["tenant"],
+        summary["framework"],
+        orjson.dumps(summary).decode(),
+        *totals,
+    )
+
+
+def _verdict_row(
+    session: str,
+    revision: int,
+    evaluated_at: float,
+    evaluation: str,
+    status: str,
+    reason: str,
+    skill: str | None,
+    passed: bool | None,
+) -> tuple[Any, ...]:
+    """A ``verdicts`` row, in ``_VERDICTS``' order."""
+    return (
+        session,
+        revision,
+        evaluation,
+        status,
+        reason,
+        skill,
+        None if passed is None else int(passed),
+        evaluated_at,
+    )
 
 
 # What the listing reads of each result, in ``summarize``'s order.
@@ -168,8 +194,6 @@ def _recorded(
     (``Coverage.to_dict`` with ``closed_at`` and its results' ``to_dict``): every key
     present, every value of its type, so read directly; the same rows ``summarize`` and
     ``_totals`` make of its text (``tests/state/test_index.py``)."""
-    closed_at = line.get("closed_at")
-    closed_at = float(closed_at) if isinstance(closed_at, int | float) else evaluated_at
     evaluations = []
     judged = failed = 0
     for result in line["results"]:
@@ -178,16 +202,7 @@ def _recorded(
             {"evaluation": evaluation, "status": status, "reason": reason, "skill": skill, "passed": passed}
         )
         verdicts.append(
-            (
-                session,
-                revision,
-                evaluation,
-                status,
-                reason,
-                skill,
-                None if passed is None else int(passed),
-                evaluated_at,
-            )
+            _verdict_row(session, revision, evaluated_at, evaluation, status, reason, skill, passed)
         )
         if (evaluation, status) == _OMISSION_JUDGED:
             judged += 1
@@ -201,7 +216,7 @@ def _recorded(
     summary = {
         "session_id": session_id,
         "revision": line["revision"],
-        "closed_at": closed_at,
+        "closed_at": _closed_at(line, evaluated_at),
         "tenant": tenant,
         "framework": line["framework"],
         "close_reason": line["close_reason"],
@@ -213,25 +228,16 @@ def _recorded(
         "evaluations": evaluations,
         "detail": detail_path(session_id, tenant),
     }
-    rows.append(
-        (
-            session,
-            revision,
-            record,
-            evaluated_at,
-            closed_at,
-            tenant,
-            line["framework"],
-            orjson.dumps(summary).decode(),
-            1.0 if expected else 0.0,
-            1.0 if missed else 0.0,
-            float(judge["cost_usd"] or 0.0),
-            float(judge["rows"] or 0),
-            float(judged),
-            float(failed),
-            *[float(loads[status]) for status in LOAD_STATUSES],
-        )
+    totals = (
+        1.0 if expected else 0.0,
+        1.0 if missed else 0.0,
+        float(judge["cost_usd"] or 0.0),
+        float(judge["rows"] or 0),
+        float(judged),
+        float(failed),
+        *[float(loads[status]) for status in LOAD_STATUSES],
     )
+    rows.append(_coverage_row(session, revision, record, evaluated_at, summary, totals))
 
 
 def store(db: Db, prepared: Prepared, *, replace: bool = True) -> int:
