@@ -10,6 +10,7 @@ Mounting needs root (CI runs as root); without it the test fails, saying so.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -67,6 +68,20 @@ def _request(session: str, n: int) -> bytes:
     return request.SerializeToString()
 
 
+def _plug(disk: Path) -> None:
+    """Fill what is left free on ``disk`` (``plug``, grown until the disk refuses a page): the
+    service may free some room of its own after a refusal (its request log checkpointed), and
+    the checks below need a disk that is full when they send."""
+    with open(disk / "plug", "ab", buffering=0) as plug:
+        for chunk in (64 * 1024, 4096):
+            try:
+                while True:
+                    plug.write(b"\0" * chunk)
+            except OSError as err:
+                if err.errno != errno.ENOSPC:
+                    raise
+
+
 def _export(server: Server, body: bytes) -> grpc.RpcError | None:
     try:
         export_grpc(server, body)
@@ -84,7 +99,6 @@ def _post(server: Server, body: bytes) -> tuple[int, dict[str, str]]:
             return resp.status, dict(resp.headers)
     except urllib.error.HTTPError as err:
         return err.code, dict(err.headers)
-
 
 
 def test_a_full_disk_answers_retryable_recovers_by_itself_and_loses_nothing_acknowledged(
@@ -115,6 +129,7 @@ def test_a_full_disk_answers_retryable_recovers_by_itself_and_loses_nothing_ackn
         info = error_details_pb2.RetryInfo()
         info.ParseFromString(trailers["google.rpc.retryinfo-bin"])
         assert info.retry_delay.seconds >= 1
+        _plug(small_disk)
         code, headers = _post(server, _request("disk-http", 999))
         assert code == 503 and int(headers["Retry-After"]) >= 1
         assert server.get_json("/readyz") == (503, {"status": "storage_unavailable"})
@@ -133,11 +148,13 @@ def test_a_full_disk_answers_retryable_recovers_by_itself_and_loses_nothing_ackn
         )
         assert metric_value(metrics, "skillgauge_storage_write_failures_total", write="request") >= 2
         # Still refused while the disk is full: a probe does not make it ready.
+        _plug(small_disk)
         assert _export(server, _request("disk-still-full", 998)) is not None
         assert server.get_json("/readyz")[0] == 503
 
         # Space again: ready by itself (no request needed), and requests are acknowledged.
         filler.unlink()
+        (small_disk / "plug").unlink()
         wait_for(lambda: server.get_json("/readyz")[0] == 200, timeout=30)
         for n in range(200, 203):
             session = f"disk-{n:03d}"
