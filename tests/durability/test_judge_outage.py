@@ -123,8 +123,8 @@ def test_sessions_closed_while_the_judge_is_away_are_all_judged_when_it_returns(
         )
         # Nothing ended for want of a judge: only sessions that need no judge call are done.
         assert not ended_while_away(db)
-        waiting = rows(db, "SELECT COUNT(*) FROM judge_pending")[0][0]
-        assert waiting > 0
+        # The judge work waiting is written by the store's writer, after the failures counted.
+        wait_for(lambda: rows(db, "SELECT COUNT(*) FROM judge_pending")[0][0] > 0)
         outage.down = False
         wait_for(lambda: len(coverage(db)) == len(names), timeout=60, interval=0.2)
         failures = metric_value(server.metrics(), "skillgauge_judge_failures_total", reason="overloaded")
