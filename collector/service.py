@@ -24,18 +24,16 @@ import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import grpc
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from collector import __version__, tenants
+from collector import tenants
 from collector.component import Retryable
 from collector.config import Config
 from collector.configtypes import size_text
 from collector.detect.expectations import Rules
-from collector.evaluate.config import Budget
 from collector.evaluate.judge import tenant_budgets
 from collector.evaluate.metrics import EvaluateMetrics
 from collector.evaluate.pending import StoredPending
@@ -65,6 +63,7 @@ from collector.sessions.metrics import SessionsMetrics
 from collector.sessions.stage import SessionsStage
 from collector.spool.metrics import SpoolMetrics
 from collector.spool.stage import SpoolStage
+from collector.startup_log import log_startup
 from collector.state.facade import open_spool
 from collector.state.lock import DataDirLock
 from collector.state.metrics import CoverageMetrics
@@ -361,7 +360,7 @@ class Service:
         # process: keep it out of every later full garbage collection.
         gc.freeze()
         chain.ready = True
-        self._log_startup()
+        log_startup(self.config, self.ports, chain.store.durable, getattr(chain.store, "path", "?"))
         if self.config.status.summary_interval is not None:
             self._summary = Summary(chain.registry)
             self._summary_task = asyncio.create_task(
@@ -405,94 +404,6 @@ class Service:
         sockets = getattr(server, "sockets", None) or []
         return runner, int(sockets[0].getsockname()[1]) if sockets else port
 
-    def _log_startup(self) -> None:
-        cfg = self.config
-        parts = []
-        if "grpc" in self.ports:
-            parts.append(
-                f"OTLP/gRPC {_host(cfg.receivers.otlp.grpc.endpoint)}:{self.ports['grpc']}"  # type: ignore[union-attr]
-                f" (TraceService, LogsService; {self._guard(cfg.receivers.otlp.grpc)})"  # type: ignore[arg-type]
-            )
-        if "http" in self.ports:
-            parts.append(
-                f"OTLP/HTTP {_host(cfg.receivers.otlp.http.endpoint)}:{self.ports['http']}"  # type: ignore[union-attr]
-                f" (/v1/traces, /v1/logs; {self._guard(cfg.receivers.otlp.http)})"  # type: ignore[arg-type]
-            )
-        parts.append(
-            f"status {_host(cfg.status.endpoint)}:{self.ports['status']} (/metrics, /healthz, /readyz, "
-            f"/v1/sessions, /v1/sessions/{{id}}, /ui/; {self._guard(cfg.status)}"
-            f"{'; /healthz and /readyz open for probes' if cfg.auth_for(cfg.status) else ''}"
-            f"{'' if cfg.auth_for(cfg.status) else '; ' + _sessions_access(cfg.status)})"
-        )
-        log.info("skillgauge %s listening: %s", __version__, " | ".join(parts))
-        if cfg.redact.attributes:
-            log.info(
-                "redact: values of %s are replaced by [REDACTED] as requests arrive",
-                ", ".join(cfg.redact.attributes),
-            )
-        if not self.chain.store.durable:
-            log.warning('storage.path is ":memory:": spans are NOT durable; a crash loses open sessions')
-        else:
-            log.info("spool: %s (acknowledged spans survive a crash)", getattr(self.chain.store, "path", "?"))
-        s = cfg.sessions
-        log.info(
-            "sessions: keys %s; close after %gs idle, %gs max, %d spans, end attribute %s",
-            ", ".join(s.keys),
-            s.idle_timeout,
-            s.max_duration,
-            s.max_spans,
-            s.end_attribute,
-        )
-        if cfg.export.otlp is not None:
-            otlp = cfg.export.otlp
-            log.info(
-                "export: evaluation spans%s to %s over OTLP/%s; results wait in the %s outbox "
-                "(up to %d) while the downstream is unavailable",
-                " and gen_ai.evaluation.result log records" if otlp.logs else "",
-                _safe_url(otlp.endpoint),
-                "gRPC" if otlp.protocol == "grpc" else "HTTP",
-                "spooled" if self.chain.store.durable else "in-memory",
-                otlp.queue_size,
-            )
-        else:
-            log.info("export: no export.otlp endpoint; results are on /metrics and /v1/sessions/{id} only")
-        if cfg.judge.configured:
-            log.info(
-                "judge: provider %s, model %s via %s; at most %d calls at a time; budget %s; "
-                "at most %s input tokens a session",
-                cfg.judge.provider,
-                cfg.judge.model,
-                _safe_url(cfg.judge.base_url) if cfg.judge.base_url else cfg.judge.endpoint,
-                cfg.judge.max_concurrency,
-                _budget(cfg.judge.budget),
-                cfg.judge.max_session_input_tokens or "unlimited",
-            )
-        else:
-            log.warning(
-                "judge: NOT configured (no ANTHROPIC_API_KEY / judge.api_key or judge.base_url): "
-                "judge evaluators will be reported as skipped/no_judge_configured"
-            )
-
-    def _guard(self, listener: Listener | Status) -> str:
-        """How a listener is protected, for the startup line (never the secret itself)."""
-        tls = listener.tls
-        parts = [
-            "plaintext"
-            if tls is None
-            else "TLS, client certificate required"
-            if tls.client_ca_file
-            else "TLS"
-        ]
-        auth = self.config.auth_for(listener)
-        if auth is None:
-            parts.append("no auth")
-        else:
-            parts.append("bearer token required")
-            named = sorted(tenant for tenant in auth.tenants if tenant)
-            if named:
-                parts.append(f"tenants {' '.join(named)}")
-        return ", ".join(parts)
-
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop taking requests, close and evaluate every open session, flush, exit."""
         self.chain.draining = True
@@ -529,19 +440,6 @@ class Service:
             await runner.cleanup()
 
 
-def _budget(budget: Budget) -> str:
-    """``judge.budget`` for the startup line: its ceilings, or that it has none."""
-    limits = [f"{name} {value:g}" for name, value in budget.model_dump().items() if value is not None]
-    return ", ".join(limits) if limits else "unlimited"
-
-
-def _sessions_access(status_cfg: Status) -> str:
-    """Who may read /v1/sessions* and /ui/ without auth, for the startup line."""
-    if status_cfg.sessions_open:
-        return "/v1/sessions open to every client (status.sessions_open: true), /ui/ too"
-    return "/v1/sessions loopback clients only, /ui/ too (set status.sessions_open: true or auth to serve others)"
-
-
 def _fix(err: OSError) -> str:
     """What to change when a listener cannot bind."""
     if err.errno == errno.EADDRINUSE:
@@ -549,20 +447,8 @@ def _fix(err: OSError) -> str:
     return "use an address of this host, e.g. 127.0.0.1 (this host only) or 0.0.0.0 (every interface)"
 
 
-def _host(endpoint: str) -> str:
-    return endpoint.rpartition(":")[0]
-
-
 def _tls(listener: Listener | Status) -> ssl.SSLContext | None:
     return listener_auth.server_context(listener.tls) if listener.tls is not None else None
-
-
-def _safe_url(url: str) -> str:
-    """``url`` without user:password@ (a credential someone may have put in a URL)."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
 
 
 # Every collection pauses the loop that acknowledges, so each is kept small.  Young ones
