@@ -20,6 +20,7 @@ import pytest
 from support import FIXTURES, FRAMEWORKS
 
 from collector.config import parse
+from collector.detect import intake as intake_module
 from collector.detect import session as session_module
 from collector.detect.user_request import user_request
 from collector.replay import replay
@@ -142,6 +143,7 @@ def test_the_rule_could_fail_where_a_name_sits_only_in_injected_context(
     assert (skill in stripped["expectations"]["expected"]) == typed
     assert stripped["turn_count"] == len(scenario["prompts"])
     monkeypatch.setattr(session_module, "user_request", lambda text: text.strip())
+    monkeypatch.setattr(intake_module, "user_request", lambda text: text.strip())
     whole = coverage_of(folder, scenario, rules)
     assert (skill in whole["expectations"]["expected"] and not typed) or whole["turn_count"] > len(scenario["prompts"])
 

@@ -25,7 +25,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 
 import bench  # noqa: E402
 
-from collector.detect import content, histories, messages, readings  # noqa: E402
+from collector.detect import content, histories, intake, messages, readings  # noqa: E402
 from collector.detect import session as session_module  # noqa: E402
 from collector.otlp import views  # noqa: E402
 from collector.sessions import assembler, binding  # noqa: E402
@@ -55,10 +55,10 @@ STAGES: list[tuple[Any, str, str]] = [
     (binding.Binding, "_session_for", "  session for the key"),
     (views.Attributes, "_index", "attributes indexed (protobuf's keys read), any stage"),
     (session_module.SessionEvidence, "observe_span", "observe_span (every detector)"),
-    (session_module.SessionEvidence, "_name_framework", "  framework"),
+    (intake.Intake, "_name_framework", "  framework"),
     (session_module, "tool_call", "  tool call read (content.tool_call)"),
     (session_module, "shaped_call", "  tool call read by key shape (content.shaped_call)"),
-    (session_module.SessionEvidence, "_observe_tool", "  tool detectors (load_of) and catalog tools"),
+    (intake.Intake, "_observe_tool", "  tool detectors (load_of) and catalog tools"),
     (session_module.SessionEvidence, "_tool_description", "  tool description catalog"),
     (messages, "span_fields", "  prompt fields and answers (messages.span_fields)"),
     (messages, "other_prompt_texts", "  keys no table names (prompts)"),
@@ -66,11 +66,11 @@ STAGES: list[tuple[Any, str, str]] = [
     (messages, "tool_definitions", "  tool definitions"),
     (histories.Histories, "unread_part", "  history: unread part"),
     (messages, "user_texts", "  user turns: texts"),
-    (session_module.SessionEvidence, "_new_request", "  user turns: request, injected located"),
-    (session_module.SessionEvidence, "_scan", "  prompt text scanned (what its markers allow)"),
+    (intake.Intake, "_new_request", "  user turns: request, injected located"),
+    (intake.Intake, "_scan", "  prompt text scanned (what its markers allow)"),
     (readings, "contents", "    decoded and walked (readings.contents)"),
     (readings.Contents, "catalogs", "    catalogs each string lists (kept per text)"),
-    (session_module.SessionEvidence, "_catalog_in", "    catalog shapes (a tool's text, a registry)"),
+    (intake.Intake, "_catalog_in", "    catalog shapes (a tool's text, a registry)"),
     (messages, "flattened_blocks", "  flattened message blocks"),
     (content, "parse_json", "  (JSON parses, any stage)"),
 ]
