@@ -194,9 +194,12 @@ class Intake:
                 for text in found.strings:
                     self._catalog_in(text, plan.catalog_markers, known)
             else:  # what each string lists depends on the text alone (``Contents.catalogs``)
-                for text, listed in found.catalogs(plan.catalog_markers):
-                    if self._first_sight(("catalog", text)) and listed is not None:
-                        self.catalog.advertise(listed[1], listed[0])
+                scanned = self._scanned  # ``_first_sight`` of each, its digest made once a text
+                for _, listed, read in found.catalogs(plan.catalog_markers):
+                    if read not in scanned:
+                        scanned.add(read)
+                        if listed is not None:
+                            self.catalog.advertise(listed[1], listed[0])
         if plan.blocks and found.blocks:
             history_calls.keep(found.blocks, seen, self._message_calls, self._message_results, found.loads())
         for injection in found.injections:

@@ -115,8 +115,13 @@ def prompt_fields(view: SpanView, plan: SpanPlan | None = None) -> list[tuple[st
 
 
 def named_events(span: Span) -> list[tuple[str, Span.Event]]:
-    """(name, event) of the span's events, in span order (each name read once)."""
-    return [(event.name, event) for event in span.events[:]]  # a slice: see ``collector.otlp.views``
+    """(name, event) of the span's events, in span order (each name read once).  A span
+    without events gets one shared empty list: never add to what this returns."""
+    events = span.events[:]  # a slice: see ``collector.otlp.views``; the field is read once
+    return [(event.name, event) for event in events] if events else _NO_EVENTS
+
+
+_NO_EVENTS: list[tuple[str, Span.Event]] = []  # ``named_events`` of a span without events
 
 
 def span_fields(

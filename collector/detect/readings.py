@@ -82,17 +82,17 @@ class Contents:
         self.strings = strings
         self.blocks = blocks
         self.injections = injections
-        self._catalogs: list[tuple[str, Listing]] | None = None
+        self._catalogs: list[tuple[str, Listing, int]] | None = None
         self._loads: list[bool] | None = None
 
-    def catalogs(self, markers: list[str]) -> list[tuple[str, Listing]]:
-        """(string, what it lists) of each string a session reads for a catalog when no name of
-        the registry is in the text: those holding one of ``markers`` (the raw text's
-        ``Plan.catalog_markers``: the same on every call for one text) or saying "skill"
-        (``catalog_shapes.cued``), in document order."""
+    def catalogs(self, markers: list[str]) -> list[tuple[str, Listing, int]]:
+        """(string, what it lists, its ``catalog_digest``) of each string a session reads for a
+        catalog when no name of the registry is in the text: those holding one of ``markers``
+        (the raw text's ``Plan.catalog_markers``: the same on every call for one text) or
+        saying "skill" (``catalog_shapes.cued``), in document order."""
         if self._catalogs is None:
             self._catalogs = [
-                (text, listing(text, markers))
+                (text, listing(text, markers), catalog_digest(text))
                 for text in self.strings
                 if cued(text) or has_any(text, markers)
             ]
@@ -104,6 +104,12 @@ class Contents:
         if self._loads is None:
             self._loads = [isinstance(block, MessageCall) and may_load(block) for block in self.blocks]
         return self._loads
+
+
+def catalog_digest(text: str) -> int:
+    """How a session remembers that it read ``text`` for a catalog (its set of digests of
+    text read): the hash of ("catalog", text), which never equals the bare text's."""
+    return hash(("catalog", text))
 
 
 def listing(text: str, markers: list[str]) -> Listing:
@@ -135,6 +141,7 @@ __all__ = [
     "Contents",
     "Listing",
     "Plan",
+    "catalog_digest",
     "contents",
     "has_any",
     "listing",

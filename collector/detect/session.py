@@ -11,8 +11,6 @@ remembered by ``histories``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from collector.detect import catalogs, closing, history_calls, messages, plans, readings
 from collector.detect.content import marked, result_text, shaped_call, tool_call
 from collector.detect.content import tool_description as tool_description_of
@@ -45,17 +43,17 @@ class SessionEvidence(LogIntake):
     def observe_span(self, view: SpanView) -> None:
         self.span_count += 1
         span = view.span
-        if not span.attributes:
-            self._more().links[span.span_id] = span.parent_span_id
         if not self.framework:
             self._name_framework(view, view.name)
         plan = plans.plan_of(view.attrs)  # what the span's keys alone decide
+        if not view.attrs.shape():  # made by ``plan_of``: no second read of the attribute field
+            self._more().links[span.span_id] = span.parent_span_id
         if self._rules.by_attribute or plan.expected or _EXPECTED in view.resource.attrs:
             where = (f"span {view.span.name!r} ({view.span_id})", f"the resource of span {view.span_id}")
             self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs, where=where))
         if not self.model_seen:
             self.model_seen = plan.model
-        events = messages.named_events(span) if span.events else _NO_EVENTS
+        events = messages.named_events(span)
         if events:
             for position, (name, event) in enumerate(events):
                 if name in _EVENT_ACTIVATIONS:
@@ -70,7 +68,7 @@ class SessionEvidence(LogIntake):
             self._observe_tool(call)
             self._tool_description(view, plan)
             return
-        start = view.span.start_time_unix_nano
+        start = span.start_time_unix_nano
         if plan.agent_markers and marked(view.attrs, plan.agent_markers):
             self.agent_spans.append((start, view.trace_id, view.span_id))
         if plan.reads_nothing and plans.SKIP_EMPTY and not events:
@@ -127,7 +125,7 @@ class SessionEvidence(LogIntake):
         # (Measured: 4 us a span saved, 12 KB more per open 50-span session; a raw answer is
         # part of its span, so memory stays within the span bytes the session received.)
         if answer:
-            self._answers.append((view.span.end_time_unix_nano, answer))
+            self._answers.append((span.end_time_unix_nano, answer))
         if not (fresh or plan.flattened):
             return  # no text below to read: user turns come from fresh text and flattened keys
         # What the fresh text holds is read first (reading changes nothing), so that a span
@@ -273,7 +271,6 @@ class SessionEvidence(LogIntake):
 _SLOTS: tuple[str, ...] = Intake.__slots__  # what ``absorb`` takes over whole
 # Where a turn's request was read (``Turn.source``): a span's recorded input.
 _FROM_SPAN = "span"
-_NO_EVENTS: list[tuple[str, Any]] = []  # a span without events (never added to)
 _EMPTY_OBJECT = b"{}"  # a history field holding nothing (middleware spans record their empty input)
 _TOOL_DESCRIPTION = "tool_description"  # the role under which the last tool description is kept
 
