@@ -81,12 +81,17 @@ class SpanPlan:
 
 
 def prompt_key(key: str) -> bool:
-    """Whether a key no table names says it may hold a prompt (``prompt_facts.PROMPT_KEY_WORDS``)."""
+    """Whether a key no table names says it may hold a prompt (``prompt_facts.PROMPT_KEY_WORDS``)
+    and does not say it holds no text (``prompt_facts.PROMPT_KEY_NOT_TEXT*``: a count, a size,
+    an id, a name, the provider)."""
     folded = key.casefold()
     return (
         key not in KNOWN_KEYS
+        and key not in prompt_facts.PROMPT_KEY_NOT_TEXT
         and not key.startswith(prompt_facts.PROMPT_KEY_SKIP_PREFIXES)
         and any(word in folded for word in prompt_facts.PROMPT_KEY_WORDS)
+        and not folded.endswith(prompt_facts.PROMPT_KEY_NOT_TEXT_ENDINGS)
+        and not any(word in folded for word in prompt_facts.PROMPT_KEY_NOT_TEXT_WORDS)
     )
 
 

@@ -123,6 +123,13 @@ PROMPT_KEY_WORDS: tuple[str, ...] = (
     "messages",
     "contents",
 )
+# Keys one of those words matches that hold no text by their name: a count, a size, an id
+# or a name (``gen_ai.usage.prompt_tokens``, ``llm.token_count.prompt``,
+# ``gen_ai.input.messages.size``, ``qwen-code.prompt_id``, ``gen_ai.prompt.name``; compared
+# casefolded), and the provider as the GenAI and OpenInference conventions name it.
+PROMPT_KEY_NOT_TEXT_WORDS: tuple[str, ...] = ("token",)
+PROMPT_KEY_NOT_TEXT_ENDINGS: tuple[str, ...] = (".size", "_id", ".name")
+PROMPT_KEY_NOT_TEXT: frozenset[str] = frozenset({"gen_ai.system", "llm.system"})
 # Attributes outside the tables above that hold an operation's input in a harness's own
 # namespace (``haystack.agent.input``, ``haystack.pipeline.input_data``): by the key's last
 # part.  A message list in one (at its top, under a history key, or under one component's
