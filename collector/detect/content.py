@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
 from collector.detect.facts import logs as log_facts
 from collector.detect.facts import skill_tools as skill_tool_facts
@@ -126,42 +128,58 @@ def tool_call(
             shaped = shaped_tool_keys(view.attrs.shape())
         return shaped_call(view, shaped) if isinstance(shaped, ShapedToolKeys) else None
     attrs = view.attrs
-    if _has_any_key(attrs, tool_span_facts.HOOK_SPAN_KEYS):
-        return None
+    present = attrs.keys()  # ``key in present``: one lookup, no call
+    for key in tool_span_facts.HOOK_SPAN_KEYS:
+        if key in present:
+            return None
+    span = view.span
     name = attrs.first_text(tool_span_facts.TOOL_NAME_KEYS)
-    if not name and view.name.startswith(tool_span_facts.TOOL_SPAN_NAME_PREFIX):
-        name = view.name[len(tool_span_facts.TOOL_SPAN_NAME_PREFIX) :].split(" ", 1)[0]
     if not name:
-        return None
+        span_name = span.name
+        if span_name.startswith(tool_span_facts.TOOL_SPAN_NAME_PREFIX):
+            name = span_name[len(tool_span_facts.TOOL_SPAN_NAME_PREFIX) :].split(" ", 1)[0]
+        if not name:
+            return None
     arguments = attrs.first_text(tool_span_facts.TOOL_ARGUMENT_KEYS)
     if arguments is None:
-        arguments = event_text(view, tool_span_facts.TOOL_ARGUMENT_EVENTS)
+        arguments = event_text(view, tool_span_facts.TOOL_ARGUMENT_EVENTS) if span.events else None
     if arguments is None:
-        arguments = _argument_attributes(view)
+        arguments = _argument_attributes(attrs, present)
     result = attrs.first_text(tool_span_facts.TOOL_RESULT_KEYS)
-    if result is None:
+    if result is None and span.events:
         result = event_text(view, tool_span_facts.TOOL_RESULT_EVENTS)
     if arguments == result == value_facts.UNRECORDED_CALL:
         arguments = result = None
-    if arguments is not None and is_redacted(arguments):
-        arguments = None
-    if result is not None and is_redacted(result):
+    if arguments is not None and len(arguments) <= _REDACTED_CHARS and arguments in _REDACTED:
+        arguments = None  # ``is_redacted``, inline
+    if result is not None and len(result) <= _REDACTED_CHARS and result in _REDACTED:
         result = None
-    return ToolCall(
-        name=name,
-        span_id=view.span_id,
-        trace_id=view.trace_id,
-        start_unix_nano=view.span.start_time_unix_nano,
-        call_id=attrs.first_text(tool_span_facts.TOOL_CALL_ID_KEYS),
-        arguments=arguments,
-        result=result,
-        error=_error(view),
-        skill_attribute=None
-        if _has_any_key(attrs, skill_tool_facts.SKILL_RESOURCE_ATTRIBUTES)
-        else attrs.first_text(skill_tool_facts.SKILL_NAME_ATTRIBUTES),
-        skill_resolved=any(key in attrs for key in skill_tool_facts.SKILL_RESOLVED_ATTRIBUTES),
-        succeeded=view.is_ok and view.name in tool_span_facts.STATUS_OUTCOME_TOOL_SPANS,
-        end_unix_nano=view.span.end_time_unix_nano,
+    status = span.status
+    code = status.code
+    skill_attribute = None
+    for key in skill_tool_facts.SKILL_RESOURCE_ATTRIBUTES:
+        if key in present:
+            break
+    else:
+        skill_attribute = attrs.first_text(skill_tool_facts.SKILL_NAME_ATTRIBUTES)
+    skill_resolved = False
+    for key in skill_tool_facts.SKILL_RESOLVED_ATTRIBUTES:
+        if key in present:
+            skill_resolved = True
+            break
+    return ToolCall(  # by position: a class called with keywords makes a dict of them
+        name,
+        view.span_id,
+        view.trace_id,
+        span.start_time_unix_nano,
+        attrs.first_text(tool_span_facts.TOOL_CALL_ID_KEYS),
+        arguments,
+        result,
+        _error_of(attrs, present, status, code),
+        skill_attribute,
+        skill_resolved,
+        code == _STATUS_OK and span.name in tool_span_facts.STATUS_OUTCOME_TOOL_SPANS,
+        span.end_time_unix_nano,
     )
 
 
@@ -201,7 +219,9 @@ def shaped_call(view: SpanView, keys: ShapedToolKeys) -> ToolCall | None:
     )
 
 
-_REDACTED_CHARS = max(len(value) for value in log_facts.REDACTED_VALUES)
+_REDACTED = log_facts.REDACTED_VALUES
+_REDACTED_CHARS = max(len(value) for value in _REDACTED)
+_STATUS_ERROR, _STATUS_OK = Status.STATUS_CODE_ERROR, Status.STATUS_CODE_OK
 
 
 def is_redacted(text: str) -> bool:
@@ -220,28 +240,26 @@ def is_redacted_encoded(raw: Encoded) -> bool:
     return size <= _REDACTED_BYTES_LONGEST and raw.piece(0, size) in _REDACTED_BYTES
 
 
-def _has_any_key(attrs: Attributes, keys: tuple[str, ...]) -> bool:
-    for key in keys:  # noqa: SIM110 - a loop makes no generator per call
-        if key in attrs:
-            return True
-    return False
-
-
-def _argument_attributes(view: SpanView) -> str | None:
-    found = {
-        arg: view.attrs.text(key) for key, arg in tool_span_facts.ARGUMENT_ATTRIBUTES if key in view.attrs
-    }
+def _argument_attributes(attrs: Attributes, present: Collection[str]) -> str | None:
+    found = {arg: attrs.text(key) for key, arg in tool_span_facts.ARGUMENT_ATTRIBUTES if key in present}
     return json.dumps(found) if found else None
 
 
 def _error(view: SpanView) -> str | None:
-    if view.is_error:
-        return view.status_message or view.attrs.text(tool_span_facts.ERROR_TYPE_KEY) or "span status ERROR"
-    if tool_span_facts.ERROR_TYPE_KEY in view.attrs:
-        return view.attrs.text(tool_span_facts.ERROR_TYPE_KEY)
-    status = view.attrs.first_text(tool_span_facts.TOOL_STATUS_KEYS)
-    if status is not None and status.lower() not in tool_span_facts.TOOL_SUCCESS_VALUES:
-        return f"tool status {status}"
+    status = view.span.status
+    return _error_of(view.attrs, view.attrs.keys(), status, status.code)
+
+
+def _error_of(attrs: Attributes, present: Collection[str], status: Status, code: int) -> str | None:
+    """A tool span's error: its status's message when its status is ERROR, else the error type
+    or a tool status that is no success (``present``: ``attrs``' keys; ``code``: the status's)."""
+    if code == _STATUS_ERROR:
+        return status.message or attrs.text(tool_span_facts.ERROR_TYPE_KEY) or "span status ERROR"
+    if tool_span_facts.ERROR_TYPE_KEY in present:
+        return attrs.text(tool_span_facts.ERROR_TYPE_KEY)
+    found = attrs.first_text(tool_span_facts.TOOL_STATUS_KEYS)
+    if found is not None and found.lower() not in tool_span_facts.TOOL_SUCCESS_VALUES:
+        return f"tool status {found}"
     return None
 
 

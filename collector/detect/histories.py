@@ -39,12 +39,11 @@ class History:
 
     def __init__(self, raw: Encoded, end: int, before: History | None = None) -> None:
         self.end = end
-        self.tail = raw.piece(end, len(raw))
-        data, start = memoryview(raw.data), raw.start
-        if before is None:
-            self.buffer = bytearray(data[start : start + end])
-        elif len(before.buffer) == before.end:  # ``raw`` continues ``before``: its bytes are first
-            self.buffer = before.buffer
+        start = raw.start
+        self.tail = raw.data[start + end : raw.end]
+        data = memoryview(raw.data)
+        if before is not None and len(before.buffer) == before.end:  # ``raw`` continues ``before``
+            self.buffer = before.buffer  # its bytes are first
             self.buffer += data[start + before.end : start + end]
         else:
             self.buffer = bytearray(data[start : start + end])
@@ -114,7 +113,7 @@ def _remember(histories: list[History], history: History) -> None:
 REMEMBERED = 4  # message histories remembered per reader (see ``unread_part``); 0 reads each whole
 _OPEN, _CLOSE, _COMMA, _BRACE, _BRACE_CLOSE = ord("["), ord("]"), ord(","), ord("{"), ord("}")
 _ENDS = (_COMMA, _CLOSE)  # what may follow the text a history shares with one read before
-_BRACKETS = ((_OPEN, _CLOSE), (_BRACE, _BRACE_CLOSE))  # a history's first and last bytes
+_CLOSES = {_OPEN: _CLOSE, _BRACE: _BRACE_CLOSE}  # a history's first byte -> its last
 
 
 class Histories:
@@ -146,29 +145,36 @@ class Histories:
         remembered per session (sub-agents keep conversations of their own), each as its
         bytes: comparing bytes reads them once, where hashing or decoding them would cost
         more (decoding text that is not ASCII ~10x), and only the new part is decoded."""
-        size = len(raw)
-        if not size or (raw.byte(0), raw.byte(size - 1)) not in _BRACKETS:
+        data, start, stop = raw.data, raw.start, raw.end  # read where they sit: no call a byte
+        size = stop - start
+        if not size or _CLOSES.get(data[start]) != data[stop - 1]:
             return None
-        histories = self.by_reader.setdefault(reader, [])
+        histories = self.by_reader.get(reader)
+        if histories is None:
+            histories = self.by_reader[reader] = []
         for history in histories:
-            end, tail = history.end, history.tail  # where its array closes, and from there on
+            end = history.end  # where its array closes
+            tail = history.tail  # and its bytes from there on
             rest = size - len(tail)  # where this one's array would close
             if (
                 rest < end
-                or raw.byte(end) not in _ENDS
-                or not raw.has_at(tail, rest)
+                or data[start + end] not in _ENDS
+                or not data.startswith(tail, start + rest, stop)
                 or not history.starts(raw)
             ):
                 continue
             if rest == end:
                 return ""  # the same history again (a retried or duplicated span)
-            if raw.byte(end) == _COMMA:
-                unread = "[" + raw.text_from(end + 1, rest) + "]"
-                if not isinstance(parse_json(unread), list):
+            if data[start + end] == _COMMA:
+                # The elements added and the bracket that closes them ("]", the tail's first byte).
+                unread = "[" + data[start + end + 1 : start + rest + 1].decode("utf-8", "replace")
+                if type(parse_json(unread)) is not list:
                     return None
                 _remember(histories, History(raw, rest, history))
                 return unread
-        close = _array_end(raw, parse_json(raw.text()))
+        parsed = parse_json(raw.text())
+        # An array closes at its last byte; an object, where ``_array_end`` finds its history's end.
+        close = size - 1 if type(parsed) is list else _array_end(raw, parsed)
         if close is not None:
             _remember(histories, History(raw, close))
         return None
