@@ -37,6 +37,9 @@ def revision_key(session: str, revision: int) -> str:
 
 
 QuarantineReason = Literal["unreadable", "undecodable"]
+# Closed for these reasons, a session reopened by late spans carries its earlier evidence
+# (it is kept for reopening whole); cut for size or age, the next revision starts afresh.
+REOPEN_WHOLE = frozenset({"idle_timeout", "end_attribute"})
 
 
 @dataclass(frozen=True, slots=True)
