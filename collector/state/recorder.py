@@ -37,11 +37,9 @@ log = logging.getLogger("skillgauge")
 RECORD_BATCH = 64  # evaluated sessions taken at a time (~2 ms of the loop)
 # Batches whose records wait for their commit while the next is taken.  The store's writer
 # gathers what is queued within ~50 ms into one transaction; taking one batch only once the
-# last was committed held a wave of ~700 closed sessions (one second's at saturation) for
-# eleven of those waits, and every account alive meanwhile is what young collections visit.
-# Not more: each batch taken holds its records' dicts until its write (16 at once cost the
-# in-process chain's collections ~1 us a span more, when every session closes at the end).
-SAVES_IN_FLIGHT = 4
+# last was committed held a wave of 550 closed sessions (one second's at saturation) for
+# nine of those waits, and every account alive meanwhile is what young collections visit.
+SAVES_IN_FLIGHT = 16
 _STORAGE_RETRY = 1.0  # seconds between tries while storage fails
 
 
