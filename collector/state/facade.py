@@ -32,7 +32,6 @@ import logging
 import os
 import socket
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -83,7 +82,6 @@ class Store:
         and the outbox entries it sends are leased to it for ``lease_seconds``
         (``storage.lease``), renewed while it lives."""
         self.unfinished: dict[tuple[str, int], int] = {}
-        self._coverage: _CoverageWrite | None = None  # evaluated revisions waiting for one write
         self.faults = Faults()
         self.outbox_capacity = outbox_capacity
         segment_bytes, wal_size_limit = database.sizes_for(max_bytes)
@@ -192,22 +190,16 @@ class Store:
         # One row holds a revision: its coverage line (a JSON object) with the results added
         # as "results".  Only judge verdicts are read back, and only for unfinished revisions
         # (``save_result``); a row per result, with three indexes each, cost ~30 us a session.
-        if not revisions:
-            return
-        if self._shared_writer is not None:
+        later = [(session, revision) for session, revision, _, _ in revisions if revision > 1]
+        if later:  # queued first: never committed after the lines that mark them done
+            self.defer(verdicts.supersede(later))
+        if revisions and self._shared_writer is not None:
             # The closed rows queued before these revisions closed commit first (the local
             # writer is in order): a restart that finds a revision evaluated in the shared
             # store finds it closed here too, and may reopen it whole.
             await self._writer.submit(_nothing)
-        # With the writer's next gathered group (only the revisions' metrics wait), and with
-        # every other revision saved before that write is taken: one write for a wave.
-        waiting = self._coverage
-        if waiting is None or waiting.failed() or not waiting.join(revisions, lines):
-            waiting = self._coverage = _CoverageWrite(self._capacity)
-            waiting.join(revisions, lines)
-            waiting.done = asyncio.ensure_future(self.transact(waiting.write, soon=True))
-        assert waiting.done is not None
-        await asyncio.shield(waiting.done)
+        if revisions:  # with the writer's next gathered group: only the revisions' metrics wait
+            await self.transact(verdicts.coverage_write(revisions, self._capacity, lines), soon=True)
         for session, revision, _, _ in revisions:
             self.unfinished.pop((session, revision), None)
 
@@ -317,46 +309,6 @@ def _once(location: Location, read: Callable[[Db], T]) -> T:
         return value
     finally:
         connection.close()
-
-
-class _CoverageWrite:
-    """Evaluated revisions saved while their write waits for the writer, committed by that
-    one write (``verdicts.coverage_write``), earlier revisions' verdicts superseded in the same
-    transaction.  ``join`` (the loop) adds to it until ``write`` (the writer thread) takes it."""
-
-    def __init__(self, capacity: int | None) -> None:
-        self.done: asyncio.Future[None] | None = None
-        self._capacity = capacity
-        self._revisions: list[Recorded] = []
-        self._lines: list[dict[str, Any]] | None = []
-        self._taken = False
-        self._lock = threading.Lock()
-
-    def join(self, revisions: list[Recorded], lines: list[dict[str, Any]] | None) -> bool:
-        """Add ``revisions`` (with their ``lines``, if the caller has them) unless the write
-        has been taken; whether they were added."""
-        with self._lock:
-            if self._taken:
-                return False
-            self._revisions += revisions
-            if lines is None or self._lines is None:
-                self._lines = None  # read from their text, every one
-            else:
-                self._lines += lines
-            return True
-
-    def failed(self) -> bool:
-        """The write failed without being taken (its revisions are saved again, anew)."""
-        done = self.done
-        return done is not None and done.done() and (done.cancelled() or done.exception() is not None)
-
-    def write(self, db: Db) -> None:
-        with self._lock:
-            self._taken = True
-        later = [(session, revision) for session, revision, _, _ in self._revisions if revision > 1]
-        if later:  # never committed after the lines that mark them done
-            verdicts.supersede(later)(db)
-        verdicts.coverage_write(self._revisions, self._capacity, self._lines)(db)
 
 
 def _nothing(db: sqlite3.Connection) -> None:
