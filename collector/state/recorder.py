@@ -5,12 +5,8 @@ is what the status API serves.
 Once the exporters' outboxes hold a session's results durably, its coverage line (with
 every result) is committed and the revision counts as evaluated: a crash before that
 commit evaluates the revision again after the restart (reusing committed verdicts), a
-crash after it never does.  Accounts are taken a batch at a time (``RECORD_BATCH``), and a
-batch's records are queued for the store without waiting for the commit of the batches
-before it (up to ``SAVES_IN_FLIGHT`` of them): a wave of sessions closed together shares
-the store's next transaction, and each account is let go once its own batch is committed,
-not after every batch before it.  Each batch's revisions are counted in the metrics (and,
-with ``keep_closed``, kept) once committed, in the order taken.
+crash after it never does.  Sessions that finish while a batch is being committed wait for
+the next: one task and one transaction for all of them.
 
 While storage fails (a full disk), both steps are tried again every second: a revision
 left unrecorded would hold its requests in the spool until a restart.
@@ -34,12 +30,7 @@ from collector.state.types import Recorded, Spool, encode_record
 from evaluators.result import Coverage
 
 log = logging.getLogger("skillgauge")
-RECORD_BATCH = 64  # evaluated sessions taken at a time (~2 ms of the loop)
-# Batches whose records wait for their commit while the next is taken.  The store's writer
-# gathers what is queued within ~50 ms into one transaction; taking one batch only once the
-# last was committed held a wave of 550 closed sessions (one second's at saturation) for
-# nine of those waits, and every account alive meanwhile is what young collections visit.
-SAVES_IN_FLIGHT = 16
+RECORD_BATCH = 64  # evaluated sessions per transaction (~2 ms of the loop)
 _STORAGE_RETRY = 1.0  # seconds between tries while storage fails
 
 
@@ -69,21 +60,10 @@ class Recorder:
 
     async def _record_waiting(self) -> None:
         waiting = self._waiting
-        saving: set[asyncio.Task[None]] = set()
-        last: asyncio.Task[None] | None = None  # the batch taken before, counted before this one
-        while waiting or saving:
-            if not waiting or len(saving) >= SAVES_IN_FLIGHT:
-                await asyncio.wait(saving, return_when=asyncio.FIRST_COMPLETED)
-                saving = {task for task in saving if not task.done()}
-                continue
-            # A bounded batch at a time: the loop's other work waits for each.
-            ready = await self._ready([waiting.popleft() for _ in range(min(len(waiting), RECORD_BATCH))])
-            last = asyncio.create_task(self._save(ready, last), name="skillgauge-record-save")
-            saving.add(last)
-            await asyncio.sleep(0)  # what else the loop has waits for one batch, not a wave
+        while waiting:  # a bounded batch at a time: the loop's other work waits for each
+            await self._record([waiting.popleft() for _ in range(min(len(waiting), RECORD_BATCH))])
 
-    async def _ready(self, batch: list[Evaluated]) -> list[tuple[Evaluated, Recorded, dict[str, Any]]]:
-        """Each account of ``batch`` handed to the exporters, then as the store records it."""
+    async def _record(self, batch: list[Evaluated]) -> None:
         # Each revision as stored, and its coverage line with its results as dicts: what the
         # status queries' columns are made from, without parsing the text again.
         ready: list[tuple[Evaluated, Recorded, dict[str, Any]]] = []
@@ -110,13 +90,6 @@ class Recorder:
                 log.error(
                     "recording session %r revision %d failed: %s", session.session_id, session.revision, err
                 )
-        return ready
-
-    async def _save(
-        self, ready: list[tuple[Evaluated, Recorded, dict[str, Any]]], before: asyncio.Task[None] | None
-    ) -> None:
-        """Commit ``ready``'s revisions; once committed, and once ``before`` (the batch taken
-        before it) is done, count them (and keep them, with ``keep_closed``)."""
         try:
             await self._while_storage_fails(
                 lambda: self.store.save_coverage([r for _, r, _ in ready], [line for _, _, line in ready])
@@ -127,9 +100,6 @@ class Recorder:
             else:  # a full disk: told once by the store, and again at exit
                 log.error("recording %d evaluated sessions failed: %s", len(ready), err)
             return
-        finally:
-            if before is not None:  # counted in the order taken
-                await asyncio.wait({before})
         now = time.monotonic()
         if self.keep_closed:
             self.closed += [item.coverage for item, _, _ in ready]
