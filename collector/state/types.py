@@ -108,7 +108,9 @@ class Spool(Protocol):
         ...
 
     def keep_reopenable(self, entry: Reopenable) -> None:
-        """Keep ``entry``'s requests (queued), replacing what its session had kept."""
+        """Keep ``entry``'s requests, replacing what its session had kept: its rows are
+        written by the first checkpoint whose deletions would reach its requests (until then
+        its closed row holds them)."""
         ...
 
     def forget_reopenable(self, session: str) -> None:
