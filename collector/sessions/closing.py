@@ -15,12 +15,10 @@ from dataclasses import replace
 
 from collector.sessions.binding import Binding
 from collector.sessions.held import OpenSession
-from collector.state.types import Closed
+from collector.state.types import REOPEN_WHOLE, Closed
 from evaluators.evidence import Session, split_session_key
 
-# Closed for these reasons, a session reopened by late spans carries its earlier evidence.
-# Cut for size or age (max_spans, max_bytes, max_duration), the next revision starts afresh.
-REOPEN_WHOLE = frozenset({"idle_timeout", "end_attribute"})
+__all__ = ["REOPEN_WHOLE", "Closing", "nothing_to_evaluate"]
 
 
 def nothing_to_evaluate(session: Session) -> bool:

@@ -46,7 +46,7 @@ from collector.state.appended import index_tail
 from collector.state.config import Storage
 from collector.state.requestlog import RequestLog
 from collector.state.reserve import Reserve, reserve_for
-from collector.state.revisions import Revisions
+from collector.state.revisions import Revisions, unwritten_kept
 from collector.state.segments import Segments, Sync, Write
 from collector.state.types import Closed, QuarantineReason, Recorded, Recovery, Reopenable
 from collector.state.vouch import StoreRefused
@@ -126,6 +126,8 @@ class Store:
         self._writer = Writer(self.location, wal_size_limit, self.faults, self.log.probe, self.log.make_room)
         self.log.start(self._writer)
         self.revisions = Revisions(self._writer.put)
+        for entry in unwritten_kept(self._recovery):  # written by the first checkpoint that needs them
+            self.revisions.keep_reopenable(entry)
         self._shared_writer = None if shared is None else SharedWriter(self.shared, self.faults)
         self._writer.put(self.log.probe, "probe")  # a full disk at startup: unavailable from the start
         self.defer(startup.recount_outbox)  # before any put or ack; retried while storage fails
@@ -237,6 +239,7 @@ class Store:
 
         if cutoff is not None:
             await self.transact(lambda db: verdicts.expire(db, cutoff, bounded))
+        self.revisions.write_kept(replay_from)  # queued before the deletions below
         await self._writer.submit(write)
 
         def drop(db: sqlite3.Connection) -> None:
@@ -260,6 +263,7 @@ class Store:
         return max(0, total)
 
     async def shutdown(self, timeout: float = 10.0) -> None:
+        self.revisions.write_kept()  # a clean restart finds every kept revision's rows
         if self._shared_writer is not None:
             await self._shared_writer.stop(timeout)
         await self._writer.stop(timeout)

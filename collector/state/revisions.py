@@ -6,6 +6,14 @@
   the requests each keeps from deletion.
 
 Every write here is one nobody waits for, committed with the store's next group.
+
+A kept revision's rows are written only when a checkpoint would otherwise delete what its
+closed row holds (``write_kept``, called as each checkpoint queues its deletions): its
+closed row is deleted, and its requests may be, only by a checkpoint whose ``replay_from``
+is past its requests, so until then a restart finds it from its closed row
+(``unwritten_kept``).  At saturation the reopen cache (``sessions.reopen_cache``) turns over
+in a few seconds, the checkpoints come every ``storage.checkpoint_interval``: a revision kept
+and let go between two checkpoints costs the store no row and no deletion.
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ from typing import Any
 from collector.db import sql
 from collector.db.writer import Rows
 from collector.state.appended import QueuedRows
-from collector.state.types import Closed, Reopenable
+from collector.state.types import REOPEN_WHOLE, Closed, Recovery, Reopenable
+from evaluators.evidence import split_session_key
 
 _INSERT_CLOSED = "INSERT OR REPLACE INTO closed (session, revision, reason, first_request, last_request, traces, closed_at)"
 
@@ -33,6 +42,10 @@ class Revisions:
         # Keeps and forgets, in order: a wave of closed sessions costs a few statements, not a
         # few per session.
         self._reopen = QueuedRows(put, _write_reopen)
+        # Kept, not written yet (``write_kept``), the latest kept last; and the sessions whose
+        # rows this process queued and has not forgotten since.
+        self._kept: dict[str, Reopenable] = {}
+        self._written: set[str] = set()
 
     def record_closed(self, closed: Closed) -> None:
         row = (
@@ -47,10 +60,29 @@ class Revisions:
         self._closed_rows.add(row)
 
     def keep_reopenable(self, entry: Reopenable) -> None:
-        self._reopen.add(entry)
+        """``entry`` is reopenable (replacing what its session kept): written by the first
+        ``write_kept`` that needs it, unless forgotten before."""
+        self._kept.pop(entry.session, None)
+        self._kept[entry.session] = entry
 
     def forget_reopenable(self, session: str) -> None:
+        """``session`` is no longer reopenable: its rows go, if any were written (by this
+        process or an earlier one)."""
+        if self._kept.pop(session, None) is not None and session not in self._written:
+            return  # kept since the last checkpoint only: nothing of it was written
+        self._written.discard(session)
         self._reopen.add(session)
+
+    def write_kept(self, replay_from: int | None = None) -> None:
+        """Queue the rows of the revisions kept and not written yet that hold a request
+        before ``replay_from`` (every one with None): call it before queuing the deletions of
+        a checkpoint from ``replay_from``, which the rows then commit with or before."""
+        kept = self._kept
+        for session, entry in list(kept.items()):
+            if replay_from is None or min(entry.first_request, *entry.requests) < replay_from:
+                del kept[session]
+                self._written.add(session)
+                self._reopen.add(entry)
 
     @staticmethod
     def expire(db: sqlite3.Connection, replay_from: int, cutoff: float | None) -> None:
@@ -88,3 +120,32 @@ def _write_reopen(db: sqlite3.Connection, ops: list[Reopenable | str]) -> None:
     )
     # A reopened revision's requests include the earlier one's: nothing to delete.
     sql.insert_rows(db, "INSERT OR IGNORE INTO held", [(r, e.session) for e in kept for r in e.requests])
+
+
+def unwritten_kept(recovery: Recovery) -> list[Reopenable]:
+    """The revisions a restart keeps for reopening from their closed rows alone (kept since
+    the last checkpoint, ``write_kept``): each session's latest closed revision, evaluated,
+    its session's latest, closed for a reason that reopens whole, keyed (a trace that named
+    no session is not kept), and newer than its reopenable row, if any.  Each holds the
+    requests from its first to its last (those the store still has; spans not known: 0);
+    oldest first."""
+    rows = {entry.session: entry.revision for entry in recovery.reopenable}
+    found: list[tuple[int, Reopenable]] = []
+    for session, revisions in recovery.closed.items():
+        last = max(revisions, key=lambda c: c.revision)
+        if (
+            last.reason not in REOPEN_WHOLE
+            or (session, last.revision) not in recovery.evaluated
+            or recovery.latest.get(session, 0) > last.revision
+            or rows.get(session, 0) >= last.revision
+            or split_session_key(session)[1] in last.traces  # provisional: named by its trace
+        ):
+            continue
+        requests = tuple(range(last.first_request, last.last_request + 1))
+        found.append(
+            (
+                last.last_request,
+                Reopenable(session, last.revision, last.first_request, requests, last.traces, 0),
+            )
+        )
+    return [entry for _, entry in sorted(found, key=lambda f: f[0])]

@@ -37,6 +37,9 @@ def revision_key(session: str, revision: int) -> str:
 
 
 QuarantineReason = Literal["unreadable", "undecodable"]
+# Closed for these reasons, a session reopened by late spans carries its earlier evidence
+# (it is kept for reopening whole); cut for size or age, the next revision starts afresh.
+REOPEN_WHOLE = frozenset({"idle_timeout", "end_attribute"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +108,9 @@ class Spool(Protocol):
         ...
 
     def keep_reopenable(self, entry: Reopenable) -> None:
-        """Keep ``entry``'s requests (queued), replacing what its session had kept."""
+        """Keep ``entry``'s requests, replacing what its session had kept: its rows are
+        written by the first checkpoint whose deletions would reach its requests (until then
+        its closed row holds them)."""
         ...
 
     def forget_reopenable(self, session: str) -> None:

@@ -91,7 +91,11 @@ def coverage_write(
 
 
 def _work_done(db: Db, keys: list[str]) -> None:
-    """The leased judge work of these revisions (``revision_key``) is done."""
+    """The leased judge work of these revisions (``revision_key``) is done.  With no judge
+    work queued at all (no judge configured, or none waiting), one lookup finds nothing to
+    delete, instead of a search for every revision."""
+    if db.execute("SELECT 1 FROM judge_revisions LIMIT 1").fetchone() is None:
+        return
     for start in range(0, len(keys), ROWS_PER_STATEMENT):
         names, params = db.in_("k", keys[start : start + ROWS_PER_STATEMENT])
         db.execute(f"DELETE FROM judge_revisions WHERE key IN {names}", params)

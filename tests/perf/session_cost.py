@@ -21,14 +21,33 @@ in the benchmark's ingest phase):
 Each figure is the least process CPU time of ``--rounds`` passes, in microseconds a
 session.  The figures drift with the machine; compare the lines of one run, or runs of two
 trees in turn.
+
+``--store`` measures instead what the store's threads spend, served-like, in process: the
+benchmark's traffic (``--passes`` passes, fresh ids each) through serve's chain with a
+durable store in a temporary data directory, sent at ``--rate`` requests a second, sessions
+closed by a 2 s idle timeout (kept for reopening, as served; ``replay`` closes them at the
+end of its input, kept by nothing): the store's writer thread's and the WAL checkpointer's
+own CPU time (their thread clocks), the process's, garbage collection's, in microseconds a
+span, the writer's commits, and how long a closed session's account lives until it is
+counted (close to the recorder's metrics, mean): what closing keeps alive meanwhile.
+
+``--writer`` measures the store's writer thread alone, with nothing else on the loop: the
+benchmark's sessions' accounts (made untimed; ``--passes`` times, fresh ids each) closed
+``--wave`` a second as serve closes them (closed row, kept for reopening, the oldest beyond
+``sessions.reopen_cache`` let go, recorded), a checkpoint every
+``storage.checkpoint_interval``; the writer thread's CPU in microseconds a session.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import copy
 import gc
 import sqlite3
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -82,12 +101,135 @@ def best(step: Callable[[], Any], rounds: int, count: int, setup: Callable[[], A
     return fastest / count * 1e6
 
 
+def thread_cpu(name: str) -> float:
+    """CPU seconds of this process's thread ``name`` so far (0 when there is none)."""
+    for thread in threading.enumerate():
+        if thread.name == name and thread.ident is not None:
+            return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+    return 0.0
+
+
+async def store_cost(traffic: list[bytes], spans: int, rate: float, data: str) -> dict[str, float]:
+    """``traffic`` through serve's chain on a durable store in ``data`` at ``rate`` requests a
+    second; the store's threads' CPU and the rest (see ``--store``)."""
+    from collector.otlp.received import Received
+    from collector.receiver import decode
+    from collector.replay import _take
+    from collector.service import Chain
+
+    chain = Chain(parse({"sessions": {"idle_timeout": "2s"}, "storage": {"path": data}}))
+    await chain.start()
+    lags: list[float] = []
+    metrics = chain.recorder.metrics
+    count = metrics.sessions_evaluated_together
+
+    def counted(evaluated: Any) -> None:
+        items = list(evaluated)
+        lags.extend(lag for _, _, lag in items)
+        count(items)
+
+    metrics.sessions_evaluated_together = counted  # type: ignore[method-assign]
+    timer = bench.GcTimer()
+    gc.callbacks.append(timer.observe)
+    writer, checkpointer = thread_cpu("skillgauge-spool"), thread_cpu("skillgauge-wal")
+    process, commits = time.process_time(), chain.store.commits  # type: ignore[attr-defined]
+    start = time.monotonic()
+    for n, body in enumerate(traffic):
+        await asyncio.sleep(max(0.0, start + n / rate - time.monotonic()))
+        await _take(chain, Received("traces", decode.decode("traces", body, "protobuf"), "replay", raw=body))
+    while chain.sessions_stage.assembler.open_count:  # each closes 2 s after its last span
+        await asyncio.sleep(0.2)
+    await chain.drain()
+    await chain.store.transact(lambda db: None)  # what was queued before is committed
+    figures = {
+        "writer": (thread_cpu("skillgauge-spool") - writer) / spans * 1e6,
+        "checkpointer": (thread_cpu("skillgauge-wal") - checkpointer) / spans * 1e6,
+        "process": (time.process_time() - process) / spans * 1e6,
+        "gc": timer.seconds / spans * 1e6,
+        "commits": float(chain.store.commits - commits),  # type: ignore[attr-defined]
+        "lag_ms": sum(lags) / max(1, len(lags)) * 1e3,
+    }
+    gc.callbacks.remove(timer.observe)
+    await chain.shutdown(10)
+    return figures
+
+
+async def writer_cost(sessions: list[Session], rounds: int, wave: int, data: str) -> float:
+    """The store's writer thread's CPU a session (us) with nothing else on the loop: the
+    accounts of ``sessions`` (``rounds`` times, fresh ids each) closed ``wave`` a second with
+    their closed rows, kept for reopening (the oldest past ``reopen_cache`` let go), recorded,
+    a checkpoint every ``checkpoint_interval`` (see ``--writer``)."""
+    from collector.export.fanout import Fanout
+    from collector.state.facade import Store
+    from collector.state.recorder import Evaluated, Recorder
+    from collector.state.types import Closed, Reopenable
+
+    config = parse({})
+    settings = settings_from(config, SkillRegistry(), judge_available=False)
+    store = Store(data)
+    record = Recorder(store, CoverageMetrics(CollectorRegistry()), Fanout())
+    kept: list[str] = []
+    trace = ("ab" * 16,)
+    writer, done = thread_cpu("skillgauge-spool"), 0
+    checkpointed = time.monotonic()
+    for round_ in range(rounds):
+        for start in range(0, len(sessions), wave):
+            tick = time.monotonic()
+            request = await store.append("traces", b"x" * 64)
+            for session in sessions[start : start + wave]:
+                session = copy.copy(session)
+                session.session_id = f"{session.session_id}~{round_}"
+                key = session.key
+                store.record_closed(Closed(key, 1, "idle_timeout", request, request, trace))
+                results = [r for r in suite.plan(session, settings).slots if isinstance(r, EvaluationResult)]
+                store.keep_reopenable(Reopenable(key, 1, request, (request,), trace, session.span_count))
+                kept.append(key)
+                if len(kept) > config.sessions.reopen_cache:
+                    store.forget_reopenable(kept.pop(0))
+                await record.consume(Evaluated(Coverage(session, results), time.monotonic()))
+                done += 1
+            if time.monotonic() - checkpointed >= config.storage.checkpoint_interval:
+                checkpointed = time.monotonic()
+                await store.checkpoint(request)
+            await asyncio.sleep(max(0.0, tick + 1.0 - time.monotonic()))
+    await record.drain(60)
+    await store.transact(lambda db: None)  # what was queued before is committed
+    used = thread_cpu("skillgauge-spool") - writer
+    await store.shutdown()
+    return used / done * 1e6
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--store", action="store_true", help="the store's threads, served-like (see above)")
+    parser.add_argument("--passes", type=int, default=4)
+    parser.add_argument("--rate", type=float, default=10.0, help="requests a second (512 spans each)")
+    parser.add_argument("--writer", action="store_true", help="the store's writer alone (see above)")
+    parser.add_argument("--wave", type=int, default=700, help="sessions closed a second, with --writer")
     args = parser.parse_args(argv)
     gc.set_threshold(*GC_THRESHOLDS)  # collected as serve collects
+    if args.writer:
+        closed: list[Session] = []
+        open_sessions(bench.requests_for(2000)[0], closed).close_all("idle_timeout")
+        with tempfile.TemporaryDirectory() as data:
+            us = asyncio.run(writer_cost(closed, args.passes, args.wave, data))
+        print(
+            f"{len(closed) * args.passes} sessions, {args.wave} a second: writer thread {us:.1f} us a session"
+        )
+        return 0
+    if args.store:
+        bodies, spans = bench.requests_for(2000)
+        traffic = [bench.fresh(body, n) for n in range(1, args.passes + 1) for body in bodies]
+        with tempfile.TemporaryDirectory() as data:
+            figures = asyncio.run(store_cost(traffic, spans * args.passes, args.rate, data))
+        print(
+            f"{spans * args.passes} spans: writer thread {figures['writer']:.2f} us a span, WAL checkpointer "
+            f"{figures['checkpointer']:.2f}, process {figures['process']:.1f}, of it garbage collection "
+            f"{figures['gc']:.2f}; {figures['commits']:.0f} commits; close to counted {figures['lag_ms']:.0f} ms"
+        )
+        return 0
 
     bodies = bench.requests_for(args.sessions)[0]
     sessions: list[Session] = []
