@@ -12,10 +12,9 @@ first; ``_recent`` is also held to ``reopen_cache_bytes``, the oldest out first.
 
 ``on_keep``/``on_forget`` (the store's reopenable rows) hear of a session as it is kept and
 as it leaves; ``on_forget`` hears only of sessions ``on_keep`` (or a restart) told the store
-about.  The rows are queued at once: a checkpoint
-may delete a kept revision's requests as soon as the revision is evaluated, and only its
-``held`` rows keep them.  A restart rebuilds from its closed rows a kept revision whose
-reopenable row a crash cut off (``kept_since_checkpoint``).
+about.  The store writes a kept revision's rows when a checkpoint would otherwise delete its
+requests (``Spool.keep_reopenable``); a restart rebuilds from its closed rows a kept revision
+whose reopenable row was not written (``collector.state.revisions.unwritten_kept``).
 """
 
 from __future__ import annotations

@@ -17,40 +17,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from collector.detect.session import SessionEvidence
 from collector.otlp.views import LogView, ResourceView, SpanView
 from collector.sessions.binding import shaped
-from collector.sessions.closing import REOPEN_WHOLE, Closing
+from collector.sessions.closing import Closing
 from collector.sessions.held import Ids, Recent
 from collector.sessions.items import log_id, scoped, span_problem
-from collector.state.types import Closed, Reopenable
+from collector.state.types import Reopenable
 from evaluators.evidence import split_session_key
-
-
-def kept_since_checkpoint(
-    closed: dict[str, list[Closed]], evaluated: set[tuple[str, int]], known: Iterable[Reopenable]
-) -> list[Reopenable]:
-    """The revisions kept for reopening whose reopenable rows were not written (a crash
-    between a closed row's commit and theirs), from their closed rows: each session's
-    latest revision, evaluated, closed for a reason that reopens whole, keyed (a trace that
-    named no session is not kept), and newer than its reopenable row, if any.  They hold the
-    requests from their first to their last (those the store still has); oldest first."""
-    rows = {entry.session: entry.revision for entry in known}
-    found: list[tuple[int, Reopenable]] = []
-    for session, revisions in closed.items():
-        last = max(revisions, key=lambda c: c.revision)
-        if (
-            last.reason not in REOPEN_WHOLE
-            or (session, last.revision) not in evaluated
-            or rows.get(session, 0) >= last.revision
-            or split_session_key(session)[1] in last.traces  # provisional: named by its trace
-        ):
-            continue
-        requests = tuple(range(last.first_request, last.last_request + 1))
-        found.append(
-            (
-                last.last_request,
-                Reopenable(session, last.revision, last.first_request, requests, last.traces, 0),
-            )
-        )
-    return [entry for _, entry in sorted(found, key=lambda f: f[0])]
 
 
 class Restart(Closing):
@@ -166,7 +137,7 @@ class Restart(Closing):
             entry.revision,
             entry.first_request,
             traces,
-            entry.spans or len(ids),  # 0: not known (``kept_since_checkpoint``), counted here
+            entry.spans or len(ids),  # 0: not known (``unwritten_kept``), counted here
             ids,
             list(entry.requests),
             held,

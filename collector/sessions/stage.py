@@ -34,8 +34,8 @@ from collector.sessions.assembler import Assembler
 from collector.sessions.config import Sessions
 from collector.sessions.items import Steps, checking_spans
 from collector.sessions.metrics import SessionsMetrics
-from collector.sessions.restart import kept_since_checkpoint
 from collector.state.config import Storage
+from collector.state.revisions import unwritten_kept
 from collector.state.types import Closed, Recovery, Reopenable, Spool
 from collector.switching import SWITCHING
 from evaluators.evidence import Session, split_session_key
@@ -412,10 +412,7 @@ class SessionsStage:
         # Those whose reopenable rows a crash cut off come back from their closed rows.
         self.assembler.load_dormant(
             entry
-            for entry in (
-                *recovery.reopenable,
-                *kept_since_checkpoint(recovery.closed, recovery.evaluated, recovery.reopenable),
-            )
+            for entry in (*recovery.reopenable, *unwritten_kept(recovery))
             if (entry.session, entry.revision) in recovery.evaluated
             and recovery.latest.get(entry.session, 0) <= entry.revision
         )

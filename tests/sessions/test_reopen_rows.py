@@ -1,6 +1,6 @@
 """The store hears of each kept session as it is kept (``Kept._keep``), and its rows are
 forgotten when it leaves; what a crash left without its reopenable rows comes back from its
-closed rows (``kept_since_checkpoint``)."""
+closed rows (``collector.state.revisions.unwritten_kept``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector.config import parse
 from collector.sessions.assembler import Accepted, Assembler
-from collector.sessions.restart import kept_since_checkpoint
-from collector.state.types import Closed, Reopenable
+from collector.state.revisions import unwritten_kept
+from collector.state.types import Closed, Recovery, Reopenable
 
 
 class Clock:
@@ -21,8 +21,10 @@ class Clock:
 
 def span(session: str, trace: int) -> ExportTraceServiceRequest:
     request = ExportTraceServiceRequest()
-    s = request.resource_spans.add().scope_spans.add().spans.add(
-        trace_id=trace.to_bytes(16, "big"), span_id=trace.to_bytes(8, "big"), name="agent"
+    s = (
+        request.resource_spans.add()
+        .scope_spans.add()
+        .spans.add(trace_id=trace.to_bytes(16, "big"), span_id=trace.to_bytes(8, "big"), name="agent")
     )
     s.attributes.add(key="session.id").value.string_value = session
     return request
@@ -58,9 +60,8 @@ def test_revisions_kept_after_the_last_checkpoint_come_back_from_their_closed_ro
     }
     evaluated = {("kept", 1), ("cut", 1), ("written", 2), ("cd" * 16, 1)}
     rows = [Reopenable("written", 2, 8, (8, 9), (), 2)]
-    assert kept_since_checkpoint(closed, evaluated, rows) == [
-        Reopenable("kept", 1, 3, (3, 4, 5), ("ab" * 16,), 0)
-    ]
+    recovery = Recovery(closed=closed, evaluated=evaluated, reopenable=rows)
+    assert unwritten_kept(recovery) == [Reopenable("kept", 1, 3, (3, 4, 5), ("ab" * 16,), 0)]
 
 
 def test_sessions_kept_as_ids_are_held_to_the_cache_with_their_traces() -> None:
