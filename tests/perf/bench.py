@@ -901,6 +901,22 @@ def gc_seconds(server: Server) -> list[float]:
     ]
 
 
+def print_gc_totals(servers: list[Server]) -> None:
+    """Each replica's garbage collections since it started, by generation: how many, their mean
+    pause (CPU) and the objects they found unreachable (a full collection visits the whole heap:
+    rare, but the longest pause)."""
+    for n, server in enumerate(servers):
+        seconds, collections, found = (gc_seconds(server)[k : k + 3] for k in (0, 3, 6))
+        print(
+            f"  replica {n} garbage collections since start (young, middle, full): "
+            + ", ".join(f"{c:.0f}" for c in collections)
+            + "; mean CPU each "
+            + ", ".join(f"{s / c * 1e3:.2f}" if c else "-" for s, c in zip(seconds, collections, strict=True))
+            + " ms; objects found unreachable "
+            + ", ".join(f"{f:.0f}" for f in found)
+        )
+
+
 class CpuWindow:
     """CPU each replica process (all its threads, with its children) uses between ``warmup``
     seconds from now and ``seconds`` (the counted part of a ``drive``), measured from
@@ -1338,6 +1354,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp, replicas(Path(tmp), replica_count, served) as servers:
             flat, cpu, served_us = saturate(servers, routed, seconds, clients, warmup)
             half = half_load(servers, routed, flat, seconds, clients, warmup, short, opts.half_load_rate)
+            print_gc_totals(servers)
         print(
             json.dumps(
                 {
@@ -1393,6 +1410,7 @@ def main(argv: list[str] | None = None) -> int:
             flat, cpu, served_us = saturate(servers, routed, seconds, clients, warmup)
             print(f"  ratio (ingest in all / decode limit of one core): {flat['spans_per_s'] / limit:.3f}")
             half = half_load(servers, routed, flat, seconds, clients, warmup, short, opts.half_load_rate)
+            print_gc_totals(servers)
         (Path(tmp) / "memory").mkdir()
         per_session, raw = open_session_memory(Path(tmp) / "memory", open_sessions, 50, replica_count)
         print(
