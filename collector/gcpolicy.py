@@ -1,26 +1,27 @@
 """When Python's garbage collector runs, in ``serve`` and ``replay`` alike: a policy for a
-long-running service whose reference cycles are rare.
+long-running service that outlives what it holds.
 
-Reference counting frees nearly everything the chain makes; the collector is there for
-reference cycles, and the chain makes few.  Python's own schedule visits every container that
-outlives a few thousand allocations, in a young collection and again in a middle one, and a
-service's open sessions, the closed ones kept for reopening and the accounts waiting to be
-recorded all do.  ``Collecting`` keeps Python's trigger and visits nothing until a full
-collection:
+Reference counting frees most of what the chain makes; the collector is there for reference
+cycles.  Python's own schedule visits every container that outlives a young collection again
+in each middle collection (every third young one), and a service's open sessions, the closed
+ones kept for reopening and the accounts waiting to be recorded all do.  ``Collecting`` keeps
+Python's young collections and freezes what each collection leaves:
 
-- every ``young`` new containers (Python's first threshold; the older generations' are never
-  reached) a young collection starts, and the callback at its start freezes every generation
-  (``gc.freeze``: the lists moved aside at once): the collection finds nothing to visit.  A
-  frozen object whose last reference goes is freed at once, as before;
-- after ``full_after`` new containers (``full_after // young`` of those), a full collection is
-  due: ``wake`` is called (serve and replay: the event loop's ``call_soon_threadsafe``) to run
-  ``collect_if_due`` outside the collection that found it due, which unfreezes everything,
-  collects it all and freezes what is left.  Cyclic garbage waits at most that long: what is
-  kept is bounded by ``full_after`` containers (and what they hold).
+- a young collection every ``young`` new containers (Python's first threshold; the older
+  generations' are never reached): it visits what is new since the last collection and frees
+  the cycles already garbage (a refused request leaves some: young collections must run);
+- after every collection, what survived is frozen (``gc.freeze``: the lists moved aside at
+  once, nothing visited), so no collection but a full one visits it again.  A frozen object
+  whose last reference goes is freed at once, as before;
+- after ``full_after`` new containers (``full_after // young`` collections), a full collection
+  is due: ``wake`` is called (serve and replay: the event loop's ``call_soon_threadsafe``) to
+  run ``collect_if_due`` outside the collection that found it due, which unfreezes everything,
+  collects it all and freezes what is left.  A cycle that became garbage after its young
+  collection waits at most that long: what is kept is bounded by ``full_after`` containers
+  (and what they hold).
 
-Collections do not nest and the callbacks run under the GIL in whichever thread collected;
-``collect_if_due`` runs on the loop.  An explicit ``gc.collect(0)`` or ``gc.collect(1)``
-under the policy freezes instead of collecting.
+Collections do not nest and the callback runs under the GIL in whichever thread collected;
+``collect_if_due`` runs on the loop.
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-# New containers frozen every 2,000; a full collection after 2,000,000 (about a minute of a
-# saturated replica).  Measured in tests/perf/README.md ("Garbage collection: frozen until a
-# full collection").
+# Young collections every 2,000 new containers (visited while still in the CPU's caches); a
+# full one after 2,000,000 (about a minute of a saturated replica).  Measured in
+# tests/perf/README.md ("Garbage collection: what a collection leaves is frozen").
 YOUNG = 2_000
 FULL_AFTER = 2_000_000
 _NEVER = 2**30  # an older generation's threshold: never reached
@@ -91,23 +92,22 @@ class Collecting:
         if not self._due:
             return
         gc.unfreeze()
-        gc.collect()  # ``_after`` freezes what it left and clears ``due``
+        gc.collect()  # ``_after`` freezes what is left and clears ``due``
         self.fulls += 1
 
     def _after(self, phase: str, info: dict[str, Any]) -> None:
-        if info["generation"] < 2:
-            if phase == "start":
-                gc.freeze()  # what the collection would visit: it visits nothing
-                return
-            self._since_full += 1
-            if self._since_full >= self.collections_per_full and not self._due:
-                self._due = True
-                if self._wake is not None:
-                    self._wake()
-        elif phase == "stop":
-            gc.freeze()  # what the full collection left
+        if phase != "stop":
+            return
+        gc.freeze()  # what the collection left
+        if info["generation"] == 2:
             self._since_full = 0
             self._due = False
+            return
+        self._since_full += 1
+        if self._since_full >= self.collections_per_full and not self._due:
+            self._due = True
+            if self._wake is not None:
+                self._wake()
 
 
 # The process's (thresholds and gc's callbacks are one for all its threads).
