@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
-import gc
 import json
 import logging
 import os
@@ -109,17 +108,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from collector.gcpolicy import collected
     from collector.replay import replay
-    from collector.service import GC_THRESHOLDS
     from collector.state.results import replay_records
 
     config = _config(args.config)
-    # Collected as serve collects: with the default thresholds a replay spent ~20 % of its
-    # time in full collections of the open sessions' evidence.
-    gc.set_threshold(*GC_THRESHOLDS)
     line = ProgressLine(sys.stderr)
     try:
-        outcome = asyncio.run(replay(args.paths, config, progress=line))
+        # Collected as serve collects (``collector.gcpolicy``).
+        outcome = asyncio.run(collected(replay(args.paths, config, progress=line)))
     finally:
         line.finish()
     for problem in outcome.problems:

@@ -1,8 +1,10 @@
 """CPU time the process spends collecting garbage, by generation:
-``skillgauge_gc_cpu_seconds_total{generation}`` and ``skillgauge_gc_collections_total{generation}``.
+``skillgauge_gc_cpu_seconds_total{generation}``, ``skillgauge_gc_collections_total{generation}``
+and ``skillgauge_gc_collected_objects_total{generation}`` (the unreachable objects the
+collections found: cyclic garbage, which ``collector.gcpolicy`` counts on being rare).
 
 Python's collector runs on whichever thread allocates when a generation's threshold is
-crossed (``collector.service.GC_THRESHOLDS``), inside that thread's work: a profile shows it as
+crossed (``collector.gcpolicy``), inside that thread's work: a profile shows it as
 part of whatever allocated.  ``GcClock`` times each collection from gc's own start and stop
 callbacks, with the CPU clock of the thread that runs it (``time.thread_time``: the time other
 threads and processes take meanwhile does not count).  Only a started clock counts (serve
@@ -23,14 +25,16 @@ GENERATIONS = 3
 
 
 class GcClock:
-    """Collections and the CPU seconds they took, by generation (``seconds``,
-    ``collections``); ``clock`` is the seam (a thread's CPU clock)."""
+    """Collections, the CPU seconds they took and the objects they found unreachable, by
+    generation (``seconds``, ``collections``, ``collected``); ``clock`` is the seam (a
+    thread's CPU clock)."""
 
     def __init__(self, clock: Callable[[], float] = time.thread_time) -> None:
         self._clock = clock
         self._began = 0.0  # when the collection under way began (collections do not nest)
         self.seconds = [0.0] * GENERATIONS
         self.collections = [0] * GENERATIONS
+        self.collected = [0] * GENERATIONS
 
     def start(self) -> None:
         if self._observe not in gc.callbacks:
@@ -47,6 +51,7 @@ class GcClock:
         generation = info["generation"]
         self.seconds[generation] += self._clock() - self._began
         self.collections[generation] += 1
+        self.collected[generation] += info["collected"]
 
     def register(self, registry: CollectorRegistry) -> None:
         """Serve its counts at each scrape of ``registry``."""
@@ -71,10 +76,16 @@ class _Metrics:
             "Garbage collections run (Python's gc), by generation.",
             labels=["generation"],
         )
+        collected = CounterMetricFamily(
+            "skillgauge_gc_collected_objects",
+            "Objects garbage collections found unreachable (cyclic garbage), by generation.",
+            labels=["generation"],
+        )
         for generation in range(GENERATIONS):
             seconds.add_metric([str(generation)], self._clock.seconds[generation])
             collections.add_metric([str(generation)], self._clock.collections[generation])
-        yield from (seconds, collections)
+            collected.add_metric([str(generation)], self._clock.collected[generation])
+        yield from (seconds, collections, collected)
 
 
 # The process's (gc's callbacks are one list for all its threads).

@@ -43,6 +43,7 @@ from collector.export.metrics import ExportMetrics
 from collector.export.otlp import OtlpExporter
 from collector.export.outbox import SpoolOutbox
 from collector.gcclock import GC_CLOCK
+from collector.gcpolicy import GC_POLICY
 from collector.logsafety import escape_logs
 from collector.otlp.received import Received
 from collector.receiver import auth as listener_auth
@@ -451,21 +452,12 @@ def _tls(listener: Listener | Status) -> ssl.SSLContext | None:
     return listener_auth.server_context(listener.tls) if listener.tls is not None else None
 
 
-# Every collection pauses the loop that acknowledges, so each is kept small.  Young ones
-# come every 2,000 new containers: what survives them is open sessions' evidence, visited
-# while still in the CPU's caches (every 50,000 made pauses of 30-80 ms).  The second
-# generation every 3 young ones (every 10, its pauses of 30-100 ms were most of Export's p99
-# at half load), a full one after 300 of those: every full collection visits all open
-# sessions' evidence.
-GC_THRESHOLDS = (2_000, 3, 300)
-
-
 async def serve(config: Config) -> str | None:
     """Run until SIGTERM or SIGINT, then stop; None, or why storage still failed at the end
     (what stopping closed may not all be recorded: the next start evaluates it again)."""
     escape_logs()
     SWITCHING.start()  # short, long while requests wait to be assembled (``collector.switching``)
-    gc.set_threshold(*GC_THRESHOLDS)
+    GC_POLICY.start_on(asyncio.get_running_loop())  # when garbage is collected (``collector.gcpolicy``)
     GC_CLOCK.start()  # the CPU time collections take (``skillgauge_gc_cpu_seconds_total``)
     asyncio.get_running_loop().set_exception_handler(AcceptErrors())
     service = Service(config)

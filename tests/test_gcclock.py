@@ -48,6 +48,18 @@ def test_each_collection_is_timed_by_its_generation(clock: GcClock) -> None:
     assert clock.collections == [0, 1, 1] and clock.seconds == [0.0, 0.25, 0.25]
 
 
+def test_the_garbage_each_collection_finds_is_counted(clock: GcClock) -> None:
+    clock.start()
+    for _ in range(5):
+        cycle: list[object] = []
+        cycle.append(cycle)
+    del cycle
+    gc.collect(0)
+    assert clock.collected[0] == 5
+    gc.collect(2)
+    assert clock.collected == [5, 0, 0]
+
+
 def test_nothing_is_counted_unless_started_or_once_stopped(clock: GcClock) -> None:
     gc.collect()
     clock.start()
@@ -65,6 +77,7 @@ def test_the_counts_are_served_at_each_scrape(clock: GcClock) -> None:
     assert metric_value(text, "skillgauge_gc_cpu_seconds_total", generation="0") == 0.25
     assert metric_value(text, "skillgauge_gc_collections_total", generation="0") == 1
     assert metric_value(text, "skillgauge_gc_collections_total", generation="2") == 0
+    assert "skillgauge_gc_collected_objects_total" in text
     gc.collect(0)
     later = generate_latest(registry).decode()
     assert metric_value(later, "skillgauge_gc_collections_total", generation="0") == 2
@@ -76,5 +89,6 @@ def test_serve_counts_its_collections(tmp_path: Path) -> None:
         text = server.metrics()
     finally:
         server.stop()
-    assert metric_value(text, "skillgauge_gc_collections_total", generation="0") > 0  # starting up collects
-    assert "skillgauge_gc_cpu_seconds_total" in text
+    for generation in "012":  # how many run under serve's policy: tests/test_gcpolicy.py
+        assert f'skillgauge_gc_collections_total{{generation="{generation}"}}' in text
+        assert f'skillgauge_gc_cpu_seconds_total{{generation="{generation}"}}' in text

@@ -92,6 +92,7 @@ Phoenix is not compared: it is not installed here, and its receiver needs its ow
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import functools
 import http.client
@@ -202,7 +203,10 @@ def _names_a_session(path: Path) -> bool:
         is_session_key(kv.key)
         for request in trace_requests(path)
         for rs in request.resource_spans
-        for kv in [*rs.resource.attributes, *(a for ss in rs.scope_spans for sp in ss.spans for a in sp.attributes)]
+        for kv in [
+            *rs.resource.attributes,
+            *(a for ss in rs.scope_spans for sp in ss.spans for a in sp.attributes),
+        ]
     )
 
 
@@ -403,32 +407,40 @@ def inprocess_cpu(bodies: list[bytes], spans: int, passes: int, extra: dict[str,
     ids each, as ``--write-traffic`` writes it) through ``skillgauge replay``'s chain in this
     process: decode, spool (in memory), assemble, detect, close, evaluate, record; and of it,
     the garbage collections' (``GcTimer``).  Collected as serve and replay collect
-    (``GC_THRESHOLDS``)."""
+    (``collected_as_served``)."""
     import asyncio
     import gc
 
-    from collector.replay import replay
-    from collector.service import GC_THRESHOLDS
+    from collector.replay import ReplayOutcome, replay
 
     config = parse(extra)
-    thresholds = gc.get_threshold()
+
+    async def replayed(tmp: str) -> ReplayOutcome:
+        with collected_as_served(asyncio.get_running_loop()):
+            return await replay([tmp], config)
+
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(1, passes + 1):
             for n, body in enumerate(bodies):
                 (Path(tmp) / f"{round_:02d}-{n:04d}.binpb").write_bytes(fresh(body, round_))
         gc.collect()
-        gc.set_threshold(*GC_THRESHOLDS)
         timer = GcTimer()
         gc.callbacks.append(timer.observe)
         try:
             cpu = time.process_time()
-            outcome = asyncio.run(replay([tmp], config))
+            outcome = asyncio.run(replayed(tmp))
             used = time.process_time() - cpu
         finally:
             gc.callbacks.remove(timer.observe)
-            gc.set_threshold(*thresholds)
     if outcome.problems:
         raise SystemExit(f"in-process replay of the traffic failed: {outcome.problems[:3]}")
+    print(
+        "  in process, garbage collection by generation (young, middle, full): "
+        + ", ".join(f"{t / (spans * passes) * 1e6:.2f}" for t in timer.by_generation)
+        + " us a span; "
+        + ", ".join(f"{c * 1e3 / (spans * passes):.3f}" for c in timer.collections)
+        + " collections a thousand spans"
+    )
     return used / (spans * passes) * 1e6, timer.seconds / (spans * passes) * 1e6
 
 
@@ -439,30 +451,29 @@ class GcTimer:
 
     def __init__(self) -> None:
         self.seconds = 0.0
+        self.by_generation = [0.0] * 3  # CPU seconds: young, middle, full
+        self.collections = [0] * 3
         self._began = 0.0
 
-    def observe(self, phase: str, _info: dict[str, Any]) -> None:
+    def observe(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._began = time.thread_time()
         else:
-            self.seconds += time.thread_time() - self._began
+            took = time.thread_time() - self._began
+            self.seconds += took
+            self.by_generation[info["generation"]] += took
+            self.collections[info["generation"]] += 1
 
 
 def detect_cost(bodies: list[bytes]) -> float:
     """Microseconds of process CPU time per span for parse + assemble + detect, in process
     (CPU time, not wall clock: the machine's other work does not count), collected as serve
-    and replay collect (``GC_THRESHOLDS``; Python's default thresholds collect the young
+    and replay collect (``collected_as_served``; Python's default thresholds collect the young
     generation ~3x as often, visiting the open sessions' evidence: ~12 us a span more on the
     bench traffic)."""
-    import gc
-
-    from collector.service import GC_THRESHOLDS
-
     assembler = Assembler(parse({}).sessions, lambda session, reason: None)
     spans = 0
-    thresholds = gc.get_threshold()
-    gc.set_threshold(*GC_THRESHOLDS)
-    try:
+    with collected_as_served(None) as collect_if_due:
         start = time.process_time()
         for n, body in enumerate(bodies):
             request = ExportTraceServiceRequest()
@@ -471,10 +482,38 @@ def detect_cost(bodies: list[bytes]) -> float:
             for _ in assembler.feed(request, n + 1, result, raw=body):  # as the served pipeline does
                 pass
             spans += result.accepted
+            collect_if_due()  # serve runs it on its loop, between requests
         used = time.process_time() - start
-    finally:
-        gc.set_threshold(*thresholds)
     return used / spans * 1e6
+
+
+@contextlib.contextmanager
+def collected_as_served(loop: asyncio.AbstractEventLoop | None) -> Iterator[Callable[[], None]]:
+    """Garbage collected as serve and replay collect: ``collector.gcpolicy``'s policy, its full
+    collections run on ``loop`` (without one, by the function yielded, to call between
+    requests); a build from before that module, measured by this file, sets its
+    ``collector.service.GC_THRESHOLDS`` instead."""
+    import gc
+    import importlib
+
+    try:
+        policy = importlib.import_module("collector.gcpolicy").GC_POLICY
+    except ModuleNotFoundError:
+        thresholds = gc.get_threshold()
+        gc.set_threshold(*importlib.import_module("collector.service").GC_THRESHOLDS)
+        try:
+            yield lambda: None
+        finally:
+            gc.set_threshold(*thresholds)
+        return
+    if loop is None:
+        policy.start(None)
+    else:
+        policy.start_on(loop)
+    try:
+        yield policy.collect_if_due
+    finally:
+        policy.stop()
 
 
 def long_session(turns: int, salt: int = 0, wide: bool = False, held: bool = False) -> bytes:
@@ -622,7 +661,9 @@ def _grpc_client(
 ) -> None:
     channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 64 << 20)])
     export = channel.unary_unary(EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)
-    _drive(replica, lambda body: export(body, timeout=30), bodies, seconds, warmup, interval, out, first_round)
+    _drive(
+        replica, lambda body: export(body, timeout=30), bodies, seconds, warmup, interval, out, first_round
+    )
 
 
 def _http_client(
@@ -748,7 +789,9 @@ def drive(
         interval = clients / rates[replica] if rates else 0.0
         for n in range(clients):
             share = bodies[n::clients] or bodies
-            target, port = (_grpc_client, server.grpc_port) if n % 2 == 0 else (_http_client, server.http_port)
+            target, port = (
+                (_grpc_client, server.grpc_port) if n % 2 == 0 else (_http_client, server.http_port)
+            )
             procs.append(
                 mp.Process(
                     target=target, args=(replica, port, share, seconds, warmup, interval, queue, first_round)
@@ -823,7 +866,11 @@ def cpu_seconds(pid: int) -> float:
 
 
 def children(pid: int) -> list[int]:
-    return [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
+    return [
+        int(c)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for c in (task / "children").read_text().split()
+    ]
 
 
 def thread_seconds(pid: int) -> dict[str, float]:
@@ -839,13 +886,35 @@ def thread_seconds(pid: int) -> dict[str, float]:
     return out
 
 
-def gc_seconds(server: Server) -> float:
-    """CPU seconds a replica has spent collecting garbage so far, every generation
-    (``skillgauge_gc_cpu_seconds_total``); NaN from a build that does not count them."""
+def gc_seconds(server: Server) -> list[float]:
+    """CPU seconds, collections and objects found unreachable so far in a replica's garbage
+    collections, each by generation (young, middle, full: nine values;
+    ``skillgauge_gc_cpu_seconds_total``, ``skillgauge_gc_collections_total``,
+    ``skillgauge_gc_collected_objects_total``); NaNs for what a build does not count."""
     text = server.metrics()
-    if "skillgauge_gc_cpu_seconds_total" not in text:
-        return float("nan")
-    return sum(metric_value(text, "skillgauge_gc_cpu_seconds_total", generation=str(g)) for g in range(3))
+    return [
+        metric_value(text, f"skillgauge_gc_{name}_total", generation=str(g))
+        if f"skillgauge_gc_{name}_total" in text
+        else float("nan")
+        for name in ("cpu_seconds", "collections", "collected_objects")
+        for g in range(3)
+    ]
+
+
+def print_gc_totals(servers: list[Server]) -> None:
+    """Each replica's garbage collections since it started, by generation: how many, their mean
+    pause (CPU) and the objects they found unreachable (a full collection visits the whole heap:
+    rare, but the longest pause)."""
+    for n, server in enumerate(servers):
+        seconds, collections, found = (gc_seconds(server)[k : k + 3] for k in (0, 3, 6))
+        print(
+            f"  replica {n} garbage collections since start (young, middle, full): "
+            + ", ".join(f"{c:.0f}" for c in collections)
+            + "; mean CPU each "
+            + ", ".join(f"{s / c * 1e3:.2f}" if c else "-" for s, c in zip(seconds, collections, strict=True))
+            + " ms; objects found unreachable "
+            + ", ".join(f"{f:.0f}" for f in found)
+        )
 
 
 class CpuWindow:
@@ -860,6 +929,7 @@ class CpuWindow:
         self.used: dict[str, float] = {}  # cores: CPU seconds a second
         self.threads: dict[str, float] = {}  # cores by thread name, over every replica
         self.gc = 0.0  # cores, over every replica
+        self.gc_by_generation = [0.0] * 9  # cores, collections, objects found, a second: young/middle/full
         self._thread = threading.Thread(target=self._measure, args=(warmup, seconds), daemon=True)
         self._thread.start()
 
@@ -867,21 +937,31 @@ class CpuWindow:
         time.sleep(warmup)
         before, start = {n: cpu_seconds(p) for n, p in self.pids.items()}, time.monotonic()
         threads_before = {n: thread_seconds(p) for n, p in self.pids.items()}
-        gc_before = sum(gc_seconds(server) for server in self.servers)
+        gc_before = [gc_seconds(server) for server in self.servers]
         time.sleep(seconds - warmup - 0.5)  # inside the phase
         elapsed = time.monotonic() - start
-        self.gc = (sum(gc_seconds(server) for server in self.servers) - gc_before) / elapsed
+        gc_after = [gc_seconds(server) for server in self.servers]
+        self.gc_by_generation = [
+            sum(after[k] - before[k] for before, after in zip(gc_before, gc_after, strict=True)) / elapsed
+            for k in range(9)
+        ]
+        self.gc = sum(self.gc_by_generation[:3])
         self.used = {n: (cpu_seconds(p) - before[n]) / elapsed for n, p in self.pids.items()}
         for n, p in self.pids.items():
             for name, used in thread_seconds(p).items():
                 key = name if name == "loop" else f"{n} {name}"
-                self.threads[key] = self.threads.get(key, 0.0) + (used - threads_before[n].get(name, 0.0)) / elapsed
+                self.threads[key] = (
+                    self.threads.get(key, 0.0) + (used - threads_before[n].get(name, 0.0)) / elapsed
+                )
 
     def per_span(self, spans_per_s: list[float]) -> dict[str, float]:
         """Microseconds of each replica's CPU a span it acknowledged."""
         self._thread.join()
         used = self.used.items()
-        return {n: c / rate * 1e6 if rate else float("nan") for (n, c), rate in zip(used, spans_per_s, strict=True)}
+        return {
+            n: c / rate * 1e6 if rate else float("nan")
+            for (n, c), rate in zip(used, spans_per_s, strict=True)
+        }
 
 
 def saturate(
@@ -917,6 +997,17 @@ def saturate(
         )
         + f"; of it collecting garbage (any thread) {window.gc / total * 1e6 if total else float('nan'):.1f} us"
     )
+    if total:
+        by = window.gc_by_generation
+        print(
+            "  garbage collection by generation (young, middle, full): "
+            + ", ".join(f"{s / total * 1e6:.2f}" for s in by[:3])
+            + " us a span; "
+            + ", ".join(f"{c * 1e3 / total:.3f}" for c in by[3:6])
+            + " collections and "
+            + ", ".join(f"{c * 1e3 / total:.3f}" for c in by[6:])
+            + " objects found unreachable a thousand spans"
+        )
     return flat, {n: round(us, 1) for n, us in cpu.items()}, served
 
 
@@ -1147,7 +1238,9 @@ def half_load(
     return half
 
 
-def cpu_figures(decode_us: float, served_us: float, inprocess_us: float, detect_us: float) -> dict[str, float]:
+def cpu_figures(
+    decode_us: float, served_us: float, inprocess_us: float, detect_us: float
+) -> dict[str, float]:
     """The CPU figures (microseconds of process CPU time a span) and their ratios."""
     figures = {
         "decode_cpu_us_per_span": round(decode_us, 2),
@@ -1242,7 +1335,9 @@ def main(argv: list[str] | None = None) -> int:
     # 92k spans/s for one five-second trial) must not shrink the ratio's denominator.
     trials = [decode_cpu(bodies, 1.0) for _ in range(1 if short else 5)]
     limit, decode_us = max(rate for rate, _ in trials), min(us for _, us in trials)
-    print(f"decode limit (parse + attribute values, 1 core): {limit:,.0f} spans/s; CPU {decode_us:.2f} us a span")
+    print(
+        f"decode limit (parse + attribute values, 1 core): {limit:,.0f} spans/s; CPU {decode_us:.2f} us a span"
+    )
     detect_us, detect_cpu_us = detect_cpu(bodies, spans, 1 if short else 3)
     print(
         f"parse + assemble + detect in process: {detect_us:.1f} us/span ({1e6 / detect_us:,.0f} spans/s); "
@@ -1259,6 +1354,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp, replicas(Path(tmp), replica_count, served) as servers:
             flat, cpu, served_us = saturate(servers, routed, seconds, clients, warmup)
             half = half_load(servers, routed, flat, seconds, clients, warmup, short, opts.half_load_rate)
+            print_gc_totals(servers)
         print(
             json.dumps(
                 {
@@ -1314,10 +1410,9 @@ def main(argv: list[str] | None = None) -> int:
             flat, cpu, served_us = saturate(servers, routed, seconds, clients, warmup)
             print(f"  ratio (ingest in all / decode limit of one core): {flat['spans_per_s'] / limit:.3f}")
             half = half_load(servers, routed, flat, seconds, clients, warmup, short, opts.half_load_rate)
+            print_gc_totals(servers)
         (Path(tmp) / "memory").mkdir()
-        per_session, raw = open_session_memory(
-            Path(tmp) / "memory", open_sessions, 50, replica_count
-        )
+        per_session, raw = open_session_memory(Path(tmp) / "memory", open_sessions, 50, replica_count)
         print(
             f"open sessions: {open_sessions} x 50 spans over {replica_count} replicas: "
             f"{per_session:,.0f} RSS bytes/session (raw spans {raw:,.0f} bytes; target <= {1.5 * raw + 4096:,.0f})"

@@ -67,7 +67,7 @@ from collector.config import parse  # noqa: E402
 from collector.db import migrate  # noqa: E402
 from collector.db.shared import Db  # noqa: E402
 from collector.evaluate.runner import settings_from  # noqa: E402
-from collector.service import GC_THRESHOLDS  # noqa: E402
+from collector.gcpolicy import GC_POLICY  # noqa: E402
 from collector.sessions.assembler import Assembler  # noqa: E402
 from collector.state import index, recorder  # noqa: E402
 from collector.state.metrics import CoverageMetrics  # noqa: E402
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writer", action="store_true", help="the store's writer alone (see above)")
     parser.add_argument("--wave", type=int, default=700, help="sessions closed a second, with --writer")
     args = parser.parse_args(argv)
-    gc.set_threshold(*GC_THRESHOLDS)  # collected as serve collects
+    GC_POLICY.start(None)  # collected as serve collects (a full collection, once due, is left out)
     if args.writer:
         closed: list[Session] = []
         open_sessions(bench.requests_for(2000)[0], closed).close_all("idle_timeout")
