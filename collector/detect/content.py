@@ -129,9 +129,8 @@ def tool_call(
         return shaped_call(view, shaped) if isinstance(shaped, ShapedToolKeys) else None
     attrs = view.attrs
     present = attrs.keys()  # ``key in present``: one lookup, no call
-    for key in tool_span_facts.HOOK_SPAN_KEYS:
-        if key in present:
-            return None
+    if _any_present(present, tool_span_facts.HOOK_SPAN_KEYS):
+        return None
     span = view.span
     name = attrs.first_text(tool_span_facts.TOOL_NAME_KEYS)
     if not name:
@@ -150,23 +149,17 @@ def tool_call(
         result = event_text(view, tool_span_facts.TOOL_RESULT_EVENTS)
     if arguments == result == value_facts.UNRECORDED_CALL:
         arguments = result = None
-    if arguments is not None and len(arguments) <= _REDACTED_CHARS and arguments in _REDACTED:
-        arguments = None  # ``is_redacted``, inline
-    if result is not None and len(result) <= _REDACTED_CHARS and result in _REDACTED:
+    if arguments is not None and is_redacted(arguments):
+        arguments = None
+    if result is not None and is_redacted(result):
         result = None
     status = span.status
     code = status.code
-    skill_attribute = None
-    for key in skill_tool_facts.SKILL_RESOURCE_ATTRIBUTES:
-        if key in present:
-            break
-    else:
-        skill_attribute = attrs.first_text(skill_tool_facts.SKILL_NAME_ATTRIBUTES)
-    skill_resolved = False
-    for key in skill_tool_facts.SKILL_RESOLVED_ATTRIBUTES:
-        if key in present:
-            skill_resolved = True
-            break
+    skill_attribute = (
+        None
+        if _any_present(present, skill_tool_facts.SKILL_RESOURCE_ATTRIBUTES)
+        else attrs.first_text(skill_tool_facts.SKILL_NAME_ATTRIBUTES)
+    )
     return ToolCall(  # by position: a class called with keywords makes a dict of them
         name,
         view.span_id,
@@ -177,7 +170,7 @@ def tool_call(
         result,
         _error_of(attrs, present, status, code),
         skill_attribute,
-        skill_resolved,
+        _any_present(present, skill_tool_facts.SKILL_RESOLVED_ATTRIBUTES),
         code == _STATUS_OK and span.name in tool_span_facts.STATUS_OUTCOME_TOOL_SPANS,
         span.end_time_unix_nano,
     )
@@ -219,8 +212,7 @@ def shaped_call(view: SpanView, keys: ShapedToolKeys) -> ToolCall | None:
     )
 
 
-_REDACTED = log_facts.REDACTED_VALUES
-_REDACTED_CHARS = max(len(value) for value in _REDACTED)
+_REDACTED_CHARS = max(len(value) for value in log_facts.REDACTED_VALUES)
 _STATUS_ERROR, _STATUS_OK = Status.STATUS_CODE_ERROR, Status.STATUS_CODE_OK
 
 
@@ -238,6 +230,14 @@ def is_redacted_encoded(raw: Encoded) -> bool:
     """``is_redacted`` for text as its UTF-8 bytes: the same answer, nothing decoded."""
     size = raw.end - raw.start  # ``len``, without a call
     return size <= _REDACTED_BYTES_LONGEST and raw.piece(0, size) in _REDACTED_BYTES
+
+
+def _any_present(present: Collection[str], keys: tuple[str, ...]) -> bool:
+    """Whether any of ``keys`` is in ``present`` (a span's keys)."""
+    for key in keys:  # noqa: SIM110 - a loop makes no generator per call
+        if key in present:
+            return True
+    return False
 
 
 def _argument_attributes(attrs: Attributes, present: Collection[str]) -> str | None:
