@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import gc
 import logging
 import signal
 import ssl
@@ -357,9 +356,6 @@ class Service:
                 "status API",
             ),
         )
-        # What start-up built (modules, handlers, the recovered state) lives as long as the
-        # process: keep it out of every later full garbage collection.
-        gc.freeze()
         chain.ready = True
         log_startup(self.config, self.ports, chain.store.durable, getattr(chain.store, "path", "?"))
         if self.config.status.summary_interval is not None:
