@@ -122,7 +122,15 @@ class Chain:
         assembler = self.sessions_stage.assembler
         self.tenants = tenants.TenantFigures(self.registry, limits, lambda: assembler.open_by_tenant, budgets)
         reopen_limit = config.sessions.reopen_cache_bytes
-        CacheSizes(self.registry, {"reopen": lambda: (assembler.recent_bytes, reopen_limit)})
+        early = assembler.early_logs
+        CacheSizes(
+            self.registry,
+            {
+                "reopen": lambda: (assembler.recent_bytes, reopen_limit, assembler.reopen_evicted),
+                # log records held for a span yet to come; "evicted" ones were placed unheld
+                "held_logs": lambda: (early.bytes, early.max_bytes, early.let_go_by_bound),
+            },
+        )
         GC_CLOCK.register(self.registry)
         self.spool = SpoolStage(
             self.store,

@@ -122,10 +122,12 @@ class CacheSizes:
     """``skillgauge_cache_bytes{cache}`` and ``skillgauge_cache_max_bytes{cache}``: what each
     byte-sized cache holds now and may hold, read at each scrape: every
     ``evaluators.bytecache.CACHES`` entry, and ``held``, caches kept elsewhere (name -> a
-    function giving the bytes held and the most it may hold).
+    function giving the bytes held, the most it may hold and the entries pushed out so far).
     ``skillgauge_cache_evictions_total{cache}`` counts the entries pushed out to make room."""
 
-    def __init__(self, registry: CollectorRegistry, held: dict[str, Callable[[], tuple[int, int]]]) -> None:
+    def __init__(
+        self, registry: CollectorRegistry, held: dict[str, Callable[[], tuple[int, int, int]]]
+    ) -> None:
         self._held = held
         registry.register(self)
 
@@ -147,7 +149,8 @@ class CacheSizes:
             limit.add_metric([name], cache.max_bytes)
             evicted.add_metric([name], cache.evictions)
         for name, read in sorted(self._held.items()):
-            now, most = read()
+            now, most, pushed_out = read()
             held.add_metric([name], now)
             limit.add_metric([name], most)
+            evicted.add_metric([name], pushed_out)
         yield from (held, limit, evicted)

@@ -54,7 +54,7 @@ class EarlyLogs:
     ) -> None:
         self._max_per_trace = max_per_trace
         self._max_records = max_records
-        self._max_bytes = max_bytes
+        self.max_bytes = max_bytes
         self._by_trace: dict[bytes, OrderedDict[bytes, EarlyLog]] = {}  # trace -> ident -> record
         self._by_span: dict[tuple[bytes, bytes], list[EarlyLog]] = {}  # (trace, span id) -> records
         self._order: OrderedDict[tuple[bytes, bytes], EarlyLog] = (
@@ -88,7 +88,7 @@ class EarlyLogs:
         out: list[EarlyLog] = []
         while len(records) > self._max_per_trace:
             out.append(self._remove(next(iter(records.values()))))
-        while len(self._order) > self._max_records or (self.bytes > self._max_bytes and self._order):
+        while len(self._order) > self._max_records or (self.bytes > self.max_bytes and self._order):
             out.append(self._remove(next(iter(self._order.values()))))
         self.let_go_by_bound += len(out)
         return out

@@ -167,6 +167,7 @@ class Held:
         self._revisions: OrderedDict[str, int] = OrderedDict()  # closed sessions' last revision
         self._recent: OrderedDict[str, Recent] = OrderedDict()  # for reopening, bounded
         self.recent_bytes = 0  # what ``_recent`` holds, in its sessions' item bytes
+        self.reopen_evicted = 0  # kept sessions forgotten to stay within ``reopen_cache*``
         self._recent_owner: dict[bytes, str] = {}  # trace -> the key of the ``_recent`` entry holding it
         # Reopenable revisions a restart found in the store, not yet rebuilt (``restore``):
         # they share ``reopen_cache`` with ``_recent``, and go first.

@@ -77,11 +77,13 @@ class Kept(Held):
         and ``_recent`` to ``reopen_cache_bytes``, the oldest out first."""
         while self._dormant and len(self._recent) + len(self._dormant) > self._config.reopen_cache:
             self._forget(next(iter(self._dormant)))  # its traces too (``_drop_dormant``)
+            self.reopen_evicted += 1
         limit = self._config.reopen_cache_bytes
         while self._recent and (len(self._recent) > self._config.reopen_cache or self.recent_bytes > limit):
             key = next(iter(self._recent))
             self._forget_recent(key)
             self._forget(key)
+            self.reopen_evicted += 1
 
     def _forget_recent(self, key: str) -> Recent | None:
         recent = self._recent.pop(key, None)

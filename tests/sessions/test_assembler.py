@@ -370,6 +370,7 @@ def test_closed_sessions_kept_for_reopening_are_bounded_in_bytes_the_oldest_out_
     clock.now += 10
     asm.close_due()
     assert 0 < asm.recent_bytes <= 3_500
+    assert asm.reopen_evicted == 2  # s1 and s2 (``skillgauge_cache_evictions_total{cache="reopen"}``)
     for n in (1, 5):  # a late span for the oldest and for the newest
         asm.add_spans(one_span(n, 2, {"session.id": f"s{n}"}), request_id=10 + n)
     asm.close_all()

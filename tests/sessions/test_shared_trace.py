@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from support import FRAMEWORKS, Server, trace_requests, wait_for
+from support import FRAMEWORKS, Server, metric_value, trace_requests, wait_for
 
 from collector.config import parse
 from collector.receiver.decode import parse_json
@@ -171,6 +171,35 @@ def test_served_permission_checks_sent_after_every_span_was_assembled_go_to_thei
             want = {(row["skill"], row["signal"]) for row in scenario["loads"]}  # type: ignore[union-attr]
             assert {(skill, signal) for skill, signal, _ in loaded} == want, loaded
             assert len(loaded) == len(want)  # one span per load: none of the other session's
+    finally:
+        server.stop()
+
+
+def test_served_records_held_for_their_spans_show_on_metrics_until_their_spans_come(tmp_path: Path) -> None:
+    # Every span in but the permission checks' own, then the logs: the two records logged
+    # under those spans are held (their bytes on /metrics), and placed when the spans come.
+    first, later = held_back({"Permission.ask"})
+    server = Server(tmp_path, {"sessions": {"idle_timeout": "60s"}})
+
+    def held() -> float:
+        return metric_value(server.metrics(), "skillgauge_cache_bytes", cache="held_logs")
+
+    try:
+        send(server, "trace.v1.TraceService", first)
+        total = sum(len(s.spans) for r in first for rs in r.resource_spans for s in rs.scope_spans)
+
+        def assembled() -> bool:
+            code, body = server.get_json("/v1/sessions?state=open&limit=500")
+            return code == 200 and sum(row["spans"] for row in body["sessions"]) == total
+
+        wait_for(assembled, timeout=30)
+        send(server, "logs.v1.LogsService", logs())
+        wait_for(lambda: held() > 0, timeout=30)
+        text = server.metrics()
+        assert metric_value(text, "skillgauge_cache_max_bytes", cache="held_logs") == 32 * 2**20
+        assert metric_value(text, "skillgauge_cache_evictions_total", cache="held_logs") == 0
+        send(server, "trace.v1.TraceService", [later])
+        wait_for(lambda: held() == 0, timeout=30)
     finally:
         server.stop()
 
