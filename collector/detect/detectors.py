@@ -23,7 +23,6 @@ DETECTORS: dict[str, Detector] = {
     "any_reads": any_reads.detect,  # any other tool that returned a SKILL.md
 }
 
-READ_DETECTORS: tuple[Detector, ...] = (file_reads.detect, shell_reads.detect)  # calls only a history shows
 
 # ``DETECTORS`` in the same order, each reading the call's ``families.Family``: what their gates
 # share is worked out once a call.
@@ -44,6 +43,13 @@ def load_of(call: ToolCall) -> SkillLoad | None:
         if load is not None:
             return load
     return None
+
+
+def read_of(call: ToolCall) -> SkillLoad | None:
+    """The load of a SKILL.md read (a read tool's or a shell's), or None: what a call only a
+    history shows is read for."""
+    family = families.Family(call)
+    return file_reads.detect_family(family) or shell_reads.detect_family(family)
 
 
 def claims(call: ToolCall) -> list[str]:
