@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from collector.detect import documents, families, skill_shapes
-from collector.detect.content import arguments_of, result_text
 from collector.detect.file_reads import read_load
 from evaluators.evidence import SkillLoad, ToolCall
 
@@ -20,17 +19,23 @@ _SKILL_FILE = "SKILL.md"
 
 
 def detect(call: ToolCall) -> SkillLoad | None:
+    return detect_family(families.Family(call))
+
+
+def detect_family(family: families.Family) -> SkillLoad | None:
+    """``detect`` of a call's ``Family``."""
+    call = family.call
     result = call.result
     # Cheap tests first: a SKILL.md has a front matter line and a description field.
-    if not result or "---" not in result or "description" not in result or not families.unnamed(call):
+    if not result or "---" not in result or "description" not in result or not family.unnamed:
         return None
-    if families.writes(call):
+    if family.writes:
         return None
-    text = result_text(call)
+    text = family.text()
     document = documents.find(text)
-    if document is None or skill_shapes.names_by_value(call, document.name):
+    if document is None or skill_shapes.names_in(family.arguments, document.name):
         return None
-    path = _skill_path(arguments_of(call)) or f"{document.name}/{_SKILL_FILE}"
+    path = _skill_path(family.arguments) or f"{document.name}/{_SKILL_FILE}"
     return read_load(call, path, "file_read", text)
 
 

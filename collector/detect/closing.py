@@ -19,7 +19,7 @@ from typing import Any
 
 from collector.detect import log_calls, messages, names, skill_shapes, skill_tools
 from collector.detect.content import parse_json
-from collector.detect.detectors import READ_DETECTORS, load_of
+from collector.detect.detectors import load_of, read_of
 from collector.detect.facts import outcomes as outcome_facts
 from collector.detect.gathered import Gathered, Seen
 from collector.detect.outcome import text_outcome
@@ -464,12 +464,7 @@ def _history_read(
     result = results.get(call_id)
     if result is None:
         return None  # no outcome: nothing to tell a read from a write
-    as_span = _as_span(call_id, call, seen, result)
-    for detect in READ_DETECTORS:
-        load = detect(as_span)
-        if load is not None:
-            return load
-    return None
+    return read_of(_as_span(call_id, call, seen, result))
 
 
 def _history_skill_call(

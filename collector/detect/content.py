@@ -194,21 +194,26 @@ def shaped_call(view: SpanView, keys: ShapedToolKeys) -> ToolCall | None:
         arguments = None
     if result is not None and is_redacted(result):
         result = None
-    error = _error(view)
+    span = view.span
+    status = span.status
+    error = _error_of(attrs, attrs.keys(), status, status.code)
     if error is None and keys.error and str(attrs.get(keys.error)).lower() == "true":
         error = _error_text(result) or "tool error"
         result = None
-    return ToolCall(
-        name=name,
-        span_id=view.span_id,
-        trace_id=view.trace_id,
-        start_unix_nano=view.span.start_time_unix_nano,
-        call_id=attrs.first_text(tool_span_facts.TOOL_CALL_ID_KEYS)
+    return ToolCall(  # by position: a class called with keywords makes a dict of them
+        name,
+        view.span_id,
+        view.trace_id,
+        span.start_time_unix_nano,
+        attrs.first_text(tool_span_facts.TOOL_CALL_ID_KEYS)
         or (attrs.text(keys.call_id) if keys.call_id else None),
-        arguments=arguments,
-        result=result,
-        error=error,
-        end_unix_nano=view.span.end_time_unix_nano,
+        arguments,
+        result,
+        error,
+        None,
+        False,
+        False,
+        span.end_time_unix_nano,
     )
 
 
@@ -243,11 +248,6 @@ def _any_present(present: Collection[str], keys: tuple[str, ...]) -> bool:
 def _argument_attributes(attrs: Attributes, present: Collection[str]) -> str | None:
     found = {arg: attrs.text(key) for key, arg in tool_span_facts.ARGUMENT_ATTRIBUTES if key in present}
     return json.dumps(found) if found else None
-
-
-def _error(view: SpanView) -> str | None:
-    status = view.span.status
-    return _error_of(view.attrs, view.attrs.keys(), status, status.code)
 
 
 def _error_of(attrs: Attributes, present: Collection[str], status: Status, code: int) -> str | None:

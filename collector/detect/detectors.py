@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from collector.detect import any_reads, file_reads, shell_reads, skill_attributes, skill_tools
+from collector.detect import any_reads, families, file_reads, shell_reads, skill_attributes, skill_tools
 from evaluators.evidence import SkillLoad, ToolCall
 
 Detector = Callable[[ToolCall], SkillLoad | None]
@@ -23,16 +23,33 @@ DETECTORS: dict[str, Detector] = {
     "any_reads": any_reads.detect,  # any other tool that returned a SKILL.md
 }
 
-READ_DETECTORS: tuple[Detector, ...] = (file_reads.detect, shell_reads.detect)  # calls only a history shows
+
+# ``DETECTORS`` in the same order, each reading the call's ``families.Family``: what their gates
+# share is worked out once a call.
+_BY_FAMILY: tuple[Callable[[families.Family], SkillLoad | None], ...] = (
+    skill_tools.detect_family,
+    file_reads.detect_family,
+    shell_reads.detect_family,
+    skill_attributes.detect_family,
+    any_reads.detect_family,
+)
 
 
 def load_of(call: ToolCall) -> SkillLoad | None:
     """The skill load a tool call records, by the detector that claims it (None: no load)."""
-    for detect in DETECTORS.values():
-        load = detect(call)
+    family = families.Family(call)
+    for detect in _BY_FAMILY:
+        load = detect(family)
         if load is not None:
             return load
     return None
+
+
+def read_of(call: ToolCall) -> SkillLoad | None:
+    """The load of a SKILL.md read (a read tool's or a shell's), or None: what a call only a
+    history shows is read for."""
+    family = families.Family(call)
+    return file_reads.detect_family(family) or shell_reads.detect_family(family)
 
 
 def claims(call: ToolCall) -> list[str]:

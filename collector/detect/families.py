@@ -1,12 +1,15 @@
 """Which family of tools a call belongs to by the table's names: a skill tool, a read tool, a
 shell tool, or none the table knows.  Each detector is gated on its family, so that a call
-is judged by one detector only (``detectors.claims``)."""
+is judged by one detector only (``detectors.claims``).
+
+``Family`` holds what every detector's gate reads of one call (its family, its arguments,
+its result's text), worked out once for the call however many detectors look at it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from collector.detect.content import arguments_of
+from collector.detect.content import arguments_of, result_text
 from collector.detect.facts import reads as read_facts
 from collector.detect.facts import skill_tools as skill_tool_facts
 from evaluators.evidence import ToolCall
@@ -28,6 +31,34 @@ def reads_by_command(arguments: Any) -> bool:
         isinstance(arguments, dict)
         and arguments.get(read_facts.READ_COMMAND_ARGUMENT) in read_facts.READ_COMMANDS
     )
+
+
+class Family:
+    """One tool call's family and what its detectors share, each worked out once: the skill
+    argument key the table names for the tool (``skill_argument_key``), the call's arguments
+    (``arguments_of``), whether it is a read or a shell tool, ``known`` and ``unnamed`` as the
+    functions of those names answer, ``writes`` (only for a call ``unnamed``: False for every
+    other), and the result's text (``text``, made on first use).  Read only."""
+
+    __slots__ = ("_text", "arguments", "call", "key", "known", "read", "shell", "unnamed", "writes")
+
+    def __init__(self, call: ToolCall) -> None:
+        name = call.name
+        self.call = call
+        self.key = skill_argument_key(name)
+        self.arguments = arguments = arguments_of(call)
+        self.read = name in read_facts.READ_TOOLS or reads_by_command(arguments)
+        self.shell = name in read_facts.SHELL_TOOLS
+        self.known = self.key is not None or self.shell or self.read
+        self.unnamed = not self.known and not call.skill_attribute
+        self.writes = self.unnamed and writes(call)
+        self._text: str | None = None
+
+    def text(self) -> str:
+        """``result_text`` of the call."""
+        if self._text is None:
+            self._text = result_text(self.call)
+        return self._text
 
 
 def is_read(call: ToolCall) -> bool:

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from collector.detect import documents, families, names
-from collector.detect.content import arguments_of, result_text
 from collector.detect.facts import reads as read_facts
 from collector.detect.outcome import outcome
 from evaluators.evidence import Signal, SkillLoad, ToolCall
 
 
 def skill_path(call: ToolCall) -> str | None:
-    arguments = arguments_of(call)
-    if call.name not in read_facts.READ_TOOLS and not families.reads_by_command(arguments):
+    return _skill_path(families.Family(call))
+
+
+def _skill_path(family: families.Family) -> str | None:
+    """The SKILL.md path a read tool's arguments name, or None (no read tool, or another file)."""
+    if not family.read:
         return None
+    arguments = family.arguments
     if isinstance(arguments, dict):
         for key in read_facts.PATH_ARGUMENTS:
             value = arguments.get(key)
@@ -27,10 +31,15 @@ def skill_path(call: ToolCall) -> str | None:
 
 
 def detect(call: ToolCall) -> SkillLoad | None:
-    path = skill_path(call)
+    return detect_family(families.Family(call))
+
+
+def detect_family(family: families.Family) -> SkillLoad | None:
+    """``detect`` of a call's ``Family``."""
+    path = _skill_path(family)
     if path is None:
         return None
-    return read_load(call, path, "file_read", result_text(call))
+    return read_load(family.call, path, "file_read", family.text())
 
 
 def read_load(call: ToolCall, path: str, signal: Signal, printed: str) -> SkillLoad:
@@ -47,15 +56,15 @@ def read_load(call: ToolCall, path: str, signal: Signal, printed: str) -> SkillL
     skill = document.name if document else folder
     if document and not names.plausible(skill) and names.plausible(folder):
         skill = folder  # a front matter name that is no name ("PDF Report"): its folder's
-    return SkillLoad(
-        skill=skill,
-        status=status,
-        signal=signal,
-        span_id=call.span_id,
-        trace_id=call.trace_id,
-        time_unix_nano=call.start_unix_nano,
-        body=document.body if document else None,
-        path=path,
-        message=message,
-        tool_call_id=call.call_id,
+    return SkillLoad(  # by position: a class called with keywords makes a dict of them
+        skill,
+        status,
+        signal,
+        call.span_id,
+        call.trace_id,
+        call.start_unix_nano,
+        document.body if document else None,
+        path,
+        message,
+        call.call_id,
     )

@@ -9,8 +9,8 @@ from __future__ import annotations
 import posixpath
 import shlex
 
-from collector.detect.content import arguments_of, result_text
 from collector.detect.facts import reads as read_facts
+from collector.detect.families import Family
 from collector.detect.file_reads import read_load
 from evaluators.bytecache import memo_by_text
 from evaluators.evidence import SkillLoad, ToolCall
@@ -20,9 +20,14 @@ _MAX_DEPTH = 2  # shells inside shells
 
 
 def command_of(call: ToolCall) -> str | None:
-    if call.name not in read_facts.SHELL_TOOLS:
+    return _command_of(Family(call))
+
+
+def _command_of(family: Family) -> str | None:
+    """The command a shell tool's arguments hold, or None (no shell tool, or none recorded)."""
+    if not family.shell:
         return None
-    arguments = arguments_of(call)
+    arguments = family.arguments
     if isinstance(arguments, str):
         return arguments
     if isinstance(arguments, dict):
@@ -86,10 +91,15 @@ def _printed_paths(command: str) -> list[str]:
 
 
 def detect(call: ToolCall) -> SkillLoad | None:
-    command = command_of(call)
+    return detect_family(Family(call))
+
+
+def detect_family(family: Family) -> SkillLoad | None:
+    """``detect`` of a call's ``Family``."""
+    command = _command_of(family)
     if command is None or "SKILL.md" not in command:
         return None
     paths = _printed_paths(command)
     if not paths:
         return None
-    return read_load(call, paths[0], "shell_read", result_text(call))
+    return read_load(family.call, paths[0], "shell_read", family.text())

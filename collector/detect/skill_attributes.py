@@ -9,25 +9,31 @@ is no refusal); a span with neither is unresolved.
 from __future__ import annotations
 
 from collector.detect import documents, families, names
-from collector.detect.content import result_text
 from collector.detect.outcome import outcome
 from evaluators.evidence import SkillLoad, ToolCall
 
 
 def detect(call: ToolCall) -> SkillLoad | None:
-    if not call.skill_attribute or families.known(call):
+    return detect_family(families.Family(call))
+
+
+def detect_family(family: families.Family) -> SkillLoad | None:
+    """``detect`` of a call's ``Family``."""
+    call = family.call
+    if not call.skill_attribute or family.known:
         return None
     skill = names.decoded(call.skill_attribute)
     status, message = outcome(call)
-    document = documents.find(result_text(call)) if status == "loaded" and call.result else None
-    return SkillLoad(
-        skill=skill,
-        status=status,
-        signal="skill_attribute",
-        span_id=call.span_id,
-        trace_id=call.trace_id,
-        time_unix_nano=call.start_unix_nano,
-        body=document.body if document else None,
-        message=message,
-        tool_call_id=call.call_id,
+    document = documents.find(family.text()) if status == "loaded" and call.result else None
+    return SkillLoad(  # by position: a class called with keywords makes a dict of them
+        skill,
+        status,
+        "skill_attribute",
+        call.span_id,
+        call.trace_id,
+        call.start_unix_nano,
+        document.body if document else None,
+        None,
+        message,
+        call.call_id,
     )

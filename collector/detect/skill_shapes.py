@@ -23,7 +23,7 @@ from typing import Any
 
 from collector.detect import documents, names
 from collector.detect.content import arguments_of, parse_json, result_text
-from collector.detect.families import unnamed, writes
+from collector.detect.families import Family, unnamed, writes
 from collector.detect.outcome import outcome
 from collector.detect.transcript import all_strings
 from evaluators.evidence import Catalog, LoadStatus, SkillLoad, ToolCall, fold_skill_name
@@ -37,7 +37,11 @@ _DESCRIPTION_WORDS = 3  # a body shares this many of its catalog description's w
 def named_values(call: ToolCall) -> list[str]:
     """The argument values that may be a skill's name: strings (top level, or one level
     down) that pass the name rule; paths are no names."""
-    arguments = arguments_of(call)
+    return values_named(arguments_of(call))
+
+
+def values_named(arguments: Any) -> list[str]:
+    """``named_values`` of a call's arguments (``arguments_of``)."""
     values: list[Any] = list(arguments.values()) if isinstance(arguments, dict) else [arguments]
     found: list[str] = []
     for value in values[:_MAX_VALUES]:
@@ -54,23 +58,42 @@ def named_values(call: ToolCall) -> list[str]:
 
 def names_by_value(call: ToolCall, skill: str) -> bool:
     """Whether the call's arguments name ``skill`` by its name."""
+    return _named_as(named_values(call), skill) is not None
+
+
+def names_in(arguments: Any, skill: str) -> bool:
+    """``names_by_value`` of a call's arguments (``arguments_of``)."""
+    return _named_as(values_named(arguments), skill) is not None
+
+
+def _named_as(values: list[str], skill: str) -> str | None:
+    """The first of ``values`` naming ``skill`` (folded as names are), or None."""
     folded = fold_skill_name(skill)
-    return any(fold_skill_name(value) == folded for value in named_values(call))
+    for value in values:
+        if fold_skill_name(value) == folded:
+            return value
+    return None
 
 
 def detect(call: ToolCall) -> SkillLoad | None:
-    if not unnamed(call) or writes(call):
+    return detect_family(Family(call))
+
+
+def detect_family(family: Family) -> SkillLoad | None:
+    """``detect`` of a call's ``Family``."""
+    if not family.unnamed or family.writes:
         return None
-    values = named_values(call)
+    values = values_named(family.arguments)
     if not values:
         return None
+    call = family.call
     status, message = outcome(call)
     if call.result is not None:
-        text = result_text(call)
+        text = family.text()
         document = documents.find(text)
-        if document is not None and names_by_value(call, document.name):
-            skill = next(v for v in values if fold_skill_name(v) == fold_skill_name(document.name))
-            return _load(call, skill, status, message, document.body if status == "loaded" else None)
+        named = _named_as(values, document.name) if document is not None else None
+        if document is not None and named is not None:
+            return _load(call, named, status, message, document.body if status == "loaded" else None)
         if status == "loaded":
             for skill in values:
                 body = _headed_body(call, skill)
@@ -78,7 +101,7 @@ def detect(call: ToolCall) -> SkillLoad | None:
                     return _load(call, skill, status, message, body)
             return None
     if status in ("failed", "denied"):
-        refusal = f"{message or ''}\n{call.error or ''}\n{result_text(call)}"
+        refusal = f"{message or ''}\n{call.error or ''}\n{family.text()}"
         if _SKILL_WORD in refusal.casefold():
             for skill in values:
                 if _names(refusal, skill):
@@ -145,14 +168,15 @@ def _describes(description: str, body: str) -> bool:
 
 
 def _load(call: ToolCall, skill: str, status: LoadStatus, message: str | None, body: str | None) -> SkillLoad:
-    return SkillLoad(
-        skill=skill,
-        status=status,
-        signal="skill_tool",
-        span_id=call.span_id,
-        trace_id=call.trace_id,
-        time_unix_nano=call.start_unix_nano,
-        body=body,
-        message=message,
-        tool_call_id=call.call_id,
+    return SkillLoad(  # by position: a class called with keywords makes a dict of them
+        skill,
+        status,
+        "skill_tool",
+        call.span_id,
+        call.trace_id,
+        call.start_unix_nano,
+        body,
+        None,
+        message,
+        call.call_id,
     )

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from collector.detect import documents, families, names, skill_shapes
-from collector.detect.content import arguments_of, result_text
 from collector.detect.facts import skill_tools as skill_tool_facts
 from collector.detect.facts import tool_spans as tool_span_facts
 from collector.detect.outcome import outcome
@@ -18,12 +17,17 @@ argument_key = families.skill_argument_key
 def detect(call: ToolCall) -> SkillLoad | None:
     """A skill tool the table names (the fast path), or one shaped like a skill tool: a tool
     no row knows, its arguments naming the skill whose body or refusal it returned."""
-    key = argument_key(call.name)
+    return detect_family(families.Family(call))
+
+
+def detect_family(family: families.Family) -> SkillLoad | None:
+    """``detect`` of a call's ``Family``."""
+    key = family.key
     if key is None:
-        return skill_shapes.detect(call)
-    arguments = arguments_of(call)
+        return skill_shapes.detect_family(family)
+    call = family.call
     # A single-argument tool may record its argument as a bare string.
-    recorded = skill_argument(arguments, key)
+    recorded = skill_argument(family.arguments, key)
     skill = names.decoded(recorded) if recorded is not None else ""
     if not skill and not isinstance(recorded, str):
         skill = names.decoded(call.skill_attribute or "")
@@ -36,17 +40,18 @@ def detect(call: ToolCall) -> SkillLoad | None:
         status, message = "failed", "no skill name given"
     body = None
     if status == "loaded":
-        body = body_of(result_text(call), skill)
-    return SkillLoad(
-        skill=skill,
-        status=status,
-        signal="skill_tool",
-        span_id=call.span_id,
-        trace_id=call.trace_id,
-        time_unix_nano=call.start_unix_nano,
-        body=body,
-        message=message,
-        tool_call_id=call.call_id,
+        body = body_of(family.text(), skill)
+    return SkillLoad(  # by position: a class called with keywords makes a dict of them
+        skill,
+        status,
+        "skill_tool",
+        call.span_id,
+        call.trace_id,
+        call.start_unix_nano,
+        body,
+        None,
+        message,
+        call.call_id,
     )
 
 
