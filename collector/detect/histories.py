@@ -84,25 +84,51 @@ def _array_end(raw: Encoded, parsed: Any) -> int | None:
         return None
     keys = list(parsed)
     after = keys[keys.index(key) + 1 :]
+    data, start, end = raw.data, raw.start, raw.end  # searched where it sits: no copy of it all
     if not after:  # "]", then "}", whitespace around them
-        text = raw.piece(0, len(raw))
-        close = len(text.rstrip()) - 1
-        bracket = len(text[:close].rstrip()) - 1
-        return bracket if text[close] == _BRACE_CLOSE and text[bracket] == _CLOSE else None
+        close = _last_byte(data, start, end)
+        bracket = _last_byte(data, start, close)
+        return bracket - start if data[close] == _BRACE_CLOSE and data[bracket] == _CLOSE else None
     rest = {k: parsed[k] for k in after}
     follows = _FOLLOWS.get(after[0])
     if follows is None:
         follows = re.compile(rb"\]\s*,\s*(" + re.escape(json.dumps(after[0]).encode()) + rb")\s*:")
         if len(_FOLLOWS) < _FOLLOWS_KEPT:
             _FOLLOWS[after[0]] = follows
-    data, start, end = raw.data, raw.start, raw.end  # searched where it sits: no copy of it all
+    written: bytes | None = None
     for found in follows.finditer(data, start, end):
+        at = found.start(1)
+        if written is None:
+            written = _written(rest)
+        # The keys after as orjson writes them (a compact writer's bytes): they read back as
+        # themselves, so these bytes parse to them without a parse.
+        if written and end - at == len(written) and data.startswith(written, at, end):
+            return found.start() - start
         try:
-            if orjson.loads(b"{" + data[found.start(1) : end]) == rest:
+            if orjson.loads(b"{" + data[at:end]) == rest:
                 return found.start() - start
         except orjson.JSONDecodeError:
             continue
     return None
+
+
+def _last_byte(data: bytes, start: int, end: int) -> int:
+    """The index of the last byte of ``data[start:end]`` that is no JSON whitespace (``start``
+    when there is none: the caller tests the byte found)."""
+    at = end - 1
+    while at > start and data[at] in _SPACE:
+        at -= 1
+    return at
+
+
+def _written(keys: dict[str, Any]) -> bytes:
+    """``keys`` as orjson writes them, without the opening brace, when that text parses back
+    to ``keys`` (no null in it: orjson writes NaN and the infinities as null); else b""."""
+    try:
+        written = orjson.dumps(keys)
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits, text that is no UTF-8
+        return b""
+    return b"" if b"null" in written else written[1:]
 
 
 def _remember(histories: list[History], history: History) -> None:
@@ -114,6 +140,7 @@ REMEMBERED = 4  # message histories remembered per reader (see ``unread_part``);
 _OPEN, _CLOSE, _COMMA, _BRACE, _BRACE_CLOSE = ord("["), ord("]"), ord(","), ord("{"), ord("}")
 _ENDS = (_COMMA, _CLOSE)  # what may follow the text a history shares with one read before
 _CLOSES = {_OPEN: _CLOSE, _BRACE: _BRACE_CLOSE}  # a history's first byte -> its last
+_SPACE = frozenset(b" \t\n\r")  # JSON's whitespace
 
 
 class Histories:

@@ -104,6 +104,8 @@ _ADK_TS = json.dumps(
 )
 # The key after the history also inside a message, and inside the value after it.
 _GRAPH = json.dumps({"messages": [{"x": [1], "y": {}}], "y": {"z": [1], "y": 2}})
+# The same as a compact writer writes it (the keys after it written as orjson writes them).
+_GRAPH_COMPACT = json.dumps(json.loads(_GRAPH), separators=(",", ":"))
 
 
 @pytest.mark.parametrize(
@@ -131,6 +133,11 @@ _GRAPH = json.dumps({"messages": [{"x": [1], "y": {}}], "y": {"z": [1], "y": 2}}
         # The keys after it changed, or a message grew inside: read whole.
         (_GRAPH, _GRAPH.replace("}], ", '}, {"b": 2}], ', 1).replace('"y": 2', '"y": 3'), None),
         ('{"messages": [{"parts": [1]}]}', '{"messages": [{"parts": [1, 2]}]}', None),
+        (_GRAPH_COMPACT, _GRAPH_COMPACT.replace("}],", '},{"b":2}],', 1), [{"b": 2}]),
+        (_GRAPH_COMPACT, _GRAPH_COMPACT.replace("}],", '},{"b":2}],', 1).replace('"y":2', '"y":3'), None),
+        ('{"messages":[{"a":1}],"n":null}', '{"messages":[{"a":1},{"b":2}],"n":null}', [{"b": 2}]),
+        # Keys after it that equal no value read back (NaN): never remembered, read whole.
+        ('{"messages":[{"a":1}],"n":NaN}', '{"messages":[{"a":1},{"b":2}],"n":NaN}', None),
         # No history under its keys: read whole each time.
         ('{"other": [1]}', '{"other": [1, 2]}', None),
     ],
