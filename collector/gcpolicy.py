@@ -1,24 +1,26 @@
 """When Python's garbage collector runs, in ``serve`` and ``replay`` alike: a policy for a
-long-running service that outlives what it holds.
+long-running service that outlives what it holds and makes almost no reference cycles.
 
-Reference counting frees most of what the chain makes; the collector is there for reference
-cycles.  Python's own schedule visits every container that outlives a young collection again
-in each middle collection (every third young one), and a service's open sessions, the closed
-ones kept for reopening and the accounts waiting to be recorded all do.  ``Collecting`` keeps
-Python's young collections and freezes what each collection leaves:
+Reference counting frees what the chain makes; the collector is there for reference cycles,
+and the chain's own paths make none (a refused request neither: ``collector.receiver``
+answers from frames that hold no error; what is left is a few small objects a gRPC call and
+an HTTP connection, from the libraries).  Python's own schedule visits every new container
+in a young collection and every survivor again in the older generations' collections, and a
+service's open sessions, the closed ones kept for reopening and the accounts waiting to be
+recorded all survive them.  ``Collecting`` keeps Python's young schedule as a clock only:
 
 - a young collection every ``young`` new containers (Python's first threshold; the older
-  generations' are never reached): it visits what is new since the last collection and frees
-  the cycles already garbage (a refused request leaves some: young collections must run);
-- after every collection, what survived is frozen (``gc.freeze``: the lists moved aside at
-  once, nothing visited), so no collection but a full one visits it again.  A frozen object
-  whose last reference goes is freed at once, as before;
-- after ``full_after`` new containers (``full_after // young`` collections), a full collection
-  is due: ``wake`` is called (serve and replay: the event loop's ``call_soon_threadsafe``) to
-  run ``collect_if_due`` outside the collection that found it due, which unfreezes everything,
-  collects it all and freezes what is left.  A cycle that became garbage after its young
-  collection waits at most that long: what is kept is bounded by ``full_after`` containers
-  (and what they hold).
+  generations' are never reached) visits nothing: at its start every generation is frozen
+  (``gc.freeze``: the lists moved aside at once, nothing visited).  A frozen object whose
+  last reference goes is freed at once, as before;
+- a full collection is due after ``full_after`` new containers (``full_after // young``
+  young collections) or ``full_every`` seconds, whichever comes first, once a young
+  collection ran: ``wake`` is called (serve and replay: the event loop's
+  ``call_soon_threadsafe``) to run ``collect_if_due`` outside the collection that found it
+  due, which unfreezes everything, collects it all and freezes what is left.
+
+So cyclic garbage waits for the next full collection: what is kept is bounded by
+``full_after`` containers (and what they hold) and by what ``full_every`` seconds make.
 
 Collections do not nest and the callback runs under the GIL in whichever thread collected;
 ``collect_if_due`` runs on the loop.
@@ -29,30 +31,46 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-# Young collections every 2,000 new containers (visited while still in the CPU's caches); a
-# full one after 2,000,000 (about a minute of a saturated replica).  Measured in
-# tests/perf/README.md ("Garbage collection: what a collection leaves is frozen").
+# A young collection (a clock tick: it visits nothing) every 2,000 new containers; a full one
+# after 2,000,000 (about a minute of a saturated replica) or 60 seconds, whichever comes first.
+# Measured in tests/perf/README.md ("Garbage collection: what a collection leaves is frozen",
+# "Refused requests leave no cycles; young collections visit nothing").
 YOUNG = 2_000
 FULL_AFTER = 2_000_000
+FULL_EVERY = 60.0
 _NEVER = 2**30  # an older generation's threshold: never reached
 
 
 class Collecting:
     """The policy above; ``start`` installs it for the process, ``stop`` puts Python's
-    thresholds back and unfreezes what it froze.  ``fulls`` counts the full collections run."""
+    thresholds back and unfreezes what it froze.  ``fulls`` counts the full collections run;
+    ``clock`` (seconds, monotonic) is the seam for ``full_every``."""
 
-    def __init__(self, young: int = YOUNG, full_after: int = FULL_AFTER) -> None:
-        if young < 1 or full_after < young:
-            raise ValueError(f"young ({young}) must be >= 1 and full_after ({full_after}) >= young")
+    def __init__(
+        self,
+        young: int = YOUNG,
+        full_after: int = FULL_AFTER,
+        full_every: float = FULL_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if young < 1 or full_after < young or full_every <= 0:
+            raise ValueError(
+                f"young ({young}) must be >= 1, full_after ({full_after}) >= young and full_every"
+                f" ({full_every}) > 0"
+            )
         self.young = young
         self.collections_per_full = full_after // young
+        self.full_every = full_every
         self.fulls = 0
+        self._clock = clock
         self._since_full = 0  # collections since the last full one
+        self._last_full = clock()
         self._due = False
         self._wake: Callable[[], None] | None = None
         self._thresholds = gc.get_threshold()
@@ -66,6 +84,7 @@ class Collecting:
             gc.callbacks.append(self._after)
         gc.set_threshold(self.young, _NEVER, _NEVER)
         gc.freeze()
+        self._last_full = self._clock()
 
     def stop(self) -> None:
         if self._after in gc.callbacks:
@@ -96,18 +115,24 @@ class Collecting:
         self.fulls += 1
 
     def _after(self, phase: str, info: dict[str, Any]) -> None:
-        if phase != "stop":
+        if info["generation"] != 2:
+            if phase == "start":
+                gc.freeze()  # every generation: this collection visits nothing
+                return
+            self._since_full += 1
+            if not self._due and (
+                self._since_full >= self.collections_per_full
+                or self._clock() - self._last_full >= self.full_every
+            ):
+                self._due = True
+                if self._wake is not None:
+                    self._wake()
             return
-        gc.freeze()  # what the collection left
-        if info["generation"] == 2:
+        if phase == "stop":
+            gc.freeze()  # what the full collection left
             self._since_full = 0
+            self._last_full = self._clock()
             self._due = False
-            return
-        self._since_full += 1
-        if self._since_full >= self.collections_per_full and not self._due:
-            self._due = True
-            if self._wake is not None:
-                self._wake()
 
 
 # The process's (thresholds and gc's callbacks are one for all its threads).

@@ -1,6 +1,6 @@
-"""The collection policy serve and replay run under: what a collection leaves is frozen (no
-later young collection visits it), a full collection runs on the loop once enough new
-containers were made, and cyclic garbage stays bounded by it."""
+"""The collection policy serve and replay run under: young collections visit nothing (every
+generation is frozen at their start), a full collection runs on the loop once enough new
+containers were made or enough time passed, and cyclic garbage stays bounded by it."""
 
 from __future__ import annotations
 
@@ -42,8 +42,17 @@ def _in_generations(obj: object) -> bool:
     return any(o is obj for o in gc.get_objects())  # every generation, not what is frozen
 
 
-def test_what_a_collection_leaves_is_frozen(cycles: None) -> None:
-    policy = Collecting(young=100, full_after=1_000_000)
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_young_collections_visit_nothing(cycles: None) -> None:
+    clock = _Clock()
+    policy = Collecting(young=100, full_after=1_000_000, full_every=60.0, clock=clock)
     kept = [[] for _ in range(10)]
     policy.start(None)
     try:
@@ -52,12 +61,47 @@ def test_what_a_collection_leaves_is_frozen(cycles: None) -> None:
         made = [{} for _ in range(10)]
         _Cycle()  # garbage at once
         assert _in_generations(made)
-        assert gc.collect(0) > 0 and _Cycle.alive == 0  # a young collection frees young cycles
-        assert not _in_generations(made)  # survived it: no collection but a full one visits it again
+        assert gc.collect(0) == 0 and gc.collect(1) == 0  # visited nothing, found nothing
+        assert _Cycle.alive == 1  # the cycle waits for the full collection
+        assert not _in_generations(made)  # frozen at the collection's start
         assert not policy.due
+        clock.now = 60.0
+        gc.collect(0)  # a young collection once full_every has passed: the full one is due
+        assert policy.due
+        policy.collect_if_due()
+        assert _Cycle.alive == 0 and not policy.due and policy.fulls == 1
+        assert not _in_generations(made)  # what the full collection left is frozen
+        clock.now = 119.0
+        gc.collect(0)
+        assert not policy.due  # counted from the last full collection
     finally:
         policy.stop()
     assert _in_generations(made) and _in_generations(kept)  # stopping unfreezes
+
+
+def test_the_time_bound_waits_for_a_young_collection(cycles: None) -> None:
+    """A replica that makes nothing new collects nothing: the time bound is read when a young
+    collection runs (what is garbage then was made since)."""
+    clock = _Clock()
+    woken: list[bool] = []
+    policy = Collecting(young=100, full_after=1_000_000, full_every=5.0, clock=clock)
+    policy.start(lambda: woken.append(True))
+    try:
+        clock.now = 100.0
+        assert not policy.due and not woken
+        held = [_Cycle() for _ in range(300)]  # young collections while they are made
+        assert policy.due and woken == [True]
+        del held
+        policy.collect_if_due()
+        assert _Cycle.alive == 0 and policy.fulls == 1
+    finally:
+        policy.stop()
+
+
+def test_the_policy_needs_sane_bounds() -> None:
+    for young, full_after, full_every in ((0, 10, 1.0), (10, 5, 1.0), (10, 100, 0.0)):
+        with pytest.raises(ValueError):
+            Collecting(young=young, full_after=full_after, full_every=full_every)
 
 
 def test_stopping_puts_the_thresholds_back() -> None:

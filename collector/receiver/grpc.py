@@ -22,6 +22,8 @@ import socket
 
 import grpc
 from google.protobuf.message import Message
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from collector.otlp.received import Received
 from collector.receiver import auth as listener_auth
@@ -34,6 +36,11 @@ from collector.receiver.types import Admit, Intake, OnAnswer, admits_all
 SERVICES: dict[decode.Signal, str] = {
     "traces": "opentelemetry.proto.collector.trace.v1.TraceService",
     "logs": "opentelemetry.proto.collector.logs.v1.LogsService",
+}
+
+EMPTY_RESPONSES: dict[decode.Signal, type[Message]] = {
+    "traces": ExportTraceServiceResponse,
+    "logs": ExportLogsServiceResponse,
 }
 
 
@@ -63,16 +70,33 @@ def _export(
             await intake.consume(item)
             result = item.outcome
         except ANSWERED as failure:
-            error = sorted_error(failure)
-            on_answer(signal, "error", error.reason)
-            reply = answer(error)
-            await context.abort(reply.grpc_code, reply.message, trailing_metadata=reply.grpc_trailers())
+            return _refused(signal, failure, context, on_answer)
         on_answer(signal, "partial" if result.rejected else "ok", "")
         return response_for(signal, result)
 
     return grpc.stream_unary_rpc_method_handler(
         export, request_deserializer=None, response_serializer=lambda m: m.SerializeToString()
     )
+
+
+def _refused(
+    signal: decode.Signal, failure: Exception, context: grpc.aio.ServicerContext, on_answer: OnAnswer
+) -> Message:
+    """The call answered with ``failure``'s status, counted; the empty response returned is
+    not sent (a call whose code is not OK sends none).
+
+    Set on the context rather than raised with ``context.abort``: the exception ``abort``
+    raises is kept by the call's state, which its traceback's frames hold, so every refused
+    call left a reference cycle (its context, state and frames, and the request if read)
+    that only the collector could free.  Answered from a frame of its own, so that no frame
+    in ``failure``'s traceback holds ``failure``."""
+    error = sorted_error(failure)
+    on_answer(signal, "error", error.reason)
+    reply = answer(error)
+    context.set_code(reply.grpc_code)
+    context.set_details(reply.message)
+    context.set_trailing_metadata(reply.grpc_trailers())
+    return EMPTY_RESPONSES[signal]()
 
 
 def _ms(seconds: float | None) -> int:

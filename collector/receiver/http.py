@@ -75,12 +75,7 @@ def make_handler(
             await intake.consume(item)
             result = item.outcome
         except ANSWERED as failure:
-            error = sorted_error(failure)
-            on_answer(signal, "error", error.reason)
-            response = _error_response(error, encoding)
-            if isinstance(error, ReadTimeout):
-                response.force_close()  # a stalled client does not keep its connection
-            return response
+            return _refused(signal, failure, encoding, on_answer)
         except ConnectionResetError:  # aiohttp's "Connection lost" while the body was read
             on_answer(signal, "error", "client_disconnected")
             log.info(
@@ -95,6 +90,21 @@ def make_handler(
         )
 
     return handle
+
+
+def _refused(
+    signal: decode.Signal, failure: Exception, encoding: decode.Encoding, on_answer: OnAnswer
+) -> web.Response:
+    """The answer to a request refused with ``failure``, counted.  Made in a frame of its own,
+    so that no frame in ``failure``'s traceback holds ``failure`` (the handler's frame would
+    make a reference cycle of the error, its traceback and the request: garbage only the
+    collector could free)."""
+    error = sorted_error(failure)
+    on_answer(signal, "error", error.reason)
+    response = _error_response(error, encoding)
+    if isinstance(error, ReadTimeout):
+        response.force_close()  # a stalled client does not keep its connection
+    return response
 
 
 async def _with_pauses(steps: decode.Steps[Message]) -> Message:

@@ -101,6 +101,8 @@ class Kept(Held):
     def _drop_dormant(self, key: str) -> None:
         entry = self._dormant.pop(key, None)
         if entry is not None:
+            traces = self._dormant_traces
             for trace in entry.traces:
-                if self._dormant_traces.get(bytes.fromhex(trace)) == key:
-                    del self._dormant_traces[bytes.fromhex(trace)]
+                trace_id = bytes.fromhex(trace)
+                if traces.get(trace_id) == key:
+                    del traces[trace_id]
