@@ -37,9 +37,19 @@ they are context).  Microseconds a span:
   decode_cpu_us_per_span     ``decode_all`` (parse + every attribute to a value) under
                              ``time.process_time``, the best of the decode limit's trials
   served_cpu_us_per_span     receivers to recorded results: every replica's CPU time (all its
-                             threads, ``/proc/<pid>/stat`` utime + stime) over the counted
-                             window of the saturation phase, divided by the spans the replicas
-                             acknowledged in it; the line before the JSON splits it by thread
+                             threads, ``/proc/<pid>/stat`` utime + stime) over a window of the
+                             saturation phase, divided by the spans the replicas took in it
+                             (acknowledged, less the growth of their assembler queues: see
+                             ``CpuWindow.windows``): the median over five equal windows of the
+                             counted part (three with ``--short``), each window's figure beside
+                             it (``served_cpu_us_per_span_windows``), so that a stretch when the
+                             machine's other work slowed the replicas weighs in one window only;
+                             so does work that comes less often than once a window (a full
+                             garbage collection), which the median then leaves out.  The figure
+                             before (the whole counted part over the spans acknowledged in it)
+                             is beside it (``served_cpu_us_per_span_whole``).  The full run measures it
+                             first, as ``--ingest-only`` does, before the long sessions; the
+                             line before the JSON splits it by thread
                              (``loop``: the event loop's thread, summed over replicas) and
                              gives the part spent collecting garbage, in whichever thread
                              (``skillgauge_gc_cpu_seconds_total``, read from each replica)
@@ -100,6 +110,7 @@ import json
 import multiprocessing as mp
 import os
 import re
+import statistics
 import sys
 import tempfile
 import threading
@@ -728,6 +739,7 @@ def _drive(
     counts = [span_count(b) for b in bodies]
     pieces = [cut(b) for b in bodies]
     latencies: list[float] = []
+    acked: list[tuple[float, int]] = []  # (time.monotonic() at the answer, spans), warm-up too
     spans = errors = 0
     start = time.perf_counter()
     counted_from = start + warmup  # see ``drive``
@@ -744,6 +756,7 @@ def _drive(
         counted = t0 >= counted_from
         try:
             send(body)
+            acked.append((time.monotonic(), counts[i % len(bodies)]))
             if counted:
                 spans += counts[i % len(bodies)]
                 latencies.append(time.perf_counter() - t0)
@@ -759,6 +772,7 @@ def _drive(
             "spans": spans,
             "errors": errors,
             "latencies": latencies,
+            "acked": acked,
             "elapsed": time.perf_counter() - counted_from,
         }
     )
@@ -812,6 +826,8 @@ def drive(
         "ok_requests_per_s": len(latencies) / elapsed,
         "replica_ok_requests_per_s": [sum(len(r["latencies"]) for r in rs) / elapsed for rs in by_replica],
         "errors": sum(r["errors"] for r in results),
+        # Every acknowledgement, warm-up too: (time, spans, replica).
+        "acked": [(t, n, r["replica"]) for r in results for t, n in r["acked"]],
         "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else 0.0,
         "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else 0.0,
     }
@@ -901,6 +917,11 @@ def gc_seconds(server: Server) -> list[float]:
     ]
 
 
+def pending_requests(server: Server) -> float:
+    """Acknowledged trace requests waiting in a replica's assembler queue now."""
+    return metric_value(server.metrics(), "skillgauge_pending_requests", stage="assembler")
+
+
 def print_gc_totals(servers: list[Server]) -> None:
     """Each replica's garbage collections since it started, by generation: how many, their mean
     pause (CPU) and the objects they found unreachable (a full collection visits the whole heap:
@@ -921,9 +942,17 @@ class CpuWindow:
     """CPU each replica process (all its threads, with its children) uses between ``warmup``
     seconds from now and ``seconds`` (the counted part of a ``drive``), measured from
     ``/proc`` on a thread; each thread's share of it, by thread name; and the part of it the
-    replicas spent collecting garbage (``gc``, cores, in whichever thread collected)."""
+    replicas spent collecting garbage (``gc``, cores, in whichever thread collected).  The
+    replicas' CPU is also read at the ends of ``parts`` equal windows of it (``marks``: the
+    ``time.monotonic()`` of each reading, ``samples``: every replica's CPU seconds so far), and
+    the requests waiting in each replica's assembler queue (``pending``), so that the CPU a span
+    can be had for each window (``windows``)."""
 
-    def __init__(self, servers: list[Server], warmup: float, seconds: float) -> None:
+    def __init__(self, servers: list[Server], warmup: float, seconds: float, parts: int = 1) -> None:
+        self.parts = parts
+        self.marks: list[float] = []
+        self.samples: list[float] = []
+        self.pending: list[list[float]] = []
         self.servers = servers
         self.pids = {f"replica {n}": server.proc.pid for n, server in enumerate(servers)}
         self.used: dict[str, float] = {}  # cores: CPU seconds a second
@@ -936,9 +965,17 @@ class CpuWindow:
     def _measure(self, warmup: float, seconds: float) -> None:
         time.sleep(warmup)
         before, start = {n: cpu_seconds(p) for n, p in self.pids.items()}, time.monotonic()
+        self.marks.append(start)
+        self.samples.append(sum(before.values()))
+        self.pending.append([pending_requests(server) for server in self.servers])
         threads_before = {n: thread_seconds(p) for n, p in self.pids.items()}
         gc_before = [gc_seconds(server) for server in self.servers]
-        time.sleep(seconds - warmup - 0.5)  # inside the phase
+        length = (seconds - warmup - 0.5) / self.parts  # inside the phase
+        for part in range(1, self.parts + 1):
+            time.sleep(max(0.0, start + part * length - time.monotonic()))
+            self.marks.append(time.monotonic())
+            self.samples.append(sum(cpu_seconds(p) for p in self.pids.values()))
+            self.pending.append([pending_requests(server) for server in self.servers])
         elapsed = time.monotonic() - start
         gc_after = [gc_seconds(server) for server in self.servers]
         self.gc_by_generation = [
@@ -954,6 +991,26 @@ class CpuWindow:
                     self.threads.get(key, 0.0) + (used - threads_before[n].get(name, 0.0)) / elapsed
                 )
 
+    def windows(self, acked: list[tuple[float, int, int]], request_spans: list[float]) -> list[float]:
+        """Microseconds of every replica's CPU a span they took in, in each window: the spans
+        acknowledged in it (``acked``: each acknowledgement's time, spans and replica) less those
+        it left waiting in the assembler's queue beyond what waited when it began (requests,
+        at ``request_spans`` spans each: that replica's mean).  Acknowledgements run ahead of
+        assembly by up to a full queue (seconds of a replica's work), so over a few seconds the
+        spans acknowledged alone are not what the CPU was spent on."""
+        self._thread.join()
+        out = []
+        for k in range(len(self.marks) - 1):
+            spans = sum(n for t, n, _ in acked if self.marks[k] <= t < self.marks[k + 1]) - sum(
+                (after - before) * size
+                for before, after, size in zip(
+                    self.pending[k], self.pending[k + 1], request_spans, strict=True
+                )
+            )
+            used = self.samples[k + 1] - self.samples[k]
+            out.append(used / spans * 1e6 if spans > 0 else float("nan"))
+        return out
+
     def per_span(self, spans_per_s: list[float]) -> dict[str, float]:
         """Microseconds of each replica's CPU a span it acknowledged."""
         self._thread.join()
@@ -965,11 +1022,12 @@ class CpuWindow:
 
 
 def saturate(
-    servers: list[Server], routed: list[list[bytes]], seconds: float, clients: int, warmup: float
-) -> tuple[dict[str, Any], dict[str, float], float]:
-    """Clients flat out; prints the figures, returns them with each replica's CPU a span and
-    the CPU a span over every replica (their CPU time over the spans they acknowledged)."""
-    window = CpuWindow(servers, warmup, seconds)
+    servers: list[Server], routed: list[list[bytes]], seconds: float, clients: int, warmup: float, parts: int
+) -> tuple[dict[str, Any], dict[str, float], float, list[float]]:
+    """Clients flat out; prints the figures, returns them with each replica's CPU a span, the
+    CPU a span over every replica (their CPU time over the spans they acknowledged) as the
+    median of ``parts`` equal windows of the counted part, and each window's figure."""
+    window = CpuWindow(servers, warmup, seconds, parts)
     flat = drive(servers, routed, seconds, clients, warmup=warmup)
     print(
         f"ingest, {len(servers)} replica{'s' if len(servers) > 1 else ''} x {clients} clients (gRPC + HTTP), "
@@ -987,9 +1045,17 @@ def saturate(
         + ", ".join(f"{n} {c:.2f} cores, {cpu[n]:.1f} us a span" for n, c in window.used.items())
     )
     total = sum(rates)
-    served = sum(window.used.values()) / total * 1e6 if total else float("nan")
+    whole = sum(window.used.values()) / total * 1e6 if total else float("nan")
+    request_spans = [sum(span_count(b) for b in bodies) / len(bodies) for bodies in routed]
+    windows = window.windows(flat["acked"], request_spans)
+    counted = [w for w in windows if w == w]  # a window without an acknowledgement has no figure
+    served = statistics.median(counted) if counted else float("nan")
     print(
-        f"  CPU a span served, all replicas: {served:.1f} us; by thread: "
+        f"  CPU a span served, all replicas, in {len(windows)} windows of the counted part: "
+        + ", ".join(f"{w:.1f}" for w in windows)
+        + f" us (median {served:.1f}, spread {max(counted, default=served) - min(counted, default=served):.1f}); "
+        f"over the whole part "
+        f"{whole:.1f} us; by thread: "
         + ", ".join(
             f"{name} {used / total * 1e6:.1f} us"
             for name, used in sorted(window.threads.items(), key=lambda t: -t[1])
@@ -1008,7 +1074,8 @@ def saturate(
             + ", ".join(f"{c * 1e3 / total:.3f}" for c in by[6:])
             + " objects found unreachable a thousand spans"
         )
-    return flat, {n: round(us, 1) for n, us in cpu.items()}, served
+    flat["served_whole_us"] = whole
+    return flat, {n: round(us, 1) for n, us in cpu.items()}, served, windows
 
 
 def open_session_memory(
@@ -1239,12 +1306,14 @@ def half_load(
 
 
 def cpu_figures(
-    decode_us: float, served_us: float, inprocess_us: float, detect_us: float
-) -> dict[str, float]:
-    """The CPU figures (microseconds of process CPU time a span) and their ratios."""
+    decode_us: float, served_us: float, inprocess_us: float, detect_us: float, windows: list[float]
+) -> dict[str, Any]:
+    """The CPU figures (microseconds of process CPU time a span) and their ratios; beside the
+    served figure (the median of ``windows``), each window's."""
     figures = {
         "decode_cpu_us_per_span": round(decode_us, 2),
         "served_cpu_us_per_span": round(served_us, 1),
+        "served_cpu_us_per_span_windows": [round(w, 1) for w in windows],
         "inprocess_cpu_us_per_span": round(inprocess_us, 1),
         "detect_cpu_us_per_span": round(detect_us, 1),
         "served_over_decode": round(served_us / decode_us, 2),
@@ -1300,6 +1369,7 @@ def main(argv: list[str] | None = None) -> int:
     if replica_count < 1:
         args.error("--replicas must be at least 1")
     seconds, warmup = (4.0, 1.0) if short else (25.0, 5.0)  # counted: the last 3 or 20 s
+    parts = 3 if short else 5  # windows of the counted part: the served CPU figure is their median
     clients = 2 if short else 4  # for each replica
     open_sessions = 500 if short else 10_000
     judged_count = 100 if short else 1000
@@ -1352,7 +1422,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if opts.ingest_only:
         with tempfile.TemporaryDirectory() as tmp, replicas(Path(tmp), replica_count, served) as servers:
-            flat, cpu, served_us = saturate(servers, routed, seconds, clients, warmup)
+            flat, cpu, served_us, windows = saturate(servers, routed, seconds, clients, warmup, parts)
             half = half_load(servers, routed, flat, seconds, clients, warmup, short, opts.half_load_rate)
             print_gc_totals(servers)
         print(
@@ -1362,7 +1432,8 @@ def main(argv: list[str] | None = None) -> int:
                     "ingest_spans_per_s": round(flat["spans_per_s"]),
                     "replica_spans_per_s": [round(r) for r in flat["replica_spans_per_s"]],
                     "cpu_us_per_span": cpu,
-                    **cpu_figures(decode_us, served_us, inprocess_us, detect_cpu_us),
+                    **cpu_figures(decode_us, served_us, inprocess_us, detect_cpu_us, windows),
+                    "served_cpu_us_per_span_whole": round(flat["served_whole_us"], 1),
                     "export_p99_ms": round(half["p99_ms"], 1),
                     "short": short,
                 }
@@ -1370,47 +1441,48 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
 
-    turns = 50 if short else 300
-    # Beside it, the same chat spans in short sessions, as many spans in all: what a span
-    # costs when the conversation before it is short.
-    long_us, short_us, long_whole_us = long_session_cost(turns)
-    print(
-        f"a long session ({turns} chat spans, each recording the conversation so far, in requests of "
-        f"at most {LONG_REQUEST_BYTES // 1024**2} MiB): {long_us:.1f} us/span; reading every history whole: "
-        f"{long_whole_us:.1f} us/span; the same spans in sessions of {SHORT_TURNS}: {short_us:.1f} us/span "
-        f"(long / short: {long_us / short_us:.2f})"
-    )
-    wide_long_us, wide_short_us, _ = long_session_cost(turns, wide=True)
-    print(
-        f"  the same with text that is not ASCII (an em dash in every message): long "
-        f"{wide_long_us:.1f} us/span, short {wide_short_us:.1f} us/span "
-        f"(long / short: {wide_long_us / wide_short_us:.2f})"
-    )
-    held_long_us, held_short_us, _ = long_session_cost(turns, held=True)
-    print(
-        f"  the same with the history held in an object (model, config, contents): long "
-        f"{held_long_us:.1f} us/span, short {held_short_us:.1f} us/span "
-        f"(long / short: {held_long_us / held_short_us:.2f})"
-    )
-    # The figure measured before: each session in one request, the long one of 93 MB at 300
-    # turns (over any receiver's limit), its bytes parsed long before its last spans are read.
-    one = {held: long_session_cost(turns, held=held, request_bytes=None)[:2] for held in (False, True)}
-    print(
-        "  each session in one request (over any receiver's limit; the figure measured before): "
-        + ", ".join(
-            f"{name} long {one[held][0]:.1f} us/span, short {one[held][1]:.1f} us/span "
-            f"(long / short: {one[held][0] / one[held][1]:.2f})"
-            for name, held in (("plain", False), ("held", True))
-        )
-    )
-
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "ingest").mkdir()
         with replicas(Path(tmp) / "ingest", replica_count, served) as servers:
-            flat, cpu, served_us = saturate(servers, routed, seconds, clients, warmup)
+            flat, cpu, served_us, windows = saturate(servers, routed, seconds, clients, warmup, parts)
             print(f"  ratio (ingest in all / decode limit of one core): {flat['spans_per_s'] / limit:.3f}")
             half = half_load(servers, routed, flat, seconds, clients, warmup, short, opts.half_load_rate)
             print_gc_totals(servers)
+        # The long sessions after the served phase, as ``--ingest-only`` has none before it: what
+        # they leave in this process (the clients are forked from it) must not weigh on it.
+        turns = 50 if short else 300
+        # Beside it, the same chat spans in short sessions, as many spans in all: what a span
+        # costs when the conversation before it is short.
+        long_us, short_us, long_whole_us = long_session_cost(turns)
+        print(
+            f"a long session ({turns} chat spans, each recording the conversation so far, in requests of "
+            f"at most {LONG_REQUEST_BYTES // 1024**2} MiB): {long_us:.1f} us/span; reading every history whole: "
+            f"{long_whole_us:.1f} us/span; the same spans in sessions of {SHORT_TURNS}: {short_us:.1f} us/span "
+            f"(long / short: {long_us / short_us:.2f})"
+        )
+        wide_long_us, wide_short_us, _ = long_session_cost(turns, wide=True)
+        print(
+            f"  the same with text that is not ASCII (an em dash in every message): long "
+            f"{wide_long_us:.1f} us/span, short {wide_short_us:.1f} us/span "
+            f"(long / short: {wide_long_us / wide_short_us:.2f})"
+        )
+        held_long_us, held_short_us, _ = long_session_cost(turns, held=True)
+        print(
+            f"  the same with the history held in an object (model, config, contents): long "
+            f"{held_long_us:.1f} us/span, short {held_short_us:.1f} us/span "
+            f"(long / short: {held_long_us / held_short_us:.2f})"
+        )
+        # The figure measured before: each session in one request, the long one of 93 MB at 300
+        # turns (over any receiver's limit), its bytes parsed long before its last spans are read.
+        one = {held: long_session_cost(turns, held=held, request_bytes=None)[:2] for held in (False, True)}
+        print(
+            "  each session in one request (over any receiver's limit; the figure measured before): "
+            + ", ".join(
+                f"{name} long {one[held][0]:.1f} us/span, short {one[held][1]:.1f} us/span "
+                f"(long / short: {one[held][0] / one[held][1]:.2f})"
+                for name, held in (("plain", False), ("held", True))
+            )
+        )
         (Path(tmp) / "memory").mkdir()
         per_session, raw = open_session_memory(Path(tmp) / "memory", open_sessions, 50, replica_count)
         print(
@@ -1441,7 +1513,8 @@ def main(argv: list[str] | None = None) -> int:
         "raw_bytes_per_open_session": round(raw),
         "detect_us_per_span": round(detect_us, 2),
         "cpu_us_per_span": cpu,  # at saturation, by replica process
-        **cpu_figures(decode_us, served_us, inprocess_us, detect_cpu_us),
+        **cpu_figures(decode_us, served_us, inprocess_us, detect_cpu_us, windows),
+        "served_cpu_us_per_span_whole": round(flat["served_whole_us"], 1),
         "long_session_detect_us_per_span": round(long_us, 1),
         "short_session_detect_us_per_span": round(short_us, 1),
         "long_session_wide_detect_us_per_span": round(wide_long_us, 1),

@@ -1,5 +1,6 @@
-"""A request is acknowledged only once its bytes are synced: the appends of one event-loop
-turn wait on one ``fdatasync``, run off the loop; a sync that fails refuses them as retryable.
+"""A request is acknowledged only once its bytes are synced: the appends made while a sync
+runs wait on the next ``fdatasync``, one for them all, run off the loop; a sync that fails
+refuses them as retryable.
 The sync is a seam (``sync``), so a test holds it back."""
 
 from __future__ import annotations
@@ -49,15 +50,16 @@ async def test_the_acknowledgement_waits_for_the_sync_of_the_request_bytes(tmp_p
     store = Store(tmp_path, sync=sync)
     chain = Chain(parse({"storage": {"path": str(tmp_path)}}), store=store)
     items = [Received("traces", request, "test") for _ in range(3)]
-    # Three requests in one loop turn: each is written, then waits for the sync.
+    # Three requests in one loop turn: each is written, then waits for a sync; the first
+    # append starts one at once, the two written while it runs share the next.
     acks = [asyncio.create_task(chain.consume(item)) for item in items]
     assert await asyncio.to_thread(sync.entered.wait, 30)  # the loop ran meanwhile
     assert not any(ack.done() for ack in acks) and chain.open_count() == 0
     sync.released.set()
-    await asyncio.gather(*acks)  # answered once the sync returned
+    await asyncio.gather(*acks)  # answered once the syncs returned
     assert all(item.outcome.accepted for item in items)
     segment = next((tmp_path / "requests").glob("*.seg"))
-    assert sync.synced == [segment.stat().st_ino]  # one sync for the three
+    assert sync.synced == [segment.stat().st_ino] * 2  # two syncs for the three
     await chain.sessions_stage.settle()
     assert chain.open_count() == 1
     await chain.shutdown(5)
@@ -136,3 +138,17 @@ async def test_the_switch_interval_is_short_while_a_sync_runs(
     await chain.shutdown(5)
     assert during and set(during) == {SHORT}
     assert intervals[:4] == [SHORT, LONG, SHORT, LONG]
+
+
+async def test_a_sync_starts_within_the_turn_of_the_append_that_finds_none_running(tmp_path: Path) -> None:
+    """An acknowledgement waits behind whatever the loop has ready in each turn it takes: the
+    append that finds no sync running starts one before the loop takes another turn."""
+    sync = HeldSync()
+    store = Store(tmp_path, sync=sync)
+    append = asyncio.create_task(store.append("traces", b"a" * 100))
+    await asyncio.sleep(0)  # the append's own turn: written, then waiting for a sync
+    started = sync.entered.wait(30)  # the loop held here: no later turn can start it
+    sync.released.set()
+    assert started
+    assert await append == 1
+    await store.shutdown(5)
