@@ -37,18 +37,19 @@ they are context).  Microseconds a span:
   decode_cpu_us_per_span     ``decode_all`` (parse + every attribute to a value) under
                              ``time.process_time``, the best of the decode limit's trials
   served_cpu_us_per_span     receivers to recorded results: every replica's CPU time (all its
-                             threads, ``/proc/<pid>/stat`` utime + stime) over a window of the
-                             saturation phase, divided by the spans the replicas took in it
-                             (acknowledged, less the growth of their assembler queues: see
-                             ``CpuWindow.windows``): the median over five equal windows of the
-                             counted part (three with ``--short``), each window's figure beside
-                             it (``served_cpu_us_per_span_windows``), so that a stretch when the
-                             machine's other work slowed the replicas weighs in one window only;
-                             so does work that comes less often than once a window (a full
-                             garbage collection), which the median then leaves out.  The figure
-                             before (the whole counted part over the spans acknowledged in it)
-                             is beside it (``served_cpu_us_per_span_whole``).  The full run measures it
-                             first, as ``--ingest-only`` does, before the long sessions; the
+                             threads, ``/proc/<pid>/stat`` utime + stime) over the counted part
+                             of the saturation phase, divided by the spans the replicas
+                             acknowledged in it.  Beside it, the same over five equal windows of
+                             the counted part (three with ``--short``), each window's spans those
+                             taken in (acknowledged, less the growth of the assembler queues: see
+                             ``CpuWindow.windows``): each window's figure
+                             (``served_cpu_us_per_span_windows``) and their median
+                             (``served_cpu_us_per_span_median``), so that a stretch when the
+                             machine's other work slowed the replicas shows as one window out of
+                             line; the median leaves out work that comes less often than once a
+                             window (a full garbage collection), so the ratios use the whole
+                             part.  The full run measures it first, as ``--ingest-only`` does,
+                             before the long sessions; the
                              line before the JSON splits it by thread
                              (``loop``: the event loop's thread, summed over replicas) and
                              gives the part spent collecting garbage, in whichever thread
@@ -1025,8 +1026,9 @@ def saturate(
     servers: list[Server], routed: list[list[bytes]], seconds: float, clients: int, warmup: float, parts: int
 ) -> tuple[dict[str, Any], dict[str, float], float, list[float]]:
     """Clients flat out; prints the figures, returns them with each replica's CPU a span, the
-    CPU a span over every replica (their CPU time over the spans they acknowledged) as the
-    median of ``parts`` equal windows of the counted part, and each window's figure."""
+    CPU a span over every replica (their CPU time over the spans they acknowledged in the
+    counted part) and that figure in each of ``parts`` equal windows of the counted part (their
+    median is ``flat["served_median_us"]``)."""
     window = CpuWindow(servers, warmup, seconds, parts)
     flat = drive(servers, routed, seconds, clients, warmup=warmup)
     print(
@@ -1074,8 +1076,8 @@ def saturate(
             + ", ".join(f"{c * 1e3 / total:.3f}" for c in by[6:])
             + " objects found unreachable a thousand spans"
         )
-    flat["served_whole_us"] = whole
-    return flat, {n: round(us, 1) for n, us in cpu.items()}, served, windows
+    flat["served_median_us"] = served
+    return flat, {n: round(us, 1) for n, us in cpu.items()}, whole, windows
 
 
 def open_session_memory(
@@ -1306,14 +1308,20 @@ def half_load(
 
 
 def cpu_figures(
-    decode_us: float, served_us: float, inprocess_us: float, detect_us: float, windows: list[float]
+    decode_us: float,
+    served_us: float,
+    inprocess_us: float,
+    detect_us: float,
+    windows: list[float],
+    median_us: float,
 ) -> dict[str, Any]:
     """The CPU figures (microseconds of process CPU time a span) and their ratios; beside the
-    served figure (the median of ``windows``), each window's."""
+    served figure (the whole counted part), each window's and their median."""
     figures = {
         "decode_cpu_us_per_span": round(decode_us, 2),
         "served_cpu_us_per_span": round(served_us, 1),
         "served_cpu_us_per_span_windows": [round(w, 1) for w in windows],
+        "served_cpu_us_per_span_median": round(median_us, 1),
         "inprocess_cpu_us_per_span": round(inprocess_us, 1),
         "detect_cpu_us_per_span": round(detect_us, 1),
         "served_over_decode": round(served_us / decode_us, 2),
@@ -1432,8 +1440,9 @@ def main(argv: list[str] | None = None) -> int:
                     "ingest_spans_per_s": round(flat["spans_per_s"]),
                     "replica_spans_per_s": [round(r) for r in flat["replica_spans_per_s"]],
                     "cpu_us_per_span": cpu,
-                    **cpu_figures(decode_us, served_us, inprocess_us, detect_cpu_us, windows),
-                    "served_cpu_us_per_span_whole": round(flat["served_whole_us"], 1),
+                    **cpu_figures(
+                        decode_us, served_us, inprocess_us, detect_cpu_us, windows, flat["served_median_us"]
+                    ),
                     "export_p99_ms": round(half["p99_ms"], 1),
                     "short": short,
                 }
@@ -1513,8 +1522,7 @@ def main(argv: list[str] | None = None) -> int:
         "raw_bytes_per_open_session": round(raw),
         "detect_us_per_span": round(detect_us, 2),
         "cpu_us_per_span": cpu,  # at saturation, by replica process
-        **cpu_figures(decode_us, served_us, inprocess_us, detect_cpu_us, windows),
-        "served_cpu_us_per_span_whole": round(flat["served_whole_us"], 1),
+        **cpu_figures(decode_us, served_us, inprocess_us, detect_cpu_us, windows, flat["served_median_us"]),
         "long_session_detect_us_per_span": round(long_us, 1),
         "short_session_detect_us_per_span": round(short_us, 1),
         "long_session_wide_detect_us_per_span": round(wide_long_us, 1),
