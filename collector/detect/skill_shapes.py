@@ -93,19 +93,21 @@ def detect_family(family: Family) -> SkillLoad | None:
         document = documents.find(text)
         named = _named_as(values, document.name) if document is not None else None
         if document is not None and named is not None:
-            return _load(call, named, status, message, document.body if status == "loaded" else None)
+            return skill_tool_load(
+                call, named, status, message, document.body if status == "loaded" else None
+            )
         if status == "loaded":
             for skill in values:
                 body = _headed_body(call, skill)
                 if body is not None:
-                    return _load(call, skill, status, message, body)
+                    return skill_tool_load(call, skill, status, message, body)
             return None
     if status in ("failed", "denied"):
         refusal = f"{message or ''}\n{call.error or ''}\n{family.text()}"
         if _SKILL_WORD in refusal.casefold():
             for skill in values:
                 if _names(refusal, skill):
-                    return _load(call, skill, status, message, None)
+                    return skill_tool_load(call, skill, status, message, None)
     return None
 
 
@@ -122,22 +124,22 @@ def detect_named(call: ToolCall, catalog: Catalog, known: Mapping[str, str]) -> 
     if call.error is None and (call.result is None or not call.result.strip()):
         # An output redacted, or none: unresolved, unless the span says the call ran.
         ran = call.succeeded or call.skill_resolved
-        return _load(call, skill, "loaded" if ran else "unresolved", None, None)
+        return skill_tool_load(call, skill, "loaded" if ran else "unresolved", None, None)
     status, message = outcome(call)
     text = result_text(call) or call.result or ""
     if status != "loaded":
         refusal = f"{message or ''}\n{call.error or ''}\n{text}"
-        return _load(call, skill, status, message, None) if _names(refusal, skill) else None
+        return skill_tool_load(call, skill, status, message, None) if _names(refusal, skill) else None
     body = _headed_body(call, skill)
     if body is None:
         entry = catalog.skills.get(fold_skill_name(skill))
         if entry is not None and _describes(entry.description, text):
             body = text.strip()
     if body is not None:
-        return _load(call, skill, "loaded", None, body)
+        return skill_tool_load(call, skill, "loaded", None, body)
     one_line = text.strip()
     if "\n" not in one_line and len(one_line) < _ACK_MAX_CHARS and _names(one_line, skill):
-        return _load(call, skill, "loaded", None, None)  # an acknowledgement; the body comes apart
+        return skill_tool_load(call, skill, "loaded", None, None)  # an acknowledgement; the body comes apart
     return None
 
 
@@ -167,7 +169,10 @@ def _describes(description: str, body: str) -> bool:
     return shared >= min(_DESCRIPTION_WORDS, len(words))
 
 
-def _load(call: ToolCall, skill: str, status: LoadStatus, message: str | None, body: str | None) -> SkillLoad:
+def skill_tool_load(
+    call: ToolCall, skill: str, status: LoadStatus, message: str | None, body: str | None
+) -> SkillLoad:
+    """The ``skill_tool`` load ``call`` makes of ``skill``."""
     return SkillLoad(  # by position: a class called with keywords makes a dict of them
         skill,
         status,

@@ -41,18 +41,7 @@ def detect_family(family: families.Family) -> SkillLoad | None:
     body = None
     if status == "loaded":
         body = body_of(family.text(), skill)
-    return SkillLoad(  # by position: a class called with keywords makes a dict of them
-        skill,
-        status,
-        "skill_tool",
-        call.span_id,
-        call.trace_id,
-        call.start_unix_nano,
-        body,
-        None,
-        message,
-        call.call_id,
-    )
+    return skill_shapes.skill_tool_load(call, skill, status, message, body)
 
 
 def named_in_error(error: str) -> str:
