@@ -12,33 +12,23 @@ from collections.abc import Callable
 from collector.detect import any_reads, families, file_reads, shell_reads, skill_attributes, skill_tools
 from evaluators.evidence import SkillLoad, ToolCall
 
-Detector = Callable[[ToolCall], SkillLoad | None]
+Detector = Callable[[families.Family], SkillLoad | None]
 
-# Each signal family: tool call -> a skill load or None.
+# Each signal family: a tool call's ``families.Family`` (what the gates share, worked out once a
+# call) -> a skill load or None.
 DETECTORS: dict[str, Detector] = {
-    "skill_tools": skill_tools.detect,  # a tool the table names, or one shaped like a skill tool
-    "file_reads": file_reads.detect,
-    "shell_reads": shell_reads.detect,
-    "skill_attributes": skill_attributes.detect,  # a tool no other detector knows, naming its skill
-    "any_reads": any_reads.detect,  # any other tool that returned a SKILL.md
+    "skill_tools": skill_tools.detect_family,  # a tool the table names, or one shaped like a skill tool
+    "file_reads": file_reads.detect_family,
+    "shell_reads": shell_reads.detect_family,
+    "skill_attributes": skill_attributes.detect_family,  # a tool no other detector knows, naming its skill
+    "any_reads": any_reads.detect_family,  # any other tool that returned a SKILL.md
 }
-
-
-# ``DETECTORS`` in the same order, each reading the call's ``families.Family``: what their gates
-# share is worked out once a call.
-_BY_FAMILY: tuple[Callable[[families.Family], SkillLoad | None], ...] = (
-    skill_tools.detect_family,
-    file_reads.detect_family,
-    shell_reads.detect_family,
-    skill_attributes.detect_family,
-    any_reads.detect_family,
-)
 
 
 def load_of(call: ToolCall) -> SkillLoad | None:
     """The skill load a tool call records, by the detector that claims it (None: no load)."""
     family = families.Family(call)
-    for detect in _BY_FAMILY:
+    for detect in DETECTORS.values():
         load = detect(family)
         if load is not None:
             return load
@@ -54,4 +44,5 @@ def read_of(call: ToolCall) -> SkillLoad | None:
 
 def claims(call: ToolCall) -> list[str]:
     """Every detector that claims ``call`` (at most one, by the gates' design)."""
-    return [name for name, detect in DETECTORS.items() if detect(call) is not None]
+    family = families.Family(call)
+    return [name for name, detect in DETECTORS.items() if detect(family) is not None]

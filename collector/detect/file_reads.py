@@ -8,10 +8,6 @@ from collector.detect.outcome import outcome
 from evaluators.evidence import Signal, SkillLoad, ToolCall
 
 
-def skill_path(call: ToolCall) -> str | None:
-    return _skill_path(families.Family(call))
-
-
 def _skill_path(family: families.Family) -> str | None:
     """The SKILL.md path a read tool's arguments name, or None (no read tool, or another file)."""
     if not family.read:

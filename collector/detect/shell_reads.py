@@ -19,10 +19,6 @@ _SEPARATORS = frozenset({"&&", "||", ";", "|"})
 _MAX_DEPTH = 2  # shells inside shells
 
 
-def command_of(call: ToolCall) -> str | None:
-    return _command_of(Family(call))
-
-
 def _command_of(family: Family) -> str | None:
     """The command a shell tool's arguments hold, or None (no shell tool, or none recorded)."""
     if not family.shell:

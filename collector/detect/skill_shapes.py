@@ -56,13 +56,8 @@ def values_named(arguments: Any) -> list[str]:
     return found
 
 
-def names_by_value(call: ToolCall, skill: str) -> bool:
-    """Whether the call's arguments name ``skill`` by its name."""
-    return _named_as(named_values(call), skill) is not None
-
-
 def names_in(arguments: Any, skill: str) -> bool:
-    """``names_by_value`` of a call's arguments (``arguments_of``)."""
+    """Whether a call's arguments (``arguments_of``) name ``skill`` by its name."""
     return _named_as(values_named(arguments), skill) is not None
 
 
