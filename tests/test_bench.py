@@ -51,6 +51,10 @@ def _cpu_figures(figures: dict[str, Any]) -> None:
     assert abs(figures["served_over_inprocess"] - served / figures["inprocess_cpu_us_per_span"]) < 0.02 * (
         figures["served_over_inprocess"]
     )
+    detect, decode = figures["detect_cpu_us_per_span"], figures["decode_cpu_us_per_span"]
+    assert abs(figures["detect_over_decode"] - detect / decode) < 0.02 * figures["detect_over_decode"]
+    rounds = figures["detect_over_decode_rounds"]
+    assert rounds and all(ratio > 0 for ratio in rounds), rounds
 
 
 def test_bench_short_mode_prints_its_figures_as_the_last_line() -> None:

@@ -60,9 +60,14 @@ they are context).  Microseconds a span:
                              thresholds), under ``time.process_time``; its garbage
                              collections' part printed beside it
   detect_cpu_us_per_span     ``detect_cost`` (parse + assemble + detect) under
-                             ``time.process_time``, the best of three rounds (one with ``--short``)
+                             ``time.process_time``, the best of five rounds (one with ``--short``);
+                             each round is one of the decode limit's trials, then one pass of
+                             ``detect_cost``, so that both figures see the same stretches of
+                             the machine (``decode_and_detect``)
   served_over_decode         served / decode: what serving a span costs in decodes of it
   served_over_inprocess      served / in process: what serving adds to the chain itself
+  detect_over_decode         detect / decode: what detecting a span costs in decodes of it;
+                             beside it, each round's (``detect_over_decode_rounds``), its spread
   export_p99_ms (above) is the acknowledgement p99 at half load; ``--ingest-only`` reports it
   and these figures too, and leaves out memory, long sessions and the judged sessions
   export_p99_ms              Export call latency at 50 % of each replica's ingest rate, over
@@ -105,6 +110,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import http.client
 import json
@@ -400,18 +406,38 @@ def decode_all(bodies: list[bytes], seconds: float) -> tuple[int, float]:
     return done, time.perf_counter() - start
 
 
-def detect_cpu(bodies: list[bytes], spans: int, rounds: int) -> tuple[float, float]:
-    """(``detect_cost``'s figure, microseconds of this process's CPU time a span around it):
-    the best of ``rounds``."""
+@dataclasses.dataclass(frozen=True)
+class Paired:
+    """The decode limit and detection, measured in alternate rounds (see ``decode_and_detect``)."""
+
+    limit: float  # spans/s of wall time, the best round's
+    decode_us: float  # microseconds of CPU time a span, the best round's
+    detect_us: float  # ``detect_cost``'s figure, the best round's
+    detect_cpu_us: float  # microseconds of CPU time a span around ``detect_cost``, the best round's
+    ratios: list[float]  # each round's detection over its decode, in round order
+
+
+def decode_and_detect(bodies: list[bytes], spans: int, rounds: int) -> Paired:
+    """``rounds`` rounds, each a one-second trial of ``decode_all`` then one ``detect_cost``
+    pass, each figure the best of its rounds.  Taken in turn, the two see the same stretches
+    of the machine: a slower stretch (seen: 12.7 against 22.2 us a span of decode within one
+    minute) slows both of one round, where one figure measured after the other would set a
+    fast stretch's against a slow one's.  Each round's detection over its decode is kept, so
+    that the spread of their ratio shows beside the ratio of the best figures."""
     import gc
 
-    best_figure = best_cpu = float("inf")
+    limit, decode_us, detect_us, detect_cpu_us = 0.0, float("inf"), float("inf"), float("inf")
+    ratios: list[float] = []
     for _ in range(rounds):
+        rate, decoded = decode_cpu(bodies, 1.0)
         gc.collect()  # the last round's sessions, not counted
         cpu = time.process_time()
-        best_figure = min(best_figure, detect_cost(bodies))
-        best_cpu = min(best_cpu, (time.process_time() - cpu) / spans * 1e6)
-    return best_figure, best_cpu
+        figure = detect_cost(bodies)
+        used = (time.process_time() - cpu) / spans * 1e6
+        limit, decode_us = max(limit, rate), min(decode_us, decoded)
+        detect_us, detect_cpu_us = min(detect_us, figure), min(detect_cpu_us, used)
+        ratios.append(used / decoded)
+    return Paired(limit, decode_us, detect_us, detect_cpu_us, ratios)
 
 
 def inprocess_cpu(bodies: list[bytes], spans: int, passes: int, extra: dict[str, Any]) -> tuple[float, float]:
@@ -1314,9 +1340,11 @@ def cpu_figures(
     detect_us: float,
     windows: list[float],
     median_us: float,
+    detect_ratios: list[float],
 ) -> dict[str, Any]:
     """The CPU figures (microseconds of process CPU time a span) and their ratios; beside the
-    served figure (the whole counted part), each window's and their median."""
+    served figure (the whole counted part), each window's and their median; beside detection
+    over decode, each round's (``decode_and_detect``)."""
     figures = {
         "decode_cpu_us_per_span": round(decode_us, 2),
         "served_cpu_us_per_span": round(served_us, 1),
@@ -1326,11 +1354,14 @@ def cpu_figures(
         "detect_cpu_us_per_span": round(detect_us, 1),
         "served_over_decode": round(served_us / decode_us, 2),
         "served_over_inprocess": round(served_us / inprocess_us, 3),
+        "detect_over_decode": round(detect_us / decode_us, 2),
+        "detect_over_decode_rounds": [round(r, 2) for r in detect_ratios],
     }
     print(
         f"CPU a span: decode {decode_us:.2f} us, served {served_us:.1f} us, in process {inprocess_us:.1f} us, "
         f"detect {detect_us:.1f} us; served / decode {figures['served_over_decode']:.2f}, "
-        f"served / in process {figures['served_over_inprocess']:.3f}"
+        f"served / in process {figures['served_over_inprocess']:.3f}, detect / decode "
+        f"{figures['detect_over_decode']:.2f}"
     )
     return figures
 
@@ -1409,17 +1440,16 @@ def main(argv: list[str] | None = None) -> int:
     if opts.shared:
         served["storage"] = {"shared": opts.shared}
 
-    # The best of several one-second trials: a stretch of a slower machine (seen: 75k against
-    # 92k spans/s for one five-second trial) must not shrink the ratio's denominator.
-    trials = [decode_cpu(bodies, 1.0) for _ in range(1 if short else 5)]
-    limit, decode_us = max(rate for rate, _ in trials), min(us for _, us in trials)
+    paired = decode_and_detect(bodies, spans, 1 if short else 5)
+    limit, decode_us = paired.limit, paired.decode_us
+    detect_us, detect_cpu_us = paired.detect_us, paired.detect_cpu_us
     print(
         f"decode limit (parse + attribute values, 1 core): {limit:,.0f} spans/s; CPU {decode_us:.2f} us a span"
     )
-    detect_us, detect_cpu_us = detect_cpu(bodies, spans, 1 if short else 3)
     print(
         f"parse + assemble + detect in process: {detect_us:.1f} us/span ({1e6 / detect_us:,.0f} spans/s); "
-        f"CPU {detect_cpu_us:.1f} us a span"
+        f"CPU {detect_cpu_us:.1f} us a span; detect / decode {detect_cpu_us / decode_us:.2f}, "
+        f"in each round: {', '.join(f'{r:.2f}' for r in paired.ratios)}"
     )
     passes = 1 if short else 3
     inprocess_us, inprocess_gc_us = inprocess_cpu(bodies, spans, passes, served)
@@ -1441,7 +1471,13 @@ def main(argv: list[str] | None = None) -> int:
                     "replica_spans_per_s": [round(r) for r in flat["replica_spans_per_s"]],
                     "cpu_us_per_span": cpu,
                     **cpu_figures(
-                        decode_us, served_us, inprocess_us, detect_cpu_us, windows, flat["served_median_us"]
+                        decode_us,
+                        served_us,
+                        inprocess_us,
+                        detect_cpu_us,
+                        windows,
+                        flat["served_median_us"],
+                        paired.ratios,
                     ),
                     "export_p99_ms": round(half["p99_ms"], 1),
                     "short": short,
@@ -1522,7 +1558,15 @@ def main(argv: list[str] | None = None) -> int:
         "raw_bytes_per_open_session": round(raw),
         "detect_us_per_span": round(detect_us, 2),
         "cpu_us_per_span": cpu,  # at saturation, by replica process
-        **cpu_figures(decode_us, served_us, inprocess_us, detect_cpu_us, windows, flat["served_median_us"]),
+        **cpu_figures(
+            decode_us,
+            served_us,
+            inprocess_us,
+            detect_cpu_us,
+            windows,
+            flat["served_median_us"],
+            paired.ratios,
+        ),
         "long_session_detect_us_per_span": round(long_us, 1),
         "short_session_detect_us_per_span": round(short_us, 1),
         "long_session_wide_detect_us_per_span": round(wide_long_us, 1),
