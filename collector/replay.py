@@ -114,6 +114,7 @@ async def replay(
     with the same ``Progress``, updated."""
     chain = Chain(config, store=Store.in_memory())
     chain.recorder.keep_closed = True
+    chain.sessions_stage.assemble_on_settle = True  # the records depend on the input alone
     outcome = ReplayOutcome()
     files = list(input_files(paths))
     if not files:

@@ -223,3 +223,27 @@ def test_an_outcome_is_shown_by_its_counts_not_its_coverages() -> None:
 
     outcome = ReplayOutcome(problems=["a"], notes=["b", "c"])
     assert repr(outcome) == "ReplayOutcome(0 coverages, 1 problems, 2 notes)"
+
+
+def test_records_do_not_depend_on_how_fast_the_machine_assembles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace request is assembled in slices, the event loop running in between, and a logs
+    request at once: replay assembles nothing while it takes requests, so that a logs request
+    is never placed between the spans of a trace request half assembled.  The recorded
+    ``opencode serve`` run (two sessions in one trace, its log records naming them) splits its
+    spans between its sessions the same when every slice ends after one span."""
+    import time
+
+    from collector.replay import replay as replay_files
+
+    files = [str(FRAMEWORKS / "opencode" / f"serve.{signal}.jsonl") for signal in ("traces", "logs")]
+
+    def split() -> dict[str, int]:
+        outcome = asyncio.run(replay_files(files, parse({})))
+        assert not outcome.problems, outcome.problems
+        return {c.session.session_id: c.session.span_count for c in outcome.coverages}
+
+    unhurried = split()
+    ticks = iter(range(10**9))  # the slices' clock: a second passes at every reading
+    monkeypatch.setattr(time, "perf_counter", lambda: float(next(ticks)))
+    assert split() == unhurried
+    assert len(unhurried) == 2 and sum(unhurried.values()) == 1419, unhurried

@@ -118,6 +118,11 @@ class SessionsStage:
         self._discarded_seen = 0
         self._unkeyed_seen = 0
         self._bodies_cut_seen = 0
+        # Replay's: trace requests wait to be assembled until ``settle``, so that none is
+        # assembled while more are taken, and a logs request (assembled as it is taken) is
+        # never placed between the spans of a trace request half assembled: what is assembled
+        # in what order then depends on the input alone, not on the machine's speed.
+        self.assemble_on_settle = False
 
     # -- intake ---------------------------------------------------------------------------
 
@@ -203,8 +208,9 @@ class SessionsStage:
             await self.assemble(received, item.request_id)
             return
         self._pending.append(item)
-        self._wake.set()
-        self._start()
+        if not self.assemble_on_settle:
+            self._wake.set()
+            self._start()
         self._count(received, received.outcome)
 
     def _start(self) -> None:
@@ -250,6 +256,7 @@ class SessionsStage:
     async def settle(self) -> None:
         """Wait until every acknowledged request has been assembled (read-your-writes)."""
         while self._pending or self._assembling:
+            self._wake.set()
             self._start()
             await asyncio.sleep(0.001)
 
