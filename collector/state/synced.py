@@ -17,9 +17,9 @@ next run, so a waiter resumes in the turn after the one that answered it.  Whate
 raises, every waiter of its run is answered (an ``OSError`` for what is not an ``Exception``)
 and the thread goes on serving runs.
 
-From the hand-off until the loop takes the outcome, serve's switch interval is short
+From the hand-off until the sync returned, serve's switch interval is short
 (``collector.switching``): the sync thread wins the GIL from a busy event loop soon, to start
-the sync and to answer, whatever the interval is otherwise.
+the sync and once it returned, whatever the interval is otherwise.
 
 The thread is started with the first run and ends once no run came for ``IDLE_SECONDS``.
 """
@@ -27,6 +27,7 @@ The thread is started with the first run and ends once no run came for ``IDLE_SE
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 from collections.abc import Callable
@@ -77,6 +78,7 @@ class GroupSync:
                     self._thread = thread
                 self._runs.put((loop, group))
         except RuntimeError as err:  # no thread can be started: nothing can be synced
+            SWITCHING.returned()
             self._answer(loop, group, OSError(f"the request log cannot be synced: {err}"))
 
     def _serve(self) -> None:
@@ -101,16 +103,15 @@ class GroupSync:
             error = err
         except BaseException as err:  # answered all the same: no waiter is left waiting
             error = OSError(f"the request log could not be synced: {err!r}")
-        try:
-            loop.call_soon_threadsafe(self._answer, loop, group, error)
-        except RuntimeError:  # the loop closed: no one is left to answer
+        finally:  # this thread holds the GIL from here until the hand-back below gives it up
             SWITCHING.returned()
+        with contextlib.suppress(RuntimeError):  # the loop closed: no one is left to answer
+            loop.call_soon_threadsafe(self._answer, loop, group, error)
 
     def _answer(
         self, loop: asyncio.AbstractEventLoop, group: list[asyncio.Future[None]], error: BaseException | None
     ) -> None:
         """On the loop: every waiter of the run answered, and the next run started if any wait."""
-        SWITCHING.returned()
         self.runs += 1
         for waiter in group:
             if waiter.done():  # cancelled
