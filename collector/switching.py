@@ -9,8 +9,13 @@ thread's work, but every hand-off costs the loop its caches.  So the interval is
 - ``LONG`` (Python's default) while the loop has a backlog (``backlog(True)``: many requests wait
   to be assembled behind the one being assembled), when CPU a request is what bounds how much
   is taken;
-- ``SHORT`` otherwise, and always while a sync runs (``synced``): the thread that ran it wins
-  the GIL back within ``SHORT``, so the acknowledgements waiting on it do not wait longer.
+- ``SHORT`` otherwise, and always while a sync is handed to its thread or runs (``handed`` ..
+  ``returned``, or ``synced`` around it): that thread wins the GIL within ``SHORT``, to start
+  the sync and to hand its outcome back, so the acknowledgements waiting on it do not wait
+  longer.  A thread waiting for the GIL asks the holder to drop it only after a whole interval
+  in which no other thread took it; a loop that gives the GIL up and takes it straight back in
+  every turn (each ``select``) more often than that starves it.  With a turn of ~2 ms and
+  ``LONG``, a waiting thread waited up to seconds.
 
 Only a started ``Switching`` (``start``: serve) changes the interval: replay and tests leave
 the process's own alone.
@@ -50,17 +55,25 @@ class Switching:
                 self._backlog = waiting
                 self._apply()
 
-    def synced(self, sync: Callable[[], None]) -> None:
-        """Run ``sync`` (on any thread) with the interval ``SHORT`` until it returns."""
+    def handed(self) -> None:
+        """A sync is handed to another thread (on any thread): ``SHORT`` until ``returned``."""
         with self._lock:
             self._syncs += 1
             self._apply()
+
+    def returned(self) -> None:
+        """A sync ``handed`` on has returned and its outcome is handed back (on any thread)."""
+        with self._lock:
+            self._syncs -= 1
+            self._apply()
+
+    def synced(self, sync: Callable[[], None]) -> None:
+        """Run ``sync`` (on any thread) with the interval ``SHORT`` until it returns."""
+        self.handed()
         try:
             sync()
         finally:
-            with self._lock:
-                self._syncs -= 1
-                self._apply()
+            self.returned()
 
     def _apply(self) -> None:
         if not self._started:

@@ -32,7 +32,7 @@ from collector.otlp import wire
 from collector.otlp.received import Accepted, Received, Signal, Spooled
 from collector.sessions.assembler import Assembler
 from collector.sessions.config import Sessions
-from collector.sessions.items import Steps, checking_spans
+from collector.sessions.items import SLICE_SECONDS, Steps, checking_spans
 from collector.sessions.metrics import SessionsMetrics
 from collector.state.config import Storage
 from collector.state.revisions import unwritten_kept
@@ -57,19 +57,20 @@ async def stepped(steps: Steps) -> Accepted:
         await asyncio.sleep(0)
 
 
-# Sessions closed (and planned for evaluation) per event-loop turn: a few while the loop has
-# no backlog, so that acknowledgements are not held up behind their evaluation; more while it
-# has one (throughput is then the bound, and a request waits behind the queue anyway): 64 in a
+# Sessions closed (and planned for evaluation) per event-loop turn while the loop has a
+# backlog (throughput is then the bound, and a request waits behind the queue anyway): 64 in a
 # row, their closing and evaluating code stays hot, and a served span costs less CPU
-# (tests/perf/README.md, "The loop's own serving overhead").
-_CLOSE_BATCH = 8
+# (tests/perf/README.md, "The loop's own serving overhead").  Without a backlog, due sessions
+# close for ``SLICE_SECONDS`` at a time, as requests are assembled, so that acknowledgements
+# are not held up behind their evaluation (a session's close costs ~0.1 to a few ms).
 _CLOSE_BATCH_BACKLOG = 64
+_clock = time.perf_counter  # what a slice of closes is timed by (a seam for tests)
 
 
-def close_batch(waiting: int) -> int:
+def close_batch(waiting: int) -> int | None:
     """How many due sessions to close in one event-loop turn while ``waiting`` requests wait
-    to be assembled."""
-    return _CLOSE_BATCH_BACKLOG if waiting > _BACKLOG else _CLOSE_BATCH
+    to be assembled; None: as many as close within ``SLICE_SECONDS``."""
+    return _CLOSE_BATCH_BACKLOG if waiting > _BACKLOG else None
 
 
 class SessionsStage:
@@ -441,13 +442,30 @@ class SessionsStage:
         while True:
             await asyncio.sleep(self.config.check_interval)
             try:
-                # Many sessions can fall due at once: close them a batch at a time.
-                while self.assembler.close_due(limit=(batch := close_batch(len(self._pending)))) == batch:
-                    await self._forward()
-                    await asyncio.sleep(0)
+                await self._close_due()
                 await self.tick()
             except Exception:  # a bug here must not stop sessions from closing forever
                 log.exception("session tick failed")
+
+    async def _close_due(self) -> None:
+        """Close the sessions due, a batch or a slice at a time (``close_batch``), the event
+        loop running in between: many can fall due at once."""
+        clock = _clock
+        while True:
+            batch = close_batch(len(self._pending))
+            if batch is not None:
+                closed = self.assembler.close_due(limit=batch)
+                await self._forward()
+                if closed < batch:
+                    return
+            else:
+                pause_at = clock() + SLICE_SECONDS
+                while (closed := self.assembler.close_due(limit=1)) and clock() < pause_at:
+                    await self._forward()
+                await self._forward()
+                if not closed:
+                    return
+            await asyncio.sleep(0)
 
     async def tick(self) -> None:
         self.assembler.close_due()

@@ -30,7 +30,11 @@ from collector.state.types import Recorded, Spool, encode_record
 from evaluators.result import Coverage
 
 log = logging.getLogger("skillgauge")
-RECORD_BATCH = 64  # evaluated sessions per transaction (~2 ms of the loop)
+RECORD_BATCH = 64  # evaluated sessions per transaction
+# How long a batch's sessions are prepared before the event loop gets a turn: what an
+# acknowledgement may wait behind (as ``collector.sessions.items.SLICE_SECONDS``).
+SLICE_SECONDS = 0.002
+_clock = time.perf_counter  # what a slice is timed by (a seam for tests)
 _STORAGE_RETRY = 1.0  # seconds between tries while storage fails
 
 
@@ -67,7 +71,12 @@ class Recorder:
         # Each revision as stored, and its coverage line with its results as dicts: what the
         # status queries' columns are made from, without parsing the text again.
         ready: list[tuple[Evaluated, Recorded, dict[str, Any]]] = []
+        clock = _clock
+        pause_at = clock() + SLICE_SECONDS
         for item in batch:
+            if clock() >= pause_at:  # one transaction for the batch, the loop turning meanwhile
+                await asyncio.sleep(0)
+                pause_at = clock() + SLICE_SECONDS
             coverage = item.coverage
             session = coverage.session
             try:

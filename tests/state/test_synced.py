@@ -110,7 +110,6 @@ async def test_storage_sync_chooses_whether_an_append_waits_for_the_sync(
     await on.shutdown(5)
 
 
-
 async def test_the_switch_interval_is_short_while_a_sync_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -152,3 +151,49 @@ async def test_a_sync_starts_within_the_turn_of_the_append_that_finds_none_runni
     assert started
     assert await append == 1
     await store.shutdown(5)
+
+
+async def test_the_switch_interval_is_short_from_the_hand_off_to_the_sync_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A thread waiting for the GIL can starve behind a loop that gives it up and takes it back
+    in every turn: the interval is made short on the loop, as the sync is handed off, not by
+    the sync thread once it runs; long again once the sync returned."""
+    setters: list[tuple[float, bool]] = []  # (interval, set on the loop's thread)
+    loop_thread = threading.get_ident()
+    switching = Switching(lambda interval: setters.append((interval, threading.get_ident() == loop_thread)))
+    switching.start()
+    switching.backlog(True)
+    monkeypatch.setattr(synced, "SWITCHING", switching)
+    group = synced.GroupSync(lambda: None)
+    await group.wait()
+    assert setters == [(SHORT, True), (LONG, True), (SHORT, True), (LONG, False)]
+    assert group.runs == 1
+
+
+async def test_a_sync_that_raises_what_is_no_exception_still_answers_its_waiters() -> None:
+    """Whatever the sync raises, each waiter of its run is answered (an ``OSError``), and the
+    next run is synced again."""
+    raised: list[BaseException] = [SystemExit(3)]
+
+    def sync() -> None:
+        if raised:
+            raise raised.pop()
+
+    group = synced.GroupSync(sync)
+    async with asyncio.timeout(30):  # a guard: unanswered, the waiters would wait forever
+        # The first starts a run at once; the second, made while it runs, waits for the next.
+        outcomes = await asyncio.gather(group.wait(), group.wait(), return_exceptions=True)
+    assert isinstance(outcomes[0], OSError) and "SystemExit" in str(outcomes[0])
+    assert outcomes[1] is None  # the thread went on to the next run
+    assert group.runs == 2
+
+
+async def test_syncs_run_on_a_thread_of_their_own_not_the_default_executor() -> None:
+    """A sync's run is handed to the sync thread through a queue: no executor future wakes the
+    loop to be set and checked besides the answer."""
+    threads: list[str] = []
+    group = synced.GroupSync(lambda: threads.append(threading.current_thread().name))
+    await group.wait()
+    await group.wait()
+    assert threads == ["skillgauge-sync"] * 2
