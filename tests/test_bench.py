@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +46,13 @@ def _cpu_figures(figures: dict[str, Any]) -> None:
     windows = figures["served_cpu_us_per_span_windows"]
     median = figures["served_cpu_us_per_span_median"]
     assert len(windows) >= 3 and min(windows) - 0.05 <= median <= max(windows) + 0.05, windows
-    assert abs(figures["served_over_decode"] - served / figures["decode_cpu_us_per_span"]) < 0.02 * (
-        figures["served_over_decode"]
+    assert (
+        abs(figures["served_over_decode"] - served / figures["decode_cpu_us_per_span"])
+        < 0.02 * (figures["served_over_decode"])
     )
-    assert abs(figures["served_over_inprocess"] - served / figures["inprocess_cpu_us_per_span"]) < 0.02 * (
-        figures["served_over_inprocess"]
+    assert (
+        abs(figures["served_over_inprocess"] - served / figures["inprocess_cpu_us_per_span"])
+        < 0.02 * (figures["served_over_inprocess"])
     )
 
 
@@ -120,6 +123,45 @@ def test_bench_routes_whole_sessions_to_replicas() -> None:
         assert not names[a] & names[b] and not traces[a] & traces[b], (a, b)
 
 
+def test_clients_of_a_replica_send_its_requests_in_one_sequence_of_passes() -> None:
+    """Clients sharing a replica's requests take them in turn, whatever their pace: every
+    request of the sequence of passes is sent once, each with its own pass's ids, so a
+    session's neighbouring requests go out together (a client walking its own share at its
+    own pace drifted passes apart from the others)."""
+    import multiprocessing as mp
+    import threading
+
+    sys.path.insert(0, str(PERF))
+    import bench
+
+    bodies, _ = bench.requests_for(60, spans_per_request=64)
+    assert len(bodies) >= 3
+    turn = mp.Value("q", 0)
+    sent: list[tuple[int, bytes]] = []
+    lock = threading.Lock()
+    out: Any = type("Out", (), {"put": lambda self, item: None})()
+
+    def client(pause: float) -> None:
+        def send(body: bytes) -> None:
+            with lock:
+                sent.append((len(sent), body))
+            time.sleep(pause)  # one client three times as slow as the other
+
+        bench._drive(0, send, bodies, 0.6, 0.0, 0.0, out, 0, turn)
+
+    threads = [threading.Thread(target=client, args=(pause,)) for pause in (0.005, 0.015)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    expected = [bench.fresh(bodies[at % len(bodies)], at // len(bodies)) for at in range(len(sent))]
+    assert len(sent) > 2 * len(bodies)  # a few passes
+    assert sorted(body for _, body in sent) == sorted(expected)
+    # In the order taken (give or take the one request each client has in hand).
+    for n, (_, body) in enumerate(sent):
+        assert body in expected[max(0, n - 2) : n + 3], n
+
+
 def test_a_long_session_is_sent_in_requests_a_receiver_takes() -> None:
     """``in_requests``: every span of the long session, in order, in requests within the limit,
     each as full as the limit allows; a span alone over the limit is refused."""
@@ -157,7 +199,16 @@ def test_judge_call_cost_prints_a_line_for_each_way() -> None:
 
 def test_session_cost_prints_a_line_for_each_step() -> None:
     lines = perf("session_cost.py", "--sessions", "40", "--rounds", "1")[1:]
-    assert [line.split()[0] for line in lines] == ["close", "plan", "results", "coverage", "metrics", "index", "index_dicts", "all"]
+    assert [line.split()[0] for line in lines] == [
+        "close",
+        "plan",
+        "results",
+        "coverage",
+        "metrics",
+        "index",
+        "index_dicts",
+        "all",
+    ]
     assert all(float(line.split()[1]) > 0 for line in lines)
 
 
@@ -166,7 +217,10 @@ def test_the_traffic_written_as_files_replays_through_the_whole_chain(tmp_path: 
     ``skillgauge replay`` takes whole (the chain in one process, for profiling)."""
     lines = perf("bench.py", "--short", "--write-traffic", str(tmp_path))
     files = sorted(tmp_path.glob("*.binpb"))
-    assert files and lines[-1] == f"wrote {len(files)} requests ({sum(_spans(f) for f in files)} spans) to {tmp_path}"
+    assert (
+        files
+        and lines[-1] == f"wrote {len(files)} requests ({sum(_spans(f) for f in files)} spans) to {tmp_path}"
+    )
     run = subprocess.run(
         [sys.executable, "-m", "collector", "replay", str(tmp_path), "--format", "json"],
         capture_output=True,
