@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +46,13 @@ def _cpu_figures(figures: dict[str, Any]) -> None:
     windows = figures["served_cpu_us_per_span_windows"]
     median = figures["served_cpu_us_per_span_median"]
     assert len(windows) >= 3 and min(windows) - 0.05 <= median <= max(windows) + 0.05, windows
-    assert abs(figures["served_over_decode"] - served / figures["decode_cpu_us_per_span"]) < 0.02 * (
-        figures["served_over_decode"]
+    assert (
+        abs(figures["served_over_decode"] - served / figures["decode_cpu_us_per_span"])
+        < 0.02 * (figures["served_over_decode"])
     )
-    assert abs(figures["served_over_inprocess"] - served / figures["inprocess_cpu_us_per_span"]) < 0.02 * (
-        figures["served_over_inprocess"]
+    assert (
+        abs(figures["served_over_inprocess"] - served / figures["inprocess_cpu_us_per_span"])
+        < 0.02 * (figures["served_over_inprocess"])
     )
     detect, decode = figures["detect_cpu_us_per_span"], figures["decode_cpu_us_per_span"]
     assert abs(figures["detect_over_decode"] - detect / decode) < 0.02 * figures["detect_over_decode"]
@@ -124,6 +127,44 @@ def test_bench_routes_whole_sessions_to_replicas() -> None:
         assert not names[a] & names[b] and not traces[a] & traces[b], (a, b)
 
 
+def test_clients_of_a_replica_send_its_requests_in_one_sequence_of_passes() -> None:
+    """Clients sharing a replica's requests take them in turn, whatever their pace: every
+    request of the sequence of passes is sent once, each with its own pass's ids, and each
+    client goes forward through it (a client walking its own share at its own pace drifted
+    passes apart from the others)."""
+    import multiprocessing as mp
+    import threading
+
+    sys.path.insert(0, str(PERF))
+    import bench
+
+    bodies = bench.requests_for(60, spans_per_request=64)[0][:3]
+    turn = mp.Value("q", 0)
+    sent: dict[str, list[bytes]] = {"fast": [], "slow": []}
+    out: Any = type("Out", (), {"put": lambda self, item: None})()
+
+    def client(name: str, pause: float) -> None:
+        def send(body: bytes) -> None:
+            sent[name].append(body)
+            time.sleep(pause)  # one client three times as slow as the other
+
+        bench._drive(0, send, bodies, 0.6, 0.0, 0.0, out, 0, turn)
+
+    threads = [threading.Thread(target=client, args=args) for args in (("fast", 0.005), ("slow", 0.015))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    count = len(sent["fast"]) + len(sent["slow"])
+    expected = [bench.fresh(bodies[at % len(bodies)], at // len(bodies)) for at in range(count)]
+    assert count > 2 * len(bodies) and sent["slow"]  # a few passes, both clients sending
+    assert sorted(sent["fast"] + sent["slow"]) == sorted(expected)
+    place = {body: at for at, body in enumerate(expected)}
+    for name, bodies_sent in sent.items():
+        places = [place[body] for body in bodies_sent]
+        assert places == sorted(places), name
+
+
 def test_a_long_session_is_sent_in_requests_a_receiver_takes() -> None:
     """``in_requests``: every span of the long session, in order, in requests within the limit,
     each as full as the limit allows; a span alone over the limit is refused."""
@@ -161,7 +202,16 @@ def test_judge_call_cost_prints_a_line_for_each_way() -> None:
 
 def test_session_cost_prints_a_line_for_each_step() -> None:
     lines = perf("session_cost.py", "--sessions", "40", "--rounds", "1")[1:]
-    assert [line.split()[0] for line in lines] == ["close", "plan", "results", "coverage", "metrics", "index", "index_dicts", "all"]
+    assert [line.split()[0] for line in lines] == [
+        "close",
+        "plan",
+        "results",
+        "coverage",
+        "metrics",
+        "index",
+        "index_dicts",
+        "all",
+    ]
     assert all(float(line.split()[1]) > 0 for line in lines)
 
 
@@ -170,7 +220,10 @@ def test_the_traffic_written_as_files_replays_through_the_whole_chain(tmp_path: 
     ``skillgauge replay`` takes whole (the chain in one process, for profiling)."""
     lines = perf("bench.py", "--short", "--write-traffic", str(tmp_path))
     files = sorted(tmp_path.glob("*.binpb"))
-    assert files and lines[-1] == f"wrote {len(files)} requests ({sum(_spans(f) for f in files)} spans) to {tmp_path}"
+    assert (
+        files
+        and lines[-1] == f"wrote {len(files)} requests ({sum(_spans(f) for f in files)} spans) to {tmp_path}"
+    )
     run = subprocess.run(
         [sys.executable, "-m", "collector", "replay", str(tmp_path), "--format", "json"],
         capture_output=True,

@@ -696,11 +696,20 @@ def _grpc_client(
     interval: float,
     out: Any,
     first_round: int,
+    turn: Any = None,
 ) -> None:
     channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 64 << 20)])
     export = channel.unary_unary(EXPORT, request_serializer=lambda b: b, response_deserializer=lambda b: b)
     _drive(
-        replica, lambda body: export(body, timeout=30), bodies, seconds, warmup, interval, out, first_round
+        replica,
+        lambda body: export(body, timeout=30),
+        bodies,
+        seconds,
+        warmup,
+        interval,
+        out,
+        first_round,
+        turn,
     )
 
 
@@ -713,6 +722,7 @@ def _http_client(
     interval: float,
     out: Any,
     first_round: int,
+    turn: Any = None,
 ) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 
@@ -723,7 +733,7 @@ def _http_client(
         if response.status != 200:
             raise RuntimeError(f"HTTP {response.status}")
 
-    _drive(replica, send, bodies, seconds, warmup, interval, out, first_round)
+    _drive(replica, send, bodies, seconds, warmup, interval, out, first_round, turn)
 
 
 def fresh(body: bytes | list[bytes], round_: int) -> bytes:
@@ -762,7 +772,16 @@ def _drive(
     interval: float,
     out: Any,
     first_round: int,
+    turn: Any = None,
 ) -> None:
+    """Send ``bodies`` in turn, pass after pass, each request carrying its own pass's ids
+    (``fresh``).  ``turn``: the place in that sequence, shared by the clients of one replica
+    (a ``multiprocessing.Value``; None: this client's own), each taking the next request
+    when it is ready to send: so the parts of a session that neighbouring requests carry are
+    sent close together, as in the recordings.  Clients that each walked their own share at
+    their own pace drifted apart by passes within seconds, and a session's parts then came
+    more than the idle timeout apart (it closed and was reopened)."""
+    turn = turn if turn is not None else mp.Value("q", 0)
     counts = [span_count(b) for b in bodies]
     pieces = [cut(b) for b in bodies]
     latencies: list[float] = []
@@ -778,14 +797,17 @@ def _drive(
             if pause > 0:
                 time.sleep(pause)
             next_at += interval
-        body = fresh(pieces[i % len(bodies)], first_round + i // len(bodies))
+        with turn.get_lock():
+            at = turn.value
+            turn.value += 1
+        body = fresh(pieces[at % len(bodies)], first_round + at // len(bodies))
         t0 = time.perf_counter()
         counted = t0 >= counted_from
         try:
             send(body)
-            acked.append((time.monotonic(), counts[i % len(bodies)]))
+            acked.append((time.monotonic(), counts[at % len(bodies)]))
             if counted:
-                spans += counts[i % len(bodies)]
+                spans += counts[at % len(bodies)]
                 latencies.append(time.perf_counter() - t0)
         except Exception:
             errors += counted
@@ -815,7 +837,8 @@ def drive(
     warmup: float = 0.0,
 ) -> dict[str, Any]:
     """Run ``clients`` client processes for each replica (gRPC and HTTP in turn), each
-    sending a share of that replica's requests ``routed[n]`` to it; ``rates`` (requests/s
+    taking that replica's requests ``routed[n]`` in turn, pass after pass (``_drive``), and
+    sending them to it; ``rates`` (requests/s
     to each replica, over its clients) None = flat out.  Each pass over the requests carries
     new sessions (see ``fresh``), numbered from ``first_round``.
 
@@ -828,16 +851,13 @@ def drive(
     procs = []
     for replica, (server, bodies) in enumerate(zip(servers, routed, strict=True)):
         interval = clients / rates[replica] if rates else 0.0
+        turn = mp.Value("q", 0)  # the replica's next request, taken by whichever client is free
         for n in range(clients):
-            share = bodies[n::clients] or bodies
             target, port = (
                 (_grpc_client, server.grpc_port) if n % 2 == 0 else (_http_client, server.http_port)
             )
-            procs.append(
-                mp.Process(
-                    target=target, args=(replica, port, share, seconds, warmup, interval, queue, first_round)
-                )
-            )
+            args = (replica, port, bodies, seconds, warmup, interval, queue, first_round, turn)
+            procs.append(mp.Process(target=target, args=args))
     for p in procs:
         p.start()
     results = [queue.get(timeout=seconds + 120) for _ in procs]
