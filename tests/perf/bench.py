@@ -1354,17 +1354,12 @@ def half_load(
 
 
 def cpu_figures(
-    decode_us: float,
-    served_us: float,
-    inprocess_us: float,
-    detect_us: float,
-    windows: list[float],
-    median_us: float,
-    detect_ratios: list[float],
+    paired: Paired, served_us: float, inprocess_us: float, windows: list[float], median_us: float
 ) -> dict[str, Any]:
     """The CPU figures (microseconds of process CPU time a span) and their ratios; beside the
     served figure (the whole counted part), each window's and their median; beside detection
     over decode, each round's (``decode_and_detect``)."""
+    decode_us, detect_us = paired.decode_us, paired.detect_cpu_us
     figures = {
         "decode_cpu_us_per_span": round(decode_us, 2),
         "served_cpu_us_per_span": round(served_us, 1),
@@ -1375,7 +1370,7 @@ def cpu_figures(
         "served_over_decode": round(served_us / decode_us, 2),
         "served_over_inprocess": round(served_us / inprocess_us, 3),
         "detect_over_decode": round(detect_us / decode_us, 2),
-        "detect_over_decode_rounds": [round(r, 2) for r in detect_ratios],
+        "detect_over_decode_rounds": [round(r, 2) for r in paired.ratios],
     }
     print(
         f"CPU a span: decode {decode_us:.2f} us, served {served_us:.1f} us, in process {inprocess_us:.1f} us, "
@@ -1490,15 +1485,7 @@ def main(argv: list[str] | None = None) -> int:
                     "ingest_spans_per_s": round(flat["spans_per_s"]),
                     "replica_spans_per_s": [round(r) for r in flat["replica_spans_per_s"]],
                     "cpu_us_per_span": cpu,
-                    **cpu_figures(
-                        decode_us,
-                        served_us,
-                        inprocess_us,
-                        detect_cpu_us,
-                        windows,
-                        flat["served_median_us"],
-                        paired.ratios,
-                    ),
+                    **cpu_figures(paired, served_us, inprocess_us, windows, flat["served_median_us"]),
                     "export_p99_ms": round(half["p99_ms"], 1),
                     "short": short,
                 }
@@ -1578,15 +1565,7 @@ def main(argv: list[str] | None = None) -> int:
         "raw_bytes_per_open_session": round(raw),
         "detect_us_per_span": round(detect_us, 2),
         "cpu_us_per_span": cpu,  # at saturation, by replica process
-        **cpu_figures(
-            decode_us,
-            served_us,
-            inprocess_us,
-            detect_cpu_us,
-            windows,
-            flat["served_median_us"],
-            paired.ratios,
-        ),
+        **cpu_figures(paired, served_us, inprocess_us, windows, flat["served_median_us"]),
         "long_session_detect_us_per_span": round(long_us, 1),
         "short_session_detect_us_per_span": round(short_us, 1),
         "long_session_wide_detect_us_per_span": round(wide_long_us, 1),
