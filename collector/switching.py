@@ -9,8 +9,8 @@ thread's work, but every hand-off costs the loop its caches.  So the interval is
 - ``LONG`` (Python's default) while the loop has a backlog (``backlog(True)``: many requests wait
   to be assembled behind the one being assembled), when CPU a request is what bounds how much
   is taken;
-- ``SHORT`` otherwise, and always while a sync is handed to its thread or runs (``handed`` ..
-  ``returned``, or ``synced`` around it): that thread wins the GIL within ``SHORT``, to start
+- ``SHORT`` otherwise, and always while a sync is handed to its thread or runs (from ``handed``
+  until ``returned``): that thread wins the GIL within ``SHORT``, to start
   the sync and to hand its outcome back, so the acknowledgements waiting on it do not wait
   longer.  A thread waiting for the GIL asks the holder to drop it only after a whole interval
   in which no other thread took it; a loop that gives the GIL up and takes it straight back in
@@ -37,7 +37,7 @@ class Switching:
 
     def __init__(self, set_interval: Callable[[float], None] = sys.setswitchinterval) -> None:
         self._set_interval = set_interval
-        self._lock = threading.Lock()  # ``backlog`` is told on the loop, ``synced`` runs off it
+        self._lock = threading.Lock()  # ``backlog`` is told on the loop, ``returned`` off it
         self._started = False
         self._backlog = False
         self._syncs = 0  # running now
@@ -66,14 +66,6 @@ class Switching:
         with self._lock:
             self._syncs -= 1
             self._apply()
-
-    def synced(self, sync: Callable[[], None]) -> None:
-        """Run ``sync`` (on any thread) with the interval ``SHORT`` until it returns."""
-        self.handed()
-        try:
-            sync()
-        finally:
-            self.returned()
 
     def _apply(self) -> None:
         if not self._started:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 from collector.switching import LONG, SHORT, Switching
 
 
@@ -21,45 +19,27 @@ def test_long_with_a_backlog_short_without_one() -> None:
 
 
 def test_short_while_any_sync_runs() -> None:
+    """From each sync's hand-off until it returned, on whichever threads they are told."""
     intervals: list[float] = []
     switching = Switching(intervals.append)
     switching.start()
     switching.backlog(True)
-    inside, release = threading.Event(), threading.Event()
-    seen: list[float | None] = []
-
-    def held() -> None:
-        inside.set()
-        assert release.wait(10)
-
-    thread = threading.Thread(target=switching.synced, args=(held,))
+    switching.handed()
+    switching.handed()  # a second, overlapping
+    seen = [switching.interval]
+    thread = threading.Thread(target=switching.returned)  # the first returns on its own thread
     thread.start()
-    assert inside.wait(10)
-    switching.synced(lambda: seen.append(switching.interval))  # a second, overlapping
-    seen.append(switching.interval)  # the first still runs
-    release.set()
     thread.join(10)
+    seen.append(switching.interval)  # the second still runs
+    switching.returned()
     assert seen == [SHORT, SHORT] and switching.interval == LONG
     assert intervals == [SHORT, LONG, SHORT, LONG]
-
-
-def test_a_sync_that_raises_leaves_the_interval_as_it_was() -> None:
-    intervals: list[float] = []
-    switching = Switching(intervals.append)
-    switching.start()
-    switching.backlog(True)
-
-    def failing() -> None:
-        raise OSError("disk")
-
-    with pytest.raises(OSError):
-        switching.synced(failing)
-    assert switching.interval == LONG
 
 
 def test_not_started_changes_nothing() -> None:
     intervals: list[float] = []
     switching = Switching(intervals.append)
     switching.backlog(True)
-    switching.synced(lambda: None)
+    switching.handed()
+    switching.returned()
     assert intervals == [] and switching.interval is None
