@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector.detect.content import (
@@ -19,7 +19,16 @@ from collector.detect.facts import logs as log_facts
 from collector.detect.facts import prompts as prompt_facts
 from collector.detect.plans import Field, SpanPlan, plan_of
 from collector.detect.transcript import MessageCall, MessageResult
-from collector.otlp.views import SHAPES_KEPT, Attributes, Encoded, SpanView, as_text, encoded_of, value_of
+from collector.otlp.views import (
+    SHAPES_KEPT,
+    Attributes,
+    Encoded,
+    SpanView,
+    as_text,
+    attribute_map,
+    encoded_of,
+    value_of,
+)
 from evaluators.bytecache import memo_by_text
 
 
@@ -35,12 +44,8 @@ _PROMPT_EVENTS = _index(prompt_facts.PROMPT_FIELDS)
 _RESPONSE_EVENTS = _index(tuple((event, key, "") for event, key in prompt_facts.RESPONSE_FIELDS))
 # Per span event name, what ``span_fields`` reads in it: the prompt table's (key, role) pairs
 # and the answer table's keys, each in key order, and every key either reads.
-_EVENT_READS: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...], frozenset[str]]] = {
-    name: (
-        _PROMPT_EVENTS.get(name, ()),
-        tuple(key for key, _ in _RESPONSE_EVENTS.get(name, ())),
-        frozenset(key for key, _ in (*_PROMPT_EVENTS.get(name, ()), *_RESPONSE_EVENTS.get(name, ()))),
-    )
+_EVENT_READS: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
+    name: (_PROMPT_EVENTS.get(name, ()), tuple(key for key, _ in _RESPONSE_EVENTS.get(name, ())))
     for name in (*_PROMPT_EVENTS, *_RESPONSE_EVENTS)
 }
 _PREAMBLE = prompt_facts.USER_TEXT_PREAMBLE
@@ -129,8 +134,8 @@ def span_fields(
 ) -> tuple[list[tuple[str, str | Encoded]], str | None]:
     """(``prompt_fields``, ``response_raw``) of the span, reading each of its events once:
     ``events``, its ``named_events``.  An event is read only when its name is in a prompt or
-    answer table, and then only the keys those tables list (a key written twice: its last
-    value, as ``Attributes`` reads it); no view is made of it."""
+    answer table, and then only the keys those tables list (looked up in its attribute map);
+    no view is made of it."""
     found: list[tuple[str, str | Encoded]] = []
     attrs = view.attrs
     for role, key, mime in plan.prompts:  # as ``_fields`` lists them, without a list between
@@ -158,31 +163,26 @@ def span_fields(
         reads = _EVENT_READS.get(name)
         if reads is None:
             continue
-        prompt_keys, answer_keys, keys = reads
-        held: dict[str, KeyValue] = {}
-        for kv in event.attributes[:]:
-            if kv.key in keys:
-                held[kv.key] = kv
-        if not held:
-            continue
+        prompt_keys, answer_keys = reads
+        values = attribute_map(event)
         read: dict[str, str | None] = {}  # text read for a prompt, read again for the answer
         for key, role in prompt_keys:
-            kv = held.get(key)
-            if kv is None:
+            value = values.get(key)
+            if value is None:
                 continue
             if role in _ENCODED_ROLES:
-                raw = _encoded_value(kv.value)
+                raw = _encoded_value(value)
                 if raw is not None:
                     found.append((role, raw))
             else:
-                text = read[key] = _readable_value(kv.value)
+                text = read[key] = _readable_value(value)
                 if text is not None:
                     found.append((role, text))
         if answer is None:
             for key in answer_keys:
-                kv = held.get(key)
-                if kv is not None:
-                    answer = read[key] if key in read else _readable_value(kv.value)
+                value = values.get(key)
+                if value is not None:
+                    answer = read[key] if key in read else _readable_value(value)
                     if answer is not None:
                         break
     for key in plan.flattened_texts:

@@ -114,22 +114,31 @@ class SpanBytes:
 
     def string(self, key: str) -> tuple[int, int] | None:
         """Where the string value of span attribute ``key`` sits in ``raw``, or None: absent,
-        no string, or not found in place.  The first attribute of that key is taken: for a
-        span that writes a key twice (the last one counts, as in a map) the caller reads the
-        parsed message instead."""
+        no string, not found in place, or written twice (the parsed message holds its last
+        value: a map's, ``collector.otlp.classes``; the caller reads it there)."""
         if not (self._checked if self._checked is not None else self._is_the_span()):
             return None
         pattern = _KEY_FIELDS.get(key) or _key_field(key)
+        first = self._search(pattern, self.start)
+        if first is None:
+            return None
+        where = self._record(first[1])
+        if self._search(pattern, first[0]) is not None:
+            return None  # written twice
+        return where
+
+    def _search(self, pattern: bytes, at: int) -> tuple[int, tuple[int, int] | None] | None:
+        """The first attribute whose key field is ``pattern`` beginning at ``at`` or after it,
+        outside the long strings found (``_attribute_in``)."""
         raw, end = self.raw, self.end
         found = self._found
         if found is None:
-            attribute = _attribute_in(raw, pattern, self.start, end, end)
-            return None if attribute is None else self._record(attribute[1])
-        at = self.start
+            return _attribute_in(raw, pattern, at, end, end)
         for skip_from, skip_to in (*found, (end, end)):  # the bytes between the strings found
-            attribute = _attribute_in(raw, pattern, at, skip_from, end)
-            if attribute is not None:
-                return self._record(attribute[1])
+            if skip_from > at:
+                attribute = _attribute_in(raw, pattern, at, skip_from, end)
+                if attribute is not None:
+                    return attribute
             at = max(at, skip_to)
         return None
 

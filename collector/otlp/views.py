@@ -4,8 +4,8 @@ The assembler and the detectors read spans and log records only through these vi
 view reads a repeated field at most once, when somebody first asks for it, and converts a
 value to Python only when it is asked for:
 
-- ``Attributes``: a span's, log record's, resource's or span event's attributes; the first
-  lookup indexes the keys (a key written twice keeps its last value, as in a map), and each
+- ``Attributes``: a span's, log record's, resource's or span event's attributes, a map as
+  ``collector.otlp.classes`` parses them (a key written twice keeps its last value); each
   value becomes a Python value (``value_of``) the first time it is read.
 - ``SpanView.events``: the span's events, each with its own ``Attributes``, in span order.
 - ``LogView.message_fields``: a log body written ``[message, "<JSON object>"]``, parsed once.
@@ -17,19 +17,23 @@ A loop over a repeated protobuf field goes over a slice of it (``field[:]``, a l
 C): a loop over the field itself ends when a read past its end raises ``IndexError``, whose
 message upb formats and the loop drops (~2,000 instructions a loop, as much as indexing
 two attributes).
+
+A view of a message built with OTLP's own classes (a test's, one read from OTLP/JSON) reads
+it as the chain parses it: converted by its bytes (``classes.received``), once a view.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Sequence
-from typing import Any
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any, cast
 
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from collector.otlp import classes
 from collector.otlp.inplace import SpanBytes
 
 _ERROR = Status.STATUS_CODE_ERROR
@@ -40,6 +44,13 @@ _MISSING: Any = object()
 # most: a deployment has a few dozen.
 SHAPES_KEPT = 4096
 _PREFIXED: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {}
+_SPAN, _RESOURCE, _LOG_RECORD = classes.Span, classes.Resource, classes.LogRecord
+
+
+def attribute_map(message: Span | Span.Event | Resource | LogRecord) -> Mapping[str, AnyValue]:
+    """The attributes of a span, span event, resource or log record of ``collector.otlp.classes``
+    (typed as OTLP's own), a map: look keys up with ``in`` and ``get`` (``[]`` would add one)."""
+    return cast(Mapping[str, AnyValue], message.attributes)
 
 
 def value_of(value: AnyValue) -> Any:
@@ -139,87 +150,79 @@ def encoded_of(value: AnyValue) -> Encoded | None:
 
 
 class Attributes:
-    """Key lookup over a repeated ``KeyValue`` field, read lazily (see the module doc).
+    """Key lookup over an attribute map (``collector.otlp.classes``), read lazily.
 
-    One dict holds each key's ``KeyValue`` until its value is first read, and the value (a
-    Python value, ``value_of``) from then on: a read is one lookup."""
+    A lookup is protobuf's, in C; a value becomes a Python value (``value_of``) the first
+    time it is read, and is kept."""
 
-    __slots__ = ("_by_key", "_in_place", "_kvs", "_shape")
+    __slots__ = ("_in_place", "_map", "_read", "_shape")
 
-    def __init__(self, kvs: Sequence[KeyValue], in_place: SpanBytes | None = None) -> None:
-        self._kvs = kvs
+    def __init__(self, attributes: Mapping[str, AnyValue], in_place: SpanBytes | None = None) -> None:
+        self._map = attributes
         self._in_place = in_place  # where the strings sit in the request as received, if known
-        self._by_key: dict[str, Any] | None = None  # key -> its KeyValue, or its value once read
+        self._read: dict[str, Any] = {}  # key -> its value, once read
         self._shape: tuple[str, ...] | None = None
 
-    def _index(self) -> dict[str, Any]:
-        # Each KeyValue as it is: its AnyValue is taken only for the keys somebody reads.
-        if self._by_key is None:
-            self._by_key = {kv.key: kv for kv in self._kvs[:]}  # a slice: see the module doc
-        return self._by_key
-
     def __contains__(self, key: str) -> bool:
-        return key in (self._by_key if self._by_key is not None else self._index())
+        return key in self._map
 
     def by_key(self) -> Collection[str]:
-        """The keys (a key written twice once), in attribute order, for a caller that tests
-        several keys (``key in``) without a call for each.  Read only."""
-        return self._by_key if self._by_key is not None else self._index()
+        """The keys, for a caller that tests several keys (``key in``) without a call for
+        each.  Read only."""
+        return self._map
 
     def get(self, key: str) -> Any:
         """The value under ``key`` as a Python value, or None."""
-        index = self._by_key if self._by_key is not None else self._index()
-        value = index.get(key)
-        if type(value) is KeyValue:  # not read yet
-            any_value = value.value
+        read = self._read
+        value = read.get(key, _MISSING)
+        if value is _MISSING:
+            any_value = self._map.get(key)
             # ``value_of``, without a call for the common case: text (an AnyValue holding
             # anything else reads as "")
-            value = index[key] = any_value.string_value or value_of(any_value)
+            value = read[key] = None if any_value is None else any_value.string_value or value_of(any_value)
         return value
 
     def encoded(self, key: str) -> Encoded | None:
         """The string under ``key`` as its UTF-8 bytes (``Encoded``), or None (absent, or no
         string).  A text read already is encoded from it."""
-        index = self._by_key if self._by_key is not None else self._index()
-        kv = index.get(key)
-        if type(kv) is not KeyValue:  # absent, or read already
-            return Encoded.of(kv) if type(kv) is str else None
-        if self._in_place is not None and len(index) == len(self._kvs):  # no key written twice
+        value = self._read.get(key, _MISSING)
+        if value is not _MISSING:
+            return Encoded.of(value) if type(value) is str else None
+        any_value = self._map.get(key)
+        if any_value is None:
+            return None
+        if self._in_place is not None:
             where = self._in_place.string(key)
             if where is not None:
                 return Encoded(self._in_place.raw, where[0], where[1])  # no copy
-        return encoded_of(kv.value)
+        return encoded_of(any_value)
 
     def text(self, key: str) -> str | None:
         """``get``'s value as text (``as_text``)."""
-        index = self._by_key if self._by_key is not None else self._index()
-        value = index.get(key)
-        if type(value) is KeyValue:  # not read yet: as ``get`` reads it
-            any_value = value.value
-            value = index[key] = any_value.string_value or value_of(any_value)
+        value = self.get(key)
         return value if type(value) is str or value is None else as_text(value)
 
     def first_text(self, keys: Iterable[str]) -> str | None:
         """The text of the first of ``keys`` present (which may be empty), or None."""
-        present = self._by_key if self._by_key is not None else self._index()
+        present = self._map
         for key in keys:
             if key in present:
                 return self.text(key)
         return None
 
     def keys(self) -> Collection[str]:
-        """The keys (``key in`` tests them), in attribute order.  Read only."""
-        return self._by_key if self._by_key is not None else self._index()
+        """The keys (``key in`` tests them).  Read only."""
+        return self._map
 
     def shape(self) -> tuple[str, ...]:
-        """The keys, in attribute order: what one instrumentation's spans of one kind share,
+        """The keys, in the map's order: what one instrumentation's spans of one kind share,
         so that what depends on the keys alone can be worked out once for all of them."""
         if self._shape is None:
-            self._shape = tuple(self._by_key if self._by_key is not None else self._index())
+            self._shape = tuple(self._map)
         return self._shape
 
     def keys_with_prefix(self, prefix: str) -> list[str]:
-        """The keys starting with ``prefix``, in attribute order (a new list each call)."""
+        """The keys starting with ``prefix``, in the map's order (a new list each call)."""
         shape = self.shape()
         found = _PREFIXED.get((shape, prefix))
         if found is None:
@@ -235,7 +238,9 @@ class ResourceView:
     __slots__ = ("attrs",)
 
     def __init__(self, resource: Resource) -> None:
-        self.attrs = Attributes(resource.attributes)
+        if type(resource) is not _RESOURCE:
+            resource = classes.received(resource)
+        self.attrs = Attributes(attribute_map(resource))
 
 
 class EventView:
@@ -253,7 +258,7 @@ class EventView:
     @property
     def attrs(self) -> Attributes:
         if self._attrs is None:
-            self._attrs = Attributes(self._event.attributes)
+            self._attrs = Attributes(attribute_map(self._event))
         return self._attrs
 
     @property
@@ -276,10 +281,12 @@ class SpanView:
         trace_id: bytes | None = None,
         span_id: bytes | None = None,
     ) -> None:
+        if type(span) is not _SPAN:
+            span = classes.received(span)
         self.span = span
         self.scope = scope
         self.resource = resource
-        self.attrs = Attributes(span.attributes, in_place)
+        self.attrs = Attributes(attribute_map(span), in_place)
         self._events: list[EventView] | None = None
         self._trace_id = trace_id
         self._span_id = span_id
@@ -322,10 +329,12 @@ class LogView:
     __slots__ = ("_fields", "attrs", "record", "resource", "scope")
 
     def __init__(self, record: LogRecord, scope: str, resource: ResourceView) -> None:
+        if type(record) is not _LOG_RECORD:
+            record = classes.received(record)
         self.record = record
         self.scope = scope
         self.resource = resource
-        self.attrs = Attributes(record.attributes)
+        self.attrs = Attributes(attribute_map(record))
         self._fields: tuple[str, dict[str, Any]] | None = _MISSING
 
     @property

@@ -25,7 +25,7 @@ from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.otlp import wire
+from collector.otlp import classes, wire
 from collector.receiver.errors import InvalidRequest, UnsupportedMedia
 from collector.telemetry import RateLimitedLog
 
@@ -33,10 +33,13 @@ Signal = Literal["traces", "logs"]
 Encoding = Literal["protobuf", "json"]
 M = TypeVar("M", bound=Message)
 
+# OTLP's own: what OTLP/JSON is read into (and what errors name).
 REQUEST_TYPES: dict[Signal, type[Message]] = {
     "traces": ExportTraceServiceRequest,
     "logs": ExportLogsServiceRequest,
 }
+# The chain's (attributes as maps, ``collector.otlp.classes``): what protobuf is read into.
+PARSED_TYPES: dict[Signal, type[Message]] = {"traces": classes.TraceRequest, "logs": classes.LogsRequest}
 
 # Where ids live in each signal's JSON: (list path to the records, id keys in a record).
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
@@ -58,9 +61,10 @@ def media_encoding(content_type: str | None) -> Encoding:
 
 
 def decode(signal: Signal, body: bytes, encoding: Encoding) -> Message:
+    """``body`` as the chain reads it (``PARSED_TYPES``)."""
     if encoding == "protobuf":
-        return parse_protobuf(REQUEST_TYPES[signal], body)
-    return parse_json(REQUEST_TYPES[signal], body)
+        return parse_protobuf(PARSED_TYPES[signal], body)
+    return classes.received(parse_json(REQUEST_TYPES[signal], body))
 
 
 def parse_protobuf(message_type: type[M], body: bytes) -> M:

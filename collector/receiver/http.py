@@ -14,6 +14,7 @@ from aiohttp import web
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from collector.otlp import classes
 from collector.otlp.received import Received
 from collector.receiver import auth as listener_auth
 from collector.receiver import codings, decode, not_found
@@ -67,7 +68,8 @@ def make_handler(
             await admit(tenant)  # refuse under backpressure before reading and decoding the body
             body = await _read_body(request, limit, listener.read_timeout)
             if encoding == "json":  # converted in slices: the event loop runs in between
-                message = await _with_pauses(decode.parsing_json(decode.REQUEST_TYPES[signal], body))
+                parsed = await _with_pauses(decode.parsing_json(decode.REQUEST_TYPES[signal], body))
+                message = classes.received(parsed)  # as the chain reads it
             else:
                 message = decode.decode(signal, body, encoding)
             raw = body if encoding == "protobuf" else None

@@ -4,8 +4,9 @@ Done once, at the door, so a redacted value never reaches the spool, the detecto
 judge's prompts, the status API or the exported evaluation spans.  Two passes over the
 decoded OTLP request:
 
-1. every ``KeyValue`` whose key matches (resource, scope, span, event, link and log record
-   attributes, and maps nested inside values) gets the value ``[REDACTED]``;
+1. every attribute whose key matches (resource, scope, span, event, link and log record
+   attributes, lists or maps as ``collector.otlp.classes`` parses them, and maps nested
+   inside values) gets the value ``[REDACTED]``;
 2. the string values removed in pass 1 (4 characters or longer) are also replaced wherever
    else they occur in the same request: a user's e-mail copied into a prompt is caught.
 
@@ -27,6 +28,11 @@ from collector.receiver.types import Intake
 
 REDACTED = "[REDACTED]"
 MIN_SCRUB_CHARS = 4  # shorter values ("1", "eu") would shred unrelated text
+
+
+def _is_map(field: FieldDescriptor) -> bool:
+    """A map field: attributes as ``collector.otlp.classes`` parses them (key -> AnyValue)."""
+    return field.type == FieldDescriptor.TYPE_MESSAGE and bool(field.message_type.GetOptions().map_entry)
 
 
 def _repeated(field: FieldDescriptor) -> bool:
@@ -57,6 +63,15 @@ class Redactor:
         for field, value in message.ListFields():
             if field.type != FieldDescriptor.TYPE_MESSAGE:
                 continue
+            if _is_map(field):  # attributes: each value under its key
+                for key in list(value):
+                    if self._config.matches(key):
+                        _strings(value[key], removed)
+                        value[key].CopyFrom(AnyValue(string_value=REDACTED))
+                        count += 1
+                    else:
+                        count += self._keys(value[key], removed)
+                continue
             for child in value if _repeated(field) else (value,):
                 count += self._keys(child, removed)
         return count
@@ -78,6 +93,13 @@ def _scrub(message: Message, values: list[str]) -> None:
                 value[:] = [_replace(v, values) for v in value]
             elif any(v in value for v in values):
                 setattr(message, field.name, _replace(value, values))
+        elif _is_map(field):  # attributes: keys and values, as a list of them would be
+            for key in list(value):
+                _scrub(value[key], values)
+                renamed = _replace(key, values)
+                if renamed != key:
+                    value[renamed].CopyFrom(value[key])
+                    del value[key]
         elif field.type == FieldDescriptor.TYPE_MESSAGE:
             for child in value if _repeated(field) else (value,):
                 _scrub(child, values)

@@ -43,11 +43,10 @@ from collections.abc import Iterable, Iterator
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from collector.otlp import inplace
+from collector.otlp import classes, inplace
 from collector.otlp.inplace import SpanBytes
 from collector.otlp.received import Accepted
 from collector.otlp.views import LogView, ResourceView, SpanView
@@ -396,7 +395,7 @@ class Assembler(Admission):
                         bound_to = self._early_for(key, trace_id, record.span_id)
                         if bound_to is not None:
                             if kept is None:
-                                kept = Resource()
+                                kept = type(resource_logs.resource)()  # OTLP's class or ours
                                 kept.CopyFrom(resource_logs.resource)
                             early = EarlyLog(
                                 trace_id,
@@ -475,7 +474,9 @@ class Assembler(Admission):
                         None, early.trace, now, early.request_id, early.tenant, near=early.span_id
                     )
                 self._took_early(session, early.request_id)
-                view = LogView(LogRecord.FromString(early.encoded), early.scope, ResourceView(early.resource))
+                view = LogView(
+                    classes.LogRecord.FromString(early.encoded), early.scope, ResourceView(early.resource)
+                )
                 if session.provisional and not session.skill_named:
                     session.skill_named = mentions_skills(view.attrs)
                 session.ids[early.ident] = None

@@ -15,6 +15,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from collector.detect.session import SessionEvidence
+from collector.otlp import classes
 from collector.otlp.views import LogView, ResourceView, SpanView
 from collector.sessions.binding import shaped
 from collector.sessions.closing import Closing
@@ -70,7 +71,7 @@ class Restart(Closing):
         self, request: ExportTraceServiceRequest | ExportLogsServiceRequest, tenant: str
     ) -> Iterator[tuple[str | None, bytes]]:
         """(session key, ``scoped`` trace id) of each item of ``request``."""
-        if isinstance(request, ExportTraceServiceRequest):
+        if classes.is_traces(request):
             for resource_spans in request.resource_spans:
                 resource = ResourceView(resource_spans.resource)
                 for scope_spans in resource_spans.scope_spans:
@@ -80,7 +81,7 @@ class Restart(Closing):
                             scoped(tenant, span.trace_id),
                         )
         else:
-            for resource_logs in request.resource_logs:
+            for resource_logs in classes.as_logs(request).resource_logs:
                 resource = ResourceView(resource_logs.resource)
                 for scope_logs in resource_logs.scope_logs:
                     for record in scope_logs.log_records:
@@ -103,7 +104,7 @@ class Restart(Closing):
         ids: Ids = {}  # what it took, so a re-sent copy is still one item
         held = 0  # its items' bytes
         for request in requests:
-            if isinstance(request, ExportTraceServiceRequest):
+            if classes.is_traces(request):
                 for resource_spans in request.resource_spans:
                     resource = ResourceView(resource_spans.resource)
                     for scope_spans in resource_spans.scope_spans:
@@ -120,7 +121,7 @@ class Restart(Closing):
                                 ids[span.trace_id + span.span_id] = None
                                 evidence.observe_span(view)
             else:
-                for resource_logs in request.resource_logs:
+                for resource_logs in classes.as_logs(request).resource_logs:
                     resource = ResourceView(resource_logs.resource)
                     for scope_logs in resource_logs.scope_logs:
                         scope = scope_logs.scope.name

@@ -28,7 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector.component import Consumer, Retryable
 from collector.detect.expectations import Rules
-from collector.otlp import wire
+from collector.otlp import classes, wire
 from collector.otlp.received import Accepted, Received, Signal, Spooled
 from collector.sessions.assembler import Assembler
 from collector.sessions.config import Sessions
@@ -229,8 +229,7 @@ class SessionsStage:
             item = self._pending[0]
             self._assembling = True
             try:
-                request = item.received.request
-                assert isinstance(request, ExportTraceServiceRequest)
+                request = classes.as_traces(item.received.request)
                 received = item.received
                 for entry in self.assembler.feed(
                     request,
@@ -266,14 +265,12 @@ class SessionsStage:
         request = item.request
         await self._reopen_dormant(request, request_id, item.tenant)
         if item.signal == "traces":
-            assert isinstance(request, ExportTraceServiceRequest)
             result = self.assembler.add_spans(
-                request, request_id, admit=admit, raw=item.raw, tenant=item.tenant
+                classes.as_traces(request), request_id, admit=admit, raw=item.raw, tenant=item.tenant
             )
         else:
-            assert isinstance(request, ExportLogsServiceRequest)
             result = self.assembler.add_logs(
-                request, request_id, admit=admit, raw=item.raw, tenant=item.tenant
+                classes.as_logs(request), request_id, admit=admit, raw=item.raw, tenant=item.tenant
             )
         item.outcome.take(result)
         self._count(item, result)
@@ -305,7 +302,7 @@ class SessionsStage:
         item that reopens it finds it whole."""
         parsed: list[ExportTraceServiceRequest | ExportLogsServiceRequest] = []
         for kept_id, signal, payload in await self.store.read_requests(entry.requests):
-            kept = ExportTraceServiceRequest() if signal == "traces" else ExportLogsServiceRequest()
+            kept = classes.TraceRequest() if signal == "traces" else classes.LogsRequest()
             try:
                 wire.parse(kept, payload)
             except DecodeError:
@@ -359,7 +356,7 @@ class SessionsStage:
                 await self.close(done.session, done.reason)
             self._last_request = request_id
             kind: Signal = "traces" if signal == "traces" else "logs"
-            request = ExportTraceServiceRequest() if kind == "traces" else ExportLogsServiceRequest()
+            request = classes.TraceRequest() if kind == "traces" else classes.LogsRequest()
             try:
                 wire.parse(request, payload)  # as the receivers parsed it
             except DecodeError as err:

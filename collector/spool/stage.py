@@ -17,6 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector.component import Consumer, Retryable
 from collector.db.writer import Faults
+from collector.otlp import classes
 from collector.otlp.received import Accepted, Received, Spooled
 from collector.sessions.items import checking_spans
 from collector.sessions.stage import stepped
@@ -92,8 +93,7 @@ class SpoolStage:
             await self._room()
         self.admit()
         if item.signal == "traces":
-            assert isinstance(item.request, ExportTraceServiceRequest)
-            checked = await self._check(item.request, item.tenant)
+            checked = await self._check(classes.as_traces(item.request), item.tenant)
             item.outcome.take(checked)
             if checked.over_max_open:  # spans were removed: spool what is left
                 item = replace(item, raw=None)

@@ -5,11 +5,12 @@ provider)."""
 from __future__ import annotations
 
 import pytest
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector.detect import plans
 from collector.detect.facts import prompts as prompt_facts
-from collector.otlp.views import Attributes
+from collector.otlp.views import ResourceView, SpanView
 
 
 @pytest.mark.parametrize(
@@ -48,6 +49,6 @@ def test_a_span_of_counts_and_a_provider_reads_nothing() -> None:
     span.attributes.add(key="gen_ai.request.model").value.string_value = "claude"
     for count in ("gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens"):
         span.attributes.add(key=count).value.int_value = 120
-    plan = plans.plan_of(Attributes(span.attributes))
+    plan = plans.plan_of(SpanView(span, "", ResourceView(Resource())).attrs)
     assert plan.others == ()
     assert plan.reads_nothing

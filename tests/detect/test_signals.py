@@ -14,7 +14,7 @@ from collector.config import parse
 from collector.detect import catalogs, shell_reads
 from collector.detect.content import tool_call
 from collector.detect.session import SessionEvidence
-from collector.otlp.views import ResourceView, SpanView
+from collector.otlp.views import ResourceView, SpanView, attribute_map
 from collector.replay import replay
 from evaluators import skill_md
 from evaluators.evidence import Session, ToolCall
@@ -238,9 +238,7 @@ def test_an_input_value_is_a_user_request_only_when_its_mime_type_says_plain_tex
 
     (view,) = _query_spans("right_skill.traces.jsonl")
     assert messages.user_texts(view) == [view.attrs.get("input.value")]
-    for kv in view.span.attributes:
-        if kv.key == "input.mime_type":
-            kv.value.string_value = "application/json"
+    attribute_map(view.span)["input.mime_type"].string_value = "application/json"
     relabelled = SpanView(view.span, view.scope, view.resource)
     assert messages.user_texts(relabelled) == []  # read as a message list, and it is none
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
 from collector.config import parse
 from collector.detect import catalogs, shell_reads
 from collector.detect.transcript import blocks, injections
+from collector.otlp import classes
 from collector.receiver import codings, decode
 from collector.receiver.errors import ReceiveError
 from collector.sessions.assembler import Assembler
@@ -35,7 +34,7 @@ def otlp_protobuf_and_detect(data: bytes) -> None:
         request = decode.decode("traces", data, "protobuf")
     except ReceiveError:
         return
-    assert isinstance(request, ExportTraceServiceRequest)
+    assert type(request) is classes.TraceRequest
     assembler = Assembler(_SESSIONS, lambda session, reason: None)
     result = assembler.add_spans(request)
     total = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)

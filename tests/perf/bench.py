@@ -150,6 +150,11 @@ from collector.otlp.views import value_of  # noqa: E402
 from collector.sessions.assembler import Accepted, Assembler  # noqa: E402
 from collector.sessions.keys import shaped_keys  # noqa: E402
 
+try:  # the request class the chain parses into; a build from before it parsed OTLP's own
+    from collector.otlp.classes import TraceRequest as ParsedRequest
+except ModuleNotFoundError:
+    ParsedRequest = ExportTraceServiceRequest
+
 # The session keys (of ``sessions.keys``' defaults) that the traffic's recordings use.
 SESSION_KEYS = frozenset(
     {
@@ -514,7 +519,7 @@ def detect_cost(bodies: list[bytes]) -> float:
     with collected_as_served(None) as collect_if_due:
         start = time.process_time()
         for n, body in enumerate(bodies):
-            request = ExportTraceServiceRequest()
+            request = ParsedRequest()
             request.ParseFromString(body)
             result = Accepted()
             for _ in assembler.feed(request, n + 1, result, raw=body):  # as the served pipeline does
@@ -643,7 +648,7 @@ def _session_runner(
         for requests in bodies:
             assembler = Assembler(parse({}).sessions, lambda session, reason: None)
             for request_id, body in enumerate(requests, 1):
-                request = ExportTraceServiceRequest()
+                request = ParsedRequest()
                 request.ParseFromString(body)
                 start = time.process_time()
                 for _ in assembler.feed(request, request_id, Accepted(), raw=body):

@@ -9,7 +9,7 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.otlp import wire
+from collector.otlp import classes, wire
 from collector.receiver import decode
 from collector.receiver.errors import InvalidRequest, UnsupportedMedia
 from collector.telemetry import RateLimitedLog
@@ -24,7 +24,7 @@ def test_hex_ids_survive_where_stock_json_format_would_corrupt_them() -> None:
         "droppedFutureField": [1, 2, 3],
     }]}]}]}
     req = decode.decode("traces", json.dumps(body).encode(), "json")
-    assert isinstance(req, ExportTraceServiceRequest)
+    assert type(req) is classes.TraceRequest  # as the chain reads it
     span = req.resource_spans[0].scope_spans[0].spans[0]
     assert span.trace_id.hex() == "5b8efff798038103d269b633813fc60c"
     assert span.span_id.hex() == "eee19b7ec3c1b174"
@@ -38,7 +38,7 @@ def test_log_record_ids_are_hex_too() -> None:
     body = {"resourceLogs": [{"scopeLogs": [{"logRecords": [{
         "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "eventName": "x"}]}]}]}
     req = decode.decode("logs", json.dumps(body).encode(), "json")
-    assert isinstance(req, ExportLogsServiceRequest)
+    assert type(req) is classes.LogsRequest
     assert req.resource_logs[0].scope_logs[0].log_records[0].span_id.hex() == "eee19b7ec3c1b174"
 
 
@@ -47,9 +47,9 @@ def test_another_signals_lists_are_unknown_fields_not_a_crash() -> None:
     logs request, as stock OTLP/JSON parsing ignores unknown fields, not as a server error."""
     body = {"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "x"}]}]}], "resourceLogs": []}
     req = decode.decode("logs", json.dumps(body).encode(), "json")
-    assert isinstance(req, ExportLogsServiceRequest) and len(req.resource_logs) == 0
+    assert type(req) is classes.LogsRequest and len(req.resource_logs) == 0
     traces = decode.decode("traces", json.dumps({"resourceLogs": [{"scopeLogs": []}]}).encode(), "json")
-    assert isinstance(traces, ExportTraceServiceRequest) and len(traces.resource_spans) == 0
+    assert type(traces) is classes.TraceRequest and len(traces.resource_spans) == 0
 
 
 def test_bad_hex_empties_the_id_instead_of_failing_the_request() -> None:

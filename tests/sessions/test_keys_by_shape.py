@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from support import FRAMEWORKS
 
 from collector.config import parse
 from collector.detect.facts import sessions as session_facts
-from collector.otlp.views import Attributes
+from collector.otlp.views import ResourceView, SpanView
 from collector.receiver.decode import parse_json
 from collector.replay import replay
 from collector.sessions.assembler import Assembler
@@ -211,7 +212,8 @@ def test_key_names_shaped_like_a_session_key() -> None:
         "x.thread_id",
     )
     request = one_span({"acme.thread.id": "1"})
-    attributes = Attributes(request.resource_spans[0].scope_spans[0].spans[0].attributes)
-    found = SessionKeys(("span:session.id",)).find(attributes, Attributes([]))
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    attributes, resource = SpanView(span, "", ResourceView(Resource())).attrs, ResourceView(Resource()).attrs
+    found = SessionKeys(("span:session.id",)).find(attributes, resource)
     assert found is not None and (found.value, found.source) == ("1", "shape")
-    assert SessionKeys(("span:session.id",), by_shape=False).find(attributes, Attributes([])) is None
+    assert SessionKeys(("span:session.id",), by_shape=False).find(attributes, resource) is None
