@@ -71,6 +71,18 @@ def test_a_key_written_twice_reads_its_last_value_from_the_parsed_message() -> N
     assert encoded is not None and encoded.text() == "last"
 
 
+def test_a_key_written_twice_is_not_read_in_place() -> None:
+    """The parsed span holds a key written twice once, with its last value (a map): the bytes
+    in place are not taken for either, so its reader reads the map's."""
+    request, body = _one_span([("history", "first"), ("other", "x" * 5000), ("history", "last")])
+    (span,) = spans_of(request)
+    ((start, end),) = inplace.span_ranges(body)
+    place = inplace.SpanBytes(body, start, end, span.trace_id, span.span_id)
+    other = place.string("other")
+    assert other is not None and body[other[0] : other[1]] == b"x" * 5000
+    assert place.string("history") is None
+
+
 def test_text_that_is_not_utf8_reads_as_the_repaired_message_does() -> None:
     _, body = _one_span([("history", "[" + "x" * 40 + "AB" + "]")])
     body = body.replace(b"xAB]", b"x\xff\xfe]")  # bytes no UTF-8 decoder reads
