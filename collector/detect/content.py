@@ -73,7 +73,7 @@ def shaped_tool_keys(shape: tuple[str, ...]) -> ShapedToolKeys | None:
     (kept in a cache sized in bytes, as every cache is)."""
     found = _shaped_tool_keys.get(shape, _UNSEEN)
     if found is _UNSEEN:
-        found = _tool_keys_of(shape)
+        found = _tool_keys_of(tuple(sorted(shape)))  # the map's order varies between processes
         _shaped_tool_keys.put(shape, found, sum(text_bytes(key) for key in shape))
     return found  # type: ignore[return-value]
 

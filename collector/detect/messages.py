@@ -167,9 +167,9 @@ def span_fields(
         values = attribute_map(event)
         read: dict[str, str | None] = {}  # text read for a prompt, read again for the answer
         for key, role in prompt_keys:
-            value = values.get(key)
-            if value is None:
+            if key not in values:
                 continue
+            value = values[key]
             if role in _ENCODED_ROLES:
                 raw = _encoded_value(value)
                 if raw is not None:
@@ -180,9 +180,8 @@ def span_fields(
                     found.append((role, text))
         if answer is None:
             for key in answer_keys:
-                value = values.get(key)
-                if value is not None:
-                    answer = read[key] if key in read else _readable_value(value)
+                if key in values:
+                    answer = read[key] if key in read else _readable_value(values[key])
                     if answer is not None:
                         break
     for key in plan.flattened_texts:

@@ -1,15 +1,16 @@
 """What a span's attribute keys alone decide for detection, worked out once per key shape.
 
-One instrumentation's spans of one kind carry the same keys in the same order
-(``Attributes.shape``).  Which of the tables' keys a span holds (tool and agent markers, prompt
+One instrumentation's spans of one kind carry the same keys (``Attributes.shape``: in the
+map's order, the same for the same keys within a process).  Which of the tables' keys a span holds (tool and agent markers, prompt
 fields, answers, tool definitions, flattened messages, keys no table names that may hold a
 prompt or an input, a tool call by its keys' shape) depends on those keys only, so a
 ``SpanPlan`` holds the answer for every span of the shape, and a span costs one lookup by
 its shape instead of a pass over each table.  What depends on values (a marker's expected
 value, a mime type, the text itself) is still read from the span.
 
-A plan lists keys in the order the readers read them, so a reader given a plan reads what it
-read without one, in the same order (``tests/detect/test_plans.py``).
+A plan lists keys in the order the readers read them: a table's keys in the table's order, the
+keys it finds by their names (prompts and inputs no table names, flattened outputs) sorted, so
+that a span reads alike in every process (``tests/detect/test_plans.py``).
 
 ``SpanPlan.reads_nothing``: a span of the shape, without events, holds nothing any reader of
 prompt text, answers, catalogs or flattened messages reads (every table's list above is
@@ -178,11 +179,12 @@ SKIP_EMPTY = True  # spans whose plan ``reads_nothing`` skip the readers (off: e
 
 def plan_of(attrs: Attributes) -> SpanPlan:
     """The plan of ``attrs``' key shape (kept for ``SHAPES_KEPT`` shapes; past that, worked out
-    again for each span of a shape not kept)."""
+    again for each span of a shape not kept), worked out from its keys sorted: a shape lists
+    them in the map's order, which varies between processes (``collector.otlp.classes``)."""
     shape = attrs.shape()
     plan = _PLANS.get(shape)
     if plan is None:
-        plan = _plan(shape)
+        plan = _plan(tuple(sorted(shape)))  # the map's order varies between processes
         if len(_PLANS) < SHAPES_KEPT:
             _PLANS[shape] = plan
     return plan

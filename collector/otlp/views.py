@@ -43,14 +43,14 @@ _MISSING: Any = object()
 # What is worked out from key shapes (``Attributes.shape``) is kept for this many shapes at
 # most: a deployment has a few dozen.
 SHAPES_KEPT = 4096
-_PREFIXED: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {}
 _SPAN, _RESOURCE, _LOG_RECORD = classes.Span, classes.Resource, classes.LogRecord
 
 
 def attribute_map(message: Span | Span.Event | Resource | LogRecord) -> Mapping[str, AnyValue]:
     """The attributes of a span, span event, resource or log record of ``collector.otlp.classes``
-    (typed as OTLP's own), a map: look keys up with ``in`` and ``get`` (``[]`` would add one)."""
-    return cast(Mapping[str, AnyValue], message.attributes)
+    (typed as OTLP's own), a map: ``[]`` of a key it does not hold adds it (test with ``in``
+    first; ``get`` parses keyword arguments, a cost on the hot path)."""
+    return cast("Mapping[str, AnyValue]", message.attributes)
 
 
 def value_of(value: AnyValue) -> Any:
@@ -176,10 +176,14 @@ class Attributes:
         read = self._read
         value = read.get(key, _MISSING)
         if value is _MISSING:
-            any_value = self._map.get(key)
-            # ``value_of``, without a call for the common case: text (an AnyValue holding
-            # anything else reads as "")
-            value = read[key] = None if any_value is None else any_value.string_value or value_of(any_value)
+            attributes = self._map
+            if key in attributes:  # ``in``, then ``[]``: the map's ``get`` parses keyword arguments
+                any_value = attributes[key]
+                # ``value_of``, without a call for the common case: text (an AnyValue holding
+                # anything else reads as "")
+                value = read[key] = any_value.string_value or value_of(any_value)
+            else:
+                value = read[key] = None
         return value
 
     def encoded(self, key: str) -> Encoded | None:
@@ -188,14 +192,14 @@ class Attributes:
         value = self._read.get(key, _MISSING)
         if value is not _MISSING:
             return Encoded.of(value) if type(value) is str else None
-        any_value = self._map.get(key)
-        if any_value is None:
+        attributes = self._map
+        if key not in attributes:
             return None
         if self._in_place is not None:
             where = self._in_place.string(key)
             if where is not None:
                 return Encoded(self._in_place.raw, where[0], where[1])  # no copy
-        return encoded_of(any_value)
+        return encoded_of(attributes[key])
 
     def text(self, key: str) -> str | None:
         """``get``'s value as text (``as_text``)."""
@@ -220,16 +224,6 @@ class Attributes:
         if self._shape is None:
             self._shape = tuple(self._map)
         return self._shape
-
-    def keys_with_prefix(self, prefix: str) -> list[str]:
-        """The keys starting with ``prefix``, in the map's order (a new list each call)."""
-        shape = self.shape()
-        found = _PREFIXED.get((shape, prefix))
-        if found is None:
-            found = tuple(key for key in shape if key.startswith(prefix))
-            if len(_PREFIXED) < SHAPES_KEPT:
-                _PREFIXED[(shape, prefix)] = found
-        return list(found)
 
 
 class ResourceView:

@@ -93,7 +93,7 @@ class SessionKeys:
     """The configured keys (``where:attribute`` pairs, ``where`` "span" or "resource") and,
     when ``by_shape``, keys found by their shape."""
 
-    __slots__ = ("_by_shape", "_configured")
+    __slots__ = ("_by_shape", "_configured", "_present")
 
     def __init__(self, configured: tuple[str, ...], by_shape: bool = True) -> None:
         self._by_shape = by_shape
@@ -103,6 +103,9 @@ class SessionKeys:
             (where == "span", key, f"{CONFIGURED}:{key}")
             for where, key in (k.split(":", 1) for k in configured)
         )
+        # Per key shape (``Attributes.shape``): the configured keys an item of it may name a
+        # session under, in order (the item's keys it holds, and every resource key).
+        self._present: dict[tuple[str, ...], tuple[tuple[bool, str, str], ...]] = {}
 
     def find(self, values: Attributes, resource: Attributes) -> FoundKey | None:
         """The session id an item (``values``) and its resource name, or None."""
@@ -117,16 +120,17 @@ class SessionKeys:
 
     def named(self, values: Attributes, resource: Attributes) -> tuple[str, str] | None:
         """``configured`` as (session id, ``configured:<attribute>``), or None: what an item
-        costs when it is placed (a test of each configured key's presence, a value read only
-        for the keys present)."""
-        on_item = values.by_key()
-        for on_span, key, source in self._configured:  # most items carry none of the keys, or one
-            if on_span:
-                if key not in on_item:
-                    continue
-                value = values.get(key)
-            else:
-                value = resource.get(key)
+        costs when it is placed (a lookup of its key shape, a value read only for the keys
+        it holds)."""
+        shape = values.shape()
+        present = self._present.get(shape)
+        if present is None:
+            held = frozenset(shape)
+            present = tuple(entry for entry in self._configured if not entry[0] or entry[1] in held)
+            if len(self._present) < SHAPES_KEPT:
+                self._present[shape] = present
+        for on_span, key, source in present:  # most items carry none of the keys, or one
+            value = values.get(key) if on_span else resource.get(key)
             # Only text names a session: a key that also holds numbers (Codex CLI's thread.id
             # is, on most spans, the OS thread's number) names none there.
             if type(value) is str and value:
