@@ -200,6 +200,14 @@ def test_judge_call_cost_prints_a_line_for_each_way() -> None:
     assert all(float(line.split()[1]) > 0 for line in lines)
 
 
+def test_detect_shares_prints_a_share_for_each_stage() -> None:
+    lines = perf("detect_shares.py", "--sessions", "20", "--rounds", "1")
+    assert lines[0].startswith("detect_cost: ")
+    stages = [line for line in lines[2:] if line.rstrip().endswith("%")]
+    assert len(stages) >= 20  # every stage timed: none of the functions it wraps is missing
+    assert any(line.startswith("observe_span") for line in stages)
+
+
 def test_session_cost_prints_a_line_for_each_step() -> None:
     lines = perf("session_cost.py", "--sessions", "40", "--rounds", "1")[1:]
     assert [line.split()[0] for line in lines] == [

@@ -53,7 +53,7 @@ STAGES: list[tuple[Any, str, str]] = [
     (assembler.Assembler, "_place", "place: key, session, counts"),
     (binding.Binding, "_key_and_source", "  session key (configured, by shape)"),
     (binding.Binding, "_session_for", "  session for the key"),
-    (views.Attributes, "_index", "attributes indexed (protobuf's keys read), any stage"),
+    (views.Attributes, "shape", "attribute keys read (the key shape), any stage"),
     (session_module.SessionEvidence, "observe_span", "observe_span (every detector)"),
     (intake.Intake, "_name_framework", "  framework"),
     (session_module, "tool_call", "  tool call read (content.tool_call)"),
