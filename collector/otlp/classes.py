@@ -104,7 +104,6 @@ LogsRequest = cast(
 LogRecord = cast(type[logs_pb2.LogRecord], _class("opentelemetry.proto.logs.v1.LogRecord"))
 Span = cast(type[trace_pb2.Span], _class("opentelemetry.proto.trace.v1.Span"))
 Resource = cast(type[resource_pb2.Resource], _class("opentelemetry.proto.resource.v1.Resource"))
-AnyValue = common_pb2.AnyValue  # not mapped: ``AnyValue``'s own lists stay lists
 
 _OURS: dict[type[Message], type[Message]] = {
     trace_service_pb2.ExportTraceServiceRequest: TraceRequest,
@@ -147,7 +146,6 @@ _TRACES = trace_service_pb2.ExportTraceServiceRequest.DESCRIPTOR.full_name
 _LOGS = logs_service_pb2.ExportLogsServiceRequest.DESCRIPTOR.full_name
 
 __all__ = [
-    "AnyValue",
     "LogRecord",
     "LogsRequest",
     "Resource",

@@ -20,13 +20,14 @@ from dataclasses import replace
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
 from collector.otlp.received import Received
 from collector.receiver.config import Redact
 from collector.receiver.types import Intake
 
 REDACTED = "[REDACTED]"
+_KEY_VALUE = KeyValue.DESCRIPTOR.full_name  # ours (``collector.otlp.classes``) is a copy: by name
 MIN_SCRUB_CHARS = 4  # shorter values ("1", "eu") would shred unrelated text
 
 
@@ -55,9 +56,10 @@ class Redactor:
         return count
 
     def _keys(self, message: Message, removed: list[str]) -> int:
-        if isinstance(message, KeyValue) and self._config.matches(message.key):
+        if message.DESCRIPTOR.full_name == _KEY_VALUE and self._config.matches(message.key):
             _strings(message.value, removed)
-            message.value.CopyFrom(AnyValue(string_value=REDACTED))
+            message.value.Clear()
+            message.value.string_value = REDACTED
             return 1
         count = 0
         for field, value in message.ListFields():
@@ -67,7 +69,8 @@ class Redactor:
                 for key in list(value):
                     if self._config.matches(key):
                         _strings(value[key], removed)
-                        value[key].CopyFrom(AnyValue(string_value=REDACTED))
+                        value[key].Clear()
+                        value[key].string_value = REDACTED
                         count += 1
                     else:
                         count += self._keys(value[key], removed)

@@ -7,16 +7,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from downstream import Downstream
 from fake_anthropic import FakeAnthropic
 from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.sdk.trace.export import SpanExportResult
 from support import FRAMEWORKS, Server, readable_spans, trace_requests, wait_for
 
 from collector.config import ConfigError, parse
+from collector.otlp import classes
 from collector.receiver.config import Redact
 from collector.receiver.redact import REDACTED, Redactor
 
@@ -83,7 +86,11 @@ def test_redacted_values_reach_neither_the_judge_nor_exported_spans(
         downstream.stop()
 
 
-def test_redactor_covers_resource_scope_span_event_link_log_and_nested_attributes() -> None:
+@pytest.mark.parametrize("parsed", ["otlp", "chain"])
+def test_redactor_covers_resource_scope_span_event_link_log_and_nested_attributes(parsed: str) -> None:
+    """As OTLP's classes hold a request (a list of attributes) and as the chain parses it (a
+    map, ``collector.otlp.classes``)."""
+    convert = classes.received if parsed == "chain" else (lambda message: message)
     traces = json_format.ParseDict(
         {
             "resourceSpans": [{
@@ -105,6 +112,7 @@ def test_redactor_covers_resource_scope_span_event_link_log_and_nested_attribute
         },
         ExportTraceServiceRequest(),
     )  # fmt: skip
+    traces = convert(traces)
     assert Redactor(Redact(attributes=("user.*",)))(traces) == 5
     text = json_format.MessageToJson(traces)
     for secret in (EMAIL, "b@c.de", "u-123456", "vip-tag"):
@@ -118,8 +126,9 @@ def test_redactor_covers_resource_scope_span_event_link_log_and_nested_attribute
         }]}]}]},
         ExportLogsServiceRequest(),
     )  # fmt: skip
+    logs = convert(logs)
     assert Redactor(Redact(attributes=("user.email",)))(logs) == 1
-    record = logs.resource_logs[0].scope_logs[0].log_records[0]
+    record = LogRecord.FromString(logs.resource_logs[0].scope_logs[0].log_records[0].SerializeToString())
     assert record.body.string_value == f"user_prompt from {REDACTED}"
     assert {kv.key: kv.value.string_value for kv in record.attributes} == {
         "user.email": REDACTED,
