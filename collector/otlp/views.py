@@ -220,7 +220,9 @@ class Attributes:
 
     def shape(self) -> tuple[str, ...]:
         """The keys, in the map's order: what one instrumentation's spans of one kind share,
-        so that what depends on the keys alone can be worked out once for all of them."""
+        so that what depends on the keys alone can be worked out once for all of them.  The
+        order is the same for the same keys within a process, not between processes (upb
+        seeds its hash per process): what depends on it is worked out from the keys sorted."""
         if self._shape is None:
             self._shape = tuple(self._map)
         return self._shape
