@@ -6,9 +6,8 @@ sessions, recording a batch, converting a JSON body) runs in slices of ~2 ms wit
 everything ready runs once; what that runs schedules its next step for the turn after, behind
 the next slice.  An acknowledgement's way through the loop is such a chain of steps (gRPC's:
 the completion that brings a call, the server's task, the call's task, the handler; then its
-message read, the spool's append, the sync's outcome and its waiter), so behind a run of
-slices each step waited a slice: at half load a gRPC request waited four or five slices before
-its handler started.
+message read, the spool's append, the sync's outcome and its waiter), so with one turn a pause
+each step would wait a slice, and a gRPC request four or five slices before its handler starts.
 
 ``pause`` gives the loop one turn, then more while anything other than paused work is ready
 to run (a step scheduled by the turn before), for at most ``GIVE_WAY_SECONDS`` a pause: such
