@@ -93,6 +93,9 @@ def test_bench_ingest_only_mode_measures_the_saturation_phase_alone() -> None:
     figures = json.loads(lines[-1])
     _served_by_each_replica(figures, 2)
     assert figures["export_p99_ms"] > 0  # the acknowledgements at half load
+    # ... and by protocol: each replica has gRPC and HTTP clients.
+    for key in ("export_grpc_p50_ms", "export_grpc_p99_ms", "export_http_p50_ms", "export_http_p99_ms"):
+        assert figures[key] > 0, key
     assert not any(line.startswith(("a long session", "open sessions", "judged")) for line in lines)
     # The served CPU split by thread: the event loop's among them.
     assert any(line.startswith("  CPU a span served") and " loop " in line for line in lines)

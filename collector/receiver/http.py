@@ -16,6 +16,7 @@ from google.protobuf.message import Message
 
 from collector.otlp import classes
 from collector.otlp.received import Received
+from collector.pausing import pause
 from collector.receiver import auth as listener_auth
 from collector.receiver import codings, decode, not_found
 from collector.receiver.config import BearerAuth, HttpListener
@@ -116,7 +117,7 @@ async def _with_pauses(steps: decode.Steps[Message]) -> Message:
             next(steps)
         except StopIteration as done:
             return done.value
-        await asyncio.sleep(0)
+        await pause()
 
 
 async def _read_body(request: web.Request, limit: int, timeout: float) -> bytes:

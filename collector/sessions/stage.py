@@ -30,6 +30,7 @@ from collector.component import Consumer, Retryable
 from collector.detect.expectations import Rules
 from collector.otlp import classes, wire
 from collector.otlp.received import Accepted, Received, Signal, Spooled
+from collector.pausing import pause
 from collector.sessions.assembler import Assembler
 from collector.sessions.config import Sessions
 from collector.sessions.items import SLICE_SECONDS, Steps, checking_spans
@@ -54,7 +55,7 @@ async def stepped(steps: Steps) -> Accepted:
             next(steps)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
-        await asyncio.sleep(0)
+        await pause()
 
 
 # Sessions closed (and planned for evaluation) per event-loop turn while the loop has a
@@ -243,7 +244,7 @@ class SessionsStage:
                         await self._rebuild(entry)
                         continue
                     await self._forward()
-                    await asyncio.sleep(0)  # acknowledgements need not wait for a whole request
+                    await pause()  # acknowledgements need not wait for a whole request
                 await self._forward()
             except Exception:  # one bad request must not stop assembly for everyone
                 log.exception("assembling spooled request %d failed", item.request_id)
@@ -462,7 +463,7 @@ class SessionsStage:
                 await self._forward()
                 if not closed:
                     return
-            await asyncio.sleep(0)
+            await pause()
 
     async def tick(self) -> None:
         self.assembler.close_due()

@@ -25,6 +25,7 @@ from typing import Any
 
 from collector.component import Consumer
 from collector.db.writer import is_storage_error
+from collector.pausing import pause
 from collector.state.metrics import CoverageMetrics
 from collector.state.types import Recorded, Spool, encode_record
 from evaluators.result import Coverage
@@ -75,7 +76,7 @@ class Recorder:
         pause_at = clock() + SLICE_SECONDS
         for item in batch:
             if clock() >= pause_at:  # one transaction for the batch, the loop turning meanwhile
-                await asyncio.sleep(0)
+                await pause()
                 pause_at = clock() + SLICE_SECONDS
             coverage = item.coverage
             session = coverage.session

@@ -715,6 +715,7 @@ def _grpc_client(
         out,
         first_round,
         turn,
+        protocol="grpc",
     )
 
 
@@ -738,7 +739,7 @@ def _http_client(
         if response.status != 200:
             raise RuntimeError(f"HTTP {response.status}")
 
-    _drive(replica, send, bodies, seconds, warmup, interval, out, first_round, turn)
+    _drive(replica, send, bodies, seconds, warmup, interval, out, first_round, turn, protocol="http")
 
 
 def fresh(body: bytes | list[bytes], round_: int) -> bytes:
@@ -778,6 +779,7 @@ def _drive(
     out: Any,
     first_round: int,
     turn: Any = None,
+    protocol: str = "",
 ) -> None:
     """Send ``bodies`` in turn, pass after pass, each request carrying its own pass's ids
     (``fresh``).  ``turn``: the place in that sequence, shared by the clients of one replica
@@ -823,6 +825,7 @@ def _drive(
     out.put(
         {
             "replica": replica,
+            "protocol": protocol,
             "spans": spans,
             "errors": errors,
             "latencies": latencies,
@@ -880,8 +883,26 @@ def drive(
         "errors": sum(r["errors"] for r in results),
         # Every acknowledgement, warm-up too: (time, spans, replica).
         "acked": [(t, n, r["replica"]) for r in results for t, n in r["acked"]],
-        "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else 0.0,
-        "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else 0.0,
+        **_percentiles("", latencies),
+        # By protocol: the clients of each replica are half gRPC, half HTTP.
+        **{
+            key: value
+            for protocol in ("grpc", "http")
+            for key, value in _percentiles(
+                f"{protocol}_",
+                sorted(x for r in results if r["protocol"] == protocol for x in r["latencies"]),
+            ).items()
+        },
+    }
+
+
+def _percentiles(prefix: str, latencies: list[float]) -> dict[str, float]:
+    """The p50 and p99 in ms of ``latencies`` (sorted, seconds), keyed ``<prefix>p50_ms``..."""
+    if not latencies:
+        return {f"{prefix}p50_ms": 0.0, f"{prefix}p99_ms": 0.0}
+    return {
+        f"{prefix}p50_ms": 1000 * latencies[len(latencies) // 2],
+        f"{prefix}p99_ms": 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
     }
 
 
@@ -1353,9 +1374,16 @@ def half_load(
     print(
         f"at {'a fixed rate' if fixed_rate is not None else '50% load'} ({sum(rates):.1f} req/s in all: "
         f"{', '.join(f'{r:.1f}' for r in rates)} per replica): p50 {half['p50_ms']:.1f} ms, "
-        f"p99 {half['p99_ms']:.1f} ms, refused {half['errors']}"
+        f"p99 {half['p99_ms']:.1f} ms, refused {half['errors']}; gRPC p50 {half['grpc_p50_ms']:.1f} / "
+        f"p99 {half['grpc_p99_ms']:.1f} ms, HTTP p50 {half['http_p50_ms']:.1f} / p99 {half['http_p99_ms']:.1f} ms"
     )
     return half
+
+
+def _latency_figures(half: dict[str, Any]) -> dict[str, float]:
+    """The half-load acknowledgements' p50 in all and p50 / p99 by protocol, in ms."""
+    keys = ("p50_ms", "grpc_p50_ms", "grpc_p99_ms", "http_p50_ms", "http_p99_ms")
+    return {f"export_{key}": round(half[key], 1) for key in keys}
 
 
 def cpu_figures(
@@ -1492,6 +1520,7 @@ def main(argv: list[str] | None = None) -> int:
                     "cpu_us_per_span": cpu,
                     **cpu_figures(paired, served_us, inprocess_us, windows, flat["served_median_us"]),
                     "export_p99_ms": round(half["p99_ms"], 1),
+                    **_latency_figures(half),
                     "short": short,
                 }
             )
@@ -1566,6 +1595,7 @@ def main(argv: list[str] | None = None) -> int:
         "decode_limit_spans_per_s": round(limit),
         "ratio": round(flat["spans_per_s"] / limit, 3),
         "export_p99_ms": round(half["p99_ms"], 1),
+        **_latency_figures(half),
         "rss_bytes_per_open_session": round(per_session),
         "raw_bytes_per_open_session": round(raw),
         "detect_us_per_span": round(detect_us, 2),
