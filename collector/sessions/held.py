@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from collector.detect.expectations import NO_RULES, Rules
@@ -173,6 +173,8 @@ class Held:
         # they share ``reopen_cache`` with ``_recent``, and go first.
         self._dormant: OrderedDict[str, Reopenable] = OrderedDict()
         self._dormant_traces: dict[bytes, str] = {}
+        # Each ``_dormant`` entry's trace ids (bytes, as ``_dormant_traces`` keys them).
+        self._dormant_ids: dict[str, Iterable[bytes]] = {}
         # Kept sessions the store has reopenable rows for (``Kept._keep``).
         self._announced: set[str] = set()
         self.skip: Skip | None = None  # set only while a restart replays the spool

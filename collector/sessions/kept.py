@@ -33,8 +33,9 @@ class Kept(Held):
     def _keep(self, session: OpenSession, traces: tuple[str, ...]) -> None:
         """Keep a session just closed, for reopening whole; ``traces``: its traces' ids (hex),
         sorted."""
+        key = session.key
         entry = Reopenable(
-            session.key,
+            key,
             session.revision,
             session.first_request,
             tuple(session.requests),
@@ -43,14 +44,18 @@ class Kept(Held):
         )
         if self._on_keep is not None and self._config.reopen_cache:
             self._on_keep(entry)
-            self._announced.add(session.key)
+            self._announced.add(key)
         if self.rebuild_kept:
-            self._drop_dormant(session.key)
-            self._dormant[session.key] = entry
+            dormant = self._dormant
+            if key in dormant:
+                self._drop_dormant(key)
+            dormant[key] = entry
+            self._dormant_ids[key] = session.traces
+            owners = self._dormant_traces
             for trace_id in session.traces:
-                self._dormant_traces[trace_id] = session.key
+                owners[trace_id] = key
         else:
-            self._recent[session.key] = Recent(
+            self._recent[key] = Recent(
                 session.evidence,
                 session.revision,
                 session.first_request,
@@ -62,8 +67,12 @@ class Kept(Held):
             )
             self.recent_bytes += session.bytes + session.carried
             for trace_id in session.traces:
-                self._recent_owner[trace_id] = session.key
-        self._trim_reopenable()
+                self._recent_owner[trace_id] = key
+        if (
+            len(self._recent) + len(self._dormant) > self._config.reopen_cache
+            or self.recent_bytes > self._config.reopen_cache_bytes
+        ):
+            self._trim_reopenable()
 
     def _forget_rows(self, key: str) -> None:
         """``key`` is no longer reopenable: its store rows go, if the store was told of it."""
@@ -75,8 +84,11 @@ class Kept(Held):
     def _trim_reopenable(self) -> None:
         """Hold ``_recent`` and ``_dormant`` together to ``reopen_cache``, dormant ones first,
         and ``_recent`` to ``reopen_cache_bytes``, the oldest out first."""
-        while self._dormant and len(self._recent) + len(self._dormant) > self._config.reopen_cache:
-            self._forget(next(iter(self._dormant)))  # its traces too (``_drop_dormant``)
+        dormant = self._dormant
+        while dormant and len(self._recent) + len(dormant) > self._config.reopen_cache:
+            key, _ = dormant.popitem(last=False)
+            self._drop_traces(key)
+            self._forget_rows(key)
             self.reopen_evicted += 1
         limit = self._config.reopen_cache_bytes
         while self._recent and (len(self._recent) > self._config.reopen_cache or self.recent_bytes > limit):
@@ -99,10 +111,13 @@ class Kept(Held):
         self._forget_rows(key)
 
     def _drop_dormant(self, key: str) -> None:
-        entry = self._dormant.pop(key, None)
-        if entry is not None:
-            traces = self._dormant_traces
-            for trace in entry.traces:
-                trace_id = bytes.fromhex(trace)
-                if traces.get(trace_id) == key:
-                    del traces[trace_id]
+        if self._dormant.pop(key, None) is not None:
+            self._drop_traces(key)
+
+    def _drop_traces(self, key: str) -> None:
+        """The traces of ``key``'s dormant entry (just out of ``_dormant``) no longer lead to
+        ``key``."""
+        traces = self._dormant_traces
+        for trace_id in self._dormant_ids.pop(key, ()):
+            if traces.get(trace_id) == key:
+                del traces[trace_id]

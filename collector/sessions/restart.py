@@ -36,8 +36,12 @@ class Restart(Closing):
                 continue
             self._dormant[entry.session] = entry
             self._announced.add(entry.session)  # the store has its rows
-            for trace in entry.traces:
-                self._dormant_traces[bytes.fromhex(trace)] = entry.session
+            ids = tuple(bytes.fromhex(trace) for trace in entry.traces)
+            # A newer entry of a session already loaded replaces it; the older one's traces
+            # still lead to it.
+            self._dormant_ids[entry.session] = (*self._dormant_ids.get(entry.session, ()), *ids)
+            for trace_id in ids:
+                self._dormant_traces[trace_id] = entry.session
         self._trim_reopenable()
 
     @property

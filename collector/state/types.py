@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 import orjson
 
@@ -42,9 +42,10 @@ QuarantineReason = Literal["unreadable", "undecodable"]
 REOPEN_WHOLE = frozenset({"idle_timeout", "end_attribute"})
 
 
-@dataclass(frozen=True, slots=True)
-class Closed:
-    """A closed session revision: its spans are those of requests first..last on its traces."""
+class Closed(NamedTuple):
+    """A closed session revision: its spans are those of requests first..last on its traces.
+    Immutable; a tuple, so built with no per-field ``object.__setattr__`` (one a closed
+    session, on the loop)."""
 
     session: str
     revision: int
@@ -54,11 +55,11 @@ class Closed:
     traces: tuple[str, ...]  # hex trace ids
 
 
-@dataclass(frozen=True, slots=True)
-class Reopenable:
+class Reopenable(NamedTuple):
     """An evaluated revision that later spans may reopen whole (as the next revision, with
     every earlier span): the spooled requests that hold its spans are kept while it is
-    reopenable (``sessions.reopen_cache``), and read again, only they, to rebuild it."""
+    reopenable (``sessions.reopen_cache``), and read again, only they, to rebuild it.
+    Immutable; a tuple, as ``Closed``."""
 
     session: str
     revision: int

@@ -77,3 +77,26 @@ def test_sessions_kept_as_ids_are_held_to_the_cache_with_their_traces() -> None:
     assert len(kept) == 5 and asm.recent_bytes == 0  # no evidence held
     assert sorted(asm._dormant) == ["d", "e"]
     assert sorted(asm._dormant_traces.values()) == ["d", "e"]  # the evicted ones' traces went too
+    assert sorted(asm._dormant_ids) == ["d", "e"]  # nor are their ids held
+
+
+def test_revisions_loaded_at_a_restart_leave_the_cache_with_their_traces() -> None:
+    clock = Clock()
+    config = parse({"sessions": {"idle_timeout": "1s", "reopen_cache": 2}}).sessions
+    asm = Assembler(config, lambda s, r: None, clock=clock, rebuild_kept=True)
+    asm.load_dormant(
+        [
+            Reopenable("x", 1, 1, (1,), ("0a" * 16,), 1),
+            Reopenable("y", 1, 2, (2,), ("0b" * 16,), 1),
+            # its newer revision: the older one's trace still leads to it
+            Reopenable("y", 2, 2, (2, 3), ("0c" * 16,), 2),
+        ]
+    )
+    assert asm._dormant_traces == {b"\x0a" * 16: "x", b"\x0b" * 16: "y", b"\x0c" * 16: "y"}
+    for n, session in enumerate("ab"):
+        for _ in asm.feed(span(session, n + 1), n + 10, Accepted()):
+            pass
+        clock.now += 2
+        asm.close_due()
+    assert sorted(asm._dormant) == ["a", "b"]  # the loaded ones went first, each with its traces
+    assert sorted(asm._dormant_traces.values()) == ["a", "b"] and sorted(asm._dormant_ids) == ["a", "b"]
