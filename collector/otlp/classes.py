@@ -12,7 +12,11 @@ of their own, OTLP's files with the attributes of resources, spans, span events 
 records declared as maps (every other field as OTLP declares it).  What a map changes:
 
 - a key written twice keeps its last value (as ``collector.otlp.views`` read the list);
-- the keys come in the map's order, not the order they were written in;
+- the keys come in the map's order, not the order they were written in, and upb seeds its
+  hash per process: the same keys come in another order in another process (what depends
+  on their order is worked out from them sorted);
+- every message of these files is a class of this pool, not OTLP's: test a message's kind by
+  its descriptor's full name, not with ``isinstance``, and copy into one with its own class;
 - OTLP/JSON writes attributes as a list, which protobuf's JSON reader does not take for a
   map: a JSON request is read into OTLP's own message and converted (``received``).
 
