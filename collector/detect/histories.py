@@ -22,7 +22,8 @@ class History:
     """A message history read before: a JSON array, or an object holding one under its first
     history key (``prompt_facts.HISTORY_KEYS``).  Kept as its UTF-8 bytes up to the array's
     closing bracket (``end``: the first ``end`` bytes of ``buffer``), compared in place with a
-    later history's bytes, and the bytes from that bracket on (``tail``: "]" for an array).
+    later history's bytes (``starts``), and the bytes from that bracket on (``tail``: "]" for
+    an array).
 
     One that continues another appends what it adds to the other's buffer when nothing has
     been appended to it since (the common case: each turn continues the one before), so the
@@ -30,34 +31,74 @@ class History:
     remembering a continuation copies what it adds, and comparing reads one buffer, not
     pieces of it.  Bytes are only ever appended to a buffer, so a history's bytes never
     change.  One that continues a history already continued (a conversation that forks)
-    copies that history's bytes into a buffer of its own."""
+    copies that history's bytes into a buffer of its own.
 
-    __slots__ = ("buffer", "end", "tail")
+    ``window_at``: where the bytes besides its ends that ``starts`` compares in a long
+    history begin (``window``); each continuation's window follows its predecessor's."""
+
+    __slots__ = ("buffer", "end", "tail", "window_at")
     buffer: bytearray
     end: int
     tail: bytes
+    window_at: int
 
     def __init__(self, raw: Encoded, end: int, before: History | None = None) -> None:
         self.end = end
         start = raw.start
         self.tail = raw.data[start + end : raw.end]
         data = memoryview(raw.data)
+        self.window_at = 0
+        if before is not None:
+            after = before.window()[1]
+            self.window_at = after if after < before.end else 0  # from the first byte again
         if before is not None and len(before.buffer) == before.end:  # ``raw`` continues ``before``
             self.buffer = before.buffer  # its bytes are first
             self.buffer += data[start + before.end : start + end]
         else:
             self.buffer = bytearray(data[start : start + end])
 
-    def starts(self, raw: Encoded) -> bool:
-        """``raw``'s first ``self.end`` bytes are this history's."""
-        buffer = self.buffer
-        if len(buffer) == self.end:
-            return raw.data.startswith(buffer, raw.start, raw.end)  # compared where they sit
-        view = memoryview(buffer)[: self.end]  # released at once: the buffer may grow after
-        try:
-            return raw.data.startswith(view, raw.start, raw.end)
-        finally:
-            view.release()
+    def window(self) -> tuple[int, int]:
+        """The bytes besides its ends that ``starts`` compares: a ``WINDOWS``-th of them,
+        from ``window_at``."""
+        end = self.end
+        return self.window_at, min(end, self.window_at + -(-end // WINDOWS))
+
+    def starts(self, raw: Encoded, windows: list[tuple[int, int]]) -> bool:
+        """Whether ``raw``'s first ``self.end`` bytes are taken for this history's: compared
+        whole up to ``COMPARED_WHOLE`` bytes; above, its first and last ``EDGE`` bytes and
+        the byte ranges ``windows`` (its ``window()`` and any other that the caller compared
+        in a history it found different), each as far as this history goes.
+
+        Text inserted or removed anywhere before the end shifts the last bytes, so every
+        change of length is seen at once, and so is any change in the ends (where the newest
+        messages and the system prompt are).  A change that keeps the length in between is
+        seen by the continuation whose window holds it: a conversation's windows take its
+        bytes in turn, all of them within ``WINDOWS`` + 2 continuations, and the history
+        that shows it is read whole.  Comparing a long history whole reads both copies from
+        memory (~30-60 us for 300 KB on a busy 2-core VM, the whole excess of a long
+        session's span over a short one's); the ends and a window read a ninth of that."""
+        end = self.end
+        data, start, stop = raw.data, raw.start, raw.end
+        with memoryview(self.buffer) as view:  # released at once: the buffer may grow after
+            if end <= COMPARED_WHOLE:
+                return data.startswith(view[:end], start, stop)
+            if not (
+                data.startswith(view[end - EDGE : end], start + end - EDGE, stop)
+                and data.startswith(view[:EDGE], start, stop)
+            ):
+                return False
+            for low, high in windows:
+                high = min(high, end)
+                if low < high and not data.startswith(view[low:high], start + low, stop):
+                    return False
+            return True
+
+
+# A remembered history of up to this many bytes is compared whole; a longer one in its ends
+# (``EDGE`` bytes each) and a window of a ``WINDOWS``-th of it (``History.starts``).
+COMPARED_WHOLE = 64 * 1024
+EDGE = 4096
+WINDOWS = 8
 
 
 # The pattern of a history array's end followed by a key, for each key seen after one (a
@@ -170,8 +211,11 @@ class Histories:
         the same bytes from that bracket on), only the elements added are new: parsing is
         deterministic, so the shared text parses to the same values.  A few histories are
         remembered per session (sub-agents keep conversations of their own), each as its
-        bytes: comparing bytes reads them once, where hashing or decoding them would cost
-        more (decoding text that is not ASCII ~10x), and only the new part is decoded."""
+        bytes, compared as bytes (``History.starts``: a long one in its ends and a window),
+        where hashing or decoding them would cost more (decoding text that is not ASCII
+        ~10x), and only the new part is decoded.  A window compared in a history found
+        different is compared in the older ones tried after it, so that a change one window
+        shows is not taken for a continuation of an older history that holds those bytes."""
         data, start, stop = raw.data, raw.start, raw.end  # read where they sit: no call a byte
         size = stop - start
         if not size or _CLOSES.get(data[start]) != data[stop - 1]:
@@ -179,16 +223,16 @@ class Histories:
         histories = self.by_reader.get(reader)
         if histories is None:
             histories = self.by_reader[reader] = []
+        differed: list[tuple[int, int]] = []  # windows compared in a history found different
         for history in histories:
             end = history.end  # where its array closes
             tail = history.tail  # and its bytes from there on
             rest = size - len(tail)  # where this one's array would close
-            if (
-                rest < end
-                or data[start + end] not in _ENDS
-                or not data.startswith(tail, start + rest, stop)
-                or not history.starts(raw)
-            ):
+            if rest < end or data[start + end] not in _ENDS or not data.startswith(tail, start + rest, stop):
+                continue
+            window = history.window()
+            if not history.starts(raw, [window, *differed]):
+                differed.append(window)  # an older history holding those bytes differs there too
                 continue
             if rest == end:
                 return ""  # the same history again (a retried or duplicated span)

@@ -1,6 +1,9 @@
-"""A remembered history is compared with a later one byte for byte: one byte changed anywhere
-in what they would share (its bytes up to its array's end, in a buffer other histories may have
-appended to since, and the bytes after its array) makes the later history read whole."""
+"""A remembered history is compared with a later one as bytes.  Up to
+``histories.COMPARED_WHOLE`` bytes, one byte changed anywhere in what they would share (its
+bytes up to its array's end, in a buffer other histories may have appended to since, and the
+bytes after its array) makes the later history read whole.  A longer one is compared in its
+ends and a window: a change of length, or in the ends, is read at once; a byte changed in place
+anywhere is read within ``histories.WINDOWS`` + 2 continuations that carry it."""
 
 from __future__ import annotations
 
@@ -46,7 +49,7 @@ def _copy(read: Histories) -> Histories:
 @pytest.mark.parametrize(
     "appended", [False, True], ids=["newest in its buffer", "its buffer appended to since"]
 )
-def test_one_byte_changed_anywhere_in_the_shared_text_reads_the_history_whole(
+def test_one_byte_changed_anywhere_in_a_short_shared_text_reads_the_history_whole(
     monkeypatch: pytest.MonkeyPatch, shape: object, appended: bool
 ) -> None:
     monkeypatch.setattr(histories, "REMEMBERED", 1)  # only the newest: nothing else to continue
@@ -88,3 +91,77 @@ def test_a_continuation_appends_what_it_adds_to_the_buffer_it_shares_and_a_fork_
     forked = read.by_reader["messages"][0]
     assert forked.buffer is not first and forked.buffer == _array(fork)[:-1]
     assert first == kept
+
+
+def _long_turns(turns: int) -> list[bytes]:
+    """The histories of a conversation of ``turns`` turns, the first already over
+    ``COMPARED_WHOLE`` bytes (messages of uneven sizes, some not ASCII)."""
+    messages: list[object] = [
+        {"n": n, "text": "\u2014" * (n % 3) + "x" * (900 + 37 * n % 300)}
+        for n in range(histories.COMPARED_WHOLE // 900 + 8)
+    ]
+    out = []
+    for turn in range(turns):
+        messages.append({"turn": turn, "text": "y" * 50})
+        out.append(_array(messages))
+    return out
+
+
+def _changed(history: bytes, at: int) -> bytes:
+    changed = bytearray(history)
+    changed[at] = ord("x") if history[at] != ord("x") else ord("z")
+    return bytes(changed)
+
+
+def test_a_long_history_changed_in_its_ends_or_in_length_is_read_whole_at_once() -> None:
+    first, later = _long_turns(2)
+    assert len(first) > histories.COMPARED_WHOLE
+    end = len(first) - 1  # the remembered history's bytes: up to its bracket
+    ends = [*range(0, histories.EDGE, 97), *range(end - histories.EDGE, end, 97), end - 1]
+    for at in ends:
+        read = Histories()
+        read.unread_part(Encoded(first), "messages")
+        assert read.unread_part(Encoded(_changed(later, at)), "messages") is None, at
+    # One byte inserted, or removed, anywhere before its end.
+    for at in range(1000, end - histories.EDGE, 4093):
+        for edited in (later[:at] + b" " + later[at:], later[:at] + later[at + 1 :]):
+            read = Histories()
+            read.unread_part(Encoded(first), "messages")
+            assert read.unread_part(Encoded(edited), "messages") is None, at
+
+
+def test_a_long_history_changed_in_place_anywhere_is_read_whole_within_windows_continuations() -> None:
+    turns = _long_turns(4 * histories.WINDOWS)
+    end = len(turns[0]) - 1
+    for since in range(1, histories.WINDOWS + 1):  # the window the change first meets: any
+        for near in range(histories.EDGE + since, end - histories.EDGE, 3067):
+            at = turns[0].index(b"x", near)  # in a message's text: the history stays JSON
+            read = Histories()
+            for history in turns[:since]:  # read whole, then continued
+                read.unread_part(Encoded(history), "messages")
+            # Every later turn carries the byte changed at ``at``: it is read whole within
+            # WINDOWS + 2 of them, then continued.
+            parts = [read.unread_part(Encoded(_changed(later, at)), "messages") for later in turns[since:]]
+            assert None in parts[: histories.WINDOWS + 2], (since, at)
+            after = parts.index(None) + 1
+            assert json.loads(parts[after] or "") == [{"turn": since + after, "text": "y" * 50}], at
+
+
+def test_a_long_continuation_reads_only_what_it_adds() -> None:
+    turns = _long_turns(3 * histories.WINDOWS)
+    read = Histories()
+    assert read.unread_part(Encoded(turns[0]), "messages") is None
+    for turn, later in enumerate(turns[1:], 1):
+        part = read.unread_part(Encoded(later), "messages")
+        assert json.loads(part or "") == [{"turn": turn, "text": "y" * 50}], turn
+
+
+def test_a_long_conversation_that_forks_continues_the_history_it_forks_from() -> None:
+    turns = _long_turns(4)
+    read = Histories()
+    for history in turns:
+        read.unread_part(Encoded(history), "messages")
+    # A retry from two turns back: the newest histories differ at their ends, the one it
+    # continues is compared in their windows too, where it holds the same bytes.
+    fork = turns[1][:-1] + b', {"fork": true}]'
+    assert json.loads(read.unread_part(Encoded(fork), "messages") or "") == [{"fork": True}]

@@ -81,8 +81,10 @@ def test_reading_histories_incrementally_detects_exactly_what_reading_them_whole
 
 _SIZE = 65_536
 _LONG = json.dumps([{"m": "x" * 1000, "n": n} for n in range(4 * _SIZE // 1000)])  # ~256 KB
-_AT = _LONG.index("x", 3 * _SIZE)
-_REWRITTEN = _LONG[:_AT] + "y" + _LONG[_AT + 1 :]  # one message changed, past the first chunk
+# One message changed far from either end, within the window the first continuation compares
+# (``histories.History.window``; changed elsewhere: tests/detect/test_history_bytes.py).
+_AT = _LONG.index("x", _SIZE // 4)
+_REWRITTEN = _LONG[:_AT] + "y" + _LONG[_AT + 1 :]
 # Text that Python stores two bytes a character (an em dash, as JSON writers keep it unescaped).
 _WIDE = json.dumps(
     [{"m": "\u2014" + "x" * 1000, "n": n} for n in range(4 * _SIZE // 1000)], ensure_ascii=False
