@@ -149,19 +149,64 @@ def encoded_of(value: AnyValue) -> Encoded | None:
         shift += 7
 
 
+class Shape(tuple[str, ...]):
+    """A key shape (``Attributes.shape``): the keys of an attribute map.  Hashed by identity,
+    so that a cache keyed by shapes looks one up without hashing or comparing its keys:
+    ``shape_of`` gives the same object for the same keys in the same order (for
+    ``SHAPES_KEPT`` of them; past that, a new one each time, which such a cache misses)."""
+
+    __slots__ = ()
+    __hash__ = object.__hash__
+
+
+_SHAPES: dict[tuple[str, ...], Shape] = {}  # keys, in a map's order -> the one ``Shape`` of them
+# (span name, key count) -> the shape a span of that name and count had last.  Tested key by
+# key (``in``) before it is taken: that costs less than making a ``str`` of each key of the
+# map and hashing them.
+_LIKELY: dict[tuple[str, int], Shape] = {}
+
+
+def shape_of(attributes: Mapping[str, AnyValue], name: str | None = None) -> Shape:
+    """The ``Shape`` of an attribute map's keys.  ``name``: the span's name, when the map is a
+    span's: the shape a span of that name with as many keys had last is then tested first
+    (the same keys, maybe in another order: what depends on the order is worked out from the
+    keys sorted, see ``Attributes.shape``)."""
+    if name is not None:
+        likely = _LIKELY.get((name, len(attributes)))
+        if likely is not None:
+            for key in likely:  # as many keys, each of them in the map: the same keys
+                if key not in attributes:
+                    break
+            else:
+                return likely
+    keys = tuple(attributes)
+    shape = _SHAPES.get(keys)
+    if shape is None:
+        shape = Shape(keys)
+        if len(_SHAPES) < SHAPES_KEPT:
+            _SHAPES[keys] = shape
+    if name is not None and (len(_LIKELY) < SHAPES_KEPT or (name, len(keys)) in _LIKELY):
+        _LIKELY[name, len(keys)] = shape
+    return shape
+
+
 class Attributes:
     """Key lookup over an attribute map (``collector.otlp.classes``), read lazily.
 
     A lookup is protobuf's, in C; a value becomes a Python value (``value_of``) the first
-    time it is read, and is kept."""
+    time it is read, and is kept.  ``name``: the span's name, if the map is a span's (it
+    helps find the map's ``shape``)."""
 
-    __slots__ = ("_in_place", "_map", "_read", "_shape")
+    __slots__ = ("_in_place", "_map", "_name", "_read", "_shape")
 
-    def __init__(self, attributes: Mapping[str, AnyValue], in_place: SpanBytes | None = None) -> None:
+    def __init__(
+        self, attributes: Mapping[str, AnyValue], in_place: SpanBytes | None = None, name: str | None = None
+    ) -> None:
         self._map = attributes
         self._in_place = in_place  # where the strings sit in the request as received, if known
         self._read: dict[str, Any] = {}  # key -> its value, once read
-        self._shape: tuple[str, ...] | None = None
+        self._shape: Shape | None = None
+        self._name = name
 
     def __contains__(self, key: str) -> bool:
         return key in self._map
@@ -203,7 +248,15 @@ class Attributes:
 
     def text(self, key: str) -> str | None:
         """``get``'s value as text (``as_text``)."""
-        value = self.get(key)
+        read = self._read
+        value = read.get(key, _MISSING)
+        if value is _MISSING:  # ``get``, inline: most reads are texts
+            attributes = self._map
+            if key in attributes:
+                any_value = attributes[key]
+                value = read[key] = any_value.string_value or value_of(any_value)
+            else:
+                value = read[key] = None
         return value if type(value) is str or value is None else as_text(value)
 
     def first_text(self, keys: Iterable[str]) -> str | None:
@@ -218,14 +271,16 @@ class Attributes:
         """The keys (``key in`` tests them).  Read only."""
         return self._map
 
-    def shape(self) -> tuple[str, ...]:
-        """The keys, in the map's order: what one instrumentation's spans of one kind share,
-        so that what depends on the keys alone can be worked out once for all of them.  The
-        order is the same for the same keys within a process, not between processes (upb
-        seeds its hash per process): what depends on it is worked out from the keys sorted."""
-        if self._shape is None:
-            self._shape = tuple(self._map)
-        return self._shape
+    def shape(self) -> Shape:
+        """The keys (``shape_of``): what one instrumentation's spans of one kind share, so
+        that what depends on the keys alone can be worked out once for all of them.  The
+        order is not the map's for every map (the same keys in another order may give the
+        shape found first), and the map's order varies between processes (upb seeds its hash
+        per process): what depends on the order is worked out from the keys sorted."""
+        shape = self._shape
+        if shape is None:
+            shape = self._shape = shape_of(self._map, self._name)
+        return shape
 
 
 class ResourceView:
@@ -236,7 +291,7 @@ class ResourceView:
     def __init__(self, resource: Resource) -> None:
         if type(resource) is not _RESOURCE:
             resource = classes.received(resource)
-        self.attrs = Attributes(attribute_map(resource))
+        self.attrs = Attributes(resource.attributes)  # a map (``attribute_map``)
 
 
 class EventView:
@@ -282,7 +337,7 @@ class SpanView:
         self.span = span
         self.scope = scope
         self.resource = resource
-        self.attrs = Attributes(attribute_map(span), in_place)
+        self.attrs = Attributes(span.attributes, in_place, span.name)  # a map (``attribute_map``)
         self._events: list[EventView] | None = None
         self._trace_id = trace_id
         self._span_id = span_id

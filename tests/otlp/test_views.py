@@ -13,12 +13,21 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector.otlp import classes
-from collector.otlp.views import Attributes, ResourceView, SpanView, attribute_map, encoded_of, value_of
+from collector.otlp.views import (
+    Attributes,
+    ResourceView,
+    SpanView,
+    attribute_map,
+    encoded_of,
+    shape_of,
+    value_of,
+)
 
 
 def _attributes(kvs: list[KeyValue]) -> Attributes:
     """``kvs`` as a span's attributes, parsed as the chain parses them (a map)."""
     return Attributes(attribute_map(classes.received(Span(attributes=kvs))))
+
 
 VALUES = [
     AnyValue(string_value="text"),
@@ -139,3 +148,25 @@ def test_each_read_answers_as_on_attributes_not_read_before(
     attrs = _attributes(kvs)
     for how, key in reads:
         assert _read(attrs, how, key) == _read(_attributes(kvs), how, key), (how, key)
+
+
+def _span(name: str, *keys: str) -> SpanView:
+    span = Span(name=name, attributes=[KeyValue(key=k, value=AnyValue(string_value=k)) for k in keys])
+    return SpanView(span, "scope", ResourceView(Resource()))
+
+
+def test_spans_of_the_same_keys_share_one_shape_hashed_by_identity() -> None:
+    first = _span("shape test", "s.a", "s.b", "s.c").attrs.shape()
+    again = _span("shape test", "s.c", "s.a", "s.b").attrs.shape()  # the same keys: the shape found first
+    assert again is first and sorted(first) == ["s.a", "s.b", "s.c"]
+    assert hash(first) != hash(tuple(first)) and {first: 1}.get(tuple(first)) is None
+    # As many keys under the same name, one of them another: a shape of its own.
+    other = _span("shape test", "s.a", "s.b", "s.d").attrs.shape()
+    assert sorted(other) == ["s.a", "s.b", "s.d"] and other is not first
+    assert _span("shape test", "s.a", "s.b", "s.c").attrs.shape() is first
+    # Fewer keys, another name, a resource's map: each its own keys.
+    assert sorted(_span("shape test", "s.a", "s.b").attrs.shape()) == ["s.a", "s.b"]
+    assert sorted(_span("another", "s.b", "s.a", "s.c").attrs.shape()) == ["s.a", "s.b", "s.c"]
+    resource = ResourceView(Resource(attributes=[KeyValue(key="r.a", value=AnyValue(string_value="x"))]))
+    same = classes.received(Resource(attributes=[KeyValue(key="r.a", value=AnyValue(int_value=1))]))
+    assert resource.attrs.shape() == ("r.a",) and resource.attrs.shape() is shape_of(attribute_map(same))
