@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -290,15 +291,22 @@ def outside_address() -> str:
 
 def recorded_trace_requests() -> list[tuple[ExportTraceServiceRequest, bytes]]:
     """Every trace request of the recorded framework sessions, in recording order, with its
-    protobuf bytes."""
+    protobuf bytes; each call gives messages of its own to change."""
+    return [(classes.as_traces(classes.TraceRequest.FromString(body)), body) for body in _recorded_trace_bodies()]
+
+
+@functools.cache
+def _recorded_trace_bodies() -> tuple[bytes, ...]:
+    """The bytes of ``recorded_trace_requests``' requests, read from the files once a process
+    (reading them takes seconds; parsing the bytes again, milliseconds)."""
     found = []
     for path in sorted(FRAMEWORKS.glob("*/*.traces.jsonl")):
         for _, received in requests_in(path):
             if isinstance(received, ReceiveError) or received.signal != "traces":
                 continue
             request = classes.as_traces(received.request)  # as the chain parses it
-            found.append((request, request.SerializeToString()))
-    return found
+            found.append(request.SerializeToString())
+    return tuple(found)
 
 
 def assembled_sessions(requests: list[tuple[ExportTraceServiceRequest, bytes]], raw: bool) -> list[Session]:

@@ -295,7 +295,8 @@ def test_the_older_link_pages_through_every_session_once(served: Server, browser
         if not older:
             break
         older[0].click()
-        WebDriverWait(browser, 10).until(staleness_of(older[0]))  # the next page has loaded
+        # The next page has loaded (checked every 50 ms: selenium's default, 0.5 s, cost each page).
+        WebDriverWait(browser, 10, poll_frequency=0.05).until(staleness_of(older[0]))
         assert "cursor=" in browser.current_url
     assert seen == everything
     assert pages == -(-len(everything) // 4)
