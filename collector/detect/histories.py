@@ -63,11 +63,12 @@ class History:
         end = self.end
         return self.window_at, min(end, self.window_at + -(-end // WINDOWS))
 
-    def starts(self, raw: Encoded, windows: list[tuple[int, int]]) -> bool:
+    def starts(self, raw: Encoded, differed: list[tuple[int, int]]) -> bool:
         """Whether ``raw``'s first ``self.end`` bytes are taken for this history's: compared
-        whole up to ``COMPARED_WHOLE`` bytes; above, its first and last ``EDGE`` bytes and
-        the byte ranges ``windows`` (its ``window()`` and any other that the caller compared
-        in a history it found different), each as far as this history goes.
+        whole up to ``COMPARED_WHOLE`` bytes; above, its first and last ``EDGE`` bytes, its
+        ``window()`` and the windows in ``differed`` (compared by the caller in histories it
+        found different), each as far as this history goes.  When they differ, its window is
+        added to ``differed``.
 
         Text inserted or removed anywhere before the end shifts the last bytes, so every
         change of length is seen at once, and so is any change in the ends (where the newest
@@ -77,21 +78,37 @@ class History:
         that shows it is read whole.  Comparing a long history whole reads both copies from
         memory, which is most of what a long session's span costs more than a short one's;
         the ends and a window read about a sixth of them (of 300 KB: 8 KB and 38 KB)."""
-        end = self.end
+        end, buffer = self.end, self.buffer
         data, start, stop = raw.data, raw.start, raw.end
-        with memoryview(self.buffer) as view:  # released at once: the buffer may grow after
-            if end <= COMPARED_WHOLE:
-                return data.startswith(view[:end], start, stop)
-            if not (
-                data.startswith(view[end - EDGE : end], start + end - EDGE, stop)
-                and data.startswith(view[:EDGE], start, stop)
-            ):
-                return False
-            for low, high in windows:
-                high = min(high, end)
-                if low < high and not data.startswith(view[low:high], start + low, stop):
-                    return False
-            return True
+        if end <= COMPARED_WHOLE and len(buffer) == end:
+            same = data.startswith(buffer, start, stop)  # compared where they sit
+        else:
+            with memoryview(buffer) as view:  # released at once: the buffer may grow after
+                same = (
+                    data.startswith(view[:end], start, stop)
+                    if end <= COMPARED_WHOLE
+                    else _same_in(data, start, stop, view, end, [self.window(), *differed])
+                )
+        if not same:
+            differed.append(self.window())  # an older history holding those bytes differs there too
+        return same
+
+
+def _same_in(
+    data: bytes, start: int, stop: int, view: memoryview, end: int, windows: list[tuple[int, int]]
+) -> bool:
+    """Whether ``data[start:stop]`` holds ``view``'s first and last ``EDGE`` bytes and its
+    bytes in each of ``windows`` (up to ``end``) where ``view`` has them."""
+    if not (
+        data.startswith(view[end - EDGE : end], start + end - EDGE, stop)
+        and data.startswith(view[:EDGE], start, stop)
+    ):
+        return False
+    for low, high in windows:
+        high = min(high, end)
+        if low < high and not data.startswith(view[low:high], start + low, stop):
+            return False
+    return True
 
 
 # A remembered history of up to this many bytes is compared whole; a longer one in its ends
@@ -230,9 +247,7 @@ class Histories:
             rest = size - len(tail)  # where this one's array would close
             if rest < end or data[start + end] not in _ENDS or not data.startswith(tail, start + rest, stop):
                 continue
-            window = history.window()
-            if not history.starts(raw, [window, *differed]):
-                differed.append(window)  # an older history holding those bytes differs there too
+            if not history.starts(raw, differed):
                 continue
             if rest == end:
                 return ""  # the same history again (a retried or duplicated span)
