@@ -168,7 +168,12 @@ def test_a_full_disk_answers_retryable_recovers_by_itself_and_loses_nothing_ackn
         server.stop()
         server = Server(tmp_path, {**storage, "sessions": {"idle_timeout": "1s", "check_interval": "0.1s"}})
         db = shared.at(small_disk / "data")
-        wait_for(lambda: len(db.rows("SELECT 1 FROM coverage")) >= len(acked), timeout=60, interval=0.3)
+        try:
+            wait_for(lambda: len(db.rows("SELECT 1 FROM coverage")) >= len(acked), timeout=60, interval=0.3)
+        except TimeoutError:
+            recorded = {row[0] for row in db.rows("SELECT session FROM coverage")}
+            missing = sorted(set(acked) - recorded)
+            pytest.fail(f"no coverage row in 60 s for {missing}; the restarted server's log:\n{server.log()}")
         coverage = {s: json.loads(r)["spans"] for s, r in db.rows("SELECT session, record FROM coverage")}
         quarantined = metric_value(server.metrics(), "skillgauge_spool_quarantined_total")
     finally:
