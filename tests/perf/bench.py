@@ -34,8 +34,9 @@ Figures:
 CPU figures: process CPU time (user + system), not wall clock, so that they hold on a machine
 whose other processes take the cores from time to time (the throughput figures above do not:
 they are context).  Microseconds a span:
-  decode_cpu_us_per_span     ``decode_all`` (parse + every attribute to a value) under
-                             ``time.process_time``, the best of the decode limit's trials
+  decode_cpu_us_per_span     ``decode_one`` (parse + every attribute to a value) under
+                             ``time.process_time``, the best of five rounds (one with
+                             ``--short``) of ``decode_and_detect``
   served_cpu_us_per_span     receivers to recorded results: every replica's CPU time (all its
                              threads, ``/proc/<pid>/stat`` utime + stime) over the counted part
                              of the saturation phase, divided by the spans the replicas
@@ -59,11 +60,11 @@ they are context).  Microseconds a span:
                              (``collector.replay.replay``, store in memory, serve's collector
                              thresholds), under ``time.process_time``; its garbage
                              collections' part printed beside it
-  detect_cpu_us_per_span     ``detect_cost`` (parse + assemble + detect) under
-                             ``time.process_time``, the best of five rounds (one with ``--short``);
-                             each round is one of the decode limit's trials, then one pass of
-                             ``detect_cost``, so that both figures see the same stretches of
-                             the machine (``decode_and_detect``)
+  detect_cpu_us_per_span     ``detect_one`` (parse + assemble + detect, as ``detect_cost``) under
+                             ``time.process_time``, the best of the same rounds: each round is
+                             one pass over the traffic, each request decoded and then detected,
+                             so that both figures see the same stretches of the machine
+                             (``decode_and_detect``)
   served_over_decode         served / decode: what serving a span costs in decodes of it
   served_over_inprocess      served / in process: what serving adds to the chain itself
   detect_over_decode         detect / decode: what detecting a span costs in decodes of it;
@@ -76,7 +77,7 @@ they are context).  Microseconds a span:
   rss_bytes_per_open_session RSS growth per open session (10,000 sessions x 50 spans routed over
                              the replicas; the replicas' growth summed), with the raw span bytes
                              per session beside it
-  detect_us_per_span         assembler + detectors per span, in process, one core (wall clock)
+  detect_us_per_span         detect_cpu_us_per_span again (the name earlier runs' figures have)
   long_session_detect_us_per_span  the same for one long session whose chat spans each record
                              the conversation so far (beside it, the cost of reading each whole),
                              sent in requests of at most 4 MiB (the Collector's default), each
@@ -381,68 +382,80 @@ def span_count(body: bytes) -> int:
 # -- in-process figures --------------------------------------------------------------------------
 
 
-def decode_cpu(bodies: list[bytes], seconds: float) -> tuple[float, float]:
-    """(spans/s of wall time, microseconds of this process's CPU time a span) of ``decode_all``."""
-    cpu = time.process_time()
-    spans, elapsed = decode_all(bodies, seconds)
-    return spans / elapsed, (time.process_time() - cpu) / spans * 1e6
-
-
-def decode_all(bodies: list[bytes], seconds: float) -> tuple[int, float]:
-    """Parse plus every attribute to a Python value, passes over ``bodies`` for ``seconds``:
-    (spans, wall seconds)."""
+def decode_one(body: bytes) -> int:
+    """Parse one request plus every attribute to a Python value: the decode limit's work on
+    it; returns its spans."""
     done = 0
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        for body in bodies:
-            request = ExportTraceServiceRequest()
-            request.ParseFromString(body)
-            for rs in request.resource_spans:
-                for kv in rs.resource.attributes:
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(body)
+    for rs in request.resource_spans:
+        for kv in rs.resource.attributes:
+            value_of(kv.value)
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                for kv in span.attributes:
                     value_of(kv.value)
-                for ss in rs.scope_spans:
-                    for span in ss.spans:
-                        for kv in span.attributes:
-                            value_of(kv.value)
-                        for event in span.events:
-                            for kv in event.attributes:
-                                value_of(kv.value)
-                        done += 1
-    return done, time.perf_counter() - start
+                for event in span.events:
+                    for kv in event.attributes:
+                        value_of(kv.value)
+                done += 1
+    return done
 
 
 @dataclasses.dataclass(frozen=True)
 class Paired:
-    """The decode limit and detection, measured in alternate rounds (see ``decode_and_detect``)."""
+    """The decode limit and detection, measured a request at a time (``decode_and_detect``)."""
 
-    limit: float  # spans/s of wall time, the best round's
-    decode_us: float  # microseconds of CPU time a span, the best round's
-    detect_us: float  # ``detect_cost``'s figure, the best round's
-    detect_cpu_us: float  # microseconds of CPU time a span around ``detect_cost``, the best round's
+    limit: float  # spans/s of the decode's wall time, the best round's
+    decode_us: float  # microseconds of CPU time a span to decode, the best round's
+    detect_us: float  # microseconds of CPU time a span to parse, assemble and detect, the best round's
     ratios: list[float]  # each round's detection over its decode, in round order
 
 
 def decode_and_detect(bodies: list[bytes], spans: int, rounds: int) -> Paired:
-    """``rounds`` rounds, each a one-second trial of ``decode_all`` then one ``detect_cost``
-    pass, each figure the best of its rounds.  Taken in turn, the two see the same stretches
-    of the machine: a slower stretch (seen: 12.7 against 22.2 us a span of decode within one
-    minute) slows both of one round, where one figure measured after the other would set a
-    fast stretch's against a slow one's.  Each round's detection over its decode is kept, so
-    that the spread of their ratio shows beside the ratio of the best figures."""
-    import gc
-
-    limit, decode_us, detect_us, detect_cpu_us = 0.0, float("inf"), float("inf"), float("inf")
+    """``rounds`` rounds, each one pass over the traffic in which every request is decoded
+    (``decode_one``) and then detected (``detect_one``, into one assembler a round, as
+    ``detect_cost`` does), each half under ``time.process_time`` of its own; each figure is
+    the best of its rounds.  Paired a request at a time (~10-30 ms apart), the two see the
+    same stretches of the machine, whose speed moves by a third within seconds: in rounds of
+    a one-second decode trial and then a ``detect_cost`` pass, one run's rounds spread 1.9-3.6
+    (tests/perf/README.md, "Detection against decode, a request at a time").  Each round's
+    detection over its decode is kept, so that their spread shows beside the ratio of the best
+    figures."""
+    limit, decode_us, detect_us = 0.0, float("inf"), float("inf")
     ratios: list[float] = []
     for _ in range(rounds):
-        rate, decoded = decode_cpu(bodies, 1.0)
-        gc.collect()  # the last round's sessions, not counted
-        cpu = time.process_time()
-        figure = detect_cost(bodies)
-        used = (time.process_time() - cpu) / spans * 1e6
-        limit, decode_us = max(limit, rate), min(decode_us, decoded)
-        detect_us, detect_cpu_us = min(detect_us, figure), min(detect_cpu_us, used)
-        ratios.append(used / decoded)
-    return Paired(limit, decode_us, detect_us, detect_cpu_us, ratios)
+        decoding, detecting, decoding_wall = _paired_round(bodies, spans)
+        round_decode, round_detect = decoding / spans * 1e6, detecting / spans * 1e6
+        limit = max(limit, spans / decoding_wall)
+        decode_us, detect_us = min(decode_us, round_decode), min(detect_us, round_detect)
+        ratios.append(round_detect / round_decode)
+    return Paired(limit, decode_us, detect_us, ratios)
+
+
+def _paired_round(bodies: list[bytes], spans: int) -> tuple[float, float, float]:
+    """One round of ``decode_and_detect``: seconds of CPU time decoding, of CPU time
+    detecting, and of wall time decoding."""
+    import gc
+
+    gc.collect()  # the last round's sessions, not counted
+    assembler = Assembler(parse({}).sessions, lambda session, reason: None)
+    decoded = detected = 0
+    decoding = detecting = decoding_wall = 0.0
+    clock, wall = time.process_time, time.perf_counter
+    with collected_as_served(None) as collect_if_due:
+        for n, body in enumerate(bodies):
+            began, began_wall = clock(), wall()
+            decoded += decode_one(body)
+            half, half_wall = clock(), wall()
+            detected += detect_one(assembler, n, body)
+            collect_if_due()  # serve runs it on its loop, between requests
+            detecting += clock() - half
+            decoding += half - began
+            decoding_wall += half_wall - began_wall
+    if decoded != spans or detected != spans:
+        raise RuntimeError(f"{spans} spans sent, {decoded} decoded, {detected} detected")
+    return decoding, detecting, decoding_wall
 
 
 def inprocess_cpu(bodies: list[bytes], spans: int, passes: int, extra: dict[str, Any]) -> tuple[float, float]:
@@ -519,15 +532,21 @@ def detect_cost(bodies: list[bytes]) -> float:
     with collected_as_served(None) as collect_if_due:
         start = time.process_time()
         for n, body in enumerate(bodies):
-            request = ParsedRequest()
-            request.ParseFromString(body)
-            result = Accepted()
-            for _ in assembler.feed(request, n + 1, result, raw=body):  # as the served pipeline does
-                pass
-            spans += result.accepted
+            spans += detect_one(assembler, n, body)
             collect_if_due()  # serve runs it on its loop, between requests
         used = time.process_time() - start
     return used / spans * 1e6
+
+
+def detect_one(assembler: Assembler, n: int, body: bytes) -> int:
+    """Parse request ``n`` of a pass as the chain does and assemble and detect its spans, as
+    the served pipeline does; returns the spans accepted."""
+    request = ParsedRequest()
+    request.ParseFromString(body)
+    result = Accepted()
+    for _ in assembler.feed(request, n + 1, result, raw=body):
+        pass
+    return result.accepted
 
 
 @contextlib.contextmanager
@@ -1392,7 +1411,7 @@ def cpu_figures(
     """The CPU figures (microseconds of process CPU time a span) and their ratios; beside the
     served figure (the whole counted part), each window's and their median; beside detection
     over decode, each round's (``decode_and_detect``)."""
-    decode_us, detect_us = paired.decode_us, paired.detect_cpu_us
+    decode_us, detect_us = paired.decode_us, paired.detect_us
     figures = {
         "decode_cpu_us_per_span": round(decode_us, 2),
         "served_cpu_us_per_span": round(served_us, 1),
@@ -1489,14 +1508,13 @@ def main(argv: list[str] | None = None) -> int:
         served["storage"] = {"shared": opts.shared}
 
     paired = decode_and_detect(bodies, spans, 1 if short else 5)
-    limit, decode_us = paired.limit, paired.decode_us
-    detect_us, detect_cpu_us = paired.detect_us, paired.detect_cpu_us
+    limit, decode_us, detect_us = paired.limit, paired.decode_us, paired.detect_us
     print(
         f"decode limit (parse + attribute values, 1 core): {limit:,.0f} spans/s; CPU {decode_us:.2f} us a span"
     )
     print(
-        f"parse + assemble + detect in process: {detect_us:.1f} us/span ({1e6 / detect_us:,.0f} spans/s); "
-        f"CPU {detect_cpu_us:.1f} us a span; detect / decode {detect_cpu_us / decode_us:.2f}, "
+        f"parse + assemble + detect in process: CPU {detect_us:.1f} us a span; detect / decode "
+        f"{detect_us / decode_us:.2f}, "
         f"in each round: {', '.join(f'{r:.2f}' for r in paired.ratios)}"
     )
     passes = 1 if short else 3
