@@ -96,6 +96,11 @@ def test_bench_ingest_only_mode_measures_the_saturation_phase_alone() -> None:
     # ... and by protocol: each replica has gRPC and HTTP clients.
     for key in ("export_grpc_p50_ms", "export_grpc_p99_ms", "export_http_p50_ms", "export_http_p99_ms"):
         assert figures[key] > 0, key
+    # ... beside the full collections that paused a replica meanwhile (a count, most often 0).
+    assert figures["export_full_collections"] >= 0 and figures["export_full_collections"] == int(
+        figures["export_full_collections"]
+    )
+    assert any(line.startswith("at 50% load") and "full collections in the phase" in line for line in lines)
     assert not any(line.startswith(("a long session", "open sessions", "judged")) for line in lines)
     # The served CPU split by thread: the event loop's among them.
     assert any(line.startswith("  CPU a span served") and " loop " in line for line in lines)

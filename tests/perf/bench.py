@@ -73,7 +73,9 @@ they are context).  Microseconds a span:
   and these figures too, and leaves out memory, long sessions and the judged sessions
   export_p99_ms              Export call latency at 50 % of each replica's ingest rate, over
                              every replica's calls (after the saturation phase's sessions have
-                             closed and their requests been deleted)
+                             closed and their requests been deleted); beside it
+                             (``export_full_collections``), the full garbage collections the
+                             replicas ran in that phase: each pauses its replica's loop
   rss_bytes_per_open_session RSS growth per open session (10,000 sessions x 50 spans routed over
                              the replicas; the replicas' growth summed), with the raw span bytes
                              per session beside it
@@ -1389,19 +1391,28 @@ def half_load(
     else:
         rates = [r / 2 for r in flat["replica_ok_requests_per_s"]]
     assert all(rates), f"a replica acknowledged nothing at saturation: {rates}"
+    before = [gc_seconds(server) for server in servers]
     half = drive(servers, routed, seconds, clients, rates=rates, first_round=10_000, warmup=warmup)
+    # A full collection pauses its replica's loop (hundreds of ms on a served heap): every
+    # acknowledgement due meanwhile waits, so the p99 is read beside how many fell in the phase.
+    after = [gc_seconds(server) for server in servers]
+    fulls = [(last[5] - first[5], last[2] - first[2]) for first, last in zip(before, after, strict=True)]
+    half["full_collections"] = sum(count for count, _ in fulls)
     print(
         f"at {'a fixed rate' if fixed_rate is not None else '50% load'} ({sum(rates):.1f} req/s in all: "
         f"{', '.join(f'{r:.1f}' for r in rates)} per replica): p50 {half['p50_ms']:.1f} ms, "
         f"p99 {half['p99_ms']:.1f} ms, refused {half['errors']}; gRPC p50 {half['grpc_p50_ms']:.1f} / "
-        f"p99 {half['grpc_p99_ms']:.1f} ms, HTTP p50 {half['http_p50_ms']:.1f} / p99 {half['http_p99_ms']:.1f} ms"
+        f"p99 {half['grpc_p99_ms']:.1f} ms, HTTP p50 {half['http_p50_ms']:.1f} / p99 {half['http_p99_ms']:.1f} ms; "
+        "full collections in the phase (warm-up included), by replica: "
+        + ", ".join(f"{count:.0f} ({pause * 1e3:.0f} ms of CPU)" for count, pause in fulls)
     )
     return half
 
 
 def _latency_figures(half: dict[str, Any]) -> dict[str, float]:
-    """The half-load acknowledgements' p50 in all and p50 / p99 by protocol, in ms."""
-    keys = ("p50_ms", "grpc_p50_ms", "grpc_p99_ms", "http_p50_ms", "http_p99_ms")
+    """The half-load acknowledgements' p50 in all and p50 / p99 by protocol, in ms, and the full
+    collections the replicas ran meanwhile (``export_full_collections``)."""
+    keys = ("p50_ms", "grpc_p50_ms", "grpc_p99_ms", "http_p50_ms", "http_p99_ms", "full_collections")
     return {f"export_{key}": round(half[key], 1) for key in keys}
 
 
