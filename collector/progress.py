@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from collector.replay import Progress
+if TYPE_CHECKING:  # an annotation only: the command line imports replay's chain when it replays
+    from collector.replay import Progress
 
 
 class ProgressLine:
