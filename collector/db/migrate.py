@@ -11,16 +11,19 @@ from __future__ import annotations
 import logging
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.pool import StaticPool
 
 from collector.db import engine as engines
 from collector.db.schema import metadata
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+# Alembic (with Mako) is imported by the functions that migrate or read a revision, so that
+# a process which never migrates (replay's in-memory store, the tools) does not load it.
 
 _SCRIPTS = Path(__file__).parent / "migrations"
 # SQLite pages of new stores.  Requests live in segment files; the tables hold small rows,
@@ -31,6 +34,8 @@ PAGE_SIZE = 4096
 
 
 def _config(connection: sa.Connection) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(_SCRIPTS))
     config.attributes["connection"] = connection
@@ -39,6 +44,9 @@ def _config(connection: sa.Connection) -> Config:
 
 def head() -> str:
     """The newest migration's revision."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
     config = Config()
     config.set_main_option("script_location", str(_SCRIPTS))
     revision = ScriptDirectory.from_config(config).get_current_head()
@@ -49,12 +57,16 @@ def head() -> str:
 
 def current(connection: sa.Connection) -> str | None:
     """The revision the store's tables are at (None: never migrated)."""
+    from alembic.runtime.migration import MigrationContext
+
     return MigrationContext.configure(connection).get_current_revision()
 
 
 def upgrade(engine: sa.Engine) -> str:
     """Migrate the store behind ``engine`` to the newest revision; returns it."""
     # Alembic tells at INFO what it is about to do at every start: the store says what matters.
+    from alembic import command
+
     logging.getLogger("alembic").setLevel(logging.WARNING)
     with engine.begin() as connection:
         command.upgrade(_config(connection), "head")
