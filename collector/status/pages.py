@@ -9,15 +9,15 @@ of 32 hex digits.  ``trace_link`` turns a trace id into the operator's tracing b
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
-import jinja2
 from aiohttp import web
 
 from collector.status import explain
@@ -25,6 +25,9 @@ from collector.status import query as session_query
 from collector.status.tenancy import detail_tenant, held, listing_tenant, open_rows
 from collector.status.view import DEFAULT_LIMIT, MAX_LIMIT, SessionPage, SessionQuery, StatusView
 from evaluators.result import STATUSES
+
+if TYPE_CHECKING:
+    import jinja2
 
 UNKNOWN_SESSION = (
     "unknown session: no span has carried this id, or its results are older than storage.retention"
@@ -40,17 +43,27 @@ WINDOWS = (("hour", "Last hour", 3600.0), ("day", "Last day", 86400.0))
 TraceLink = Callable[[str], str | None]
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
-# A key a record may lack (fields added in later versions, optional ones) renders as nothing.
-_ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("collector.status", "templates"),
-    autoescape=True,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
+
+@functools.cache
+def _templates() -> jinja2.Environment:
+    """The pages' templates and their filters, made when the first page is rendered (jinja2
+    is imported then, not when serve starts).  A key a record may lack (fields added in later
+    versions, optional ones) renders as nothing."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("collector.status", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["utc"] = utc
+    env.filters["duration"] = explain.duration
+    return env
 
 
 def render(template: str, **context: Any) -> web.Response:
-    body = _ENV.get_template(template).render(**context)
+    body = _templates().get_template(template).render(**context)
     return web.Response(
         text=body,
         content_type="text/html",
@@ -106,10 +119,6 @@ def utc(seconds: object) -> str:
     if not isinstance(seconds, int | float):
         return ""
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-_ENV.filters["utc"] = utc
-_ENV.filters["duration"] = explain.duration
 
 
 def iso(seconds: float) -> str:
