@@ -31,3 +31,14 @@ def server(tmp_path: Path) -> Iterator[Server]:
     srv = Server(tmp_path)
     yield srv
     srv.stop()
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: a worker for each core and a quarter as many again (at least one more).
+    The tests spend about a quarter of their time waiting on what they started (serve,
+    PostgreSQL, the Collector, Chromium, Prometheus), time in which one worker a core would
+    leave its core idle.  ``PYTEST_XDIST_AUTO_NUM_WORKERS``, when set, decides instead."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cores = len(os.sched_getaffinity(0))
+    return cores + max(1, cores // 4)
