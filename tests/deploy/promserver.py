@@ -96,8 +96,20 @@ class Prometheus:
         data = self.api("query", query=expr)
         return data["result"] if data["resultType"] == "vector" else [{"value": data["result"]}]
 
+    def scrapes(self) -> int:
+        """The scrapes so far of the target scraped least (``up``'s samples; 0 before any)."""
+        result = self.query("min(count_over_time(up[1h]))")
+        return int(float(result[0]["value"][1])) if result else 0
+
     def wait_scrapes(self, n: int = 3) -> None:
-        time.sleep(n * 1.0 + 0.5)
+        """Until every target has been scraped ``n`` more times (one a second): what it
+        exposed when this was called is then in the database, however busy the machine."""
+        wanted = self.scrapes() + n
+        deadline = time.monotonic() + n + 30
+        while self.scrapes() < wanted:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{n} scrapes not made in {n + 30} s: {self.log_path.read_text()[-2000:]}")
+            time.sleep(0.2)
 
     def stop(self) -> None:
         self.proc.terminate()
