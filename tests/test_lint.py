@@ -1,8 +1,15 @@
 """The README's lint command runs with the tests: ruff (lint, and format for ``collector`` and
-``evaluators``) and mypy strict, so that "ruff clean, mypy strict" holds on every CI run."""
+``evaluators``) and mypy strict, so that "ruff clean, mypy strict" holds on every CI run.
+
+mypy keeps its incremental cache outside the repository
+(``${SKILLGAUGE_MYPY_CACHE:-${XDG_CACHE_HOME:-~/.cache}/skillgauge/mypy}``, as the Collector's
+build is kept): a module whose source hash is unchanged, wherever the checkout is, is not
+checked again, and one that changed is checked with every module that depends on it.  A
+cold run takes ~23 s of CPU, a warm one ~1 s."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +32,13 @@ def test_collector_and_evaluators_are_formatted() -> None:
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
 
 
-def test_mypy_strict_finds_nothing(tmp_path: Path) -> None:
-    run = _run(sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy"))
+def _mypy_cache() -> Path:
+    if os.environ.get("SKILLGAUGE_MYPY_CACHE"):
+        return Path(os.environ["SKILLGAUGE_MYPY_CACHE"])
+    cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache_home) / "skillgauge" / "mypy"
+
+
+def test_mypy_strict_finds_nothing() -> None:
+    run = _run(sys.executable, "-m", "mypy", "--cache-dir", str(_mypy_cache()))
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
