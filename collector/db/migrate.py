@@ -23,7 +23,10 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 # Alembic (with Mako) is imported by the functions that migrate or read a revision, so that
-# a process which never migrates (replay's in-memory store, the tools) does not load it.
+# a process which never migrates (replay's in-memory store, the tools) does not load it.  It
+# tells at INFO which plugins it set up when first imported and what it is about to do at every
+# start: the store says what matters, so its logger is quiet below WARNING before any import.
+logging.getLogger("alembic").setLevel(logging.WARNING)
 
 _SCRIPTS = Path(__file__).parent / "migrations"
 # SQLite pages of new stores.  Requests live in segment files; the tables hold small rows,
@@ -64,10 +67,8 @@ def current(connection: sa.Connection) -> str | None:
 
 def upgrade(engine: sa.Engine) -> str:
     """Migrate the store behind ``engine`` to the newest revision; returns it."""
-    # Alembic tells at INFO what it is about to do at every start: the store says what matters.
     from alembic import command
 
-    logging.getLogger("alembic").setLevel(logging.WARNING)
     with engine.begin() as connection:
         command.upgrade(_config(connection), "head")
         return current(connection) or ""

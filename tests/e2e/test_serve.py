@@ -138,6 +138,10 @@ def test_startup_log_names_every_listener(server: Server) -> None:
         assert f"127.0.0.1:{port}" in log
     assert "judge: NOT configured" in log
     assert "sessions: keys session.id" in log or "sessions: keys span:session.id" in log
+    # Only skillgauge's own lines: the libraries it starts (Alembic migrating the store at
+    # every start, say) say nothing at INFO.
+    loggers = {line.split()[3].rstrip(":") for line in log.splitlines() if line[:2] == "20"}
+    assert loggers == {"skillgauge"}, log
 
 
 def test_startup_log_names_the_judge_budget_and_session_cap(tmp_path: Path) -> None:
