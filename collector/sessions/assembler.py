@@ -242,7 +242,7 @@ class Assembler(Admission):
                             and RUNS
                             and trace == run_trace
                             and found[0] == run_key
-                            and found[1] is run_source
+                            and found[1] == run_source
                             and ident not in run.ids
                             and not self._early.held
                         ):
