@@ -34,6 +34,7 @@ from collector.detect.facts import tool_spans as tool_span_facts
 from collector.otlp.views import SHAPES_KEPT, Attributes
 
 Marker = tuple[str, str | None]  # (key, the value it must hold, or None: any)
+TOOL, AGENT = 1, 2  # what a marker's value makes a span (``SpanPlan.marks``), as bits
 
 # Span attributes of the prompt tables: (key, role).
 PROMPT_ATTRIBUTES: tuple[tuple[str, str], ...] = tuple(
@@ -68,6 +69,11 @@ class SpanPlan:
     tool_markers: tuple[Marker, ...]  # ``TOOL_SPAN_MARKERS`` whose key is present
     tool_marked: bool  # one of them holds any value: a tool span by its keys alone
     agent_markers: tuple[Marker, ...]  # ``AGENT_SPAN_MARKERS`` whose key is present
+    agent_marked: bool  # one of them holds any value: an agent span by its keys alone
+    # The present markers that need a value, by key: (key, value -> TOOL and/or AGENT).  A
+    # span's kind by them is one read of each key and one lookup of its text.
+    marks: tuple[tuple[str, dict[str, int]], ...]
+    keyless: bool  # no key at all
     catalog_names: tuple[str, ...]  # ``CATALOG_NAME_ATTRIBUTES`` present
     prompts: tuple[Field, ...]  # the prompt tables' span attributes present
     flattened: tuple[str, ...]  # flattened input message keys, in message and part order
@@ -129,6 +135,21 @@ def _fields(present: frozenset[str], table: tuple[tuple[str, str], ...]) -> tupl
     )
 
 
+def _marks(present: frozenset[str]) -> tuple[tuple[str, dict[str, int]], ...]:
+    """``SpanPlan.marks``: each present key of a marker that needs a value, in the order the
+    tables list them, with what each such value makes a span."""
+    kinds: dict[str, dict[str, int]] = {}
+    for markers, kind in (
+        (tool_span_facts.TOOL_SPAN_MARKERS, TOOL),
+        (tool_span_facts.AGENT_SPAN_MARKERS, AGENT),
+    ):
+        for key, value in markers:
+            if value is not None and key in present:
+                values = kinds.setdefault(key, {})
+                values[value] = values.get(value, 0) | kind
+    return tuple(kinds.items())
+
+
 def _plan(shape: tuple[str, ...]) -> SpanPlan:
     present = frozenset(shape)
     flattened = flattened_keys(shape)
@@ -150,6 +171,9 @@ def _plan(shape: tuple[str, ...]) -> SpanPlan:
         tool_markers=tuple(m for m in tool_span_facts.TOOL_SPAN_MARKERS if m[0] in present),
         tool_marked=any(m[1] is None and m[0] in present for m in tool_span_facts.TOOL_SPAN_MARKERS),
         agent_markers=tuple(m for m in tool_span_facts.AGENT_SPAN_MARKERS if m[0] in present),
+        agent_marked=any(m[1] is None and m[0] in present for m in tool_span_facts.AGENT_SPAN_MARKERS),
+        marks=_marks(present),
+        keyless=not shape,
         catalog_names=catalog_names,
         prompts=prompts,
         flattened=flattened,
@@ -191,10 +215,12 @@ def plan_of(attrs: Attributes) -> SpanPlan:
 
 
 __all__ = [
+    "AGENT",
     "KNOWN_KEYS",
     "PROMPT_ATTRIBUTES",
     "RESPONSE_ATTRIBUTES",
     "SKIP_EMPTY",
+    "TOOL",
     "TOOL_DEFINITIONS",
     "SpanPlan",
     "flattened_keys",

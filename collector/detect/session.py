@@ -12,7 +12,7 @@ remembered by ``histories``.
 from __future__ import annotations
 
 from collector.detect import catalogs, closing, history_calls, messages, plans, readings
-from collector.detect.content import marked, result_text, shaped_call, tool_call
+from collector.detect.content import result_text, shaped_call, tool_call
 from collector.detect.content import tool_description as tool_description_of
 from collector.detect.expectations import EXPECTED_SKILLS_ATTRIBUTE as _EXPECTED
 from collector.detect.facts import logs as log_facts
@@ -27,6 +27,7 @@ from collector.otlp.views import Encoded, EventView, SpanView
 from evaluators.evidence import Session, Turn, fold_skill_name
 
 _EVENT_ACTIVATIONS = log_facts.SPAN_EVENT_SKILL_ACTIVATED
+_TOOL, _AGENT = plans.TOOL, plans.AGENT
 # Any catalog's marker as it survives in raw (JSON) text.
 _CATALOG_RAW: tuple[str, ...] = catalogs.RAW_MARKERS
 _has_any = readings.has_any
@@ -45,10 +46,11 @@ class SessionEvidence(LogIntake):
         span = view.span
         if not self.framework:
             self._name_framework(view, view.name)
-        plan = plans.plan_of(view.attrs)  # what the span's keys alone decide
-        if not view.attrs.shape():  # made by ``plan_of``: no second read of the attribute field
+        attrs = view.attrs
+        plan = plans.plan_of(attrs)  # what the span's keys alone decide
+        if plan.keyless:
             self._more().links[span.span_id] = span.parent_span_id
-        if self._rules.by_attribute or plan.expected or _EXPECTED in view.resource.attrs:
+        if self._rules.by_attribute or plan.expected or _EXPECTED in view.resource.attrs.by_key():
             where = (f"span {view.span.name!r} ({view.span_id})", f"the resource of span {view.span_id}")
             self._expect(self._rules.from_attributes(view.attrs, view.resource.attrs, where=where))
         if not self.model_seen:
@@ -58,7 +60,10 @@ class SessionEvidence(LogIntake):
             for position, (name, event) in enumerate(events):
                 if name in _EVENT_ACTIVATIONS:
                     self._observe_activation_event(view, EventView(position, event))
-        if plan.tool_marked or (plan.tool_markers and marked(view.attrs, plan.tool_markers)):
+        kind = 0  # what the markers' values make the span (``plans.TOOL``, ``plans.AGENT``)
+        for key, kinds in plan.marks:  # most spans: none, or gen_ai.operation.name's
+            kind |= kinds.get(attrs.text(key), 0)  # type: ignore[arg-type]  # None: no mark
+        if plan.tool_marked or kind & _TOOL:
             call = tool_call(view, plan.tool_markers, plan.shaped_tool, marked=True)
         elif plan.shaped_tool is not None:
             call = shaped_call(view, plan.shaped_tool)  # what ``tool_call`` reads of a span no marker marks
@@ -69,7 +74,7 @@ class SessionEvidence(LogIntake):
             self._tool_description(view, plan)
             return
         start = span.start_time_unix_nano
-        if plan.agent_markers and marked(view.attrs, plan.agent_markers):
+        if plan.agent_marked or kind & _AGENT:
             self.agent_spans.append((start, view.trace_id, view.span_id))
         if plan.reads_nothing and plans.SKIP_EMPTY and not events:
             return  # no key below reads anything (``plans.SpanPlan.reads_nothing``)

@@ -68,6 +68,19 @@ def worth_it(raw: bytes, spans: int) -> bool:
     return len(raw) >= MIN_AVERAGE_SPAN_BYTES * max(1, spans)
 
 
+def next_span(
+    raw: bytes, places: Iterator[tuple[int, int]], trace_id: bytes, span_id: bytes
+) -> tuple[SpanBytes | None, Iterator[tuple[int, int]] | None]:
+    """The next span's place in ``raw`` (``span_ranges``; the span's ids: ``trace_id``,
+    ``span_id``), and the places left (None once the bytes do not frame as the parsed
+    request: its spans are then read from the parsed message)."""
+    try:
+        start, end = next(places)
+    except (StopIteration, Malformed):
+        return None, None
+    return SpanBytes(raw, start, end, trace_id, span_id), places
+
+
 class SpanBytes:
     """One span's place in the request bytes.  An attribute's string is looked for where
     its key is written (a search in C over the span's bytes, not a walk of its fields in
@@ -234,4 +247,4 @@ def _string_of(raw: bytes, start: int, end: int) -> tuple[int, int] | None:
     return where
 
 
-__all__ = ["MIN_AVERAGE_SPAN_BYTES", "Malformed", "SpanBytes", "span_ranges", "worth_it"]
+__all__ = ["MIN_AVERAGE_SPAN_BYTES", "Malformed", "SpanBytes", "next_span", "span_ranges", "worth_it"]

@@ -47,7 +47,6 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector.otlp import classes, inplace
-from collector.otlp.inplace import SpanBytes
 from collector.otlp.received import Accepted
 from collector.otlp.views import LogView, ResourceView, SpanView
 from collector.sessions.admission import Admission, TenantLimited
@@ -58,6 +57,7 @@ from collector.sessions.held import CLOSE_REASONS, OpenSession
 from collector.sessions.items import (
     SLICE_SECONDS,
     UNCORRELATED,
+    ZERO_SPAN,
     ZERO_TRACE,
     Steps,
     check_spans,
@@ -94,19 +94,7 @@ __all__ = [
 ]
 
 UNREADABLE_REASONS = ("too_deep", "bad_value", "internal_error")
-
-
-def _in_place(
-    raw: bytes, places: Iterator[tuple[int, int]], trace_id: bytes, span_id: bytes
-) -> tuple[SpanBytes | None, Iterator[tuple[int, int]] | None]:
-    """The next span's place in ``raw`` (the span's ids: ``trace_id``, ``span_id``), and the
-    places left (None once the bytes do not frame as the parsed request: its spans are then
-    read from the parsed message)."""
-    try:
-        start, end = next(places)
-    except (StopIteration, inplace.Malformed):
-        return None, None
-    return SpanBytes(raw, start, end, trace_id, span_id), places
+RUNS = True  # a span that continues a run joins its session directly (off: every span is placed)
 
 
 _UNREADABLE_DETAIL_CHARS = 300
@@ -204,6 +192,11 @@ class Assembler(Admission):
                 places = inplace.span_ranges(raw)
         clock = time.perf_counter
         pause_at = clock() + slice_seconds
+        # A run: the session the last span joined, while the next span of its key, source and
+        # trace would join it too (``_bound``: bound to it alone, no early records held) and
+        # it was touched for this request: such a span is counted in it without ``_place``.
+        run: OpenSession | None = None
+        run_key = run_source = run_trace = None
         # Slices, not the repeated fields: see ``collector.otlp.views``.
         for resource_spans in request.resource_spans[:]:
             resource = ResourceView(resource_spans.resource)
@@ -215,14 +208,22 @@ class Assembler(Admission):
                     span_id = span.span_id
                     in_place = None
                     if places is not None and raw is not None:  # every span's, in order, before anything else
-                        in_place, places = _in_place(raw, places, trace_id, span_id)
+                        in_place, places = inplace.next_span(raw, places, trace_id, span_id)
                     if clock() >= pause_at:
+                        run = None  # other work may change the sessions while paused
                         yield None
                         pause_at = clock() + slice_seconds
-                    problem = ids_problem(trace_id, span_id)
-                    if problem is not None:
-                        result.reject(problem)
-                        continue
+                    # ``ids_problem``'s tests, inline: it is called for a span they reject only
+                    if (
+                        len(trace_id) != 16
+                        or trace_id == ZERO_TRACE
+                        or len(span_id) != 8
+                        or span_id == ZERO_SPAN
+                    ):
+                        problem = ids_problem(trace_id, span_id)
+                        if problem is not None:
+                            result.reject(problem)
+                            continue
                     session: OpenSession | None = None
                     before = result.accepted
                     try:
@@ -233,23 +234,47 @@ class Assembler(Admission):
                         if rebuilds and self._dormant:
                             entry = self._waking(found[0], trace, request_id)
                             if entry is not None:
+                                run = None
                                 yield entry
-                        session = self._place(
-                            found, view, trace, trace_id + span_id, size, request_id, result, now, tenant, kin
-                        )
-                        if session is None:
-                            continue
+                        ident = trace_id + span_id
+                        if (
+                            run is not None
+                            and RUNS
+                            and trace == run_trace
+                            and found[0] == run_key
+                            and found[1] == run_source
+                            and ident not in run.ids
+                            and not self._early.held
+                        ):
+                            session = self._join(run, view, ident, size, now, result)  # ``_place``'s answer
+                        else:
+                            run = self._bound(found[0], trace, ident)
+                            run_key, run_source = found
+                            run_trace = trace
+                            session = self._place(
+                                found, run, view, trace, ident, size, request_id, result, now, tenant, kin
+                            )
+                            if session is not run or self.skip is not None:
+                                run = None  # the next span of this key and trace may join another
+                            if session is None:
+                                continue
                         session.evidence.observe_span(view)
                         if self._early.held:  # records logged under this span, come before it
+                            run = None
                             self._let_go(self._early.take_span(trace, span_id), now, session)
                     except Exception as err:  # this span alone: its neighbours go on as if it were not sent
+                        run = None
                         result.accepted = before + 1  # acknowledged: taken, though unreadable
                         self._unreadable("span", trace_id, span_id, session, err)
                         if session is None:
                             continue
                     touched[session.key] = session
-                    if self._over_limits(session):
+                    config = self._config  # ``_over_limits``' tests, inline: most spans pass them
+                    if (
+                        session.spans >= config.max_spans or session.bytes >= config.max_bytes
+                    ) and self._over_limits(session):
                         touched.pop(session.key, None)
+                        run = None
         for session in touched.values():
             if session.ending:
                 self._close(session, "end_attribute")
@@ -270,6 +295,7 @@ class Assembler(Admission):
     def _place(
         self,
         found: tuple[str | None, str],
+        bound: OpenSession | None,
         view: SpanView,
         trace: bytes,
         ident: bytes,
@@ -283,14 +309,14 @@ class Assembler(Admission):
         """The open session a usable span joins (``found``: its key and what named it,
         ``_key_and_source``), counted in it; None for a span that an
         evaluation before a restart already accounted for, or that its session has taken
-        already (a re-sent span).  ``trace``: its trace id, ``scoped``; ``ident``: its trace
-        id and span id.  ``kin``: its request's spans, for the keyed ancestor of an unkeyed
+        already (a re-sent span).  ``bound``: its ``_bound`` session.  ``trace``: its trace
+        id, ``scoped``; ``ident``: its trace id and span id.  ``kin``: its request's spans, for the keyed ancestor of an unkeyed
         span in a trace of several sessions (``Binding._session_for``)."""
         key, source = found
         if self.skip is not None and self.skip(key, trace, request_id):
             result.accepted += 1  # evaluated before the restart: accounted for
             return None
-        session = self._bound(key, trace, ident)
+        session = bound
         if session is None:
             if self._taken(key, trace, ident, tenant):
                 result.accepted += 1
@@ -319,6 +345,12 @@ class Assembler(Admission):
             ):
                 session.key_source = source  # a configured key names it too (``_session_for``)
             self._touch(session, request_id)
+        return self._join(session, view, ident, size, now, result)
+
+    def _join(
+        self, session: OpenSession, view: SpanView, ident: bytes, size: int, now: float, result: Accepted
+    ) -> OpenSession:
+        """A span (``ident``) counted in the open session it joins; returns the session."""
         values = view.attrs
         if session.provisional and not session.skill_named:
             session.skill_named = mentions_skills(values)

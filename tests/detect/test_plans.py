@@ -15,7 +15,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from support import assembled_sessions, recorded_trace_requests
 
-from collector.detect import messages, plans
+from collector.detect import content, messages, plans
 from collector.detect.content import is_redacted
 from collector.detect.facts import prompts as prompt_facts
 from collector.detect.facts import sessions as session_facts
@@ -153,3 +153,50 @@ def test_every_recording_assembles_to_the_same_sessions_with_and_without_the_ski
     monkeypatch.setattr(plans, "SKIP_EMPTY", False)
     assert assembled_sessions(requests, raw=True) == with_skip
 
+
+def _kind(view: SpanView, plan: plans.SpanPlan) -> tuple[bool, bool]:
+    """(a tool span, an agent span) by ``plan.marks`` and the keys alone, as
+    ``SessionEvidence.observe_span`` reads them."""
+    kind = 0
+    for key, kinds in plan.marks:
+        kind |= kinds.get(view.attrs.text(key) or "", 0)
+    return plan.tool_marked or bool(kind & plans.TOOL), plan.agent_marked or bool(kind & plans.AGENT)
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"gen_ai.operation.name": "execute_tool"},
+        {"gen_ai.operation.name": "invoke_agent"},
+        {"gen_ai.operation.name": "chat"},
+        {"gen_ai.operation.name": "invoke_agent", "openinference.span.kind": "TOOL"},
+        {"openinference.span.kind": "AGENT", "tool.name": "Read"},
+        {"ai.operationId": "ai.toolCall"},
+        {"openinference.span.kind": "LLM"},
+    ],
+)
+def test_a_span_is_a_tool_or_an_agent_span_by_its_plans_marks_as_by_every_marker(
+    attributes: dict[str, object],
+) -> None:
+    view = _span(list(attributes.items()))
+    assert _kind(view, plans.plan_of(view.attrs)) == (
+        content.has_marker(view, tool_span_facts.TOOL_SPAN_MARKERS),
+        content.has_marker(view, tool_span_facts.AGENT_SPAN_MARKERS),
+    )
+
+
+def test_every_recorded_span_is_a_tool_or_an_agent_span_by_its_plans_marks_as_by_every_marker() -> None:
+    spans = 0
+    for request, _ in recorded_trace_requests():
+        for resource_spans in request.resource_spans:
+            resource = ResourceView(resource_spans.resource)
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    view = SpanView(span, scope_spans.scope.name, resource)
+                    expected = (
+                        content.has_marker(view, tool_span_facts.TOOL_SPAN_MARKERS),
+                        content.has_marker(view, tool_span_facts.AGENT_SPAN_MARKERS),
+                    )
+                    assert _kind(view, plans.plan_of(view.attrs)) == expected, span.name
+                    spans += any(expected)
+    assert spans > 300  # tool and agent spans among them

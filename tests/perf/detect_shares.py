@@ -51,6 +51,7 @@ def _timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
 # (owner, attribute, label): what each stage is.
 STAGES: list[tuple[Any, str, str]] = [
     (assembler.Assembler, "_place", "place: key, session, counts"),
+    (assembler.Assembler, "_join", "joined: counted in its session (runs; within place)"),
     (binding.Binding, "_key_and_source", "  session key (configured, by shape)"),
     (binding.Binding, "_session_for", "  session for the key"),
     (views.Attributes, "shape", "attribute keys read (the key shape), any stage"),
