@@ -7,11 +7,13 @@ answers from frames that hold no error; what is left is a few small objects a gR
 an HTTP connection, from the libraries).  Python's own schedule visits every new container
 in a young collection and every survivor again in the older generations' collections, and a
 service's open sessions, the closed ones kept for reopening and the accounts waiting to be
-recorded all survive them.  ``Collecting`` keeps Python's young schedule as a clock only:
+recorded all survive them.  ``Collecting`` visits each container once, while it is young:
 
 - a young collection every ``young`` new containers (Python's first threshold; the older
-  generations' are never reached) visits nothing: at its start every generation is frozen
-  (``gc.freeze``: the lists moved aside at once, nothing visited).  A frozen object whose
+  generations' are never reached) visits the containers made since the last one that are
+  still alive, and frees the cycles among them that are garbage already (a finished gRPC
+  call's); what survives is then frozen (``gc.freeze``: the lists moved aside at once,
+  nothing visited), so no later young collection visits it again.  A frozen object whose
   last reference goes is freed at once, as before;
 - a full collection is due after ``full_after`` new containers (``full_after // young``
   young collections) or ``full_every`` seconds, whichever comes first, once a young
@@ -19,7 +21,8 @@ recorded all survive them.  ``Collecting`` keeps Python's young schedule as a cl
   ``call_soon_threadsafe``) to run ``collect_if_due`` outside the collection that found it
   due, which unfreezes everything, collects it all and freezes what is left.
 
-So cyclic garbage waits for the next full collection: what is kept is bounded by
+So a cycle waits for the next full collection only when it was still alive at its young
+collection (a connection open then, a call in flight): what is kept is bounded by
 ``full_after`` containers (and what they hold) and by what ``full_every`` seconds make.
 
 Collections do not nest and the callback runs under the GIL in whichever thread collected;
@@ -37,15 +40,17 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-# A young collection (a clock tick: it visits nothing) every 2,000 new containers; a full one
-# after 2,000,000 (about a minute of a saturated replica) or ten minutes, whichever comes first.
-# The time bound is for a replica that makes few containers: its cyclic garbage is a few small
-# objects a request, and a full collection pauses the loop for 100-200 ms (each acknowledgement
-# in flight waits), so it comes no oftener than the container bound needs.
-# Measured in tests/perf/README.md ("Garbage collection: what a collection leaves is frozen",
-# "Refused requests leave no cycles; young collections visit nothing").
+# A young collection every 2,000 new containers (~1 ms of a saturated replica's loop, ~2.5 us
+# a span); a full one after 200,000,000 (well over an hour saturated) or ten minutes, whichever
+# comes first.  A full collection visits every open session, those kept for reopening and the
+# accounts waiting to be recorded: 300k objects and 200-450 ms of the loop at saturation, in
+# which each acknowledgement in flight waits.  Young collections free nearly all cyclic garbage
+# (a few small objects a gRPC call and an HTTP connection, from the libraries), so the full
+# one comes at the time bound.  Measured in tests/perf/README.md ("Garbage collection: what a
+# collection leaves is frozen", "Young collections visit the young; the full collection every
+# ten minutes").
 YOUNG = 2_000
-FULL_AFTER = 2_000_000
+FULL_AFTER = 200_000_000
 FULL_EVERY = 600.0
 _NEVER = 2**30  # an older generation's threshold: never reached
 
@@ -120,8 +125,8 @@ class Collecting:
     def _after(self, phase: str, info: dict[str, Any]) -> None:
         if info["generation"] != 2:
             if phase == "start":
-                gc.freeze()  # every generation: this collection visits nothing
-                return
+                return  # it visits the young generation: what was made since the last one
+            gc.freeze()  # what survived it: no young collection visits it again
             self._since_full += 1
             if not self._due and (
                 self._since_full >= self.collections_per_full

@@ -1,6 +1,8 @@
-"""The collection policy serve and replay run under: young collections visit nothing (every
-generation is frozen at their start), a full collection runs on the loop once enough new
-containers were made or enough time passed, and cyclic garbage stays bounded by it."""
+"""The collection policy serve and replay run under: young collections visit what was made
+since the last one and free the cycles among it that are garbage already, what survives is
+frozen (no young collection visits it again), a full collection runs on the loop once enough
+new containers were made or enough time passed, and cyclic garbage frozen while alive stays
+bounded by it."""
 
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ class _Clock:
         return self.now
 
 
-def test_young_collections_visit_nothing(cycles: None) -> None:
+def test_young_collections_visit_the_young_once_and_free_its_cycles(cycles: None) -> None:
     clock = _Clock()
     policy = Collecting(young=100, full_after=1_000_000, full_every=60.0, clock=clock)
     kept = [[] for _ in range(10)]
@@ -60,10 +62,14 @@ def test_young_collections_visit_nothing(cycles: None) -> None:
         assert not _in_generations(kept)  # start froze what was made before it
         made = [{} for _ in range(10)]
         _Cycle()  # garbage at once
+        held = _Cycle()  # alive at the young collection: frozen with what survives
         assert _in_generations(made)
-        assert gc.collect(0) == 0 and gc.collect(1) == 0  # visited nothing, found nothing
-        assert _Cycle.alive == 1  # the cycle waits for the full collection
-        assert not _in_generations(made)  # frozen at the collection's start
+        assert gc.collect(0) > 0  # the young generation visited: the dropped cycle found
+        assert _Cycle.alive == 1  # freed young, without a full collection
+        assert not _in_generations(made) and not _in_generations(held)  # survivors frozen
+        assert gc.collect(0) == 0  # what survived is not visited again
+        del held
+        assert gc.collect(0) == 0 and _Cycle.alive == 1  # frozen while alive: it waits for the full one
         assert not policy.due
         clock.now = 60.0
         gc.collect(0)  # a young collection once full_every has passed: the full one is due
