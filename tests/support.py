@@ -295,6 +295,7 @@ def recorded_trace_requests() -> list[tuple[ExportTraceServiceRequest, bytes]]:
     return [(classes.as_traces(classes.TraceRequest.FromString(body)), body) for body in _recorded_trace_bodies()]
 
 
+
 @functools.cache
 def _recorded_trace_bodies() -> tuple[bytes, ...]:
     """The bytes of ``recorded_trace_requests``' requests, read from the files once a process
@@ -318,3 +319,22 @@ def assembled_sessions(requests: list[tuple[ExportTraceServiceRequest, bytes]], 
         assembler.add_spans(request, n, raw=body if raw else None)
     assembler.close_all()
     return sorted(closed, key=lambda s: (s.session_id, s.revision))
+
+
+def assembled(
+    requests: list[tuple[ExportTraceServiceRequest, bytes | None]], tenant: str, **sessions: Any
+) -> tuple[list[Session], dict[str, int], dict[str, int], int]:
+    """``requests`` (message, bytes as received) through one ``Assembler`` with the
+    ``sessions`` settings, for ``tenant``, every session closed at the end: the closed
+    sessions by key and revision, the duplicates and close reasons counted, and the spans
+    acknowledged."""
+    closed: list[Session] = []
+    assembler = Assembler(
+        parse({"sessions": sessions}).sessions, lambda session, _reason: closed.append(session)
+    )
+    accepted = 0
+    for n, (request, body) in enumerate(requests, 1):
+        accepted += assembler.add_spans(request, n, raw=body, tenant=tenant).accepted
+    assembler.close_all()
+    order = sorted(closed, key=lambda s: (s.key, s.revision))
+    return order, dict(assembler.duplicates), dict(assembler.closed_by_reason), accepted

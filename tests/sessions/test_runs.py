@@ -12,27 +12,10 @@ from typing import Any
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from support import recorded_trace_requests
+from support import assembled, recorded_trace_requests
 
-from collector.config import parse
 from collector.sessions import assembler as assembler_module
 from collector.sessions.assembler import Assembler
-from evaluators.evidence import Session
-
-
-def _assembled(
-    requests: list[tuple[ExportTraceServiceRequest, bytes | None]], tenant: str, **sessions: Any
-) -> tuple[list[Session], dict[str, int], dict[str, int], int]:
-    closed: list[Session] = []
-    assembler = Assembler(
-        parse({"sessions": sessions}).sessions, lambda session, _reason: closed.append(session)
-    )
-    accepted = 0
-    for n, (request, body) in enumerate(requests, 1):
-        accepted += assembler.add_spans(request, n, raw=body, tenant=tenant).accepted
-    assembler.close_all()
-    order = sorted(closed, key=lambda s: (s.key, s.revision))
-    return order, dict(assembler.duplicates), dict(assembler.closed_by_reason), accepted
 
 
 def _counted_joins(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
@@ -67,13 +50,13 @@ def test_every_recording_assembles_alike_with_and_without_runs(
         "all twice": recorded + recorded,
     }
     taken = _counted_joins(monkeypatch)
-    with_runs = {name: _assembled(requests, tenant) for name, requests in orders.items()}
+    with_runs = {name: assembled(requests, tenant) for name, requests in orders.items()}
     assert taken["runs"] > 2000  # most spans continue a run
     assert taken["placed"] > 1000
     monkeypatch.setattr(assembler_module, "RUNS", False)
     taken["runs"] = 0
     for name, requests in orders.items():
-        assert _assembled(requests, tenant) == with_runs[name], name
+        assert assembled(requests, tenant) == with_runs[name], name
     assert taken["runs"] == 0  # nothing joined without ``_place``
 
 
@@ -147,6 +130,6 @@ def test_a_run_ends_as_placing_each_span_would_end_it(
     monkeypatch: pytest.MonkeyPatch, spans: list[tuple[int, int, dict[str, object]]], sessions: dict[str, int]
 ) -> None:
     requests = [_request(spans), _request(spans[::-1])]
-    with_runs = _assembled(requests, "", **sessions)
+    with_runs = assembled(requests, "", **sessions)
     monkeypatch.setattr(assembler_module, "RUNS", False)
-    assert _assembled(requests, "", **sessions) == with_runs
+    assert assembled(requests, "", **sessions) == with_runs
