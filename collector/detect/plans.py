@@ -68,7 +68,6 @@ class SpanPlan:
     expected: bool  # the expected-skills attribute
     tool_markers: tuple[Marker, ...]  # ``TOOL_SPAN_MARKERS`` whose key is present
     tool_marked: bool  # one of them holds any value: a tool span by its keys alone
-    agent_markers: tuple[Marker, ...]  # ``AGENT_SPAN_MARKERS`` whose key is present
     agent_marked: bool  # one of them holds any value: an agent span by its keys alone
     # The present markers that need a value, by key: (key, value -> TOOL and/or AGENT).  A
     # span's kind by them is one read of each key and one lookup of its text.
@@ -170,7 +169,6 @@ def _plan(shape: tuple[str, ...]) -> SpanPlan:
         expected=EXPECTED_SKILLS_ATTRIBUTE in present,
         tool_markers=tuple(m for m in tool_span_facts.TOOL_SPAN_MARKERS if m[0] in present),
         tool_marked=any(m[1] is None and m[0] in present for m in tool_span_facts.TOOL_SPAN_MARKERS),
-        agent_markers=tuple(m for m in tool_span_facts.AGENT_SPAN_MARKERS if m[0] in present),
         agent_marked=any(m[1] is None and m[0] in present for m in tool_span_facts.AGENT_SPAN_MARKERS),
         marks=_marks(present),
         keyless=not shape,

@@ -62,7 +62,7 @@ class SessionEvidence(LogIntake):
                     self._observe_activation_event(view, EventView(position, event))
         kind = 0  # what the markers' values make the span (``plans.TOOL``, ``plans.AGENT``)
         for key, kinds in plan.marks:  # most spans: none, or gen_ai.operation.name's
-            kind |= kinds.get(attrs.text(key), 0)  # type: ignore[arg-type]  # None: no mark
+            kind |= kinds.get(attrs.text(key) or "", 0)  # absent or empty: no mark
         if plan.tool_marked or kind & _TOOL:
             call = tool_call(view, plan.tool_markers, plan.shaped_tool, marked=True)
         elif plan.shaped_tool is not None:

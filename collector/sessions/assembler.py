@@ -57,7 +57,6 @@ from collector.sessions.held import CLOSE_REASONS, OpenSession
 from collector.sessions.items import (
     SLICE_SECONDS,
     UNCORRELATED,
-    ZERO_SPAN,
     ZERO_TRACE,
     Steps,
     check_spans,
@@ -213,17 +212,10 @@ class Assembler(Admission):
                         run = None  # other work may change the sessions while paused
                         yield None
                         pause_at = clock() + slice_seconds
-                    # ``ids_problem``'s tests, inline: it is called for a span they reject only
-                    if (
-                        len(trace_id) != 16
-                        or trace_id == ZERO_TRACE
-                        or len(span_id) != 8
-                        or span_id == ZERO_SPAN
-                    ):
-                        problem = ids_problem(trace_id, span_id)
-                        if problem is not None:
-                            result.reject(problem)
-                            continue
+                    problem = ids_problem(trace_id, span_id)
+                    if problem is not None:
+                        result.reject(problem)
+                        continue
                     session: OpenSession | None = None
                     before = result.accepted
                     try:
@@ -269,10 +261,7 @@ class Assembler(Admission):
                         if session is None:
                             continue
                     touched[session.key] = session
-                    config = self._config  # ``_over_limits``' tests, inline: most spans pass them
-                    if (
-                        session.spans >= config.max_spans or session.bytes >= config.max_bytes
-                    ) and self._over_limits(session):
+                    if self._over_limits(session):
                         touched.pop(session.key, None)
                         run = None
         for session in touched.values():

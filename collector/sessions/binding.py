@@ -25,7 +25,7 @@ from collector.detect.session import SessionEvidence
 from collector.otlp.views import Attributes, LogView
 from collector.sessions.held import OpenSession
 from collector.sessions.kept import Kept
-from evaluators.evidence import TENANT_SEPARATOR, session_key, split_session_key
+from evaluators.evidence import session_key, split_session_key
 
 _CONFIGURED = "configured:"
 _MAX_ALIASES = 100_000  # shaped keys remembered as leading to a configured key's session
@@ -55,8 +55,6 @@ class Binding(Kept):
         flattens its messages)."""
         named = self._finder.named(values, resource)
         if named is not None:
-            if not tenant and TENANT_SEPARATOR not in named[0]:
-                return named  # the id is its key (``session_key``)
             return session_key(tenant, named[0]), named[1]
         if self._keyed(trace):
             return None, "trace"
