@@ -156,10 +156,11 @@ def _array_end(raw: Encoded, parsed: Any) -> int | None:
     written: bytes | None = None
     for found in follows.finditer(data, start, end):
         at = found.start(1)
-        if written is None:
-            written = _written(rest)
         # The keys after as orjson writes them (a compact writer's bytes): they read back as
-        # themselves, so these bytes parse to them without a parse.
+        # themselves, so these bytes parse to them without a parse.  A writer that puts a
+        # space after the colon (Python's json) writes no such bytes: none are made for it.
+        if written is None:
+            written = b"" if data[found.end()] in _SPACE else _written(rest)
         if written and end - at == len(written) and data.startswith(written, at, end):
             return found.start() - start
         try:
