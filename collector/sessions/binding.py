@@ -215,9 +215,9 @@ class Binding(Kept):
         taken: SessionEvidence | None = None,
     ) -> OpenSession:
         """``taken``: the evidence of a provisional session the new one folds in at once
-        (``_fold``).  A session with no earlier revision starts with it as its own: what
-        ``SessionEvidence.absorb`` makes of an empty session's evidence (it takes over every
-        container of the other), without a new one made first."""
+        (``_fold``).  A session that reopens no revision kept whole starts with it as its
+        own: what ``SessionEvidence.absorb`` makes of an empty session's evidence (it takes
+        over every container of the other), without a new one made first."""
         recent = self._forget_recent(key)
         revision = max(self._revisions.pop(key, 0), recent.revision if recent else 0) + 1
         if revision > 1:
