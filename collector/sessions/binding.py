@@ -123,7 +123,10 @@ class Binding(Kept):
             bound = self._open.get(owner) if owner is not None and owner != key else None
             if bound is not None and shaped(source) and bound.key_source.startswith(_CONFIGURED):
                 return self._touch(bound, request_id)
-            session = self._open.get(key) or self._start(key, now, provisional=False, source=source)
+            taken = bound.evidence if bound is not None and bound.provisional else None  # folded below
+            session = self._open.get(key) or self._start(
+                key, now, provisional=False, source=source, taken=taken
+            )
             if shaped(session.key_source) and not shaped(source):
                 session.key_source = source  # a configured key names it too
             if bound is not None and (
@@ -203,13 +206,26 @@ class Binding(Kept):
                 requests.append(request_id)
         return session
 
-    def _start(self, key: str, now: float, provisional: bool, source: str = "trace") -> OpenSession:
+    def _start(
+        self,
+        key: str,
+        now: float,
+        provisional: bool,
+        source: str = "trace",
+        taken: SessionEvidence | None = None,
+    ) -> OpenSession:
+        """``taken``: the evidence of a provisional session the new one folds in at once
+        (``_fold``).  A session that reopens no revision kept whole starts with it as its
+        own: what ``SessionEvidence.absorb`` makes of an empty session's evidence (it takes
+        over every container of the other), without a new one made first."""
         recent = self._forget_recent(key)
         revision = max(self._revisions.pop(key, 0), recent.revision if recent else 0) + 1
         if revision > 1:
             self.reopened += 1
         if recent is not None:
             evidence = recent.evidence
+        elif taken is not None:
+            evidence = taken
         else:
             evidence = SessionEvidence(self._rules)
             evidence.catalog.limit = self._config.max_catalog_entries
@@ -238,7 +254,8 @@ class Binding(Kept):
         del self._open[provisional.key]
         self._unhost(provisional)
         self._count_open(provisional.key, -1)
-        into.evidence.absorb(provisional.evidence)
+        if into.evidence is not provisional.evidence:  # else taken over when ``into`` started
+            into.evidence.absorb(provisional.evidence)
         into.bytes += provisional.bytes
         into.spans += provisional.spans
         into.opened_at = min(into.opened_at, provisional.opened_at)
