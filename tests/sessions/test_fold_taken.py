@@ -1,7 +1,7 @@
 """A provisional session folded into a session that its key starts (``Binding._session_for``)
-gives that session its evidence (``Binding._start``'s ``taken``), where a new one used to be
-made and then take over the provisional one's containers (``SessionEvidence.absorb``): every
-recording assembles to the same sessions either way, in the order recorded and reversed, for
+gives that session its evidence (``Binding._start``'s ``taken``) rather than a new one that
+takes over the provisional one's containers (``SessionEvidence.absorb``): every recording
+assembles to the same sessions either way, in the order recorded and reversed, for
 the default tenant and another; a session that was open already, or that reopens a closed
 revision, still absorbs."""
 
@@ -66,7 +66,7 @@ def test_every_recording_assembles_alike_whether_a_fold_takes_the_evidence_or_ab
     def absorbing_start(
         self: Binding, *args: Any, taken: SessionEvidence | None = None, **kwargs: Any
     ) -> Any:
-        return start(self, *args, **kwargs)  # a new evidence each time, as before
+        return start(self, *args, **kwargs)  # without ``taken``: a new evidence each time
 
     monkeypatch.setattr(Binding, "_start", absorbing_start)
     counts.update(made=0, absorbed=0)
