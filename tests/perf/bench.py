@@ -44,7 +44,8 @@ they are context).  Microseconds a span:
                              the counted part (three with ``--short``), each window's spans those
                              taken in (acknowledged, less the growth of the assembler queues: see
                              ``CpuWindow.windows``): each window's figure
-                             (``served_cpu_us_per_span_windows``) and their median
+                             (``served_cpu_us_per_span_windows``; null for a window that took no
+                             span in) and the median of those with one
                              (``served_cpu_us_per_span_median``), so that a stretch when the
                              machine's other work slowed the replicas shows as one window out of
                              line; the median leaves out work that comes less often than once a
@@ -1426,7 +1427,7 @@ def cpu_figures(
     figures = {
         "decode_cpu_us_per_span": round(decode_us, 2),
         "served_cpu_us_per_span": round(served_us, 1),
-        "served_cpu_us_per_span_windows": [round(w, 1) for w in windows],
+        "served_cpu_us_per_span_windows": [round(w, 1) if w == w else None for w in windows],
         "served_cpu_us_per_span_median": round(median_us, 1),
         "inprocess_cpu_us_per_span": round(inprocess_us, 1),
         "detect_cpu_us_per_span": round(detect_us, 1),
