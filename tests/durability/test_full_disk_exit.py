@@ -53,5 +53,6 @@ def test_sigterm_on_a_full_disk_exits_cleanly_and_keeps_what_it_acknowledged(
         wait_for(lambda: len(db.rows("SELECT 1 FROM coverage")) >= len(acked), timeout=60, interval=0.3)
         sessions = {row[0] for row in db.rows("SELECT session FROM coverage")}
     finally:
+        print(server.log()[-3000:])  # the second start's log, shown if this part fails
         assert server.stop() == 0
     assert sessions >= set(acked)
