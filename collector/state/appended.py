@@ -95,14 +95,15 @@ class Appended:
         with self._rows.lock:
             return [(row[0], row[2], Spooled(*row[3:6])) for row in self._rows.rows if row[0] in ids]
 
-    def drop_before(self, first_row_segment: int | None) -> None:
+    def drop_before(self, first_row_segment: int | None, first: Callable[[], None] | None = None) -> None:
         """Drop the segment files before ``first_row_segment`` (the first file a committed
-        row points into; None: no row) and before any file a queued row points into."""
+        row points into; None: no row) and before any file a queued row points into;
+        ``first`` as ``Segments.drop_before`` calls it."""
         with self._segments.lock:
             with self._rows.lock:
                 queued = min((int(row[3]) for row in self._rows.rows), default=None)
             kept = [s for s in (first_row_segment, queued) if s is not None]
-            self._segments.drop_before_locked(min(kept) if kept else None)
+            self._segments.drop_before_locked(min(kept) if kept else None, first)
 
 
 def unindexed(db: sqlite3.Connection, segments: Segments) -> list[tuple[int, Frame]]:

@@ -213,15 +213,38 @@ class RequestLog:
         )
 
     def drop_files(self, db: sqlite3.Connection) -> None:
-        """Delete the segment files no row points into any more (after ``forget`` committed)."""
+        """Delete the segment files no row points into any more (after ``forget`` committed).
+
+        Synced (``storage.sync``), the database is made durable first when a file goes: its
+        commits reach the WAL unsynced (``synchronous=NORMAL``), and a power cut that undid
+        the deletion of the rows, but not of their file, would leave rows pointing at
+        nothing, their sessions beyond rebuilding and evaluating again."""
         if self._segments is None:
             return
         # Asked again here: requests spooled since may need the latest file.
         (first,) = db.execute("SELECT MIN(segment) FROM spooled").fetchone()
+        durable = self._database_durable if self._synced is not None else None
         if self._appended is not None:  # and behind the rows still queued
-            self._appended.drop_before(None if first is None else int(first))
+            self._appended.drop_before(None if first is None else int(first), durable)
         else:
-            self._segments.drop_before(None if first is None else int(first))
+            self._segments.drop_before(None if first is None else int(first), durable)
+
+    def _database_durable(self) -> None:
+        """Every transaction committed so far, durable: the database file's and its WAL's
+        writes synced (the WAL holds the latest commits; the file, what checkpoints copied).
+        Raises ``OSError`` when the disk cannot."""
+        path = self._location.path
+        if path is None:
+            return
+        for name in (path, Path(f"{path}-wal")):
+            try:
+                fd = os.open(name, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
 
     def size_bytes(self) -> int:
         return 0 if self._segments is None else self._segments.size_bytes()

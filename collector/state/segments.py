@@ -284,25 +284,27 @@ class Segments:
             with contextlib.suppress(OSError):
                 path.unlink()
 
-    def drop_before(self, segment: int | None) -> None:
+    def drop_before(self, segment: int | None, first: Callable[[], None] | None = None) -> None:
         with self.lock:
-            self.drop_before_locked(segment)
+            self.drop_before_locked(segment, first)
 
-    def drop_before_locked(self, segment: int | None) -> None:
+    def drop_before_locked(self, segment: int | None, first: Callable[[], None] | None = None) -> None:
         """Delete the files before ``segment``, never the one being appended to; None (no
         request needs any file): every file, the one being appended to too (the next append
-        starts a new one), so that a spool with nothing left to replay holds no request bytes."""
-        if segment is None:  # every request done: the files go, unsynced
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+        starts a new one), so that a spool with nothing left to replay holds no request bytes.
+        ``first``: called once before the first file goes, when one does (what makes the
+        deletion of the rows that pointed into them durable); an ``OSError`` from it leaves
+        every file where it was."""
+        # Every request done (None): the file being appended to goes too, unsynced.
+        keep_from = self._number + 1 if segment is None else min(segment, self._number)
+        going = [number for number in self.numbers() if number < keep_from]
+        if going and first is not None:
+            first()
+        if segment is None and self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
             self._size = 0
-            keep_from = self._number + 1
-        else:
-            keep_from = min(segment, self._number)
-        for number in self.numbers():
-            if number >= keep_from:
-                break
+        for number in going:
             with contextlib.suppress(FileNotFoundError):
                 self._path(number).unlink()
 
