@@ -31,6 +31,7 @@ Appends and ``drop_before`` may run on different threads: both hold ``lock``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import struct
@@ -105,7 +106,8 @@ class Segments:
         self._segment_bytes = segment_bytes
         self._write = write
         self._sync = sync
-        self._retired: list[int] = []  # files appended to since the last ``sync``, closed since
+        # (number, descriptor) of the files appended to since the last ``sync``, closed since.
+        self._retired: list[tuple[int, int]] = []
         self._created = False  # a file was created since the last ``sync``: its name too
         # Never append to a file from before: a crash may have left it with a torn tail.
         self._number = max(self.numbers(), default=0)
@@ -130,9 +132,7 @@ class Segments:
         if self._fd is None or self._size >= self._segment_bytes:
             self._retire()
             self._number += 1
-            self._fd = os.open(
-                self._path(self._number), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600
-            )
+            self._fd = self._create(self._path(self._number))
             self._created = True
             self._size = 0
         name = tenant.encode()
@@ -145,6 +145,13 @@ class Segments:
         except BaseException:
             self._cut_back(start)
             raise
+        if os.fstat(self._fd).st_nlink == 0:  # deleted while in use: its bytes are in no file
+            self._abandon()
+            raise OSError(
+                errno.ENOENT,
+                "the spool's segment file was deleted while in use",
+                str(self._path(self._number)),
+            )
         offset = start + _HEADER.size + len(name)
         self._size, self._last_start = offset + len(payload), start
         return Spooled(self._number, offset, len(payload))
@@ -152,15 +159,17 @@ class Segments:
     def sync(self) -> None:
         """Make every frame appended before the call durable (``fdatasync`` of each file
         appended to since the last call, and of the directory when a file was created in
-        it); raises ``OSError`` when the disk cannot.  Runs on any thread: it holds ``lock``
-        only to take the files, and syncs a duplicate of the current file's descriptor, so
-        appends go on meanwhile."""
+        it); raises ``OSError`` when the disk cannot, or when one of those files was deleted
+        meanwhile (by something else: its frames are in no file, and the next append starts a
+        new one).  Runs on any thread: it holds ``lock`` only to take the files, and syncs a
+        duplicate of the current file's descriptor, so appends go on meanwhile."""
         with self.lock:
             retired, self._retired = self._retired, []
             current = os.dup(self._fd) if self._fd is not None else None
             created, self._created = self._created, False
+        fds = [fd for _, fd in retired] + ([] if current is None else [current])
         try:
-            for fd in (*retired, *(() if current is None else (current,))):
+            for fd in fds:
                 self._sync(fd)
             if created:
                 directory = os.open(self.directory, os.O_RDONLY)
@@ -168,15 +177,23 @@ class Segments:
                     os.fsync(directory)
                 finally:
                     os.close(directory)
+            deleted = [fd for fd in fds if os.fstat(fd).st_nlink == 0]
         except BaseException:
             with self.lock:  # not synced: the next call tries again
                 self._created = self._created or created
                 self._retired[:0] = retired
-                retired = []
+                fds = [] if current is None else [current]
             raise
         finally:
-            for fd in (*retired, *(() if current is None else (current,))):
+            for fd in fds:
                 os.close(fd)
+        if deleted:
+            with self.lock:
+                if self._fd is not None and os.fstat(self._fd).st_nlink == 0:
+                    self._abandon()
+            raise OSError(
+                errno.ENOENT, "a segment file of the spool was deleted while in use", str(self.directory)
+            )
 
     def trim(self, where: Spooled) -> None:
         """Undo the last ``append`` (its row could not be committed): its bytes go."""
@@ -300,6 +317,12 @@ class Segments:
         going = [number for number in self.numbers() if number < keep_from]
         if going and first is not None:
             first()
+        if going:  # files that go hold no frame a sync still needs
+            kept = [(number, fd) for number, fd in self._retired if number >= keep_from]
+            for number, fd in self._retired:
+                if number < keep_from:
+                    os.close(fd)
+            self._retired = kept
         if segment is None and self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -315,11 +338,42 @@ class Segments:
                 total += self._path(number).stat().st_size
         return total
 
+    def _create(self, path: Path) -> int:
+        """A new file to append to; the directory made again first if it was deleted (by
+        something else: the data directory must still be there)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
+        try:
+            return os.open(path, flags, 0o600)
+        except FileNotFoundError:
+            self.directory.mkdir()
+            log.error("spool: %s was deleted while in use (not by skillgauge); made again", self.directory)
+            parent = os.open(self.directory.parent, os.O_RDONLY)  # its name made durable
+            try:
+                os.fsync(parent)
+            finally:
+                os.close(parent)
+            return os.open(path, flags, 0o600)
+
     def _retire(self) -> None:
         """Stop appending to the current file; the next ``sync`` syncs and closes it."""
         if self._fd is not None:
-            self._retired.append(self._fd)
+            self._retired.append((self._number, self._fd))
             self._fd = None
+
+    def _abandon(self) -> None:
+        """Stop appending to the current file, which was deleted while in use (by something
+        other than this process): the next append starts a new one."""
+        assert self._fd is not None
+        log.error(
+            "spool: %s was deleted while in use (not by skillgauge): the requests spooled in it "
+            "cannot be replayed after a restart, and those not yet acknowledged are refused as "
+            "retryable; new requests go to a new file. Do not delete files under %s while "
+            "skillgauge runs",
+            self._path(self._number),
+            self.directory,
+        )
+        os.close(self._fd)
+        self._fd = None
 
     def close(self) -> None:
         """Close the file being appended to (and those ``sync`` has not synced: nothing is
@@ -329,5 +383,5 @@ class Segments:
             self._fd = None
         with self.lock:
             retired, self._retired = self._retired, []
-        for fd in retired:
+        for _, fd in retired:
             os.close(fd)

@@ -1,0 +1,118 @@
+"""A segment file deleted while the store appends to it (by an operator's clean-up, not by
+skillgauge): a request written to it after the deletion is in no file, so it is refused as
+retryable rather than acknowledged, and the next request goes to a new file.  What the file
+held before the deletion cannot be replayed after a restart: it is quarantined as unreadable,
+and nothing else is."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from collector.component import Retryable
+from collector.state.facade import Store
+from collector.state.segments import Segments
+
+
+def _delete_segments(directory: Path) -> list[str]:
+    deleted = sorted(p.name for p in (directory / "requests").iterdir())
+    for name in deleted:
+        (directory / "requests" / name).unlink()
+    return deleted
+
+
+async def _replayed(directory: Path) -> tuple[list[bytes], dict[str, int]]:
+    """What a restart replays, and what it quarantined."""
+    store = Store(directory)
+    payloads = [payload for _, _, payload, _ in store.requests(1)]
+    quarantined = dict(store.faults.quarantined)
+    await store.shutdown()
+    return payloads, quarantined
+
+
+def test_a_request_written_after_the_deletion_is_refused_and_the_next_goes_to_a_new_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def first_life() -> tuple[list[str], str, list[str]]:
+        store = Store(tmp_path)
+        for n in range(3):
+            await store.append("traces", b"before-%d" % n)
+        deleted = _delete_segments(tmp_path)
+        with pytest.raises(Retryable) as refused:
+            await store.append("traces", b"refused")
+        for n in range(2):
+            await store.append("traces", b"after-%d" % n)
+        files = sorted(p.name for p in (tmp_path / "requests").iterdir())
+        await store.shutdown()
+        return deleted, str(refused.value), files
+
+    deleted, refused, files = asyncio.run(first_life())
+    assert deleted == ["00000001.seg"]
+    assert "No such file or directory" in refused and refused.endswith("retry later")
+    assert files == ["00000002.seg"]
+    assert "00000001.seg was deleted while in use (not by skillgauge)" in caplog.text
+    payloads, quarantined = asyncio.run(_replayed(tmp_path))
+    assert payloads == [b"after-0", b"after-1"]  # every request acknowledged after the deletion
+    assert quarantined == {"unreadable": 3, "undecodable": 0}  # the three the deletion took
+
+
+def test_a_deletion_between_the_write_and_its_sync_refuses_the_request(tmp_path: Path) -> None:
+    fdatasync = os.fdatasync
+    deleting = False
+
+    def sync(fd: int) -> None:
+        nonlocal deleting
+        if deleting:  # after the request's frame was written, before it is made durable
+            deleting = False
+            _delete_segments(tmp_path)
+        fdatasync(fd)
+
+    async def first_life() -> list[bytes]:
+        nonlocal deleting
+        store = Store(tmp_path, sync=sync)
+        await store.append("traces", b"before")
+        deleting = True
+        with pytest.raises(Retryable):
+            await store.append("traces", b"refused")
+        await store.append("traces", b"after")
+        await store.shutdown()
+        return sorted(p.name for p in (tmp_path / "requests").iterdir())
+
+    assert asyncio.run(first_life()) == ["00000002.seg"]
+    payloads, quarantined = asyncio.run(_replayed(tmp_path))
+    assert payloads == [b"after"]
+    # "before" went with the file, and the refused request's row points into it too.
+    assert quarantined == {"unreadable": 2, "undecodable": 0}
+
+
+def test_a_file_the_store_dropped_itself_is_no_deletion_for_its_next_sync(tmp_path: Path) -> None:
+    segments = Segments(tmp_path, segment_bytes=10)
+    segments.append(b"x" * 20)
+    segments.append(b"y" * 20)  # the first file is retired, not yet synced
+    segments.drop_before(None)  # every request done: every file goes
+    segments.sync()  # raises nothing: no frame it was to sync is needed any more
+    segments.append(b"z")
+    segments.sync()
+    segments.close()
+    assert [p.name for p in tmp_path.iterdir()] == ["00000003.seg"]
+
+
+def test_the_requests_directory_deleted_while_in_use_is_made_again(tmp_path: Path) -> None:
+    async def first_life() -> list[str]:
+        store = Store(tmp_path)
+        await store.append("traces", b"before")
+        shutil.rmtree(tmp_path / "requests")
+        with pytest.raises(Retryable):
+            await store.append("traces", b"refused")  # written to the deleted file
+        await store.append("traces", b"after")
+        await store.shutdown()
+        return sorted(p.name for p in (tmp_path / "requests").iterdir())
+
+    assert asyncio.run(first_life()) == ["00000002.seg"]
+    payloads, quarantined = asyncio.run(_replayed(tmp_path))
+    assert payloads == [b"after"]
+    assert quarantined == {"unreadable": 1, "undecodable": 0}
