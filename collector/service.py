@@ -44,6 +44,7 @@ from collector.export.outbox import SpoolOutbox
 from collector.gcclock import GC_CLOCK
 from collector.gcpolicy import GC_POLICY
 from collector.logsafety import escape_logs
+from collector.otlp import shapes
 from collector.otlp.received import Received
 from collector.receiver import auth as listener_auth
 from collector.receiver import grpc as grpc_receiver
@@ -129,6 +130,8 @@ class Chain:
                 "reopen": lambda: (assembler.recent_bytes, reopen_limit, assembler.reopen_evicted),
                 # log records held for a span yet to come; "evicted" ones were placed unheld
                 "held_logs": lambda: (early.bytes, early.max_bytes, early.let_go_by_bound),
+                # attribute key sets, and what is worked out from each; "evicted": not kept
+                "key_shapes": shapes.size,
             },
         )
         GC_CLOCK.register(self.registry)

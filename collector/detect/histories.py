@@ -119,9 +119,11 @@ WINDOWS = 8
 
 
 # The pattern of a history array's end followed by a key, for each key seen after one (a
-# few: ``model``, ``config``, ...; bounded, as keys come from the telemetry).
+# few: ``model``, ``config``, ...; bounded in number and length, as keys come from the
+# telemetry: a history with a longer key after its array is read whole).
 _FOLLOWS: dict[str, re.Pattern[bytes]] = {}
 _FOLLOWS_KEPT = 256
+_FOLLOWS_CHARS = 256
 
 
 def _array_end(raw: Encoded, parsed: Any) -> int | None:
@@ -147,6 +149,8 @@ def _array_end(raw: Encoded, parsed: Any) -> int | None:
         close = _last_byte(data, start, end)
         bracket = _last_byte(data, start, close)
         return bracket - start if data[close] == _BRACE_CLOSE and data[bracket] == _CLOSE else None
+    if len(after[0]) >= _FOLLOWS_CHARS:
+        return None  # compiled, it would stay in ``re``'s own cache too
     rest = {k: parsed[k] for k in after}
     follows = _FOLLOWS.get(after[0])
     if follows is None:

@@ -19,8 +19,8 @@ from collector.detect.facts import logs as log_facts
 from collector.detect.facts import prompts as prompt_facts
 from collector.detect.plans import Field, SpanPlan, plan_of
 from collector.detect.transcript import MessageCall, MessageResult
+from collector.otlp.shapes import kept
 from collector.otlp.views import (
-    SHAPES_KEPT,
     Attributes,
     Encoded,
     SpanView,
@@ -387,7 +387,7 @@ def _block_plan(view: SpanView, every: tuple[str, ...]) -> tuple[_Step, ...]:
                     steps.append((False, pairs))
                 pairs.append((prompt_facts.FLATTENED_CALL_FIELDS[field], key))
     plan = tuple((is_result, tuple(pairs)) for is_result, pairs in steps)
-    if len(_BLOCK_PLANS) < SHAPES_KEPT:
+    if kept(shape):
         _BLOCK_PLANS[shape] = plan
     return plan
 

@@ -31,7 +31,8 @@ from collector.detect.facts import logs as log_facts
 from collector.detect.facts import prompts as prompt_facts
 from collector.detect.facts import skill_tools as skill_tool_facts
 from collector.detect.facts import tool_spans as tool_span_facts
-from collector.otlp.views import SHAPES_KEPT, Attributes
+from collector.otlp.shapes import kept
+from collector.otlp.views import Attributes
 
 Marker = tuple[str, str | None]  # (key, the value it must hold, or None: any)
 TOOL, AGENT = 1, 2  # what a marker's value makes a span (``SpanPlan.marks``), as bits
@@ -200,14 +201,14 @@ SKIP_EMPTY = True  # spans whose plan ``reads_nothing`` skip the readers (off: e
 
 
 def plan_of(attrs: Attributes) -> SpanPlan:
-    """The plan of ``attrs``' key shape (kept for ``SHAPES_KEPT`` shapes; past that, worked out
-    again for each span of a shape not kept), worked out from its keys sorted: a shape lists
+    """The plan of ``attrs``' key shape (kept for the shapes kept, ``collector.otlp.shapes``;
+    worked out again for each span of another), worked out from its keys sorted: a shape lists
     them in the map's order, which varies between processes (``collector.otlp.classes``)."""
     shape = attrs.shape()
     plan = _PLANS.get(shape)
     if plan is None:
         plan = _plan(tuple(sorted(shape)))  # the map's order varies between processes
-        if len(_PLANS) < SHAPES_KEPT:
+        if kept(shape):
             _PLANS[shape] = plan
     return plan
 

@@ -173,15 +173,16 @@ _LENGTHS = tuple(bytes((n,)) for n in range(0x80))  # each length of one byte, a
 SKIPPED_FROM = 4096
 
 # Each key's KeyValue.key field as written (tag, length, UTF-8 name), for the keys readers ask
-# for (a few dozen; bounded all the same).
+# for (a few dozen; bounded all the same, in number and length: keys come from the telemetry).
 _KEY_FIELDS: dict[str, bytes] = {}
 _KEY_FIELDS_KEPT = 1024
+_KEY_CHARS_KEPT = 256
 
 
 def _key_field(key: str) -> bytes:
     name = key.encode()
     field = bytes((_KEY << 3 | _LENGTH,)) + encode_varint(len(name)) + name
-    if len(_KEY_FIELDS) < _KEY_FIELDS_KEPT:
+    if len(_KEY_FIELDS) < _KEY_FIELDS_KEPT and len(key) < _KEY_CHARS_KEPT:
         _KEY_FIELDS[key] = field
     return field
 

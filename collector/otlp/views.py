@@ -35,14 +35,12 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from collector.otlp import classes
 from collector.otlp.inplace import SpanBytes
+from collector.otlp.shapes import Shape, shape_of
 
 _ERROR = Status.STATUS_CODE_ERROR
 _OK = Status.STATUS_CODE_OK
 _EVENT_NAME = "event.name"
 _MISSING: Any = object()
-# What is worked out from key shapes (``Attributes.shape``) is kept for this many shapes at
-# most: a deployment has a few dozen.
-SHAPES_KEPT = 4096
 _SPAN, _RESOURCE, _LOG_RECORD = classes.Span, classes.Resource, classes.LogRecord
 
 
@@ -147,47 +145,6 @@ def encoded_of(value: AnyValue) -> Encoded | None:
         if not byte & 0x80:
             return Encoded(data, at, at + length)
         shift += 7
-
-
-class Shape(tuple[str, ...]):
-    """A key shape (``Attributes.shape``): the keys of an attribute map.  Hashed by identity,
-    so that a cache keyed by shapes looks one up without hashing or comparing its keys:
-    ``shape_of`` gives the same object for the same keys in the same order (for
-    ``SHAPES_KEPT`` of them; past that, a new one each time, which such a cache misses)."""
-
-    __slots__ = ()
-    __hash__ = object.__hash__
-
-
-_SHAPES: dict[tuple[str, ...], Shape] = {}  # keys, in a map's order -> the one ``Shape`` of them
-# (span name, key count) -> the shape a span of that name and count had last.  Tested key by
-# key (``in``) before it is taken: that costs less than making a ``str`` of each key of the
-# map and hashing them.
-_LIKELY: dict[tuple[str, int], Shape] = {}
-
-
-def shape_of(attributes: Mapping[str, AnyValue], name: str | None = None) -> Shape:
-    """The ``Shape`` of an attribute map's keys.  ``name``: the span's name, when the map is a
-    span's: the shape a span of that name with as many keys had last is then tested first
-    (the same keys, maybe in another order: what depends on the order is worked out from the
-    keys sorted, see ``Attributes.shape``)."""
-    if name is not None:
-        likely = _LIKELY.get((name, len(attributes)))
-        if likely is not None:
-            for key in likely:  # as many keys, each of them in the map: the same keys
-                if key not in attributes:
-                    break
-            else:
-                return likely
-    keys = tuple(attributes)
-    shape = _SHAPES.get(keys)
-    if shape is None:
-        shape = Shape(keys)
-        if len(_SHAPES) < SHAPES_KEPT:
-            _SHAPES[keys] = shape
-    if name is not None and (len(_LIKELY) < SHAPES_KEPT or (name, len(keys)) in _LIKELY):
-        _LIKELY[name, len(keys)] = shape
-    return shape
 
 
 class Attributes:

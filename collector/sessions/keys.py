@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from collector.otlp.views import SHAPES_KEPT, Attributes
+from collector.otlp.shapes import kept
+from collector.otlp.views import Attributes
 
 # Folded endings (lower case, without "_", "." and "-") of a session key's name, strongest first.
 ENDINGS: tuple[str, ...] = ("conversationid", "sessionid", "threadid")
@@ -68,7 +69,7 @@ def _shaped_of(attrs: Attributes) -> tuple[str, ...]:
     found = _SHAPED.get(shape)
     if found is None:
         found = shaped_keys(shape)
-        if len(_SHAPED) < SHAPES_KEPT:
+        if kept(shape):
             _SHAPED[shape] = found
     return found
 
@@ -84,7 +85,7 @@ def mentions_skills(attrs: Attributes) -> bool:
     found = _SKILLED.get(shape)
     if found is None:
         found = any("skill" in name.lower() for name in shape)
-        if len(_SKILLED) < SHAPES_KEPT:
+        if kept(shape):
             _SKILLED[shape] = found
     return found
 
@@ -127,7 +128,7 @@ class SessionKeys:
         if present is None:
             held = frozenset(shape)
             present = tuple(entry for entry in self._configured if not entry[0] or entry[1] in held)
-            if len(self._present) < SHAPES_KEPT:
+            if kept(shape):
                 self._present[shape] = present
         for on_span, key, source in present:  # most items carry none of the keys, or one
             value = values.get(key) if on_span else resource.get(key)

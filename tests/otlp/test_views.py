@@ -13,13 +13,13 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector.otlp import classes
+from collector.otlp.shapes import shape_of
 from collector.otlp.views import (
     Attributes,
     ResourceView,
     SpanView,
     attribute_map,
     encoded_of,
-    shape_of,
     value_of,
 )
 

@@ -1,5 +1,6 @@
-"""Memory follows what is open: sessions that closed with large catalogs of their own leave
-no more behind than the byte-sized caches hold (``skillgauge_cache_bytes{cache}``).
+"""Memory follows what is open: sessions that closed with large catalogs of their own, or
+whose spans each carried attribute keys never seen before, leave no more behind than the
+byte-sized caches hold (``skillgauge_cache_bytes{cache}``).
 
 Measured from outside: the resident set of a real ``skillgauge serve`` read from /proc.
 """
@@ -30,7 +31,8 @@ def catalog(n: int) -> str:
     return "<available_skills>\n" + "".join(entry.format(n=n, i=i) for i in range(count)) + "</available_skills>"
 
 
-def session_request(n: int) -> bytes:
+def one_span_session(n: int, session: str, attributes: dict[str, str]) -> bytes:
+    """A request of one span, session ``session`` (ended by it), with ``attributes``."""
     request = ExportTraceServiceRequest()
     span = request.resource_spans.add().scope_spans.add().spans.add(
         trace_id=(n + 1).to_bytes(16, "big"),
@@ -39,10 +41,15 @@ def session_request(n: int) -> bytes:
         start_time_unix_nano=1_700_000_000_000_000_000,
         end_time_unix_nano=1_700_000_001_000_000_000,
     )
-    span.attributes.add(key="session.id").value.string_value = f"catalog-{n}"
-    span.attributes.add(key="gen_ai.system_instructions").value.string_value = catalog(n)
+    span.attributes.add(key="session.id").value.string_value = session
+    for key, value in attributes.items():
+        span.attributes.add(key=key).value.string_value = value
     span.attributes.add(key="skillgauge.session.end").value.bool_value = True
     return request.SerializeToString()
+
+
+def session_request(n: int) -> bytes:
+    return one_span_session(n, f"catalog-{n}", {"gen_ai.system_instructions": catalog(n)})
 
 
 def _closed(srv: Server) -> float:
@@ -78,5 +85,39 @@ def test_closed_sessions_with_large_catalogs_of_their_own_give_their_memory_back
         # Kept for reopening as request ids (a durable spool): no evidence held.
         assert cached["reopen"] == 0
         assert "skillgauge_cache_max_bytes" in text
+    finally:
+        srv.stop()
+
+
+FLOOD_REQUESTS = 400
+FLOOD_KEYS = 500  # a span's keys, each of ~1,000 characters: 0.5 MB of keys a span
+
+
+def flood_request(n: int) -> bytes:
+    """One span whose attribute keys no other span has (a hostile client's)."""
+    return one_span_session(n, f"keys-{n}", {f"k{n}.{k}." + "x" * 1000: "v" for k in range(FLOOD_KEYS)})
+
+
+def test_spans_with_ever_new_attribute_keys_leave_no_more_than_the_key_shapes_cache_holds(
+    tmp_path: Path,
+) -> None:
+    srv = Server(tmp_path)
+    try:
+        for n in range(2):  # warm up
+            export_grpc(srv, flood_request(FLOOD_REQUESTS + n))
+        wait_for(lambda: _closed(srv) == 2, timeout=60)
+        before = rss_bytes(srv.proc.pid)
+        for n in range(FLOOD_REQUESTS):  # 200 MB of keys
+            export_grpc(srv, flood_request(n))
+        wait_for(lambda: _closed(srv) == FLOOD_REQUESTS + 2, timeout=300, interval=0.5)
+        text = srv.metrics()
+        after = rss_bytes(srv.proc.pid)
+        held = metric_value(text, "skillgauge_cache_bytes", cache="key_shapes")
+        most = metric_value(text, "skillgauge_cache_max_bytes", cache="key_shapes")
+        not_kept = metric_value(text, "skillgauge_cache_evictions_total", cache="key_shapes")
+        print(f"RSS {before / 2**20:.0f} MB -> {after / 2**20:.0f} MB; key shapes {held / 2**20:.1f} MB")
+        assert after - before < 100 * 2**20, f"RSS grew {(after - before) / 2**20:.0f} MB"
+        assert 0 < held <= most <= 32 * 2**20
+        assert not_kept > FLOOD_REQUESTS / 2  # most shapes were not kept: the cache was full
     finally:
         srv.stop()
