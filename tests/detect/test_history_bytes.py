@@ -165,3 +165,18 @@ def test_a_long_conversation_that_forks_continues_the_history_it_forks_from() ->
     # continues is compared in their windows too, where it holds the same bytes.
     fork = turns[1][:-1] + b', {"fork": true}]'
     assert json.loads(read.unread_part(Encoded(fork), "messages") or "") == [{"fork": True}]
+
+
+def test_a_history_with_a_long_key_after_its_array_is_read_whole_and_leaves_no_pattern(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(histories, "_FOLLOWS", {})
+    long_key = "k" * 100_000  # a key of the telemetry's: no pattern is made or kept for it
+    read = Histories()
+    for turn in range(1, 4):
+        raw = json.dumps({"messages": _MESSAGES[:turn], long_key: 1}).encode()
+        assert read.unread_part(Encoded(raw), "messages") is None  # read whole, every turn
+    assert histories._FOLLOWS == {}
+    short = Histories()
+    short.unread_part(Encoded(json.dumps({"messages": _MESSAGES[:1], "model": "m"}).encode()), "messages")
+    assert list(histories._FOLLOWS) == ["model"]  # a short key's pattern is kept, as before

@@ -148,3 +148,11 @@ def test_strings_of_every_length_size_read_in_place() -> None:
         for key, text in [*order, ("after", "last")]:
             where = place.string(key)
             assert where is not None and body[where[0] : where[1]] == text.encode(), key
+
+
+def test_a_long_key_is_looked_for_in_place_but_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inplace, "_KEY_FIELDS", {})
+    long_key = "k" * 10_000  # a key of the telemetry's
+    assert inplace._key_field(long_key).endswith(long_key.encode())
+    assert inplace._key_field("gen_ai.input.messages").endswith(b"gen_ai.input.messages")
+    assert list(inplace._KEY_FIELDS) == ["gen_ai.input.messages"]
