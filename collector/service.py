@@ -64,7 +64,7 @@ from collector.sessions.metrics import SessionsMetrics
 from collector.sessions.stage import SessionsStage
 from collector.spool.metrics import SpoolMetrics
 from collector.spool.stage import SpoolStage
-from collector.startup_log import log_startup
+from collector.startup_log import log_startup, log_status_up
 from collector.state.facade import open_spool
 from collector.state.lock import DataDirLock
 from collector.state.metrics import CoverageMetrics
@@ -298,6 +298,36 @@ class Service:
         receivers = self.config.receivers.otlp
         receiver_metrics = ReceiverMetrics(chain.registry)
         answered = receiver_metrics.answered
+        wanted = self.config.connection_caps
+        caps, warnings = fit_to_open_files(wanted, open_files_limit(sum(wanted.values()) + RESERVED_FILES))
+        for warning in warnings:
+            log.warning("%s", warning)
+        # The status API first: while a restart replays the spool (minutes, after a crash under
+        # load), /healthz answers and /readyz says "starting", so that a liveness probe does not
+        # kill the process mid-replay into the same replay again.
+        status_cfg = self.config.status
+        host, _, port = status_cfg.endpoint.rpartition(":")
+        self._status, self.ports["status"] = await self._serve(
+            status.app(
+                chain,
+                self.config.auth_for(status_cfg),
+                status_cfg.sessions_open,
+                status_cfg.trace_link,
+                status_cfg.tls is not None,
+            ),
+            host.strip("[]"),
+            int(port),
+            "status.endpoint",
+            tls=_tls(status_cfg),
+            cap=ConnectionCap(
+                caps[_MAX_STATUS],
+                _MAX_STATUS,
+                chain.status_metrics.connections,
+                chain.status_metrics.connections_refused,
+                "status API",
+            ),
+        )
+        log_status_up(self.config, self.ports["status"])
 
         if self.config.export.otlp is not None:
             store = chain.store
@@ -309,10 +339,6 @@ class Service:
             chain.fanout.exporters.append(exporter)
             await exporter.start()
         await chain.start()  # after the exporters: a restart re-exports through them
-        wanted = self.config.connection_caps
-        caps, warnings = fit_to_open_files(wanted, open_files_limit(sum(wanted.values()) + RESERVED_FILES))
-        for warning in warnings:
-            log.warning("%s", warning)
         if receivers.grpc is not None:
             self._grpc, self.ports["grpc"] = await grpc_receiver.start(
                 receivers.grpc.model_copy(update={"max_connections": caps[_MAX_GRPC]}),
@@ -345,28 +371,6 @@ class Service:
                 ),
             )
             self._runners.append(runner)
-        status_cfg = self.config.status
-        host, _, port = status_cfg.endpoint.rpartition(":")
-        self._status, self.ports["status"] = await self._serve(
-            status.app(
-                chain,
-                self.config.auth_for(status_cfg),
-                status_cfg.sessions_open,
-                status_cfg.trace_link,
-                status_cfg.tls is not None,
-            ),
-            host.strip("[]"),
-            int(port),
-            "status.endpoint",
-            tls=_tls(status_cfg),
-            cap=ConnectionCap(
-                caps[_MAX_STATUS],
-                _MAX_STATUS,
-                chain.status_metrics.connections,
-                chain.status_metrics.connections_refused,
-                "status API",
-            ),
-        )
         chain.ready = True
         log_startup(self.config, self.ports, chain.store.durable, getattr(chain.store, "path", "?"))
         if self.config.status.summary_interval is not None:

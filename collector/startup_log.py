@@ -15,6 +15,16 @@ from collector.status.config import Status
 log = logging.getLogger("skillgauge")
 
 
+def log_status_up(cfg: Config, port: int) -> None:
+    """Log that the status API answers, before what a previous process left is replayed."""
+    log.info(
+        'status %s:%d up: /healthz answers; /readyz answers 503 "starting" until what the '
+        "spool holds is replayed and the receivers listen",
+        _host(cfg.status.endpoint),
+        port,
+    )
+
+
 def log_startup(cfg: Config, ports: dict[str, int], durable: bool, path: str) -> None:
     """Log what a started service listens on (``ports``, by receiver) and how it is set up;
     ``durable`` and ``path`` say where its spool is."""
