@@ -65,6 +65,8 @@ class RequestLog:
         refused while it is released)."""
         self._location = location
         self._segments = segments
+        self._database_file = _identity(location.path)  # the file the store opened
+        self._database_gone = False  # found deleted or replaced since: logged once
         self._reserve = reserve
         if reserve is not None:
             with contextlib.suppress(OSError):  # no room: refused until the probe finds some
@@ -219,7 +221,7 @@ class RequestLog:
         commits reach the WAL unsynced (``synchronous=NORMAL``), and a power cut that undid
         the deletion of the rows, but not of their file, would leave rows pointing at
         nothing, their sessions beyond rebuilding and evaluating again."""
-        if self._segments is None:
+        if self._segments is None or not self._database_in_place():
             return
         # Asked again here: requests spooled since may need the latest file.
         (first,) = db.execute("SELECT MIN(segment) FROM spooled").fetchone()
@@ -228,6 +230,24 @@ class RequestLog:
             self._appended.drop_before(None if first is None else int(first), durable)
         else:
             self._segments.drop_before(None if first is None else int(first), durable)
+
+    def _database_in_place(self) -> bool:
+        """Whether the database file is still the one the store opened.  Deleted or replaced
+        while serve runs (not by skillgauge), what is committed since is in no file: from then
+        on no segment file is deleted, so that the next start, refused for want of its
+        database, can rebuild it from them (``skillgauge recover``) and evaluate again what
+        was evaluated since."""
+        if self._database_gone or _identity(self._location.path) == self._database_file:
+            return not self._database_gone
+        self._database_gone = True
+        log.error(
+            "spool: the database %s was deleted or replaced while serve runs (not by skillgauge): "
+            "what is recorded from now on is in no file, so request segments are no longer "
+            "deleted; stop serve, then run `skillgauge recover --config FILE` and start it again "
+            "(the sessions since are evaluated again)",
+            self._location.path,
+        )
+        return False
 
     def _database_durable(self) -> None:
         """Every transaction committed so far, durable: the database file's and its WAL's
@@ -267,3 +287,14 @@ class RequestLog:
             self._segments.close()
         with self._reader_lock:
             self._reader.close()
+
+
+def _identity(path: Path | None) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``; None for none (in memory, or deleted)."""
+    if path is None:
+        return None
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino

@@ -2,7 +2,8 @@
 skillgauge): a request written to it after the deletion is in no file, so it is refused as
 retryable rather than acknowledged, and the next request goes to a new file.  What the file
 held before the deletion cannot be replayed after a restart: it is quarantined as unreadable,
-and nothing else is."""
+and nothing else is.  The database deleted under the store: no segment file goes from then on,
+so that ``recover`` brings every request back."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import pytest
 
 from collector.component import Retryable
 from collector.state.facade import Store
+from collector.state.recover import recover
 from collector.state.segments import Segments
+from collector.state.vouch import StoreRefused
 
 
 def _delete_segments(directory: Path) -> list[str]:
@@ -116,3 +119,26 @@ def test_the_requests_directory_deleted_while_in_use_is_made_again(tmp_path: Pat
     payloads, quarantined = asyncio.run(_replayed(tmp_path))
     assert payloads == [b"after"]
     assert quarantined == {"unreadable": 1, "undecodable": 0}
+
+
+def test_the_database_deleted_while_in_use_keeps_every_segment_for_recover(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def first_life() -> list[str]:
+        store = Store(tmp_path)
+        ids = [await store.append("traces", b"before-%d" % n) for n in range(3)]
+        for database in tmp_path.glob("skillgauge.sqlite*"):
+            database.unlink()
+        ids += [await store.append("traces", b"after-%d" % n) for n in range(3)]
+        await store.checkpoint(ids[-1] + 1)  # every request done: their files would all go
+        await store.shutdown()
+        return sorted(p.name for p in (tmp_path / "requests").iterdir())
+
+    assert asyncio.run(first_life()) == ["00000001.seg"]
+    assert "was deleted or replaced while serve runs" in caplog.text
+    with pytest.raises(StoreRefused):  # the next start says what to do
+        Store(tmp_path)
+    assert recover(tmp_path).requests == 6
+    payloads, quarantined = asyncio.run(_replayed(tmp_path))
+    assert payloads == [b"before-0", b"before-1", b"before-2", b"after-0", b"after-1", b"after-2"]
+    assert quarantined == {"unreadable": 0, "undecodable": 0}
