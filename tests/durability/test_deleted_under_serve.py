@@ -1,11 +1,19 @@
-"""A real ``skillgauge serve`` whose spool segment file an operator's clean-up deletes while
-it runs: the request written to the deleted file is refused as retryable (the sender sends it
-again), nothing acknowledged after the deletion is lost across a kill -9, and what the
-deletion took is counted as quarantined at the restart, not passed over in silence."""
+"""Files of a real ``skillgauge serve``'s data directory deleted while it runs, as an
+operator's clean-up might.
+
+A spool segment file: the request written to the deleted file is refused as retryable (the
+sender sends it again), nothing acknowledged after the deletion is lost across a kill -9, and
+what the deletion took is counted as quarantined at the restart, not passed over in silence.
+
+The database: what is evaluated after it went is in no file, so no request file is deleted
+from then on; the next start is refused, and ``skillgauge recover`` brings every session back
+to be evaluated again."""
 
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,6 +21,7 @@ import grpc
 from perf.bench import recorded_session
 from shared_tables import SharedTables
 from support import Server, export_grpc, metric_value, wait_for
+from test_store_refusal import _evaluated
 
 BEFORE, AFTER = 4, 6  # sessions acknowledged before the deletion, and after it
 
@@ -65,3 +74,47 @@ def test_a_segment_file_deleted_under_serve_loses_nothing_acknowledged_after_it(
         assert server.stop() == 0
     assert evaluated == after  # every session acknowledged after the deletion; none before it
     assert quarantined == BEFORE  # what the deletion took, counted (one request a session)
+
+
+def test_the_database_deleted_under_serve_is_refused_at_the_next_start_and_recover_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    names = [f"db-deleted-{n}" for n in range(6)]
+    config = {
+        "sessions": {"idle_timeout": "0.5s", "check_interval": "0.1s"},
+        "storage": {"path": str(data), "checkpoint_interval": "0.1s"},
+    }
+    for run in ("first", "refused", "recovered"):
+        (tmp_path / run).mkdir()
+    first = Server(tmp_path / "first", config)
+    try:
+        for n, name in enumerate(names):
+            if n == 3:  # three sessions evaluated before the deletion, three after it
+                for database in data.glob("skillgauge.sqlite*"):
+                    database.unlink()
+            export_grpc(first, recorded_session(n, name).SerializeToString())
+            wait_for(lambda name=name: _evaluated(first, name), timeout=60)
+        wait_for(lambda: "was deleted or replaced while serve runs" in first.log(), timeout=60)
+    finally:
+        assert first.stop() == 0
+    assert sorted(p.name for p in (data / "requests").iterdir()) == ["00000001.seg"]
+
+    refused = Server(tmp_path / "refused", config, wait=False)
+    code = refused.proc.wait(timeout=60)
+    refused.stop()
+    assert code != 0 and "skillgauge recover" in refused.log(), refused.log()
+    recovered = subprocess.run(
+        [sys.executable, "-m", "collector", "recover", "--config", str(refused.config_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert recovered.returncode == 0, recovered.stderr
+
+    again = Server(tmp_path / "recovered", config)
+    try:
+        for name in names:  # each evaluated again: the three recorded after the deletion too
+            wait_for(lambda name=name: _evaluated(again, name), timeout=60)
+    finally:
+        assert again.stop() == 0
