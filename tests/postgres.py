@@ -10,6 +10,7 @@ import atexit
 import functools
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -81,17 +82,33 @@ class Postgres:
         self.log = self.dir / "postgres.log"
         for _ in range(5):
             self.port = _free_port()
-            with self.log.open("ab") as log:
-                self.proc = subprocess.Popen(
-                    [str(BIN / "postgres"), "-D", str(data), "-p", str(self.port),
-                     "-k", str(sockets), "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", *_NO_SYNC],
-                    stdout=log, stderr=subprocess.STDOUT, cwd=self.dir, **_as_postgres(),
-                )
+            self._launch()
             if self._wait_ready():
                 return
             self.proc.kill()
             self.proc.wait()
         raise RuntimeError(f"postgres did not start: {self.log.read_text()}")
+
+    def _launch(self) -> None:
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [str(BIN / "postgres"), "-D", str(self.dir / "data"), "-p", str(self.port),
+                 "-k", str(self.dir / "sockets"), "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200",
+                 *_NO_SYNC],
+                stdout=log, stderr=subprocess.STDOUT, cwd=self.dir, **_as_postgres(),
+            )
+
+    def halt(self) -> None:
+        """Stop the server at once (an immediate shutdown: as a crash, to its clients), its
+        databases kept for ``resume``."""
+        self.proc.send_signal(signal.SIGQUIT)
+        self.proc.wait(timeout=60)
+
+    def resume(self) -> None:
+        """Start the halted server again, on the same port."""
+        self._launch()
+        if not self._wait_ready():
+            raise RuntimeError(f"postgres did not start again: {self.log.read_text()}")
 
     def _wait_ready(self, timeout: float = 60.0) -> bool:
         deadline = time.monotonic() + timeout

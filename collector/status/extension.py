@@ -30,6 +30,7 @@ from collector.receiver.config import BearerAuth
 from collector.status import pages
 from collector.status import query as session_query
 from collector.status.login import PageLogin
+from collector.status.readers import RETRY_AFTER, StoreUnavailable
 from collector.status.tenancy import detail_tenant, held, open_rows
 from collector.status.view import SessionPage, StatusView
 
@@ -100,6 +101,19 @@ def _loopback_only(view: StatusView) -> Callable[[web.Request, Handler], Awaitab
     return check
 
 
+@web.middleware
+async def _store_unavailable(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A read of the store that failed for want of it: 503 and Retry-After, with what failed
+    (a status JSON for /v1, text for the pages), not a 500 and a traceback."""
+    try:
+        return await handler(request)
+    except StoreUnavailable as err:
+        headers = {"Retry-After": str(RETRY_AFTER)}
+        if request.path.startswith("/v1/"):  # google.rpc.Status UNAVAILABLE
+            return web.json_response({"code": 14, "message": str(err)}, status=503, headers=headers)
+        return web.Response(text=f"503 Service Unavailable: {err}\n", status=503, headers=headers)
+
+
 def app(
     view: StatusView,
     auth: BearerAuth | None = None,
@@ -166,6 +180,7 @@ def app(
         )
     elif not sessions_open:
         middlewares.append(_loopback_only(view))
+    middlewares.append(_store_unavailable)
     application = web.Application(middlewares=middlewares)  # type: ignore[arg-type]
     application.router.add_get("/metrics", metrics)
     application.router.add_get("/healthz", healthz)

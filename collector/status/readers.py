@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from collector.db.location import Location
 from collector.db.shared import Db
+from collector.db.writer import describe, is_storage_error
 from collector.state.types import Spool
 from collector.status import listing
 from collector.status.cluster import OpenAcross, merged
@@ -22,6 +24,25 @@ from collector.status.view import SessionPage, SessionQuery
 
 T = TypeVar("T")
 READERS = 4  # reads at once; more wait for a connection
+RETRY_AFTER = 5  # seconds: when a client may ask again while the store is unavailable
+
+
+# SQLite's (extended) result codes of a store that cannot be read now, by prefix.
+_SQLITE_UNAVAILABLE = (
+    "SQLITE_IOERR",
+    "SQLITE_FULL",
+    "SQLITE_CANTOPEN",
+    "SQLITE_BUSY",
+    "SQLITE_LOCKED",
+    "SQLITE_CORRUPT",
+    "SQLITE_NOTADB",
+    "SQLITE_PROTOCOL",
+)
+
+
+class StoreUnavailable(Exception):
+    """A read failed for want of the store (its server away, its disk failing): the status
+    API answers 503 with this message, and asks again ``RETRY_AFTER`` seconds later."""
 
 
 class ReaderPool:
@@ -45,18 +66,32 @@ class ReaderPool:
 
     async def read(self, read: Callable[..., T], *args: Any) -> T:
         """``read(db, *args)`` in a worker thread, on a connection no other read holds (one
-        that failed is let go: the next read opens another)."""
+        that failed is let go: the next read opens another).  Raises ``StoreUnavailable``
+        when the store cannot be read (connecting or reading)."""
         async with self._slots:
-            db = self._idle.pop() if self._idle else await asyncio.to_thread(self._connect)
+            try:
+                db = self._idle.pop() if self._idle else await asyncio.to_thread(self._connect)
+            except Exception as err:
+                raise self._unavailable(err) from err
             try:
                 value = await asyncio.to_thread(read, db, *args)
-            except Exception:
+            except Exception as err:
                 self._all.remove(db)
                 with contextlib.suppress(Exception):
                     db.connection.close()
-                raise
+                raise self._unavailable(err) from err
             self._idle.append(db)
             return value
+
+    def _unavailable(self, err: Exception) -> Exception:
+        """``err`` as ``StoreUnavailable`` when the store failed (else as it is: a bug)."""
+        if isinstance(err, sqlite3.Error):  # SQLite says more than its class: an SQL error is one too
+            if not getattr(err, "sqlite_errorname", "").startswith(_SQLITE_UNAVAILABLE):
+                return err
+        elif not is_storage_error(err):
+            return err
+        where = "the shared store" if self._location.dialect == "postgresql" else "the store"
+        return StoreUnavailable(f"{where} {self._location} cannot be read now ({describe(err)}); retry later")
 
     def close(self) -> None:
         for db in self._all:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from collector.db.location import Location
-from collector.status.readers import ReaderPool
+from collector.status.readers import ReaderPool, StoreUnavailable
 
 
 @pytest.fixture
@@ -72,4 +72,22 @@ async def test_reads_beyond_the_pool_wait_for_a_connection_and_writes_are_refuse
             await pool.read(lambda db: db.execute("DELETE FROM coverage"))
     finally:
         release.set()
+        pool.close()
+
+
+async def test_a_store_that_cannot_be_read_is_unavailable_and_an_sql_error_stays_itself(
+    database: Path, tmp_path: Path
+) -> None:
+    pool = ReaderPool(Location.file(database))
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="no such table"):  # a bug, not the store
+            await pool.read(lambda db: db.execute("SELECT * FROM absent").fetchall())
+        scribbled = tmp_path / "scribbled.sqlite"
+        scribbled.write_bytes(b"not a database" * 1000)
+        broken = ReaderPool(Location.file(scribbled))
+        with pytest.raises(StoreUnavailable, match=r"the store .*scribbled.sqlite cannot be read now"):
+            await broken.read(lambda db: db.execute("SELECT * FROM coverage").fetchall())
+        broken.close()
+        assert await pool.read(lambda db: db.execute("SELECT count(*) FROM coverage").fetchone()[0]) == 10
+    finally:
         pool.close()
