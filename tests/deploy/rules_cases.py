@@ -255,6 +255,29 @@ CASES: list[Case] = [
         [("20m", "SkillgaugeIngestRejecting", [({}, "10% of OTLP requests from agents are refused")])],
         [],
     ),
+    (
+        "storage: the shared store refuses writes for 15 minutes, after a burst that recovered",
+        {
+            'skillgauge_storage_write_failures_total{write="write"}': "0x30 0+2x15 30x30",
+            'skillgauge_storage_write_failures_total{write="request"}': "0x5 0+3x3 9x70",
+        },
+        [
+            ("25m", "SkillgaugeStorageFailing", []),  # the burst of refused requests: not 10m long
+            ("38m", "SkillgaugeStorageFailing", []),  # failing since 31m: not yet for 10m
+            (
+                "43m",
+                "SkillgaugeStorageFailing",
+                [
+                    (
+                        {"write": "write"},
+                        "Writes to skillgauge's store have kept failing for 10 minutes (write)",
+                    )
+                ],
+            ),
+            ("70m", "SkillgaugeStorageFailing", []),  # working again
+        ],
+        [],
+    ),
 ]
 
 
