@@ -159,9 +159,9 @@ class Segments:
     def sync(self) -> None:
         """Make every frame appended before the call durable (``fdatasync`` of each file
         appended to since the last call, and of the directory when a file was created in
-        it); raises ``OSError`` when the disk cannot, or when one of those files was deleted
-        meanwhile (by something else: its frames are in no file, and the next append starts a
-        new one).  Runs on any thread: it holds ``lock`` only to take the files, and syncs a
+        it); raises ``OSError`` when the disk cannot, or when the file being appended to was
+        deleted meanwhile (by something else: its frames are in no file, and the next append
+        starts a new one).  Runs on any thread: it holds ``lock`` only to take the files, and syncs a
         duplicate of the current file's descriptor, so appends go on meanwhile."""
         with self.lock:
             retired, self._retired = self._retired, []
@@ -177,7 +177,9 @@ class Segments:
                     os.fsync(directory)
                 finally:
                     os.close(directory)
-            deleted = [fd for fd in fds if os.fstat(fd).st_nlink == 0]
+            # The file being appended to, deleted meanwhile.  (A file retired since was maybe
+            # deleted by ``drop_before`` under this very sync: its requests were all done.)
+            deleted = current is not None and os.fstat(current).st_nlink == 0
         except BaseException:
             with self.lock:  # not synced: the next call tries again
                 self._created = self._created or created

@@ -142,3 +142,21 @@ def test_the_database_deleted_while_in_use_keeps_every_segment_for_recover(
     payloads, quarantined = asyncio.run(_replayed(tmp_path))
     assert payloads == [b"before-0", b"before-1", b"before-2", b"after-0", b"after-1", b"after-2"]
     assert quarantined == {"unreadable": 0, "undecodable": 0}
+
+
+def test_a_retired_file_the_store_drops_while_a_sync_holds_it_is_no_deletion(tmp_path: Path) -> None:
+    dropping = True
+
+    def sync(fd: int) -> None:
+        nonlocal dropping
+        if dropping:  # a checkpoint on the writer thread, while this sync runs: file 1 is done
+            dropping = False
+            segments.drop_before(2)
+        os.fdatasync(fd)
+
+    segments = Segments(tmp_path, segment_bytes=10, sync=sync)
+    segments.append(b"x" * 20)
+    segments.append(b"y" * 20)  # file 1 retired, file 2 appended to; the next sync takes both
+    segments.sync()  # raises nothing: file 1 went for good reason
+    segments.close()
+    assert [p.name for p in tmp_path.iterdir()] == ["00000002.seg"]
