@@ -72,24 +72,30 @@ class ReaderPool:
             try:
                 db = self._idle.pop() if self._idle else await asyncio.to_thread(self._connect)
             except Exception as err:
-                raise self._unavailable(err) from err
+                unavailable = self._unavailable(err)
+                if unavailable is None:
+                    raise
+                raise unavailable from err
             try:
                 value = await asyncio.to_thread(read, db, *args)
             except Exception as err:
                 self._all.remove(db)
                 with contextlib.suppress(Exception):
                     db.connection.close()
-                raise self._unavailable(err) from err
+                unavailable = self._unavailable(err)
+                if unavailable is None:
+                    raise
+                raise unavailable from err
             self._idle.append(db)
             return value
 
-    def _unavailable(self, err: Exception) -> Exception:
-        """``err`` as ``StoreUnavailable`` when the store failed (else as it is: a bug)."""
+    def _unavailable(self, err: Exception) -> StoreUnavailable | None:
+        """``err`` as ``StoreUnavailable`` when the store failed; None for another (a bug)."""
         if isinstance(err, sqlite3.Error):  # SQLite says more than its class: an SQL error is one too
             if not getattr(err, "sqlite_errorname", "").startswith(_SQLITE_UNAVAILABLE):
-                return err
+                return None
         elif not is_storage_error(err):
-            return err
+            return None
         where = "the shared store" if self._location.dialect == "postgresql" else "the store"
         return StoreUnavailable(f"{where} {self._location} cannot be read now ({describe(err)}); retry later")
 
