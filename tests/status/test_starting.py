@@ -28,6 +28,11 @@ def _get(port: int, path: str) -> tuple[int, Any]:
         return err.code, json.loads(err.read())
 
 
+def _text(port: int, path: str) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as resp:
+        return str(resp.read().decode())
+
+
 def _listens(port: int) -> bool:
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) == 0
@@ -62,6 +67,7 @@ async def test_the_status_api_answers_while_the_chain_starts_and_the_receivers_w
         port = service.ports["status"]
         health = await asyncio.to_thread(_get, port, "/healthz")
         ready = await asyncio.to_thread(_get, port, "/readyz")
+        metrics = await asyncio.to_thread(_text, port, "/metrics")
         receiving = sorted(service.ports)  # each receiver's port, once it is bound
         replayed.set()
         await asyncio.wait_for(starting, timeout=30)
@@ -73,6 +79,7 @@ async def test_the_status_api_answers_while_the_chain_starts_and_the_receivers_w
         await service.stop()
     assert health == (200, {"status": "ok"})
     assert ready == (503, {"status": "starting"})
+    assert "skillgauge_sessions_open 0.0" in metrics  # the numbers as they stand, already
     assert receiving == ["status"]
     assert ready_after[0] == 200 and receiving_after == ["grpc", "http", "status"] and otlp
     assert f"status 127.0.0.1:{port} up: /healthz answers" in caplog.text
