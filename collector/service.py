@@ -465,22 +465,36 @@ def _tls(listener: Listener | Status) -> ssl.SSLContext | None:
 
 async def serve(config: Config) -> str | None:
     """Run until SIGTERM or SIGINT, then stop; None, or why storage still failed at the end
-    (what stopping closed may not all be recorded: the next start evaluates it again)."""
+    (what stopping closed may not all be recorded: the next start evaluates it again).  A
+    signal while starting (replaying the spool, which can take minutes) stops the start where
+    it is, as a crash would, but with the store flushed: the next start replays it all."""
     escape_logs()
     SWITCHING.start()  # short, long while requests wait to be assembled (``collector.switching``)
     GC_POLICY.start_on(asyncio.get_running_loop())  # when garbage is collected (``collector.gcpolicy``)
     GC_CLOCK.start()  # the CPU time collections take (``skillgauge_gc_cpu_seconds_total``)
     asyncio.get_running_loop().set_exception_handler(AcceptErrors())
     service = Service(config)
-    try:
-        await service.start()
-    except BaseException:
-        await service.abort()
-        raise
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    starting = asyncio.create_task(service.start(), name="skillgauge-start")
+    signalled = asyncio.create_task(stop.wait(), name="skillgauge-signal")
+    await asyncio.wait((starting, signalled), return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        log.info("signal received while starting: stopping; the next start replays the spool again")
+        await service.abort()
+        log.info("skillgauge stopped")
+        return service.chain.store.faults.unavailable
+    signalled.cancel()
+    try:
+        starting.result()
+    except BaseException:
+        await service.abort()
+        raise
     await stop.wait()
     log.info("signal received: draining")
     await service.stop()
