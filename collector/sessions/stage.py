@@ -66,6 +66,7 @@ async def stepped(steps: Steps) -> Accepted:
 # are not held up behind their evaluation (a session's close costs ~0.1 to a few ms).
 _CLOSE_BATCH_BACKLOG = 64
 _clock = time.perf_counter  # what a slice of closes is timed by (a seam for tests)
+RECOVERY_LINE_EVERY = 10.0  # seconds between the lines a long replay of the spool logs
 
 
 def close_batch(waiting: int) -> int | None:
@@ -349,6 +350,7 @@ class SessionsStage:
     async def recover(self, recovery: Recovery) -> None:
         """Rebuild what a previous process left: open sessions, unfinished revisions."""
         started = time.monotonic()
+        next_line = started + RECOVERY_LINE_EVERY
         unfinished = self._prepare(recovery)
         requests = spans = 0
         for request_id, signal, payload, tenant in self.store.requests(recovery.replay_from):
@@ -380,6 +382,17 @@ class SessionsStage:
             requests += 1
             if requests % 200 == 0:
                 await asyncio.sleep(0)  # let signals and timers run during a long replay
+                if time.monotonic() >= next_line:  # a long replay says it is still going
+                    next_line = time.monotonic() + RECOVERY_LINE_EVERY
+                    log.info(
+                        "recovering from the spool: %d requests (%d items) replayed in %.0fs, up to "
+                        "request %d; %d sessions open so far",
+                        requests,
+                        spans,
+                        time.monotonic() - started,
+                        request_id,
+                        self.assembler.open_count,
+                    )
         for done in unfinished:
             await self.close(done.session, done.reason)
         self.assembler.skip = None

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
+import pytest
 from support import FRAMEWORKS, trace_requests
 
 from collector.config import parse
 from collector.otlp.received import Received
 from collector.service import Chain as Pipeline
+from collector.sessions import stage
 from collector.state.facade import Store
 from collector.state.types import Closed, encode_record
 
@@ -145,3 +148,39 @@ def test_retention_finds_expired_rows_through_an_index(tmp_path: Path) -> None:
         for statement in _EXPIRE:
             plan = " ".join(row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {statement}", (0.0,)))
             assert plan.startswith("SEARCH") and "INDEX" in plan, (statement, plan)
+
+
+def test_a_long_replay_says_how_far_it_has_come(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    (request,) = trace_requests(FRAMEWORKS / "strands" / "right_skill.traces.jsonl")
+
+    async def first_life() -> None:  # 450 requests, each a session of its own, left open
+        store = Store(tmp_path)
+        for n in range(450):
+            copy = type(request)()
+            copy.CopyFrom(request)
+            for span in (s for rs in copy.resource_spans for ss in rs.scope_spans for s in ss.spans):
+                span.trace_id = n.to_bytes(4, "big") + span.trace_id[4:]
+                for kv in span.attributes:
+                    if kv.key == "session.id":
+                        kv.value.string_value = f"long-replay-{n}"
+            await store.append("traces", copy.SerializeToString())
+        await store.shutdown()
+
+    async def second_life() -> int:
+        pipeline = await _second_life(tmp_path)
+        open_count = pipeline.sessions_stage.assembler.open_count
+        await pipeline.store.shutdown()
+        return open_count
+
+    asyncio.run(first_life())
+    monkeypatch.setattr(stage, "RECOVERY_LINE_EVERY", 0.0)  # a line each time one may come
+    caplog.set_level(logging.INFO, logger="skillgauge")
+    assert asyncio.run(second_life()) == 450
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("recovering from the spool")]
+    assert [line.split(" requests")[0] for line in lines] == [
+        "recovering from the spool: 200",
+        "recovering from the spool: 400",
+    ]
+    assert "up to request 400; 400 sessions open so far" in lines[1]
