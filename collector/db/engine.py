@@ -7,6 +7,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from collector.db.location import Location
+
 
 def url_for(shared: str) -> sa.URL:
     """``storage.shared`` as SQLAlchemy's URL, on the psycopg 3 driver whatever it names."""
@@ -18,8 +20,15 @@ def url_for(shared: str) -> sa.URL:
 
 def create(shared: str) -> sa.Engine:
     """An engine for a shared PostgreSQL store (connections checked before use: a server
-    restarted meanwhile costs a reconnect, not an error)."""
-    return sa.create_engine(url_for(shared), pool_pre_ping=True, pool_size=4, max_overflow=4)
+    restarted meanwhile costs a reconnect, not an error; each made within the location's
+    connect timeout, ``Location.connect_timeout``)."""
+    return sa.create_engine(
+        url_for(shared),
+        pool_pre_ping=True,
+        pool_size=4,
+        max_overflow=4,
+        connect_args=Location.postgresql(shared).connect_timeout(),
+    )
 
 
 def sqlite(path: Path) -> sa.Engine:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 _names = itertools.count(1)
+CONNECT_TIMEOUT = 10  # seconds: a PostgreSQL connection's, unless its URL says (``Location.connect_timeout``)
 
 
 @dataclass
@@ -45,6 +46,12 @@ class Location:
     def postgresql(cls, url: str) -> Location:
         return cls(None, url=url)
 
+    def connect_timeout(self) -> dict[str, Any]:
+        """psycopg's ``connect_timeout`` unless the URL sets its own: a server that never
+        answers (a host that drops packets) fails a connection in ``CONNECT_TIMEOUT`` seconds,
+        not after TCP's retries (about two minutes)."""
+        return {} if "connect_timeout=" in self.url else {"connect_timeout": CONNECT_TIMEOUT}
+
     @property
     def durable(self) -> bool:
         return self.path is not None or bool(self.url)
@@ -64,7 +71,7 @@ class Location:
         if self.url:
             import psycopg
 
-            return psycopg.connect(self.url, autocommit=True)
+            return psycopg.connect(self.url, autocommit=True, **self.connect_timeout())
         return self.connect(autocommit=True, check_same_thread=False)
 
     def connect(self, *, autocommit: bool = False, check_same_thread: bool = True) -> sqlite3.Connection:
