@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 _names = itertools.count(1)
-CONNECT_TIMEOUT = 10  # seconds: a PostgreSQL connection's, unless its URL says (``Location.connect_timeout``)
+# A PostgreSQL connection's libpq parameters, unless its URL sets them (``Location.connect_options``):
+CONNECT_OPTIONS: dict[str, int] = {
+    "connect_timeout": 10,  # seconds to connect
+    "tcp_user_timeout": 30_000,  # ms that sent data may wait for the server's acknowledgement
+    "keepalives_idle": 30,  # an idle connection is probed after 30 s,
+    "keepalives_interval": 10,  # every 10 s,
+    "keepalives_count": 3,  # and given up after 3 probes unanswered
+}
 
 
 @dataclass
@@ -46,11 +53,12 @@ class Location:
     def postgresql(cls, url: str) -> Location:
         return cls(None, url=url)
 
-    def connect_timeout(self) -> dict[str, Any]:
-        """psycopg's ``connect_timeout`` unless the URL sets its own: a server that never
-        answers (a host that drops packets) fails a connection in ``CONNECT_TIMEOUT`` seconds,
-        not after TCP's retries (about two minutes)."""
-        return {} if "connect_timeout=" in self.url else {"connect_timeout": CONNECT_TIMEOUT}
+    def connect_options(self) -> dict[str, Any]:
+        """libpq's connection parameters of ``CONNECT_OPTIONS`` that the URL does not set
+        itself: a server that never answers (a host that drops packets, the old host of a
+        failover) fails a connection in seconds, not after TCP's retries (minutes to connect;
+        ~15 minutes, or a two-hour keepalive, on a connection made before)."""
+        return {name: value for name, value in CONNECT_OPTIONS.items() if f"{name}=" not in self.url}
 
     @property
     def durable(self) -> bool:
@@ -71,7 +79,7 @@ class Location:
         if self.url:
             import psycopg
 
-            return psycopg.connect(self.url, autocommit=True, **self.connect_timeout())
+            return psycopg.connect(self.url, autocommit=True, **self.connect_options())
         return self.connect(autocommit=True, check_same_thread=False)
 
     def connect(self, *, autocommit: bool = False, check_same_thread: bool = True) -> sqlite3.Connection:
