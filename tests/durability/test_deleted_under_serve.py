@@ -49,7 +49,7 @@ def test_a_segment_file_deleted_under_serve_loses_nothing_acknowledged_after_it(
     try:
         for _, body in sessions[:BEFORE]:
             assert _send(server, body) == 0
-        deleted = sorted(p.name for p in requests.iterdir())
+        deleted = sorted(p.name for p in requests.glob("*.seg"))
         for name in deleted:
             (requests / name).unlink()
         refusals = [_send(server, body) for _, body in sessions[BEFORE:]]

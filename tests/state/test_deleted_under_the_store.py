@@ -11,6 +11,7 @@ import asyncio
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,10 +23,18 @@ from collector.state.vouch import StoreRefused
 
 
 def _delete_segments(directory: Path) -> list[str]:
-    deleted = sorted(p.name for p in (directory / "requests").iterdir())
+    deleted = sorted(p.name for p in (directory / "requests").glob("*.seg"))
     for name in deleted:
         (directory / "requests" / name).unlink()
     return deleted
+
+
+async def _started(directory: Path, **seams: Any) -> Store:
+    """A store on ``directory`` whose start-up probe is done: it writes a scratch file in
+    ``requests/`` from the writer thread, which a deletion by the test must not race."""
+    store = Store(directory, **seams)
+    await store.transact(lambda db: None)  # after what was queued before it: the probe
+    return store
 
 
 async def _replayed(directory: Path) -> tuple[list[bytes], dict[str, int]]:
@@ -41,7 +50,7 @@ def test_a_request_written_after_the_deletion_is_refused_and_the_next_goes_to_a_
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     async def first_life() -> tuple[list[str], str, list[str]]:
-        store = Store(tmp_path)
+        store = await _started(tmp_path)
         for n in range(3):
             await store.append("traces", b"before-%d" % n)
         deleted = _delete_segments(tmp_path)
@@ -76,7 +85,7 @@ def test_a_deletion_between_the_write_and_its_sync_refuses_the_request(tmp_path:
 
     async def first_life() -> list[bytes]:
         nonlocal deleting
-        store = Store(tmp_path, sync=sync)
+        store = await _started(tmp_path, sync=sync)
         await store.append("traces", b"before")
         deleting = True
         with pytest.raises(Retryable):
@@ -106,7 +115,7 @@ def test_a_file_the_store_dropped_itself_is_no_deletion_for_its_next_sync(tmp_pa
 
 def test_the_requests_directory_deleted_while_in_use_is_made_again(tmp_path: Path) -> None:
     async def first_life() -> list[str]:
-        store = Store(tmp_path)
+        store = await _started(tmp_path)
         await store.append("traces", b"before")
         shutil.rmtree(tmp_path / "requests")
         with pytest.raises(Retryable):
@@ -125,7 +134,7 @@ def test_the_database_deleted_while_in_use_keeps_every_segment_for_recover(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     async def first_life() -> list[str]:
-        store = Store(tmp_path)
+        store = await _started(tmp_path)
         ids = [await store.append("traces", b"before-%d" % n) for n in range(3)]
         for database in tmp_path.glob("skillgauge.sqlite*"):
             database.unlink()
