@@ -98,7 +98,7 @@ def test_the_database_deleted_under_serve_is_refused_at_the_next_start_and_recov
         wait_for(lambda: "was deleted or replaced while serve runs" in first.log(), timeout=60)
     finally:
         assert first.stop() == 0
-    assert sorted(p.name for p in (data / "requests").iterdir()) == ["00000001.seg"]
+    assert sorted(p.name for p in (data / "requests").glob("*.seg")) == ["00000001.seg"]
 
     refused = Server(tmp_path / "refused", config, wait=False)
     code = refused.proc.wait(timeout=60)

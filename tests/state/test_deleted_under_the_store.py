@@ -58,7 +58,7 @@ def test_a_request_written_after_the_deletion_is_refused_and_the_next_goes_to_a_
             await store.append("traces", b"refused")
         for n in range(2):
             await store.append("traces", b"after-%d" % n)
-        files = sorted(p.name for p in (tmp_path / "requests").iterdir())
+        files = sorted(p.name for p in (tmp_path / "requests").glob("*.seg"))
         await store.shutdown()
         return deleted, str(refused.value), files
 
@@ -92,7 +92,7 @@ def test_a_deletion_between_the_write_and_its_sync_refuses_the_request(tmp_path:
             await store.append("traces", b"refused")
         await store.append("traces", b"after")
         await store.shutdown()
-        return sorted(p.name for p in (tmp_path / "requests").iterdir())
+        return sorted(p.name for p in (tmp_path / "requests").glob("*.seg"))
 
     assert asyncio.run(first_life()) == ["00000002.seg"]
     payloads, quarantined = asyncio.run(_replayed(tmp_path))
@@ -122,7 +122,7 @@ def test_the_requests_directory_deleted_while_in_use_is_made_again(tmp_path: Pat
             await store.append("traces", b"refused")  # written to the deleted file
         await store.append("traces", b"after")
         await store.shutdown()
-        return sorted(p.name for p in (tmp_path / "requests").iterdir())
+        return sorted(p.name for p in (tmp_path / "requests").glob("*.seg"))
 
     assert asyncio.run(first_life()) == ["00000002.seg"]
     payloads, quarantined = asyncio.run(_replayed(tmp_path))
@@ -141,7 +141,7 @@ def test_the_database_deleted_while_in_use_keeps_every_segment_for_recover(
         ids += [await store.append("traces", b"after-%d" % n) for n in range(3)]
         await store.checkpoint(ids[-1] + 1)  # every request done: their files would all go
         await store.shutdown()
-        return sorted(p.name for p in (tmp_path / "requests").iterdir())
+        return sorted(p.name for p in (tmp_path / "requests").glob("*.seg"))
 
     assert asyncio.run(first_life()) == ["00000001.seg"]
     assert "was deleted or replaced while serve runs" in caplog.text

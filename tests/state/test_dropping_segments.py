@@ -101,14 +101,14 @@ def test_a_failed_sync_leaves_every_file_until_a_later_checkpoint_can_sync(
         nonlocal failing
         spool = Store(tmp_path, max_bytes=2 * 1024**2)
         ids = [await spool.append("traces", REQUEST) for _ in range(REQUESTS)]
-        files = sorted(p.name for p in (tmp_path / "requests").iterdir())
+        files = sorted(p.name for p in (tmp_path / "requests").glob("*.seg"))
         failing = True
         try:
             await spool.checkpoint(ids[-1] + 1)
             refused: BaseException | None = None
         except OSError as err:
             refused = err
-        kept = sorted(p.name for p in (tmp_path / "requests").iterdir())
+        kept = sorted(p.name for p in (tmp_path / "requests").glob("*.seg"))
         failing = False
         await spool.checkpoint(ids[-1] + 1)
         await asyncio.wait_for(_works_again(spool), timeout=60)
