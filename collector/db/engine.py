@@ -7,7 +7,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from collector.db.location import Location
+from collector.db.location import connect_options
 
 
 def url_for(shared: str) -> sa.URL:
@@ -20,14 +20,14 @@ def url_for(shared: str) -> sa.URL:
 
 def create(shared: str) -> sa.Engine:
     """An engine for a shared PostgreSQL store (connections checked before use: a server
-    restarted meanwhile costs a reconnect, not an error; each with the location's timeouts,
-    ``Location.connect_options``)."""
+    restarted meanwhile costs a reconnect, not an error; each with the timeouts of
+    ``connect_options``)."""
     return sa.create_engine(
         url_for(shared),
         pool_pre_ping=True,
         pool_size=4,
         max_overflow=4,
-        connect_args=Location.postgresql(shared).connect_options(),
+        connect_args=connect_options(shared),
     )
 
 

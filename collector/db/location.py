@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 _names = itertools.count(1)
-# A PostgreSQL connection's libpq parameters, unless its URL sets them (``Location.connect_options``):
+# A PostgreSQL connection's libpq parameters, unless its URL sets them (``connect_options``):
 CONNECT_OPTIONS: dict[str, int] = {
     "connect_timeout": 10,  # seconds to connect
     "tcp_user_timeout": 30_000,  # ms that sent data may wait for the server's acknowledgement
@@ -53,13 +53,6 @@ class Location:
     def postgresql(cls, url: str) -> Location:
         return cls(None, url=url)
 
-    def connect_options(self) -> dict[str, Any]:
-        """libpq's connection parameters of ``CONNECT_OPTIONS`` that the URL does not set
-        itself: a server that never answers (a host that drops packets, the old host of a
-        failover) fails a connection in seconds, not after TCP's retries (minutes to connect;
-        ~15 minutes, or a two-hour keepalive, on a connection made before)."""
-        return {name: value for name, value in CONNECT_OPTIONS.items() if f"{name}=" not in self.url}
-
     @property
     def durable(self) -> bool:
         return self.path is not None or bool(self.url)
@@ -79,7 +72,7 @@ class Location:
         if self.url:
             import psycopg
 
-            return psycopg.connect(self.url, autocommit=True, **self.connect_options())
+            return psycopg.connect(self.url, autocommit=True, **connect_options(self.url))
         return self.connect(autocommit=True, check_same_thread=False)
 
     def connect(self, *, autocommit: bool = False, check_same_thread: bool = True) -> sqlite3.Connection:
@@ -96,6 +89,14 @@ class Location:
         if self.keep is not None:
             self.keep.close()
             self.keep = None
+
+
+def connect_options(url: str) -> dict[str, Any]:
+    """libpq's connection parameters of ``CONNECT_OPTIONS`` that ``url`` does not set itself:
+    a server that never answers (a host that drops packets, the old host of a failover) fails
+    a connection in seconds, not after TCP's retries (minutes to connect; ~15 minutes, or a
+    two-hour keepalive, on a connection made before)."""
+    return {name: value for name, value in CONNECT_OPTIONS.items() if f"{name}=" not in url}
 
 
 def redacted(url: str) -> str:

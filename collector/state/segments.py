@@ -317,9 +317,10 @@ class Segments:
         # Every request done (None): the file being appended to goes too, unsynced.
         keep_from = self._number + 1 if segment is None else min(segment, self._number)
         going = [number for number in self.numbers() if number < keep_from]
-        if going and first is not None:
-            first()
-        if going:  # files that go hold no frame a sync still needs
+        if going:
+            if first is not None:
+                first()
+            # Files that go hold no frame a sync still needs.
             kept = [(number, fd) for number, fd in self._retired if number >= keep_from]
             for number, fd in self._retired:
                 if number < keep_from:

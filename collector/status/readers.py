@@ -72,32 +72,31 @@ class ReaderPool:
             try:
                 db = self._idle.pop() if self._idle else await asyncio.to_thread(self._connect)
             except Exception as err:
-                unavailable = self._unavailable(err)
-                if unavailable is None:
-                    raise
-                raise unavailable from err
+                self._raise_if_unavailable(err)
+                raise
             try:
                 value = await asyncio.to_thread(read, db, *args)
             except Exception as err:
                 self._all.remove(db)
                 with contextlib.suppress(Exception):
                     db.connection.close()
-                unavailable = self._unavailable(err)
-                if unavailable is None:
-                    raise
-                raise unavailable from err
+                self._raise_if_unavailable(err)
+                raise
             self._idle.append(db)
             return value
 
-    def _unavailable(self, err: Exception) -> StoreUnavailable | None:
-        """``err`` as ``StoreUnavailable`` when the store failed; None for another (a bug)."""
+    def _raise_if_unavailable(self, err: Exception) -> None:
+        """Raise ``err`` as ``StoreUnavailable`` when the store failed; return for another
+        (a bug, which the caller raises as it is)."""
         if isinstance(err, sqlite3.Error):  # SQLite says more than its class: an SQL error is one too
             if not getattr(err, "sqlite_errorname", "").startswith(_SQLITE_UNAVAILABLE):
-                return None
+                return
         elif not is_storage_error(err):
-            return None
+            return
         where = "the shared store" if self._location.dialect == "postgresql" else "the store"
-        return StoreUnavailable(f"{where} {self._location} cannot be read now ({describe(err)}); retry later")
+        raise StoreUnavailable(
+            f"{where} {self._location} cannot be read now ({describe(err)}); retry later"
+        ) from err
 
     def close(self) -> None:
         for db in self._all:

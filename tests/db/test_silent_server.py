@@ -78,10 +78,10 @@ def test_a_server_that_never_answers_fails_the_connection(silent: str, monkeypat
 
 
 def test_a_url_that_sets_its_own_parameters_keeps_them() -> None:
-    own = Location.postgresql("postgresql://h/db?connect_timeout=3&keepalives_idle=600").connect_options()
+    own = location.connect_options("postgresql://h/db?connect_timeout=3&keepalives_idle=600")
     assert "connect_timeout" not in own and "keepalives_idle" not in own
     assert own["tcp_user_timeout"] == location.CONNECT_OPTIONS["tcp_user_timeout"]
-    assert Location.postgresql("postgresql://h/db").connect_options() == location.CONNECT_OPTIONS
+    assert location.connect_options("postgresql://h/db") == location.CONNECT_OPTIONS
 
 
 # Run in a network namespace of its own (``unshare -n``), whose loopback it takes down once a
