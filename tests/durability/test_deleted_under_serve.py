@@ -12,8 +12,6 @@ to be evaluated again."""
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,7 +19,7 @@ import grpc
 from perf.bench import recorded_session
 from shared_tables import SharedTables
 from support import Server, export_grpc, metric_value, wait_for
-from test_store_refusal import _evaluated
+from test_store_refusal import _evaluated, _recover
 
 BEFORE, AFTER = 4, 6  # sessions acknowledged before the deletion, and after it
 
@@ -104,12 +102,7 @@ def test_the_database_deleted_under_serve_is_refused_at_the_next_start_and_recov
     code = refused.proc.wait(timeout=60)
     refused.stop()
     assert code != 0 and "skillgauge recover" in refused.log(), refused.log()
-    recovered = subprocess.run(
-        [sys.executable, "-m", "collector", "recover", "--config", str(refused.config_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    recovered = _recover(refused.config_path)
     assert recovered.returncode == 0, recovered.stderr
 
     again = Server(tmp_path / "recovered", config)

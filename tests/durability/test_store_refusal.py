@@ -51,6 +51,16 @@ def _segments(data: Path) -> dict[str, str]:
     }
 
 
+def _recover(config: Path) -> subprocess.CompletedProcess[str]:
+    """``skillgauge recover --config config``, as an operator runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "collector", "recover", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def _evaluated(server: Server, name: str) -> dict[str, Any] | None:
     status, body = server.get_json(f"/v1/sessions/{name}")
     if status != 200 or "open" in body or not body.get("revisions"):
@@ -102,12 +112,7 @@ def test_a_broken_database_is_refused_and_recover_brings_every_session_back(
     assert _segments(data) == before  # no segment file deleted, none changed
 
     config = refused.config_path
-    recovered = subprocess.run(
-        [sys.executable, "-m", "collector", "recover", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    recovered = _recover(config)
     assert recovered.returncode == 0, recovered.stderr
     assert f"rebuilt with {SESSIONS} requests" in recovered.stdout, recovered.stdout
     assert list(data.glob("skillgauge.sqlite.broken-*")) or damage is _delete  # moved aside, not deleted
@@ -131,12 +136,7 @@ def test_a_fresh_directory_and_a_sound_one_start_as_before(tmp_path: Path) -> No
     server = Server(tmp_path / "a", storage)
     server.proc.send_signal(signal.SIGTERM)
     assert server.stop() == 0
-    done = subprocess.run(
-        [sys.executable, "-m", "collector", "recover", "--config", str(server.config_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _recover(server.config_path)
     assert done.returncode == 0, done.stderr
     assert "sound; nothing to recover" in done.stdout
     assert not list((tmp_path / "data").glob("skillgauge.sqlite.broken-*"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,23 @@ async def _started(directory: Path, **seams: Any) -> Store:
     store = Store(directory, **seams)
     await store.transact(lambda db: None)  # after what was queued before it: the probe
     return store
+
+
+def _before_refused_after(directory: Path, delete: Callable[[], object], **seams: Any) -> list[str]:
+    """One request stored, then ``delete``, then one refused (written to what was deleted)
+    and one stored again; the segment files left."""
+
+    async def first_life() -> list[str]:
+        store = await _started(directory, **seams)
+        await store.append("traces", b"before")
+        delete()
+        with pytest.raises(Retryable):
+            await store.append("traces", b"refused")
+        await store.append("traces", b"after")
+        await store.shutdown()
+        return sorted(p.name for p in (directory / "requests").glob("*.seg"))
+
+    return asyncio.run(first_life())
 
 
 async def _replayed(directory: Path) -> tuple[list[bytes], dict[str, int]]:
@@ -83,18 +101,11 @@ def test_a_deletion_between_the_write_and_its_sync_refuses_the_request(tmp_path:
             _delete_segments(tmp_path)
         fdatasync(fd)
 
-    async def first_life() -> list[bytes]:
+    def from_the_next_sync() -> None:
         nonlocal deleting
-        store = await _started(tmp_path, sync=sync)
-        await store.append("traces", b"before")
         deleting = True
-        with pytest.raises(Retryable):
-            await store.append("traces", b"refused")
-        await store.append("traces", b"after")
-        await store.shutdown()
-        return sorted(p.name for p in (tmp_path / "requests").glob("*.seg"))
 
-    assert asyncio.run(first_life()) == ["00000002.seg"]
+    assert _before_refused_after(tmp_path, from_the_next_sync, sync=sync) == ["00000002.seg"]
     payloads, quarantined = asyncio.run(_replayed(tmp_path))
     assert payloads == [b"after"]
     # "before" went with the file, and the refused request's row points into it too.
@@ -114,17 +125,8 @@ def test_a_file_the_store_dropped_itself_is_no_deletion_for_its_next_sync(tmp_pa
 
 
 def test_the_requests_directory_deleted_while_in_use_is_made_again(tmp_path: Path) -> None:
-    async def first_life() -> list[str]:
-        store = await _started(tmp_path)
-        await store.append("traces", b"before")
-        shutil.rmtree(tmp_path / "requests")
-        with pytest.raises(Retryable):
-            await store.append("traces", b"refused")  # written to the deleted file
-        await store.append("traces", b"after")
-        await store.shutdown()
-        return sorted(p.name for p in (tmp_path / "requests").glob("*.seg"))
-
-    assert asyncio.run(first_life()) == ["00000002.seg"]
+    deleted = _before_refused_after(tmp_path, lambda: shutil.rmtree(tmp_path / "requests"))
+    assert deleted == ["00000002.seg"]
     payloads, quarantined = asyncio.run(_replayed(tmp_path))
     assert payloads == [b"after"]
     assert quarantined == {"unreadable": 1, "undecodable": 0}
